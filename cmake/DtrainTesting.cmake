@@ -1,0 +1,27 @@
+# Helpers that register tests with CTest.
+#   dtrain_add_test_binary(NAME sources...)   a Catch2 binary linked with dtrain_core and the MPI main
+#   dtrain_add_mpi_test(PREFIX TARGET NP n... [TIMEOUT s] [LABELS l...] [ARGS a...])
+#       one test PREFIX_np<n> per rank count, run under mpiexec with oversubscription.
+# Open MPI refuses to run as root without its two opt-in variables; CI runs as root.
+set(DTRAIN_MPI_TEST_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OPENBLAS_NUM_THREADS=1")
+
+function(dtrain_add_test_binary name)
+  add_executable(${name} ${ARGN} $<TARGET_OBJECTS:dtrain_catch_main>)
+  target_link_libraries(${name} PRIVATE dtrain_core Catch2::Catch2)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_definitions(${name} PRIVATE DTRAIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+endfunction()
+
+function(dtrain_add_mpi_test prefix target)
+  cmake_parse_arguments(T "" "TIMEOUT" "NP;LABELS;ARGS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  foreach(np IN LISTS T_NP)
+    add_test(NAME ${prefix}_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+                     $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
+    set_tests_properties(${prefix}_np${np} PROPERTIES
+      TIMEOUT ${T_TIMEOUT} PROCESSORS ${np} ENVIRONMENT "${DTRAIN_MPI_TEST_ENV}" LABELS "${T_LABELS}")
+  endforeach()
+endfunction()

@@ -1,0 +1,69 @@
+// print_dry_run: everything a user should check before spending an allocation.
+#include "app/dry_run.hpp"
+
+#include <cstdio>
+#include <string>
+
+#include "runtime/rank_layout.hpp"
+
+namespace dtrain {
+namespace {
+
+std::string list(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) s += (i ? "," : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+void print_groups(const char* label, const std::vector<std::vector<int>>& groups) {
+  std::printf("  %-16s", label);
+  for (const auto& g : groups) std::printf(" %s", list(g).c_str());
+  std::printf("\n");
+}
+
+double mb(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+}  // namespace
+
+void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, const TrainingPlan& plan,
+                   const LaunchEnv& env) {
+  const auto names = gather_node_names(world, env);
+  if (env.world_rank != 0) return;
+  const RankLayout layout(plan.sizes, cfg.system.rank_order);
+  const auto& s = plan.sizes;
+
+  std::printf("== resolved configuration ==\n%s\n", config_as_ini(table).c_str());
+  std::printf("== launch ==\n  launcher %s, %d ranks on %d node(s)%s\n", env.launcher.c_str(), env.world_size,
+              env.num_nodes, env.job_id.empty() ? "" : (", Slurm job " + env.job_id).c_str());
+
+  std::printf("== layout: tp=%d cp=%d pp=%d dp=%d v=%d, order %s ==\n", s.tp, s.cp, s.pp, s.dp, plan.virtual_stages,
+              cfg.system.rank_order.c_str());
+  print_groups("TP groups:", layout.groups(Axis::tp));
+  print_groups("CP groups:", layout.groups(Axis::cp));
+  print_groups("DP groups:", layout.groups(Axis::dp));
+  print_groups("PP groups:", layout.groups(Axis::pp));
+  print_groups("embedding groups:", layout.embedding_groups());
+  for (int r = 0; r < layout.world_size(); ++r) {
+    const Coords c = layout.coords_of(r);
+    std::printf("  rank %d: node %s tp=%d cp=%d dp=%d pp=%d\n", r, names[r].c_str(), c.tp, c.cp, c.dp, c.pp);
+  }
+
+  std::printf("== schedule ==\n");
+  std::printf("  micro_batch_size %d, gradient-accumulation steps (micro-batches) m = %d x %d dp = global batch %d\n",
+              plan.micro_batch, plan.num_micro_batches, s.dp, cfg.model.global_batch_size);
+  std::printf("  pipeline schedule %s: predicted bubble %.4f (%.1f%% of a step)\n", cfg.system.pipeline_schedule.c_str(),
+              plan.bubble, 100.0 * plan.bubble);
+  for (const auto& w : plan.warnings) std::printf("  warning: %s\n", w.c_str());
+
+  std::printf("== memory per rank (MiB) ==\n  %-6s %10s %10s %10s %12s %10s\n", "stage", "params", "grads", "optimizer",
+              "activations", "total");
+  for (int st = 0; st < s.pp; ++st) {
+    const auto& m = plan.stage_memory[st];
+    std::printf("  %-6d %10.2f %10.2f %10.2f %12.2f %10.2f\n", st, mb(m.params), mb(m.grads), mb(m.optimizer),
+                mb(m.activations), mb(m.total()));
+  }
+  std::printf("dry run complete: configuration is valid for %d ranks\n", env.world_size);
+  std::fflush(stdout);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,59 @@
+// fatal() and the checked-call reporters: one message naming rank, call, place and cause, then abort.
+#include "common/error.hpp"
+
+#include <hdf5.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace dtrain {
+namespace {
+
+int world_rank_or_minus_one() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return -1;
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+herr_t collect_hdf5_message(unsigned n, const H5E_error2_t* err, void* out) {
+  auto* text = static_cast<std::string*>(out);
+  if (n == 0 && err->desc) *text = err->desc;  // the innermost cause
+  return 0;
+}
+
+}  // namespace
+
+void fatal(const std::string& message) {
+  const int rank = world_rank_or_minus_one();
+  if (rank >= 0)
+    std::fprintf(stderr, "dtrain: rank %d: error: %s\n", rank, message.c_str());
+  else
+    std::fprintf(stderr, "dtrain: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::fflush(stdout);
+  if (rank >= 0) MPI_Abort(MPI_COMM_WORLD, kFatalExit);
+  std::exit(kFatalExit);
+}
+
+void check_mpi(int rc, const char* call, const char* file, int line) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  fatal(std::string("MPI call failed at ") + file + ":" + std::to_string(line) + ": " + call + ": " + text);
+}
+
+void check_hdf5(long long rc, const char* call, const char* file, int line) {
+  if (rc >= 0) return;
+  std::string cause = "unknown HDF5 error";
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect_hdf5_message, &cause);
+  fatal(std::string("HDF5 call failed at ") + file + ":" + std::to_string(line) + ": " + call + ": " + cause);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,90 @@
+// The resolved configuration of a run: every key of input.ini as a typed field.
+// Filled from the one options table (options.cpp); checked by validate (validate.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace dtrain {
+
+struct ModelConfig {
+  int num_layers = 4;
+  int hidden_size = 128;
+  int num_attention_heads = 4;
+  int ffn_hidden_size = 0;         // 0 = 4 * hidden_size
+  int seq_length = 128;
+  int vocab_size = 256;
+  int global_batch_size = 8;
+  std::string micro_batch_size = "1";  // an integer or "auto"
+  int num_experts = 0;
+  int micro_batch = 1;             // resolved from micro_batch_size (plan.cpp)
+};
+
+struct SystemConfig {
+  std::string device = "cpu";
+  int tensor_model_parallel_size = 1;
+  int pipeline_model_parallel_size = 1;
+  int virtual_pipeline_model_parallel_size = 1;
+  int context_parallel_size = 1;
+  int expert_model_parallel_size = 1;
+  bool sequence_parallel = false;
+  bool use_distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  std::string pipeline_schedule = "1f1b";
+  double max_bubble_fraction = 0.25;
+  double memory_budget_gb = 0.0;   // 0 = no limit
+  std::string rank_order = "tp-cp-dp-pp";
+  double collective_timeout_s = 300.0;
+  double step_timeout_s = 600.0;
+  int threads_per_rank = 0;        // 0 = SLURM_CPUS_PER_TASK, else cores / local ranks
+};
+
+struct TrainingConfig {
+  int train_iters = 100;
+  std::uint64_t seed = 1234;
+  int eval_interval = 50;
+  int eval_iters = 4;
+};
+
+struct OptimizerConfig {
+  double lr = 1e-3;
+  double min_lr = 1e-4;
+  int warmup_iters = 10;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double clip_grad = 1.0;
+};
+
+struct DataConfig {
+  std::string path = "data/mobydick";
+  std::string tokenizer = "byte";
+};
+
+struct CheckpointConfig {
+  std::string dir;
+  int save_interval = 0;
+  int keep_last = 2;
+  std::string load = "auto";
+};
+
+struct LoggingConfig {
+  int log_interval = 1;
+  std::string metrics_file;
+  std::string trace_file;
+};
+
+struct Config {
+  ModelConfig model;
+  SystemConfig system;
+  TrainingConfig training;
+  OptimizerConfig optimizer;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  LoggingConfig logging;
+
+  int ffn_hidden() const { return model.ffn_hidden_size > 0 ? model.ffn_hidden_size : 4 * model.hidden_size; }
+};
+
+}  // namespace dtrain

@@ -1,0 +1,136 @@
+// Command line and INI parsing through the options table; every error is a UserError naming the key.
+#include "config/load.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "config/options.hpp"
+
+namespace po = boost::program_options;
+
+namespace dtrain {
+namespace {
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string key_part(const std::string& name) {
+  const auto dot = name.find('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+std::string describe_unknown(const std::vector<std::string>& unknown, const std::vector<std::string>& known,
+                             const std::string& where) {
+  std::ostringstream os;
+  os << "unknown key" << (unknown.size() > 1 ? "s" : "") << " in " << where << ":";
+  for (const auto& u : unknown) {
+    os << " '" << u << "'";
+    const std::string hint = did_you_mean(u, known);
+    if (!hint.empty()) os << " (did you mean '" << hint << "'?)";
+    os << (&u == &unknown.back() ? "" : ",");
+  }
+  os << "; see 'dtrain --help' for every key";
+  return os.str();
+}
+
+// Boost's messages name options as "--section.key"; ours name them as the INI key.
+std::string rephrase(const po::error& e) {
+  std::string what = e.what();
+  for (std::string::size_type p; (p = what.find("'--")) != std::string::npos;) what.erase(p + 1, 2);
+  return what;
+}
+
+}  // namespace
+
+std::string did_you_mean(const std::string& unknown, const std::vector<std::string>& known) {
+  std::string best;
+  std::size_t best_d = std::string::npos;
+  for (const auto& k : known) {
+    // Same key under another section counts as a near-perfect match.
+    const std::size_t d = key_part(k) == key_part(unknown) ? 1 : edit_distance(unknown, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  const std::size_t limit = std::max<std::size_t>(2, unknown.size() / 3);
+  return best_d <= limit ? best : "";
+}
+
+CommandLine parse_command_line(int argc, const char* const* argv) {
+  CommandLine cl;
+  cl.command = "train";
+  int first = 1;
+  if (argc > 1 && std::string(argv[1]) == "generate") cl.command = "generate", first = 2;
+  for (int i = first; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") cl.help = true;
+    else if (a == "--version") cl.version = true;
+    else if (a == "--dry-run") cl.dry_run = true;
+    else if (a.rfind("--", 0) == 0 && a.find('.') != std::string::npos && a.find('.') < a.find('=')) {
+      if (a.find('=') != std::string::npos) cl.overrides.push_back(a);
+      else if (i + 1 < argc) cl.overrides.push_back(a + "=" + argv[++i]);
+      else throw UserError("option '" + a.substr(2) + "' needs a value: write --" + a.substr(2) + "=VALUE");
+    } else if (a.rfind("--", 0) == 0 && cl.command == "generate") {
+      cl.extra.push_back(a);
+      if (a.find('=') == std::string::npos && i + 1 < argc) cl.extra.push_back(argv[++i]);
+    } else if (a.rfind("-", 0) == 0) {
+      throw UserError("unknown option '" + a + "'; see 'dtrain --help'");
+    } else if (cl.input.empty()) {
+      cl.input = a;
+    } else {
+      throw UserError("more than one input file ('" + cl.input + "' and '" + a +
+                      "'); give one input.ini and override keys with --section.key=value");
+    }
+  }
+  return cl;
+}
+
+Config load_config(const std::string& ini_text, const std::string& ini_name,
+                   const std::vector<std::string>& overrides) {
+  Config cfg;
+  OptionTable table(cfg);
+  std::vector<std::string> known;
+  for (const auto& o : table.options()) known.push_back(o.name);
+
+  po::variables_map vm;
+  try {
+    // Command-line overrides are stored first: po::store never replaces a value already stored.
+    std::vector<std::string> args(overrides.begin(), overrides.end());
+    auto cmd = po::command_line_parser(args).options(table.description()).allow_unregistered().run();
+    std::vector<std::string> unknown_cmd;
+    for (const auto& o : cmd.options)
+      if (o.unregistered) unknown_cmd.push_back(o.string_key);
+    if (!unknown_cmd.empty()) throw UserError(describe_unknown(unknown_cmd, known, "the command line"));
+    po::store(cmd, vm);
+
+    std::istringstream in(ini_text);
+    auto ini = po::parse_config_file(in, table.description(), /*allow_unregistered=*/true);
+    std::vector<std::string> unknown_ini;
+    for (const auto& o : ini.options)
+      if (o.unregistered) unknown_ini.push_back(o.string_key);
+    if (!unknown_ini.empty()) throw UserError(describe_unknown(unknown_ini, known, ini_name));
+    po::store(ini, vm);
+    po::notify(vm);
+  } catch (const po::invalid_config_file_syntax& e) {
+    throw UserError(ini_name + ": malformed line (" + rephrase(e) + "); expected '[section]' or 'key = value'");
+  } catch (const po::multiple_occurrences& e) {
+    throw UserError(ini_name + ": key '" + e.get_option_name().substr(e.get_option_name().rfind('-') + 1) +
+                    "' is given twice; keep one");
+  } catch (const po::error& e) {
+    throw UserError(ini_name + ": " + rephrase(e));
+  }
+  return cfg;
+}
+
+}  // namespace dtrain

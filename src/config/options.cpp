@@ -1,0 +1,130 @@
+// Every input.ini key, in one table. To add a key: add a field to config.hpp and one line here.
+#include "config/options.hpp"
+
+#include <sstream>
+
+namespace po = boost::program_options;
+
+namespace dtrain {
+namespace {
+
+template <typename T>
+std::string text_of(const T& v) {
+  std::ostringstream os;
+  if constexpr (std::is_same_v<T, bool>)
+    os << (v ? "true" : "false");
+  else
+    os << v;
+  return os.str();
+}
+
+}  // namespace
+
+template <typename T>
+void OptionTable::add(const char* name, T* target, const char* help) {
+  const std::string def = text_of(*target);
+  desc_.add_options()(name, po::value<T>(target)->default_value(*target, def), help);
+  infos_.push_back({name, help, def, [target] { return text_of(*target); }});
+}
+
+OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
+  auto& m = c.model;
+  add("model.num_layers", &m.num_layers, "transformer blocks");
+  add("model.hidden_size", &m.hidden_size, "model width d");
+  add("model.num_attention_heads", &m.num_attention_heads, "attention heads (must divide hidden_size)");
+  add("model.ffn_hidden_size", &m.ffn_hidden_size, "MLP width; 0 = 4 * hidden_size");
+  add("model.seq_length", &m.seq_length, "tokens per sample T");
+  add("model.vocab_size", &m.vocab_size, "vocabulary size (256 for the byte tokenizer)");
+  add("model.global_batch_size", &m.global_batch_size, "samples per optimizer step, over all data-parallel ranks");
+  add("model.micro_batch_size", &m.micro_batch_size,
+      "samples per forward/backward pass; 'auto' picks the largest that meets "
+      "system.max_bubble_fraction and system.memory_budget_gb");
+  add("model.num_experts", &m.num_experts, "mixture-of-experts experts; 0 = dense MLP (MoE is not supported yet)");
+
+  auto& s = c.system;
+  add("system.device", &s.device, "cpu or cuda");
+  add("system.tensor_model_parallel_size", &s.tensor_model_parallel_size, "tensor-parallel ranks tp");
+  add("system.pipeline_model_parallel_size", &s.pipeline_model_parallel_size, "pipeline stages pp");
+  add("system.virtual_pipeline_model_parallel_size", &s.virtual_pipeline_model_parallel_size,
+      "model chunks per pipeline rank v (interleaved schedule)");
+  add("system.context_parallel_size", &s.context_parallel_size, "context-parallel ranks cp (only 1 is supported)");
+  add("system.expert_model_parallel_size", &s.expert_model_parallel_size, "expert-parallel ranks (only 1 is supported)");
+  add("system.sequence_parallel", &s.sequence_parallel, "shard LayerNorm/residual regions along the sequence (needs tp > 1)");
+  add("system.use_distributed_optimizer", &s.use_distributed_optimizer, "shard optimizer state over data-parallel ranks (ZeRO-1)");
+  add("system.overlap_grad_reduce", &s.overlap_grad_reduce, "start each gradient bucket's reduction as soon as it is ready");
+  add("system.overlap_param_gather", &s.overlap_param_gather, "overlap the distributed optimizer's parameter all-gather with the next forward");
+  add("system.pipeline_schedule", &s.pipeline_schedule, "1f1b, interleaved or afab (all-forward-all-backward)");
+  add("system.max_bubble_fraction", &s.max_bubble_fraction, "largest predicted pipeline bubble that micro_batch_size=auto accepts");
+  add("system.memory_budget_gb", &s.memory_budget_gb, "per-rank memory budget in GB for micro_batch_size=auto; 0 = no limit");
+  add("system.rank_order", &s.rank_order, "rank order of the parallel axes, fastest first (tp, cp, dp, pp)");
+  add("system.collective_timeout_s", &s.collective_timeout_s, "a collective or transfer taking longer aborts the job, naming the rank");
+  add("system.step_timeout_s", &s.step_timeout_s, "a training step taking longer aborts the job, naming the rank");
+  add("system.threads_per_rank", &s.threads_per_rank, "BLAS threads per rank; 0 = SLURM_CPUS_PER_TASK, else cores / ranks on the node");
+
+  auto& t = c.training;
+  add("training.train_iters", &t.train_iters, "optimizer steps to run");
+  add("training.seed", &t.seed, "seed of initialisation and data sampling");
+  add("training.eval_interval", &t.eval_interval, "steps between validation passes; 0 = never");
+  add("training.eval_iters", &t.eval_iters, "global batches per validation pass");
+
+  auto& o = c.optimizer;
+  add("optimizer.lr", &o.lr, "peak learning rate");
+  add("optimizer.min_lr", &o.min_lr, "learning rate at the end of the cosine decay");
+  add("optimizer.warmup_iters", &o.warmup_iters, "steps of linear warmup");
+  add("optimizer.weight_decay", &o.weight_decay, "AdamW decoupled weight decay (not applied to biases and LayerNorm)");
+  add("optimizer.beta1", &o.beta1, "AdamW beta1");
+  add("optimizer.beta2", &o.beta2, "AdamW beta2");
+  add("optimizer.eps", &o.eps, "AdamW epsilon");
+  add("optimizer.clip_grad", &o.clip_grad, "global gradient-norm clip; 0 = off");
+
+  add("data.path", &c.data.path, "token file prefix: PATH.train.bin and PATH.val.bin (made by dtrain-data)");
+  add("data.tokenizer", &c.data.tokenizer, "tokenizer of the token files (byte)");
+
+  auto& k = c.checkpoint;
+  add("checkpoint.dir", &k.dir, "checkpoint directory; empty = no checkpoints");
+  add("checkpoint.save_interval", &k.save_interval, "steps between checkpoints; 0 = only at the end");
+  add("checkpoint.keep_last", &k.keep_last, "checkpoints to keep");
+  add("checkpoint.load", &k.load, "auto (resume from latest if present), none, or a checkpoint path");
+
+  add("logging.log_interval", &c.logging.log_interval, "steps between step lines");
+  add("logging.metrics_file", &c.logging.metrics_file, "JSON-lines metrics file; empty = none");
+  add("logging.trace_file", &c.logging.trace_file, "Chrome trace file prefix; empty = none");
+}
+
+bool OptionTable::has(const std::string& name) const {
+  for (const auto& o : infos_)
+    if (o.name == name) return true;
+  return false;
+}
+
+std::string options_help(const OptionTable& table) {
+  std::ostringstream os;
+  std::string section;
+  for (const auto& o : table.options()) {
+    const std::string sec = o.name.substr(0, o.name.find('.'));
+    if (sec != section) {
+      os << "\n[" << sec << "]\n";
+      section = sec;
+    }
+    std::string key = "  " + o.name + " (default: " + (o.default_text.empty() ? "\"\"" : o.default_text) + ")";
+    os << key << "\n      " << o.help << "\n";
+  }
+  return os.str();
+}
+
+std::string config_as_ini(const OptionTable& table) {
+  std::ostringstream os;
+  std::string section;
+  for (const auto& o : table.options()) {
+    const auto dot = o.name.find('.');
+    const std::string sec = o.name.substr(0, dot);
+    if (sec != section) {
+      os << (section.empty() ? "" : "\n") << "[" << sec << "]\n";
+      section = sec;
+    }
+    os << o.name.substr(dot + 1) << " = " << o.value_text() << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace dtrain

@@ -1,0 +1,4 @@
+// dtrain executable: everything lives in dtrain_core (app/entry.cpp).
+#include "app/entry.hpp"
+
+int main(int argc, char** argv) { return dtrain::dtrain_main(argc, argv); }

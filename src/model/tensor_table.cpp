@@ -1,0 +1,107 @@
+// Builds the tensor table of a rank from the model shape, its pipeline part and its TP coordinate.
+#include "model/tensor_table.hpp"
+
+#include <cmath>
+
+#include "common/error.hpp"
+
+namespace dtrain {
+
+ModelShape ModelShape::from(const ModelConfig& m, int ffn_hidden) {
+  return {m.num_layers, m.hidden_size, m.num_attention_heads, ffn_hidden, m.seq_length, m.vocab_size};
+}
+
+long TensorSpec::global_numel() const {
+  long n = 1;
+  for (long d : global_shape) n *= d;
+  return n;
+}
+
+std::vector<std::vector<int>> chunk_layers(int num_layers, int pp, int v, int stage) {
+  const int k = num_layers / (pp * v);
+  std::vector<std::vector<int>> chunks(v);
+  for (int c = 0; c < v; ++c)
+    for (int i = 0; i < k; ++i) chunks[c].push_back((c * pp + stage) * k + i);
+  return chunks;
+}
+
+StagePart stage_part(int num_layers, int pp, int v, int stage) {
+  StagePart part;
+  for (const auto& chunk : chunk_layers(num_layers, pp, v, stage))
+    part.layers.insert(part.layers.end(), chunk.begin(), chunk.end());
+  part.embedding = stage == 0;
+  part.head = stage == pp - 1;
+  return part;
+}
+
+TensorTable::TensorTable(const ModelShape& s, const StagePart& part, int tp_size, int tp_rank)
+    : tp_size_(tp_size), tp_rank_(tp_rank) {
+  const long C = s.hidden, F = s.ffn, V = s.vocab, T = s.seq_length;
+  const float std_w = 0.02f;
+  // GPT-2: residual-stream projections scaled by 1/sqrt(2 * layers).
+  const float std_res = 0.02f / std::sqrt(2.0f * static_cast<float>(s.num_layers));
+  if (part.embedding || part.head) add("wte", {V, C}, 0, -1, true, InitKind::normal, std_w);
+  if (part.embedding) add("wpe", {T, C}, -1, -1, true, InitKind::normal, 0.01f);
+  for (int l : part.layers) {
+    const std::string p = "h" + std::to_string(l) + ".";
+    add(p + "ln1_w", {C}, -1, l, false, InitKind::ones, 0);
+    add(p + "ln1_b", {C}, -1, l, false, InitKind::zeros, 0);
+    add(p + "qkv_w", {3, C, C}, 1, l, true, InitKind::normal, std_w);
+    add(p + "qkv_b", {3, C}, 1, l, false, InitKind::zeros, 0);
+    add(p + "proj_w", {C, C}, 1, l, true, InitKind::normal, std_res);
+    add(p + "proj_b", {C}, -1, l, false, InitKind::zeros, 0);
+    add(p + "ln2_w", {C}, -1, l, false, InitKind::ones, 0);
+    add(p + "ln2_b", {C}, -1, l, false, InitKind::zeros, 0);
+    add(p + "fc_w", {F, C}, 0, l, true, InitKind::normal, std_w);
+    add(p + "fc_b", {F}, 0, l, false, InitKind::zeros, 0);
+    add(p + "fcproj_w", {C, F}, 1, l, true, InitKind::normal, std_res);
+    add(p + "fcproj_b", {C}, -1, l, false, InitKind::zeros, 0);
+  }
+  if (part.head) {
+    add("lnf_w", {C}, -1, -1, false, InitKind::ones, 0);
+    add("lnf_b", {C}, -1, -1, false, InitKind::zeros, 0);
+  }
+}
+
+void TensorTable::add(std::string name, std::vector<long> shape, int split_dim, int layer, bool decay,
+                      InitKind init, float std) {
+  TensorSpec t;
+  t.name = std::move(name);
+  t.global_shape = shape;
+  t.split_dim = tp_size_ > 1 ? split_dim : -1;
+  t.local_shape = shape;
+  t.local_offset.assign(shape.size(), 0);
+  if (t.split_dim >= 0) {
+    const long full = shape[t.split_dim];
+    if (full % tp_size_ != 0)
+      throw UserError(t.name + ": dimension " + std::to_string(full) + " is not divisible by tensor_model_parallel_size=" +
+                      std::to_string(tp_size_));
+    t.local_shape[t.split_dim] = full / tp_size_;
+    t.local_offset[t.split_dim] = tp_rank_ * (full / tp_size_);
+  }
+  t.layer = layer;
+  t.weight_decay = decay;
+  t.init = init;
+  t.init_std = std;
+  t.numel = 1;
+  for (long d : t.local_shape) t.numel *= static_cast<std::size_t>(d);
+  // 16-float (64-byte) alignment keeps every tensor on its own cache line for SIMD kernels.
+  total_ = (total_ + 15) / 16 * 16;
+  t.offset = total_;
+  total_ += t.numel;
+  tensors_.push_back(std::move(t));
+}
+
+const TensorSpec* TensorTable::find(const std::string& name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const TensorSpec& TensorTable::get(const std::string& name) const {
+  const TensorSpec* t = find(name);
+  if (!t) fatal("tensor '" + name + "' is not held by this rank");
+  return *t;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,70 @@
+// The tensor table: every parameter tensor a rank holds, with its global shape, its tensor-parallel
+// slice and its offset in the rank's parameter arena. One table drives allocation, initialisation,
+// optimizer grouping, checkpoint I/O and memory reports.
+//
+// GPT parameters (global shapes; C = hidden, F = ffn, V = vocab, T = seq_length, per layer l):
+//   wte (V,C) vocab-parallel (split dim 0)      wpe (T,C) replicated (first stage)
+//   h<l>.ln1_w, h<l>.ln1_b (C)                    h<l>.qkv_w (3,C,C) column-parallel (split dim 1, by heads)
+//   h<l>.qkv_b (3,C) split dim 1                  h<l>.proj_w (C,C) row-parallel (split dim 1), h<l>.proj_b (C)
+//   h<l>.ln2_w, h<l>.ln2_b (C)                    h<l>.fc_w (F,C) column-parallel (split dim 0), h<l>.fc_b (F)
+//   h<l>.fcproj_w (C,F) row-parallel (split dim 1), h<l>.fcproj_b (C)
+//   lnf_w, lnf_b (C) (last stage). The LM head is wte (tied); wte lives on the first and last stage.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace dtrain {
+
+struct ModelShape {
+  int num_layers, hidden, heads, ffn, seq_length, vocab;
+  static ModelShape from(const ModelConfig& m, int ffn_hidden);
+};
+
+enum class InitKind { normal, zeros, ones };
+
+struct TensorSpec {
+  std::string name;
+  std::vector<long> global_shape;
+  int split_dim = -1;              // dim divided across tensor-parallel ranks; -1 = replicated
+  std::vector<long> local_shape;   // this rank's slice
+  std::vector<long> local_offset;  // where the slice starts in the global tensor
+  int layer = -1;                  // transformer block, -1 for embeddings and the final norm
+  bool weight_decay = true;        // false for biases and LayerNorm parameters
+  InitKind init = InitKind::normal;
+  float init_std = 0.0f;
+  std::size_t offset = 0;          // element offset in the parameter arena
+  std::size_t numel = 0;           // elements of the local slice
+  long global_numel() const;
+};
+
+// What part of the model a rank holds.
+struct StagePart {
+  std::vector<int> layers;   // global block indices, in execution order
+  bool embedding = false;    // wte (+ wpe): first stage
+  bool head = false;         // lnf + tied wte: last stage
+};
+
+// Layers of a pipeline rank. Chunk c (of v) on stage s holds blocks [(c*pp + s)*k, (c*pp + s + 1)*k),
+// k = L / (pp*v): the interleaved assignment; v = 1 gives contiguous blocks.
+std::vector<std::vector<int>> chunk_layers(int num_layers, int pp, int v, int stage);
+StagePart stage_part(int num_layers, int pp, int v, int stage);
+
+class TensorTable {
+ public:
+  TensorTable(const ModelShape& shape, const StagePart& part, int tp_size, int tp_rank);
+  const std::vector<TensorSpec>& tensors() const { return tensors_; }
+  const TensorSpec& get(const std::string& name) const;
+  const TensorSpec* find(const std::string& name) const;
+  std::size_t total() const { return total_; }
+
+ private:
+  void add(std::string name, std::vector<long> shape, int split_dim, int layer, bool decay, InitKind init, float std);
+  int tp_size_, tp_rank_;
+  std::vector<TensorSpec> tensors_;
+  std::size_t total_ = 0;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,63 @@
+// Rank <-> coordinates on the (tp, cp, dp, pp) grid, and the groups of each axis. Pure math, no MPI.
+//
+// The order string lists the axes fastest-varying first (Megatron's convention). With the default
+// "tp-cp-dp-pp": rank = tp_rank + tp*(cp_rank + cp*(dp_rank + dp*pp_rank)), so a tensor-parallel group
+// is a block of adjacent ranks (inside one node) and pipeline stages are furthest apart.
+// Example, 16 ranks, tp=2 pp=4 dp=2: TP groups [0,1] [2,3] ...; DP groups [0,2] [1,3] [4,6] ...;
+// PP groups [0,4,8,12] [1,5,9,13] [2,6,10,14] [3,7,11,15]; embedding groups [0,12] [1,13] ...
+#pragma once
+#include <array>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+enum class Axis { tp = 0, cp = 1, dp = 2, pp = 3 };
+constexpr std::array<Axis, 4> kAllAxes = {Axis::tp, Axis::cp, Axis::dp, Axis::pp};
+const char* axis_name(Axis a);
+
+struct Coords {
+  int tp = 0, cp = 0, dp = 0, pp = 0;
+  int& operator[](Axis a);
+  int operator[](Axis a) const;
+  bool operator==(const Coords& o) const { return tp == o.tp && cp == o.cp && dp == o.dp && pp == o.pp; }
+};
+
+struct ParallelSizes {
+  int tp = 1, cp = 1, dp = 1, pp = 1;
+  int operator[](Axis a) const;
+  int world() const { return tp * cp * dp * pp; }
+};
+
+class RankLayout {
+ public:
+  // Throws UserError when the order string is not a permutation of tp, cp, dp, pp.
+  RankLayout(ParallelSizes sizes, const std::string& order);
+
+  const ParallelSizes& sizes() const { return sizes_; }
+  const std::string& order() const { return order_; }
+  int world_size() const { return sizes_.world(); }
+
+  Coords coords_of(int rank) const;
+  int rank_of(const Coords& c) const;
+
+  // The ranks that share every coordinate with `rank` except `axis`, ordered by their `axis` coordinate.
+  std::vector<int> group_of(Axis axis, int rank) const;
+  // All groups of an axis, ordered by their smallest rank.
+  std::vector<std::vector<int>> groups(Axis axis) const;
+  // Index of rank's group among groups(axis) (the colour for MPI_Comm_split).
+  int group_index(Axis axis, int rank) const;
+
+  // First and last pipeline stage of rank's pipeline (one rank when pp == 1); they hold the tied
+  // token embedding. Empty when rank is on neither end.
+  std::vector<int> embedding_group_of(int rank) const;
+  std::vector<std::vector<int>> embedding_groups() const;
+
+ private:
+  ParallelSizes sizes_;
+  std::string order_;
+  std::array<Axis, 4> axes_{};    // fastest first
+  std::array<int, 4> stride_{};   // indexed by Axis
+};
+
+}  // namespace dtrain

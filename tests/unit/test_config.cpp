@@ -1,0 +1,131 @@
+// Config loading and validation: INI + overrides, unknown keys with suggestions, wrong types, and
+// every layout error naming its key.
+#include <catch2/catch.hpp>
+
+#include "common/error.hpp"
+#include "config/load.hpp"
+#include "config/options.hpp"
+#include "config/validate.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+const char* kIni =
+    "[model]\nnum_layers = 4\nhidden_size = 64\nnum_attention_heads = 4\nseq_length = 32\nvocab_size = 256\n"
+    "global_batch_size = 8\nmicro_batch_size = 2\n[system]\ntensor_model_parallel_size = 2\n";
+
+}  // namespace
+
+TEST_CASE("INI values and command-line overrides land in the Config", "[config]") {
+  const Config c = load_config(kIni, "t.ini", {"--model.hidden_size=128", "--system.sequence_parallel=true"});
+  CHECK(c.model.num_layers == 4);
+  CHECK(c.model.hidden_size == 128);  // the override wins
+  CHECK(c.model.micro_batch_size == "2");
+  CHECK(c.system.tensor_model_parallel_size == 2);
+  CHECK(c.system.sequence_parallel);
+  CHECK(c.ffn_hidden() == 512);
+  CHECK(c.optimizer.beta1 == Approx(0.9));  // default
+}
+
+TEST_CASE("every unknown key is listed at once, with a suggestion", "[config]") {
+  const std::string e = error_of([] { load_config("[model]\nhiden_size = 3\nnum_layerz = 2\n[system]\nhidden_size=1\n", "t.ini", {}); });
+  CHECK(contains(e, "'model.hiden_size' (did you mean 'model.hidden_size'?)"));
+  CHECK(contains(e, "'model.num_layerz' (did you mean 'model.num_layers'?)"));
+  CHECK(contains(e, "'system.hidden_size' (did you mean 'model.hidden_size'?)"));
+  CHECK(contains(e, "t.ini"));
+  const std::string cmd = error_of([] { load_config("", "t.ini", {"--optimizer.learning_rate=1"}); });
+  CHECK(contains(cmd, "command line"));
+  CHECK(contains(cmd, "optimizer.learning_rate"));
+}
+
+TEST_CASE("a wrong type names the key", "[config]") {
+  const std::string e = error_of([] { load_config("[model]\nhidden_size = big\n", "t.ini", {}); });
+  CHECK(contains(e, "model.hidden_size"));
+  CHECK(contains(e, "big"));
+  CHECK(contains(error_of([] { load_config("[system]\nsequence_parallel = maybe\n", "t.ini", {}); }), "system.sequence_parallel"));
+}
+
+TEST_CASE("a malformed line is reported", "[config]") {
+  CHECK(contains(error_of([] { load_config("[model\nnum_layers 4\n", "t.ini", {}); }), "t.ini"));
+}
+
+TEST_CASE("layout checks name the key and the fix", "[config]") {
+  Config c = load_config(kIni, "t.ini", {});
+  CHECK(error_of([&] { validate_config(c, 4); }).empty());
+
+  SECTION("world not divisible by tp*pp") {
+    c.system.tensor_model_parallel_size = 3;
+    const auto e = error_of([&] { validate_config(c, 4); });
+    CHECK(contains(e, "system.tensor_model_parallel_size=3"));
+    CHECK(contains(e, "does not divide the 4 ranks"));
+  }
+  SECTION("heads not divisible by tp") {
+    c.model.num_attention_heads = 3;
+    c.model.hidden_size = 63;
+    CHECK(contains(error_of([&] { validate_config(c, 4); }), "model.num_attention_heads=3 is not divisible"));
+  }
+  SECTION("layers not divisible by pp*v") {
+    c.system.pipeline_model_parallel_size = 2;
+    c.system.tensor_model_parallel_size = 1;
+    c.system.virtual_pipeline_model_parallel_size = 3;
+    c.system.pipeline_schedule = "interleaved";
+    CHECK(contains(error_of([&] { validate_config(c, 4); }), "model.num_layers=4 is not divisible"));
+  }
+  SECTION("global batch not divisible by micro batch x dp") {
+    c.model.global_batch_size = 6;  // dp = 2, micro 2 -> needs multiples of 4
+    const auto e = error_of([&] { validate_config(c, 4); });
+    CHECK(contains(e, "model.global_batch_size=6"));
+    CHECK(contains(e, "multiple of 4"));
+  }
+  SECTION("vocab not divisible by tp") {
+    c.model.vocab_size = 255;
+    CHECK(contains(error_of([&] { validate_config(c, 4); }), "model.vocab_size=255"));
+  }
+  SECTION("unknown schedule and device") {
+    c.system.pipeline_schedule = "gpipe";
+    c.system.device = "tpu";
+    const auto e = error_of([&] { validate_config(c, 4); });
+    CHECK(contains(e, "system.pipeline_schedule='gpipe'"));
+    CHECK(contains(e, "system.device='tpu'"));
+  }
+  SECTION("micro batch that is not a number") {
+    c.model.micro_batch_size = "two";
+    CHECK(contains(error_of([&] { validate_config(c, 4); }), "model.micro_batch_size='two'"));
+  }
+}
+
+TEST_CASE("command line: input, flags and overrides", "[config]") {
+  const char* argv[] = {"dtrain", "--dry-run", "in.ini", "--model.num_layers=2", "--system.device", "cpu"};
+  const CommandLine cl = parse_command_line(6, argv);
+  CHECK(cl.dry_run);
+  CHECK(cl.input == "in.ini");
+  CHECK(cl.overrides == std::vector<std::string>{"--model.num_layers=2", "--system.device=cpu"});
+  const char* two[] = {"dtrain", "a.ini", "b.ini"};
+  CHECK(contains(error_of([&] { parse_command_line(3, two); }), "more than one input file"));
+  const char* bad[] = {"dtrain", "--bogus"};
+  CHECK(contains(error_of([&] { parse_command_line(2, bad); }), "unknown option '--bogus'"));
+}
+
+TEST_CASE("the help text lists every key with its default", "[config]") {
+  Config c;
+  OptionTable t(c);
+  const std::string help = options_help(t);
+  for (const auto& o : t.options()) CHECK(contains(help, o.name));
+  CHECK(contains(help, "(default: 1f1b)"));
+  // The INI written back parses to the same values.
+  c.model.hidden_size = 96;
+  const Config back = load_config(config_as_ini(t), "round-trip", {});
+  CHECK(back.model.hidden_size == 96);
+}

@@ -1,0 +1,61 @@
+// Micro-batching, bubble formulas and memory estimates of the plan.
+#include <catch2/catch.hpp>
+
+#include "common/error.hpp"
+#include "config/load.hpp"
+#include "parallel/training_plan.hpp"
+
+using namespace dtrain;
+
+TEST_CASE("bubble formulas", "[plan]") {
+  CHECK(predicted_bubble("1f1b", 1, 8, 1) == 0.0);
+  CHECK(predicted_bubble("1f1b", 4, 8, 1) == Approx(3.0 / 11.0));
+  CHECK(predicted_bubble("afab", 2, 2, 1) == Approx(1.0 / 3.0));
+  CHECK(predicted_bubble("interleaved", 4, 8, 2) == Approx(3.0 / 19.0));
+}
+
+TEST_CASE("plan resolves gradient accumulation and warns on few micro-batches", "[plan]") {
+  Config c = load_config("[model]\nglobal_batch_size=16\nmicro_batch_size=2\n[system]\npipeline_model_parallel_size=2\n", "t", {});
+  const TrainingPlan p = make_plan(c, 4);  // dp = 2
+  CHECK(p.sizes.dp == 2);
+  CHECK(p.num_micro_batches == 4);
+  CHECK(p.bubble == Approx(1.0 / 5.0));
+  CHECK(p.warnings.size() == 1);  // m = 4 < 4p = 8
+  CHECK(p.stage_memory.size() == 2);
+  CHECK(p.stage_memory[0].params > 0);
+}
+
+TEST_CASE("micro_batch_size=auto picks the largest micro-batch within the bubble limit", "[plan]") {
+  Config c = load_config("[model]\nglobal_batch_size=32\nmicro_batch_size=auto\n[system]\npipeline_model_parallel_size=4\n"
+                         "max_bubble_fraction=0.2\n", "t", {});
+  // dp = 1, p = 4: bubble 3/(m+3) <= 0.2 needs m >= 12 -> micro 2 (m = 16); micro 4 gives m = 8, bubble 0.27.
+  const TrainingPlan p = make_plan(c, 4);
+  CHECK(p.micro_batch == 2);
+  CHECK(p.num_micro_batches == 16);
+  c.system.memory_budget_gb = 1e-9;
+  CHECK_THROWS_AS(make_plan(c, 4), UserError);
+}
+
+TEST_CASE("interleaved schedule needs m a multiple of p and says which micro-batches work", "[plan]") {
+  Config c = load_config("[model]\nnum_layers=8\nglobal_batch_size=12\nmicro_batch_size=2\n[system]\n"
+                         "pipeline_model_parallel_size=4\nvirtual_pipeline_model_parallel_size=2\npipeline_schedule=interleaved\n",
+                         "t", {});
+  try {
+    make_plan(c, 4);
+    FAIL("accepted m = 6 with p = 4");
+  } catch (const UserError& e) {
+    CHECK(std::string(e.what()).find("micro_batch_size in {1, 3}") != std::string::npos);
+  }
+}
+
+TEST_CASE("activation memory grows with the micro-batch; distributed optimizer shards state", "[plan]") {
+  Config c;
+  ParallelSizes s;
+  s.dp = 4;
+  const auto a = estimate_memory(c, s, 1, 0);
+  const auto b = estimate_memory(c, s, 2, 0);
+  CHECK(b.activations > a.activations);
+  c.system.use_distributed_optimizer = true;
+  const auto z = estimate_memory(c, s, 1, 0);
+  CHECK(z.optimizer * 4 == Approx(a.optimizer).epsilon(1e-6));
+}
