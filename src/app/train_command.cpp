@@ -1,16 +1,138 @@
-// Placeholder until the trainer lands: training and generation are not available yet.
+// run_train: set-up, the step loop with logging and validation, final weights and a text sample.
+// run_generate: text from a weights file.
 #include "app/train_command.hpp"
 
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "ckpt/weights_file.hpp"
 #include "common/error.hpp"
+#include "kernels/kernels.hpp"
+#include "model/generate.hpp"
+#include "runtime/cuda_device.hpp"
+#include "runtime/parallel_state.hpp"
+#include "train/machine_peak.hpp"
+#include "train/step_log.hpp"
+#include "train/trainer.hpp"
 
 namespace dtrain {
+namespace {
 
-int run_train(MPI_Comm, const OptionTable&, const Config&, const TrainingPlan&, const LaunchEnv&) {
-  throw UserError("training is not available in this build yet; use --dry-run");
+const kernels::KernelTable& kernels_for(const Config& cfg, const LaunchEnv& env) {
+  if (cfg.system.device == "cuda") {
+    select_cuda_device(env, /*allow_shared_gpu=*/false);
+    return kernels::kernel_table(kernels::Backend::cuda);
+  }
+  return kernels::kernel_table(kernels::Backend::host);
 }
 
-int run_generate(MPI_Comm, const Config&, const LaunchEnv&, const std::vector<std::string>&) {
-  throw UserError("generation is not available in this build yet");
+double mean_over(MPI_Comm comm, double v) {
+  double sum = 0.0;
+  int size = 1;
+  MPI_CHECK(MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, comm));
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  return sum / size;
+}
+
+}  // namespace
+
+int run_train(MPI_Comm world, const OptionTable&, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env) {
+  if (plan.sizes.tp > 1 || plan.sizes.pp > 1)
+    throw UserError("tensor- and pipeline-parallel training are not available in this version yet (tp=" +
+                    std::to_string(plan.sizes.tp) + ", pp=" + std::to_string(plan.sizes.pp) +
+                    "); train with tensor_model_parallel_size=1 pipeline_model_parallel_size=1 (data parallel), "
+                    "or plan the layout with --dry-run");
+  const kernels::KernelTable& k = kernels_for(cfg, env);
+  const RankLayout layout(plan.sizes, cfg.system.rank_order);
+  const ParallelState ps(world, layout);
+  const int threads = configure_blas_threads(cfg.system.threads_per_rank, env.local_size);
+  const double peak_gflops = mean_over(world, measure_sgemm_gflops(512, 0.3));
+
+  Trainer trainer(cfg, plan, ps, k);
+  const bool rank0 = env.world_rank == 0;
+  StepLog log(rank0, cfg.logging.metrics_file);
+  const double flops_per_token = model_flops_per_token(cfg);
+  const double tokens_per_step = static_cast<double>(cfg.model.global_batch_size) * cfg.model.seq_length;
+  char head[512];
+  std::snprintf(head, sizeof head,
+                "dtrain: %d ranks (tp=%d pp=%d dp=%d), %zu parameters on rank 0, %d micro-batches of %d x %d tokens, "
+                "%d BLAS thread(s)/rank, sgemm ceiling %.1f GFLOP/s/rank, %.3f GFLOP/token",
+                env.world_size, plan.sizes.tp, plan.sizes.pp, plan.sizes.dp, trainer.model().table().total(),
+                plan.num_micro_batches, plan.micro_batch, cfg.model.seq_length, threads, peak_gflops, flops_per_token / 1e9);
+  log.message(head);
+
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  double window_seconds = 0.0;
+  int window_steps = 0;
+  const int total = cfg.training.train_iters;
+  for (int step = 0; step < total; ++step) {
+    const auto t0 = clock::now();
+    const StepResult r = trainer.train_step(step);
+    window_seconds += std::chrono::duration<double>(clock::now() - t0).count();
+    ++window_steps;
+    const bool last = step + 1 == total;
+    StepRecord rec;
+    rec.step = step + 1;
+    rec.total_steps = total;
+    if (cfg.training.eval_interval > 0 && ((step + 1) % cfg.training.eval_interval == 0 || last)) rec.val_loss = trainer.evaluate();
+    if ((step + 1) % cfg.logging.log_interval != 0 && !last && !rec.val_loss) continue;
+    rec.loss = r.loss;
+    rec.lr = r.lr;
+    rec.grad_norm = r.grad_norm;
+    rec.step_seconds = window_seconds / window_steps;
+    rec.tokens_per_s = tokens_per_step / rec.step_seconds;
+    rec.mfu = rec.tokens_per_s * flops_per_token / (peak_gflops * 1e9 * env.world_size);
+    rec.elapsed_s = std::chrono::duration<double>(clock::now() - start).count();
+    rec.eta_s = rec.elapsed_s / (step + 1) * (total - step - 1);
+    log.step_line(rec);
+    if (rec.val_loss) log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) + " | val loss " + std::to_string(*rec.val_loss));
+    log.metrics(rec);
+    window_seconds = 0.0;
+    window_steps = 0;
+  }
+
+  if (rank0 && !cfg.checkpoint.dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(cfg.checkpoint.dir, ec);
+    const std::string path = cfg.checkpoint.dir + "/model-final.h5";
+    write_weights(path, trainer.model().table(), trainer.model().params());
+    log.message("wrote final weights to " + path + " (dtrain generate " + "INPUT.ini --weights " + path + ")");
+  }
+  if (rank0) log.message("sample: " + generate_text(trainer.model(), "\n", 240, 0.8, cfg.training.seed));
+  return 0;
+}
+
+int run_generate(MPI_Comm world, const Config& cfg, const LaunchEnv& env, const std::vector<std::string>& options) {
+  std::string weights, prompt = "\n";
+  int tokens = 400;
+  double temperature = 0.8;
+  std::uint64_t seed = cfg.training.seed;
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    std::string key = options[i], value;
+    const auto eq = key.find('=');
+    if (eq != std::string::npos) value = key.substr(eq + 1), key = key.substr(0, eq);
+    else if (i + 1 < options.size()) value = options[++i];
+    if (key == "--weights") weights = value;
+    else if (key == "--prompt") prompt = value;
+    else if (key == "--tokens") tokens = std::stoi(value);
+    else if (key == "--temperature") temperature = std::stod(value);
+    else if (key == "--seed") seed = std::stoull(value);
+    else throw UserError("dtrain generate: unknown option '" + key + "' (use --weights, --prompt, --tokens, --temperature, --seed)");
+  }
+  if (weights.empty()) weights = cfg.checkpoint.dir + "/model-final.h5";
+  if (env.world_size != 1) throw UserError("dtrain generate runs on one rank; start it without mpirun/srun or with -np 1");
+  Config one = cfg;
+  one.model.micro_batch = 1;
+  const kernels::KernelTable& k = kernels_for(cfg, env);
+  configure_blas_threads(cfg.system.threads_per_rank, 1);
+  GptModel model(one, stage_part(cfg.model.num_layers, 1, 1, 0), 1, 0, k, 1);
+  read_weights(weights, model.table(), model.params());
+  const std::string text = generate_text(model, prompt, tokens, temperature, seed);
+  std::printf("%s%s\n", prompt.c_str(), text.c_str());
+  (void)world;
+  return 0;
 }
 
 }  // namespace dtrain

@@ -107,7 +107,9 @@ Config load_config(const std::string& ini_text, const std::string& ini_name,
   try {
     // Command-line overrides are stored first: po::store never replaces a value already stored.
     std::vector<std::string> args(overrides.begin(), overrides.end());
-    auto cmd = po::command_line_parser(args).options(table.description()).allow_unregistered().run();
+    // No guessing: "--model.hidden" must not silently mean model.hidden_size.
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    auto cmd = po::command_line_parser(args).options(table.description()).style(style).allow_unregistered().run();
     std::vector<std::string> unknown_cmd;
     for (const auto& o : cmd.options)
       if (o.unregistered) unknown_cmd.push_back(o.string_key);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "runtime/rank_layout.hpp"
 
 namespace dtrain {
 namespace {
@@ -89,6 +90,11 @@ void validate_config(const Config& c, int world) {
     errs.push_back("system.max_bubble_fraction must be between 0 and 1 (exclusive)");
   if (y.memory_budget_gb < 0) errs.push_back("system.memory_budget_gb must be >= 0 (0 = no limit)");
   if (y.threads_per_rank < 0) errs.push_back("system.threads_per_rank must be >= 0 (0 = automatic)");
+  try {
+    RankLayout(ParallelSizes{}, y.rank_order);
+  } catch (const UserError& e) {
+    errs.push_back(e.what());
+  }
   if (c.data.tokenizer != "byte") errs.push_back("data.tokenizer='" + c.data.tokenizer + "': only 'byte' is supported");
   if (m.micro_batch_size != "auto") {
     std::size_t used = 0;

@@ -1,0 +1,17 @@
+// A model-weights file: one HDF5 file with one dataset per parameter tensor, named as in the tensor
+// table ("wte", "h0.qkv_w", ...) with its global shape. Readable by h5dump and h5py without dtrain.
+// Written at the end of training from a rank that holds the whole model; read by `dtrain generate`.
+#pragma once
+#include <string>
+
+#include "model/arena.hpp"
+#include "model/tensor_table.hpp"
+
+namespace dtrain {
+
+// Writes every tensor of `table` (which must be unsharded) via a temporary file renamed into place.
+void write_weights(const std::string& path, const TensorTable& table, const Arena& params);
+// Reads every tensor of `table`; a missing dataset or a shape mismatch is a UserError naming both.
+void read_weights(const std::string& path, const TensorTable& table, Arena& params);
+
+}  // namespace dtrain

@@ -1,0 +1,32 @@
+// collective_check: local attempt, MPI agreement on the lowest failing rank, broadcast of its message.
+#include "common/collective_check.hpp"
+
+#include <string>
+
+#include "common/error.hpp"
+
+namespace dtrain {
+
+void collective_check(MPI_Comm comm, const std::function<void()>& step) {
+  int rank = 0, size = 1;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::string message;
+  int failed_rank = size;  // "nobody"
+  try {
+    step();
+  } catch (const UserError& e) {
+    message = e.what();
+    failed_rank = rank;
+  }
+  int first = size;
+  MPI_CHECK(MPI_Allreduce(&failed_rank, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == size) return;
+  long len = static_cast<long>(message.size());
+  MPI_CHECK(MPI_Bcast(&len, 1, MPI_LONG, first, comm));
+  message.resize(static_cast<std::size_t>(len));
+  MPI_CHECK(MPI_Bcast(message.data(), static_cast<int>(len), MPI_CHAR, first, comm));
+  throw UserError(size > 1 ? "rank " + std::to_string(first) + ": " + message : message);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,46 @@
+// generate_text: repeated forward passes over a sliding context, sampling from the last position.
+#include "model/generate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/counter_rng.hpp"
+#include "common/error.hpp"
+
+namespace dtrain {
+
+std::string generate_text(GptModel& model, const std::string& prompt, int num_tokens, double temperature, std::uint64_t seed) {
+  if (!model.part().embedding || !model.part().head) fatal("generation needs the whole model on one rank");
+  const ActivationDims& d = model.dims();
+  std::vector<int> context;
+  for (unsigned char c : prompt) context.push_back(c);
+  if (context.empty()) context.push_back('\n');
+  std::string out;
+  std::vector<double> probs(static_cast<std::size_t>(d.Vl));
+  SlotActs& s = model.activations().slot(0);
+  for (int n = 0; n < num_tokens; ++n) {
+    const int len = std::min<int>(static_cast<int>(context.size()), d.T);
+    std::fill(s.tokens, s.tokens + d.N(), 0);
+    std::fill(s.targets, s.targets + d.N(), 0);
+    std::copy(context.end() - len, context.end(), s.tokens);
+    model.forward(0);
+    const float* logits = s.logits + static_cast<long>(len - 1) * d.Vl;
+    int next = static_cast<int>(std::max_element(logits, logits + d.Vl) - logits);
+    if (temperature > 0) {
+      double total = 0.0;
+      for (int v = 0; v < d.Vl; ++v) total += probs[v] = std::exp((logits[v] - logits[next]) / temperature);
+      double u = rng::uniform(seed, static_cast<std::uint64_t>(n)) * total;
+      for (int v = 0; v < d.Vl; ++v)
+        if ((u -= probs[v]) <= 0) {
+          next = v;
+          break;
+        }
+    }
+    context.push_back(next);
+    out.push_back(static_cast<char>(next));
+  }
+  return out;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,53 @@
+// StepLog: fixed-format step lines and one JSON object per logged step.
+#include "train/step_log.hpp"
+
+#include <filesystem>
+
+#include "common/error.hpp"
+
+namespace dtrain {
+
+std::string format_duration(double s) {
+  char buf[32];
+  const long t = static_cast<long>(s + 0.5);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, t / 60 % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  return buf;
+}
+
+StepLog::StepLog(bool active, const std::string& path) : active_(active) {
+  if (!active_ || path.empty()) return;
+  const auto parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  metrics_.reset(std::fopen(path.c_str(), "a"));
+  if (!metrics_) fatal("cannot open logging.metrics_file '" + path + "' for appending");
+}
+
+void StepLog::step_line(const StepRecord& r) {
+  if (!active_) return;
+  std::printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | %.3f s/step | elapsed %s | ETA %s\n",
+              static_cast<int>(std::to_string(r.total_steps).size()), r.step, r.total_steps, r.loss, r.lr, r.grad_norm,
+              r.tokens_per_s, 100.0 * r.mfu, r.step_seconds, format_duration(r.elapsed_s).c_str(),
+              format_duration(r.eta_s).c_str());
+  std::fflush(stdout);
+}
+
+void StepLog::metrics(const StepRecord& r) {
+  if (!active_ || !metrics_) return;
+  std::fprintf(metrics_.get(), "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6e, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.5f, \"step_s\": %.5f, \"elapsed_s\": %.2f",
+               r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.mfu, r.step_seconds, r.elapsed_s);
+  if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.6f", *r.val_loss);
+  std::fprintf(metrics_.get(), "}\n");
+  std::fflush(metrics_.get());
+}
+
+void StepLog::message(const std::string& text) {
+  if (!active_) return;
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,34 @@
+// What a user watches during training: the rank-0 step line and the JSON-lines metrics file.
+#pragma once
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace dtrain {
+
+struct StepRecord {
+  int step = 0;            // 1-based, as shown
+  int total_steps = 0;
+  double loss = 0.0, lr = 0.0, grad_norm = 0.0;
+  double tokens_per_s = 0.0, mfu = 0.0, step_seconds = 0.0;
+  double elapsed_s = 0.0, eta_s = 0.0;
+  std::optional<double> val_loss;
+};
+
+class StepLog {
+ public:
+  // Active on world rank 0 only; opens (appends to) the metrics file when a path is given.
+  StepLog(bool active, const std::string& metrics_path);
+  void step_line(const StepRecord& r);
+  void metrics(const StepRecord& r);
+  void message(const std::string& text);
+
+ private:
+  bool active_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> metrics_{nullptr, &std::fclose};
+};
+
+std::string format_duration(double seconds);
+
+}  // namespace dtrain
