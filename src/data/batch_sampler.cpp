@@ -1,0 +1,51 @@
+// Layout-independent sample selection from a token file, keyed by the counter-based RNG.
+#include "data/batch_sampler.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+#include "common/counter_rng.hpp"
+#include "common/error.hpp"
+
+namespace dtrain {
+namespace {
+
+std::uint64_t start_from_key(std::uint64_t key, std::uint64_t step, std::uint64_t sample, std::uint64_t num_tokens,
+                             int seq_length) {
+  if (seq_length <= 0 || num_tokens <= static_cast<std::uint64_t>(seq_length) || sample >> 32 != 0) {
+    throw std::invalid_argument("sample_start: needs 0 < seq_length < num_tokens and sample < 2^32 (seq_length=" +
+                                std::to_string(seq_length) + ", num_tokens=" + std::to_string(num_tokens) +
+                                ", sample=" + std::to_string(sample) + ")");
+  }
+  return rng::hash(key, (step << 32) + sample) % (num_tokens - static_cast<std::uint64_t>(seq_length));
+}
+
+}  // namespace
+
+std::uint64_t sample_start(std::uint64_t seed, const std::string& stream, std::uint64_t step, std::uint64_t sample,
+                           std::uint64_t num_tokens, int seq_length) {
+  return start_from_key(rng::key_of(seed, stream), step, sample, num_tokens, seq_length);
+}
+
+void fill_samples(const TokenFile& file, std::uint64_t seed, const std::string& stream, std::uint64_t step,
+                  std::uint64_t first_sample, int num_samples, int seq_length, int* inputs, int* targets) {
+  const std::uint64_t key = rng::key_of(seed, stream);
+  const std::size_t T = static_cast<std::size_t>(seq_length);
+  std::vector<int> window(T + 1);
+  for (int i = 0; i < num_samples; ++i) {
+    file.read(start_from_key(key, step, first_sample + i, file.size(), seq_length), seq_length + 1, window.data());
+    std::copy(window.begin(), window.end() - 1, inputs + i * T);
+    std::copy(window.begin() + 1, window.end(), targets + i * T);
+  }
+}
+
+void check_sequence_fits(const TokenFile& file, int seq_length, const std::string& path) {
+  if (file.size() < static_cast<std::uint64_t>(seq_length) + 1) {
+    throw UserError("token file '" + path + "' has " + std::to_string(file.size()) +
+                    " tokens, fewer than model.seq_length+1 = " + std::to_string(seq_length + 1) +
+                    "; use a shorter seq_length or more text");
+  }
+}
+
+}  // namespace dtrain

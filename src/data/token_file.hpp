@@ -1,0 +1,49 @@
+// The token file: its on-disk format (header + packed unsigned tokens, little-endian) and the
+// validated reader that loads a whole file into memory. Made from text by tools/dtrain-data.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+// Layout of the 32-byte header; integers are little-endian on disk whatever the host.
+//   offset 0  char[8]  magic "DTRAINTK"
+//   offset 8  uint32   version (kTokenFileVersion)
+//   offset 12 uint32   vocab_size: every token id is below it
+//   offset 16 uint32   bytes_per_token: 1, 2 or 4
+//   offset 20 uint32   reserved, 0
+//   offset 24 uint64   count: number of tokens that follow
+struct TokenFileHeader {
+  std::uint32_t version = 0;
+  std::uint32_t vocab_size = 0;
+  std::uint32_t bytes_per_token = 0;
+  std::uint64_t count = 0;
+};
+
+constexpr char kTokenFileMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'T', 'K'};
+constexpr std::uint32_t kTokenFileVersion = 1;
+constexpr std::size_t kTokenFileHeaderBytes = 32;
+
+class TokenFile {
+ public:
+  // Reads and validates the whole file; every problem is a UserError naming the file and the fix.
+  static TokenFile open(const std::string& path, int model_vocab_size);
+  // Writes tokens (each below vocab_size) with the narrowest bytes_per_token, via a temporary file
+  // renamed into place. Throws UserError when the file cannot be written.
+  static void write(const std::string& path, const std::vector<std::uint32_t>& tokens, int vocab_size);
+
+  std::uint64_t size() const { return header_.count; }
+  int vocab_size() const { return static_cast<int>(header_.vocab_size); }
+  // Tokens [start, start + len) as int; throws std::out_of_range past the end.
+  void read(std::uint64_t start, int len, int* out /*(len)*/) const;
+
+ private:
+  TokenFile(TokenFileHeader header, std::vector<std::uint8_t> bytes);
+  std::uint32_t token_at(std::uint64_t i) const;
+
+  TokenFileHeader header_;
+  std::vector<std::uint8_t> bytes_;  // the packed tokens, header stripped
+};
+
+}  // namespace dtrain
