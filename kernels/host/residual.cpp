@@ -1,0 +1,36 @@
+// Host backend: residual add (residual_forward, residual_backward).
+#include "kernels/host/host_math.hpp"
+#include "kernels/kernels.hpp"
+
+namespace dtrain::kernels::host {
+
+void residual_forward(float* out /*(n)*/, const float* inp1 /*(n)*/, const float* inp2 /*(n)*/, long n) {
+  const long chunks = (n + kChunk - 1) / kChunk;
+  Kokkos::parallel_for(
+      "residual_forward", HostRange(0, chunks), KOKKOS_LAMBDA(const long ch) {
+        const long begin = ch * kChunk;
+        const long end = begin + kChunk < n ? begin + kChunk : n;
+        // out may alias an input (an in-place residual stream): no __restrict__, and the loop has no
+        // loop-carried dependence either way.
+#pragma GCC ivdep
+        for (long i = begin; i < end; ++i) out[i] = inp1[i] + inp2[i];
+      });
+}
+
+void residual_backward(float* dinp1 /*(n)*/, float* dinp2 /*(n)*/, const float* dout /*(n)*/, long n) {
+  const long chunks = (n + kChunk - 1) / kChunk;
+  Kokkos::parallel_for(
+      "residual_backward", HostRange(0, chunks), KOKKOS_LAMBDA(const long ch) {
+        const long begin = ch * kChunk;
+        const long end = begin + kChunk < n ? begin + kChunk : n;
+        // dout may alias dinp1 or dinp2 (gradient of the residual stream reused in place).
+#pragma GCC ivdep
+        for (long i = begin; i < end; ++i) {
+          const float d = dout[i];
+          dinp1[i] += d;
+          dinp2[i] += d;
+        }
+      });
+}
+
+}  // namespace dtrain::kernels::host

@@ -1,0 +1,742 @@
+// Host kernel tests: every forward against an independent double-precision reference, every backward
+// against central finite differences of that double reference (never of the float kernel), plus the
+// accumulate (+=) / overwrite (=) conventions of kernel_api.inc, aliasing, the vocab-split cross
+// entropy, determinism, and the fast exp of kernels/host/host_math.hpp.
+//
+// Tolerances (|got - ref| <= rtol * |ref| + atol, atol scaled by the tensor's largest |ref|):
+// - forwards: rtol 1e-5, atol 1e-6 * max|ref|. The kernels run in float32 (eps 6e-8) with short sums,
+//   sgemm and a fast exp of relative error ~1e-7; 1e-5 leaves margin for a few dozen roundings and
+//   cancellation, yet any wrong index, missing term or wrong constant is far outside it.
+// - gradients: rtol 1e-4, atol 1e-5 * max|ref|. The analytic side is float32 and goes through more
+//   steps (e.g. softmax backward, layernorm's mean subtractions); the finite difference is taken on a
+//   double forward with h = 1e-6, so its own error (h^2 truncation, 1e-16/h rounding) is ~1e-10.
+// The absolute floor handles elements whose exact gradient is (near) zero, where a relative bound is
+// meaningless. Sizes are small and odd (tails of the 16-lane loops, attention blocks of 128 rows).
+// KTEST_VERBOSE=1 in the environment prints every comparison's worst element (a margin report).
+#include <catch2/catch.hpp>
+
+#include "kernels/host/host_math.hpp"
+#include "kernels/kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace k = dtrain::kernels::host;
+
+namespace {
+
+using Vec = std::vector<float>;
+using DVec = std::vector<double>;
+
+constexpr double kFwdRtol = 1e-5, kFwdAtol = 1e-6;
+constexpr double kGradRtol = 1e-4, kGradAtol = 1e-5;
+constexpr double kFdStep = 1e-6;
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+Vec random_vec(std::mt19937& rng, size_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Vec v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+DVec to_double(const Vec& v) { return DVec(v.begin(), v.end()); }
+
+double max_abs(const DVec& v) {
+  double m = 0.0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// Checks |got[i] - ref[i]| <= rtol*|ref[i]| + atol_rel*max|ref| for every i (NaN fails) and reports the
+// worst element relative to its allowance.
+void check_close(const std::string& what, const float* got, const DVec& ref, double rtol, double atol_rel) {
+  const double atol = atol_rel * std::max(max_abs(ref), 1e-30);
+  size_t bad = 0, worst = 0;
+  double worst_ratio = -1.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - ref[i]);
+    const double allowed = rtol * std::fabs(ref[i]) + atol;
+    const double ratio = std::isnan(err) ? std::numeric_limits<double>::infinity() : err / allowed;
+    if (!(err <= allowed)) ++bad;
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+  }
+  std::ostringstream msg;
+  msg.precision(10);
+  msg << what << ": " << bad << " of " << ref.size() << " elements outside tolerance (rtol " << rtol
+      << ", atol " << atol << "); worst i=" << worst;
+  if (!ref.empty()) msg << " got=" << got[worst] << " ref=" << ref[worst] << " err/allowed=" << worst_ratio;
+  INFO(msg.str());
+  if (std::getenv("KTEST_VERBOSE")) WARN(msg.str());
+  CHECK(bad == 0);
+}
+
+void check_close(const std::string& what, const Vec& got, const DVec& ref, double rtol, double atol_rel) {
+  REQUIRE(got.size() == ref.size());
+  check_close(what, got.data(), ref, rtol, atol_rel);
+}
+
+// Indices to finite-difference: all of [0, n) when n <= limit, else `limit` distinct random ones.
+std::vector<size_t> sample_indices(size_t n, size_t limit, std::mt19937& rng) {
+  std::vector<size_t> idx(n);
+  for (size_t i = 0; i < n; ++i) idx[i] = i;
+  if (n <= limit) return idx;
+  std::shuffle(idx.begin(), idx.end(), rng);
+  idx.resize(limit);
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+// Central differences dL/dx[i] for i in idx; loss() reads x (perturbed in place, then restored).
+template <class Loss>
+DVec fd_grad(Loss&& loss, DVec& x, const std::vector<size_t>& idx, double h = kFdStep) {
+  DVec g(idx.size());
+  for (size_t s = 0; s < idx.size(); ++s) {
+    const size_t i = idx[s];
+    const double x0 = x[i];
+    x[i] = x0 + h;
+    const double lp = loss();
+    x[i] = x0 - h;
+    const double lm = loss();
+    x[i] = x0;
+    g[s] = (lp - lm) / (2.0 * h);
+  }
+  return g;
+}
+
+// Gathers analytic[idx[s]] (optionally minus a pre-fill base) for comparison with fd_grad.
+Vec gather(const Vec& analytic, const std::vector<size_t>& idx, const Vec* base = nullptr) {
+  Vec out(idx.size());
+  for (size_t s = 0; s < idx.size(); ++s) out[s] = analytic[idx[s]] - (base ? (*base)[idx[s]] : 0.0f);
+  return out;
+}
+
+// Checks the analytic gradient of x against central differences of loss() at sampled indices.
+template <class Loss>
+void check_grad(const std::string& what, Loss&& loss, DVec& x, const Vec& analytic, std::mt19937& rng,
+                size_t limit = 100000, const Vec* base = nullptr) {
+  REQUIRE(analytic.size() == x.size());
+  const auto idx = sample_indices(x.size(), limit, rng);
+  const DVec fd = fd_grad(loss, x, idx);
+  check_close(what + " (vs finite differences)", gather(analytic, idx, base), fd, kGradRtol, kGradAtol);
+}
+
+double dot(const DVec& a, const DVec& r) {
+  double s = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * r[i];
+  return s;
+}
+
+// ---------------------------------------------------------------- double references
+
+DVec ref_embedding(const std::vector<int>& tokens, const DVec& wte, const DVec* wpe, int vocab_start, int B, int T,
+                   int C, int V) {
+  DVec out(static_cast<size_t>(B) * T * C, 0.0);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      const int tok = tokens[b * T + t];
+      for (int c = 0; c < C; ++c) {
+        double v = 0.0;
+        if (tok >= vocab_start && tok < vocab_start + V) v += wte[(tok - vocab_start) * C + c];
+        if (wpe) v += (*wpe)[t * C + c];
+        out[(b * T + t) * C + c] = v;
+      }
+    }
+  return out;
+}
+
+struct LnRef {
+  DVec out, mean, rstd;
+};
+LnRef ref_layernorm(const DVec& x, const DVec& w, const DVec& bias, int N, int C) {
+  LnRef r{DVec(x.size()), DVec(N), DVec(N)};
+  for (int i = 0; i < N; ++i) {
+    double m = 0.0;
+    for (int c = 0; c < C; ++c) m += x[i * C + c];
+    m /= C;
+    double var = 0.0;
+    for (int c = 0; c < C; ++c) var += (x[i * C + c] - m) * (x[i * C + c] - m);
+    var /= C;
+    const double s = 1.0 / std::sqrt(var + 1e-5);
+    for (int c = 0; c < C; ++c) r.out[i * C + c] = (x[i * C + c] - m) * s * w[c] + bias[c];
+    r.mean[i] = m;
+    r.rstd[i] = s;
+  }
+  return r;
+}
+
+DVec ref_matmul(const DVec& x, const DVec& w, const DVec* bias, int N, int IC, int OC) {
+  DVec out(static_cast<size_t>(N) * OC);
+  for (int i = 0; i < N; ++i)
+    for (int o = 0; o < OC; ++o) {
+      double s = bias ? (*bias)[o] : 0.0;
+      for (int c = 0; c < IC; ++c) s += x[i * IC + c] * w[o * IC + c];
+      out[i * OC + o] = s;
+    }
+  return out;
+}
+
+struct AttRef {
+  DVec out, att;
+};
+AttRef ref_attention(const DVec& qkv, int B, int T, int NH, int HD) {
+  const int C = NH * HD;
+  AttRef r{DVec(static_cast<size_t>(B) * T * C), DVec(static_cast<size_t>(B) * NH * T * T, 0.0)};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(HD));
+  DVec s(T);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int i = 0; i < T; ++i) {
+        const double* q = &qkv[(static_cast<size_t>(b) * T + i) * 3 * C + h * HD];
+        double m = -1e300;
+        for (int j = 0; j <= i; ++j) {
+          const double* kk = &qkv[(static_cast<size_t>(b) * T + j) * 3 * C + C + h * HD];
+          double d = 0.0;
+          for (int e = 0; e < HD; ++e) d += q[e] * kk[e];
+          s[j] = d * scale;
+          m = std::max(m, s[j]);
+        }
+        double z = 0.0;
+        for (int j = 0; j <= i; ++j) z += std::exp(s[j] - m);
+        double* p = &r.att[((static_cast<size_t>(b) * NH + h) * T + i) * T];
+        for (int j = 0; j <= i; ++j) p[j] = std::exp(s[j] - m) / z;
+        double* o = &r.out[(static_cast<size_t>(b) * T + i) * C + h * HD];
+        for (int e = 0; e < HD; ++e) {
+          double acc = 0.0;
+          for (int j = 0; j <= i; ++j) acc += p[j] * qkv[(static_cast<size_t>(b) * T + j) * 3 * C + 2 * C + h * HD + e];
+          o[e] = acc;
+        }
+      }
+  return r;
+}
+
+double ref_gelu(double x) {
+  const double u = std::sqrt(2.0 / std::acos(-1.0)) * (x + 0.044715 * x * x * x);
+  return 0.5 * x * (1.0 + std::tanh(u));
+}
+
+// Per-row log-sum-exp and target logit (0 when the target is outside [vocab_start, vocab_start+V)).
+struct XentRef {
+  DVec max, sum, lse, target;
+};
+XentRef ref_xent(const DVec& logits, const std::vector<int>& targets, int vocab_start, int N, int V) {
+  XentRef r{DVec(N), DVec(N), DVec(N), DVec(N)};
+  for (int i = 0; i < N; ++i) {
+    const double* x = &logits[static_cast<size_t>(i) * V];
+    double m = x[0];
+    for (int v = 1; v < V; ++v) m = std::max(m, x[v]);
+    double s = 0.0;
+    for (int v = 0; v < V; ++v) s += std::exp(x[v] - m);
+    r.max[i] = m;
+    r.sum[i] = s;
+    r.lse[i] = m + std::log(s);
+    const int col = targets[i] - vocab_start;
+    r.target[i] = (col >= 0 && col < V) ? x[col] : 0.0;
+  }
+  return r;
+}
+
+// Runs the float forward chain the model runs: lse = max + log(sum exp(x - max)).
+struct XentOut {
+  Vec max, sum, lse, target;
+};
+XentOut run_xent(const Vec& logits, const std::vector<int>& targets, int vocab_start, int N, int V) {
+  XentOut o{Vec(N), Vec(N), Vec(N), Vec(N)};
+  k::xent_row_max(o.max.data(), logits.data(), N, V);
+  k::xent_row_sum_exp(o.sum.data(), logits.data(), o.max.data(), N, V);
+  k::xent_target_logit(o.target.data(), logits.data(), targets.data(), vocab_start, N, V);
+  for (int i = 0; i < N; ++i) o.lse[i] = o.max[i] + std::log(o.sum[i]);
+  return o;
+}
+
+}  // namespace
+
+// ================================================================= fast exp
+
+TEST_CASE("host fast_exp matches std::exp over its range", "[kernels]") {
+  double worst = 0.0, worst_x = 0.0;
+  const int n = 2000001;
+  for (int i = 0; i < n; ++i) {
+    const float x = static_cast<float>(-87.0 + 175.0 * i / (n - 1));
+    const double ref = std::exp(static_cast<double>(x));
+    const double rel = std::fabs(static_cast<double>(k::fast_exp(x)) - ref) / ref;
+    if (rel > worst) {
+      worst = rel;
+      worst_x = x;
+    }
+  }
+  INFO("worst relative error " << worst << " at x=" << worst_x);
+  // Measured 8.5e-8 over every float in [-87, 88] (polynomial error plus a few float roundings);
+  // 1.5e-7 is ~2.5 ulp.
+  CHECK(worst < 1.5e-7);
+  CHECK(k::fast_exp(0.0f) == 1.0f);
+  // Clamped outside [-87, 88]: finite, positive, and equal to the value at the bound.
+  CHECK(k::fast_exp(-1000.0f) == k::fast_exp(-87.0f));
+  CHECK(k::fast_exp(-std::numeric_limits<float>::infinity()) == k::fast_exp(-87.0f));
+  CHECK(k::fast_exp(1000.0f) == k::fast_exp(88.0f));
+  CHECK(std::isfinite(k::fast_exp(88.0f)));
+  CHECK(k::fast_exp(-87.0f) > 0.0f);
+  // NaN propagates whatever its sign (x86's default NaN has the sign bit set).
+  CHECK(std::isnan(k::fast_exp(kNaN)));
+  CHECK(std::isnan(k::fast_exp(-kNaN)));
+  CHECK(std::isnan(k::fast_exp(std::copysign(kNaN, -1.0f))));
+}
+
+// ================================================================= embedding
+
+TEST_CASE("host embedding forward/backward vs double reference", "[kernels]") {
+  std::mt19937 rng(101);
+  const int B = 2, T = 5, C = 19, V = 6, vocab_start = 3;
+  // Tokens in [0, 12): some below vocab_start, some at or above vocab_start + V; repeats included.
+  std::vector<int> tokens = {3, 4, 3, 8, 0, 11, 5, 3, 9, 2};
+  Vec wte = random_vec(rng, V * C), wpe = random_vec(rng, T * C);
+  DVec wte_d = to_double(wte), wpe_d = to_double(wpe);
+
+  for (const bool with_wpe : {true, false}) {
+    SECTION(with_wpe ? "with wpe" : "without wpe") {
+      Vec out(B * T * C, kNaN);
+      k::embedding_forward(out.data(), tokens.data(), wte.data(), with_wpe ? wpe.data() : nullptr, vocab_start, B, T,
+                           C, V);
+      check_close("embedding_forward", out,
+                  ref_embedding(tokens, wte_d, with_wpe ? &wpe_d : nullptr, vocab_start, B, T, C, V), kFwdRtol,
+                  kFwdAtol);
+
+      const DVec R = to_double(random_vec(rng, B * T * C));
+      const Vec Rf(R.begin(), R.end());
+      const Vec dwte0 = random_vec(rng, V * C), dwpe0 = random_vec(rng, T * C);
+      Vec dwte = dwte0, dwpe = dwpe0;
+      k::embedding_backward(dwte.data(), with_wpe ? dwpe.data() : nullptr, Rf.data(), tokens.data(), vocab_start, B,
+                            T, C, V);
+      auto loss = [&] {
+        return dot(ref_embedding(tokens, wte_d, with_wpe ? &wpe_d : nullptr, vocab_start, B, T, C, V), R);
+      };
+      check_grad("embedding dwte (+= onto pre-filled)", loss, wte_d, dwte, rng, 100000, &dwte0);
+      if (with_wpe) {
+        check_grad("embedding dwpe (+= onto pre-filled)", loss, wpe_d, dwpe, rng, 100000, &dwpe0);
+      } else {
+        CHECK(dwpe == dwpe0);   // untouched when wpe is null
+      }
+      // Tokens 0, 2, 9, 11 are outside [3, 9) and must not touch dwte; no token is 7, so row 4 of dwte
+      // must stay exactly as pre-filled.
+      for (int c = 0; c < C; ++c) CHECK(dwte[4 * C + c] == dwte0[4 * C + c]);
+    }
+  }
+}
+
+// ================================================================= layernorm
+
+TEST_CASE("host layernorm forward/backward vs double reference", "[kernels]") {
+  std::mt19937 rng(202);
+  const int N = 6, C = 37;   // 37 = two 16-lane blocks plus a tail
+  Vec x = random_vec(rng, N * C, -2.0f, 3.0f), w = random_vec(rng, C, 0.5f, 1.5f), bias = random_vec(rng, C);
+  DVec xd = to_double(x), wd = to_double(w), bd = to_double(bias);
+
+  Vec out(N * C, kNaN), mean(N, kNaN), rstd(N, kNaN);
+  k::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C);
+  const LnRef ref = ref_layernorm(xd, wd, bd, N, C);
+  check_close("layernorm out", out, ref.out, kFwdRtol, kFwdAtol);
+  check_close("layernorm mean", mean, ref.mean, kFwdRtol, kFwdAtol);
+  check_close("layernorm rstd", rstd, ref.rstd, kFwdRtol, kFwdAtol);
+
+  const DVec R = to_double(random_vec(rng, N * C));
+  const Vec Rf(R.begin(), R.end());
+  const Vec dinp0 = random_vec(rng, N * C);   // dinp is accumulated (+=): pre-fill it
+  Vec dinp = dinp0, dw(C, 0.0f), db(C, 0.0f);
+  k::layernorm_backward(dinp.data(), dw.data(), db.data(), Rf.data(), x.data(), w.data(), mean.data(), rstd.data(), N,
+                        C);
+  auto loss = [&] { return dot(ref_layernorm(xd, wd, bd, N, C).out, R); };
+  check_grad("layernorm dinp (+= onto pre-filled)", loss, xd, dinp, rng, 100000, &dinp0);
+  check_grad("layernorm dweight", loss, wd, dw, rng);
+  check_grad("layernorm dbias", loss, bd, db, rng);
+
+  SECTION("a second backward call accumulates again") {
+    const Vec dw1 = dw, db1 = db, dinp1 = dinp;
+    k::layernorm_backward(dinp.data(), dw.data(), db.data(), Rf.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                          N, C);
+    DVec dw2(C), db2(C), dinp2(N * C);
+    for (int c = 0; c < C; ++c) {
+      dw2[c] = 2.0 * dw1[c];
+      db2[c] = 2.0 * db1[c];
+    }
+    for (int i = 0; i < N * C; ++i) dinp2[i] = 2.0 * dinp1[i] - dinp0[i];
+    check_close("layernorm dweight after two calls", dw, dw2, 1e-6, 1e-7);
+    check_close("layernorm dbias after two calls", db, db2, 1e-6, 1e-7);
+    check_close("layernorm dinp after two calls", dinp, dinp2, 1e-6, 1e-6);
+  }
+
+  SECTION("wide row (C = 768) forward") {
+    const int N2 = 3, C2 = 768;
+    Vec x2 = random_vec(rng, N2 * C2, -1.0f, 5.0f), w2 = random_vec(rng, C2, 0.5f, 1.5f), b2 = random_vec(rng, C2);
+    Vec o2(N2 * C2), m2(N2), r2(N2);
+    k::layernorm_forward(o2.data(), m2.data(), r2.data(), x2.data(), w2.data(), b2.data(), N2, C2);
+    const LnRef ref2 = ref_layernorm(to_double(x2), to_double(w2), to_double(b2), N2, C2);
+    check_close("layernorm wide out", o2, ref2.out, kFwdRtol, kFwdAtol);
+    check_close("layernorm wide rstd", r2, ref2.rstd, kFwdRtol, kFwdAtol);
+  }
+}
+
+// ================================================================= matmul
+
+TEST_CASE("host matmul forward/backward vs double reference", "[kernels]") {
+  std::mt19937 rng(303);
+  const int N = 5, IC = 19, OC = 7;
+  Vec x = random_vec(rng, N * IC), w = random_vec(rng, OC * IC), bias = random_vec(rng, OC);
+  DVec xd = to_double(x), wd = to_double(w), bd = to_double(bias);
+
+  Vec out(N * OC, kNaN);
+  k::matmul_forward(out.data(), x.data(), w.data(), bias.data(), N, IC, OC);
+  check_close("matmul_forward with bias", out, ref_matmul(xd, wd, &bd, N, IC, OC), kFwdRtol, kFwdAtol);
+  std::fill(out.begin(), out.end(), kNaN);
+  k::matmul_forward(out.data(), x.data(), w.data(), nullptr, N, IC, OC);
+  check_close("matmul_forward without bias", out, ref_matmul(xd, wd, nullptr, N, IC, OC), kFwdRtol, kFwdAtol);
+
+  const DVec R = to_double(random_vec(rng, N * OC));
+  const Vec Rf(R.begin(), R.end());
+  const Vec dw0 = random_vec(rng, OC * IC), db0 = random_vec(rng, OC);
+  Vec dinp(N * IC, kNaN), dw = dw0, db = db0;   // dinp is written (=): NaN must vanish
+  k::matmul_backward(dinp.data(), dw.data(), db.data(), Rf.data(), x.data(), w.data(), N, IC, OC);
+  auto loss = [&] { return dot(ref_matmul(xd, wd, &bd, N, IC, OC), R); };
+  check_grad("matmul dinp (=)", loss, xd, dinp, rng);
+  check_grad("matmul dweight (+= onto pre-filled)", loss, wd, dw, rng, 100000, &dw0);
+  check_grad("matmul dbias (+= onto pre-filled)", loss, bd, db, rng, 100000, &db0);
+
+  SECTION("second call: dinp rewritten, dweight/dbias accumulate; null dinp/dbias are skipped") {
+    const Vec dinp1 = dinp, dw1 = dw, db1 = db;
+    k::matmul_backward(dinp.data(), dw.data(), db.data(), Rf.data(), x.data(), w.data(), N, IC, OC);
+    CHECK(dinp == dinp1);
+    DVec dw2(OC * IC), db2(OC);
+    for (int i = 0; i < OC * IC; ++i) dw2[i] = 2.0 * dw1[i] - dw0[i];
+    for (int i = 0; i < OC; ++i) db2[i] = 2.0 * db1[i] - db0[i];
+    check_close("matmul dweight after two calls", dw, dw2, 1e-6, 1e-6);
+    check_close("matmul dbias after two calls", db, db2, 1e-6, 1e-6);
+
+    Vec dw_only(OC * IC, 0.0f);
+    k::matmul_backward(nullptr, dw_only.data(), nullptr, Rf.data(), x.data(), w.data(), N, IC, OC);
+    DVec dw_grad(OC * IC);
+    for (int i = 0; i < OC * IC; ++i) dw_grad[i] = static_cast<double>(dw1[i]) - dw0[i];
+    check_close("matmul dweight with null dinp/dbias", dw_only, dw_grad, 1e-5, 1e-6);
+  }
+}
+
+// ================================================================= attention
+
+namespace {
+
+void run_attention_check(int B, int T, int NH, int HD, size_t fd_limit, unsigned seed) {
+  std::mt19937 rng(seed);
+  const int C = NH * HD;
+  const size_t nqkv = static_cast<size_t>(B) * T * 3 * C;
+  Vec qkv = random_vec(rng, nqkv, -1.5f, 1.5f);
+  DVec qkvd = to_double(qkv);
+
+  // Outputs and scratch start as NaN: every element must be written, and nothing stale may be read.
+  Vec out(static_cast<size_t>(B) * T * C, kNaN), att(static_cast<size_t>(B) * NH * T * T, kNaN);
+  k::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HD);
+  const AttRef ref = ref_attention(qkvd, B, T, NH, HD);
+  check_close("attention out", out, ref.out, kFwdRtol, kFwdAtol);
+  check_close("attention probabilities", att, ref.att, kFwdRtol, kFwdAtol);
+  size_t nonzero_above = 0;
+  for (int bh = 0; bh < B * NH; ++bh)
+    for (int i = 0; i < T; ++i)
+      for (int j = i + 1; j < T; ++j) nonzero_above += att[(static_cast<size_t>(bh) * T + i) * T + j] != 0.0f;
+  CHECK(nonzero_above == 0);
+
+  const DVec R = to_double(random_vec(rng, out.size()));
+  const Vec Rf(R.begin(), R.end());
+  Vec dqkv(nqkv, kNaN), scratch(static_cast<size_t>(T) * T, kNaN);
+  k::attention_backward(dqkv.data(), scratch.data(), Rf.data(), qkv.data(), att.data(), B, T, NH, HD);
+  auto loss = [&] { return dot(ref_attention(qkvd, B, T, NH, HD).out, R); };
+  check_grad("attention dqkv (=)", loss, qkvd, dqkv, rng, fd_limit);
+
+  // Determinism: a second run (dirty scratch, dirty outputs) reproduces every bit.
+  Vec out2(out.size(), 7.0f), att2(att.size(), 7.0f), dqkv2(nqkv, 7.0f);
+  k::attention_forward(out2.data(), att2.data(), qkv.data(), B, T, NH, HD);
+  k::attention_backward(dqkv2.data(), scratch.data(), Rf.data(), qkv.data(), att2.data(), B, T, NH, HD);
+  CHECK(std::memcmp(out.data(), out2.data(), out.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(att.data(), att2.data(), att.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(dqkv.data(), dqkv2.data(), dqkv.size() * sizeof(float)) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("host attention forward/backward vs double reference", "[kernels]") {
+  SECTION("small: every element of dqkv") { run_attention_check(2, 7, 2, 4, 100000, 404); }
+  SECTION("single token") { run_attention_check(1, 1, 3, 5, 100000, 405); }
+  SECTION("T = 133 crosses the 128-row block boundary (sampled dqkv)") { run_attention_check(1, 133, 2, 3, 400, 406); }
+}
+
+// ================================================================= gelu
+
+TEST_CASE("host gelu forward/backward vs double reference", "[kernels]") {
+  std::mt19937 rng(505);
+  Vec x = random_vec(rng, 1001, -5.0f, 5.0f);
+  x[0] = 0.0f;
+  x[1] = 1e-4f;
+  x[2] = -1e-4f;
+  DVec xd = to_double(x);
+  Vec out(x.size(), kNaN);
+  k::gelu_forward(out.data(), x.data(), static_cast<long>(x.size()));
+  DVec ref(x.size());
+  for (size_t i = 0; i < x.size(); ++i) ref[i] = ref_gelu(xd[i]);
+  // Elementwise: the bound is relative per element (atol only a tiny floor for gelu(0) = 0).
+  check_close("gelu_forward", out, ref, kFwdRtol, 1e-12);
+
+  const DVec R = to_double(random_vec(rng, x.size()));
+  const Vec Rf(R.begin(), R.end());
+  Vec dinp(x.size(), kNaN);   // written (=)
+  k::gelu_backward(dinp.data(), x.data(), Rf.data(), static_cast<long>(x.size()));
+  // Elements are independent, so the FD of sum_i R_i gelu(x_i) w.r.t. x_i needs only element i.
+  DVec fd(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    fd[i] = R[i] * (ref_gelu(xd[i] + kFdStep) - ref_gelu(xd[i] - kFdStep)) / (2.0 * kFdStep);
+  check_close("gelu dinp (vs finite differences)", dinp, fd, kGradRtol, kGradAtol);
+
+  SECTION("saturated inputs stay finite") {
+    const Vec big = {-100.0f, -20.0f, 20.0f, 100.0f};
+    const Vec one(4, 1.0f);
+    Vec o(4), d(4);
+    k::gelu_forward(o.data(), big.data(), 4);
+    k::gelu_backward(d.data(), big.data(), one.data(), 4);
+    for (int i = 0; i < 4; ++i) {
+      CHECK(std::isfinite(o[i]));
+      CHECK(std::isfinite(d[i]));
+    }
+    CHECK(std::fabs(o[0]) < 1e-30f);
+    CHECK(o[3] == 100.0f);
+    CHECK(std::fabs(d[0]) < 1e-30f);
+    CHECK(d[3] == 1.0f);
+  }
+}
+
+// ================================================================= residual
+
+TEST_CASE("host residual forward/backward", "[kernels]") {
+  std::mt19937 rng(606);
+  const int n = 10007;
+  Vec a = random_vec(rng, n), b = random_vec(rng, n);
+  DVec ad = to_double(a), bd = to_double(b);
+  Vec out(n, kNaN);
+  k::residual_forward(out.data(), a.data(), b.data(), n);
+  DVec ref(n);
+  for (int i = 0; i < n; ++i) ref[i] = ad[i] + bd[i];
+  check_close("residual_forward", out, ref, kFwdRtol, kFwdAtol);
+
+  const DVec R = to_double(random_vec(rng, n));
+  const Vec Rf(R.begin(), R.end());
+  const Vec d10 = random_vec(rng, n), d20 = random_vec(rng, n);
+  Vec d1 = d10, d2 = d20;   // both accumulate (+=)
+  k::residual_backward(d1.data(), d2.data(), Rf.data(), n);
+  auto loss = [&] {
+    double s = 0.0;
+    for (int i = 0; i < n; ++i) s += (ad[i] + bd[i]) * R[i];
+    return s;
+  };
+  check_grad("residual dinp1 (+=)", loss, ad, d1, rng, 50, &d10);
+  check_grad("residual dinp2 (+=)", loss, bd, d2, rng, 50, &d20);
+  for (int i = 0; i < n; ++i) {
+    if (d1[i] != d10[i] + Rf[i] || d2[i] != d20[i] + Rf[i]) {
+      FAIL("residual_backward is not an exact += at element " << i);
+    }
+  }
+}
+
+// ================================================================= cross entropy
+
+TEST_CASE("host cross-entropy chain and backward vs double reference", "[kernels]") {
+  std::mt19937 rng(707);
+  const int N = 5, V = 37;
+
+  for (const int vocab_start : {0, 100}) {
+    SECTION("vocab_start = " + std::to_string(vocab_start)) {
+      Vec logits = random_vec(rng, N * V, -4.0f, 4.0f);
+      DVec ld = to_double(logits);
+      // With vocab_start = 100, targets 3 and 137 are outside [100, 137): target logit 0, no -1.
+      const std::vector<int> targets = vocab_start == 0 ? std::vector<int>{0, 36, 5, 17, 5}
+                                                        : std::vector<int>{100, 3, 136, 137, 118};
+      const XentOut o = run_xent(logits, targets, vocab_start, N, V);
+      const XentRef ref = ref_xent(ld, targets, vocab_start, N, V);
+      check_close("xent_row_max", o.max, ref.max, 0.0, 0.0);
+      check_close("xent_row_sum_exp", o.sum, ref.sum, kFwdRtol, 0.0);
+      check_close("xent lse", o.lse, ref.lse, kFwdRtol, kFwdAtol);
+      check_close("xent_target_logit", o.target, ref.target, 0.0, 0.0);
+      if (vocab_start != 0) {
+        CHECK(o.target[1] == 0.0f);
+        CHECK(o.target[3] == 0.0f);
+      }
+      DVec loss_ref(N);
+      Vec loss(N);
+      for (int i = 0; i < N; ++i) {
+        loss[i] = o.lse[i] - o.target[i];
+        loss_ref[i] = ref.lse[i] - ref.target[i];
+      }
+      check_close("xent loss", loss, loss_ref, kFwdRtol, kFwdAtol);
+
+      const DVec dloss = to_double(random_vec(rng, N, 0.1f, 1.0f));
+      const Vec dlossf(dloss.begin(), dloss.end());
+      Vec dlogits(N * V, kNaN);
+      k::xent_backward(dlogits.data(), logits.data(), o.lse.data(), targets.data(), dlossf.data(), vocab_start, N, V);
+      auto total = [&] {
+        const XentRef r = ref_xent(ld, targets, vocab_start, N, V);
+        double s = 0.0;
+        for (int i = 0; i < N; ++i) s += dloss[i] * (r.lse[i] - r.target[i]);
+        return s;
+      };
+      check_grad("xent dlogits", total, ld, dlogits, rng);
+
+      // In place (dlogits == logits) gives the same bits.
+      Vec inplace = logits;
+      k::xent_backward(inplace.data(), inplace.data(), o.lse.data(), targets.data(), dlossf.data(), vocab_start, N, V);
+      CHECK(inplace == dlogits);
+    }
+  }
+}
+
+TEST_CASE("host cross-entropy over a vocabulary split across two ranks", "[kernels]") {
+  // Two simulated ranks hold columns [0, V) and [V, 2V) of the full (N, 2V) logits. Combining their
+  // partial max/sum/target the way the model does and running each rank's backward with the global lse
+  // must give the gradient of the full double loss.
+  std::mt19937 rng(808);
+  const int N = 4, V = 21, VF = 2 * V;
+  const Vec full = random_vec(rng, N * VF, -3.0f, 3.0f);
+  DVec fulld = to_double(full);
+  const std::vector<int> targets = {3, 21, 20, 41};   // both halves, both sides of the split, last column
+  const DVec dloss = to_double(random_vec(rng, N, 0.1f, 1.0f));
+  const Vec dlossf(dloss.begin(), dloss.end());
+
+  Vec part[2] = {Vec(N * V), Vec(N * V)};
+  for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < N; ++i)
+      for (int v = 0; v < V; ++v) part[r][i * V + v] = full[i * VF + r * V + v];
+  XentOut o[2] = {run_xent(part[0], targets, 0, N, V), run_xent(part[1], targets, V, N, V)};
+  Vec lse(N), target(N);
+  for (int i = 0; i < N; ++i) {
+    const float m = std::max(o[0].max[i], o[1].max[i]);
+    const float s = o[0].sum[i] * std::exp(o[0].max[i] - m) + o[1].sum[i] * std::exp(o[1].max[i] - m);
+    lse[i] = m + std::log(s);
+    target[i] = o[0].target[i] + o[1].target[i];
+    // Exactly one rank holds each target.
+    CHECK(((o[0].target[i] != 0.0f) != (o[1].target[i] != 0.0f)));
+  }
+  const XentRef ref = ref_xent(fulld, targets, 0, N, VF);
+  check_close("split xent lse", lse, ref.lse, kFwdRtol, kFwdAtol);
+  check_close("split xent target logit", target, ref.target, 0.0, 0.0);
+
+  Vec grad(N * VF);
+  for (int r = 0; r < 2; ++r) {
+    Vec g(N * V, kNaN);
+    k::xent_backward(g.data(), part[r].data(), lse.data(), targets.data(), dlossf.data(), r * V, N, V);
+    for (int i = 0; i < N; ++i)
+      for (int v = 0; v < V; ++v) grad[i * VF + r * V + v] = g[i * V + v];
+  }
+  auto total = [&] {
+    const XentRef rr = ref_xent(fulld, targets, 0, N, VF);
+    double s = 0.0;
+    for (int i = 0; i < N; ++i) s += dloss[i] * (rr.lse[i] - rr.target[i]);
+    return s;
+  };
+  check_grad("split xent dlogits", total, fulld, grad, rng);
+}
+
+TEST_CASE("host cross-entropy on a GPT-2-wide vocabulary row", "[kernels]") {
+  std::mt19937 rng(909);
+  const int N = 2, V = 50304;
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  Vec logits(static_cast<size_t>(N) * V);
+  for (auto& x : logits) x = dist(rng);
+  const std::vector<int> targets = {50303, 7};
+  const XentOut o = run_xent(logits, targets, 0, N, V);
+  const XentRef ref = ref_xent(to_double(logits), targets, 0, N, V);
+  check_close("wide xent row_max", o.max, ref.max, 0.0, 0.0);
+  check_close("wide xent row_sum_exp", o.sum, ref.sum, kFwdRtol, 0.0);
+  check_close("wide xent lse", o.lse, ref.lse, kFwdRtol, 0.0);
+  // Backward: softmax - onehot, scaled by dloss, against the double formula.
+  const Vec dloss = {1.0f, 0.5f};
+  Vec g(logits.size());
+  k::xent_backward(g.data(), logits.data(), o.lse.data(), targets.data(), dloss.data(), 0, N, V);
+  DVec gref(logits.size());
+  for (int i = 0; i < N; ++i)
+    for (int v = 0; v < V; ++v)
+      gref[static_cast<size_t>(i) * V + v] =
+          (std::exp(static_cast<double>(logits[static_cast<size_t>(i) * V + v]) - ref.lse[i]) - (v == targets[i])) *
+          dloss[i];
+  check_close("wide xent dlogits", g, gref, kGradRtol, kGradAtol);
+  double row_sum = 0.0;   // softmax - onehot sums to 0 over the row
+  for (int v = 0; v < V; ++v) row_sum += g[v];
+  CHECK(std::fabs(row_sum) < 1e-4);
+}
+
+TEST_CASE("host cross-entropy propagates a NaN logit into the loss", "[kernels]") {
+  // A diverged model must show a NaN loss, not a silently finite one: a NaN of either sign in a row
+  // makes its max, lse and gradient row NaN.
+  const int N = 2, V = 40;
+  for (const float nan : {kNaN, std::copysign(kNaN, -1.0f)}) {
+    Vec logits(N * V, 0.5f);
+    logits[V + 17] = nan;   // row 1 only
+    const std::vector<int> targets = {3, 4};
+    const XentOut o = run_xent(logits, targets, 0, N, V);
+    CHECK(std::isfinite(o.lse[0]));
+    CHECK(std::isnan(o.max[1]));
+    CHECK(std::isnan(o.lse[1]));
+    const Vec dloss(N, 1.0f);
+    Vec g(N * V);
+    k::xent_backward(g.data(), logits.data(), o.lse.data(), targets.data(), dloss.data(), 0, N, V);
+    CHECK(std::isfinite(g[0]));
+    CHECK(std::isnan(g[V]));
+  }
+}
+
+// ================================================================= optimizer
+
+TEST_CASE("host sum_squares and scale", "[kernels]") {
+  std::mt19937 rng(1001);
+  const long n = 10007;
+  const Vec x = random_vec(rng, n, -3.0f, 3.0f);
+  double ref = 0.0;
+  for (float v : x) ref += static_cast<double>(v) * v;
+  // Double accumulation of exact float squares: only double roundings, ~1e-16 each.
+  CHECK(std::fabs(k::sum_squares(x.data(), n) - ref) <= 1e-12 * ref);
+  CHECK(k::sum_squares(x.data(), 0) == 0.0);
+  CHECK(k::sum_squares(x.data(), 3) == static_cast<double>(x[0]) * x[0] + static_cast<double>(x[1]) * x[1] +
+                                           static_cast<double>(x[2]) * x[2]);
+
+  Vec y = x;
+  k::scale(y.data(), 0.37f, n);
+  size_t mismatches = 0;
+  for (long i = 0; i < n; ++i) mismatches += y[i] != x[i] * 0.37f;
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("host adamw_update: one and two steps vs double reference", "[kernels]") {
+  std::mt19937 rng(1102);
+  const long n = 1003;
+  const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+  Vec p = random_vec(rng, n), m(n, 0.0f), v(n, 0.0f);
+  DVec pd = to_double(p), md(n, 0.0), vd(n, 0.0);
+  for (int t = 1; t <= 2; ++t) {
+    const Vec g = random_vec(rng, n);
+    k::adamw_update(p.data(), m.data(), v.data(), g.data(), n, lr, b1, b2, eps, wd, t);
+    for (long i = 0; i < n; ++i) {
+      const double gi = g[i];
+      md[i] = double(b1) * md[i] + (1.0 - double(b1)) * gi;
+      vd[i] = double(b2) * vd[i] + (1.0 - double(b2)) * gi * gi;
+      const double mhat = md[i] / (1.0 - std::pow(double(b1), t));
+      const double vhat = vd[i] / (1.0 - std::pow(double(b2), t));
+      pd[i] -= double(lr) * (mhat / (std::sqrt(vhat) + double(eps)) + double(wd) * pd[i]);
+    }
+    // m, v: a handful of float roundings. param: the update is lr * O(1), so its float error is
+    // ~lr * 1e-6 on top of the rounding of param itself (~6e-8 |param|).
+    check_close("adamw m, step " + std::to_string(t), m, md, 1e-5, 1e-6);
+    check_close("adamw v, step " + std::to_string(t), v, vd, 1e-5, 1e-6);
+    check_close("adamw param, step " + std::to_string(t), p, pd, 2e-7, 1e-5 * lr);
+  }
+}
