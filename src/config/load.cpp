@@ -106,7 +106,13 @@ Config load_config(const std::string& ini_text, const std::string& ini_name,
   po::variables_map vm;
   try {
     // Command-line overrides are stored first: po::store never replaces a value already stored.
-    std::vector<std::string> args(overrides.begin(), overrides.end());
+    // "--key=value" as two tokens, so that an empty value ("--checkpoint.dir=") clears a key.
+    std::vector<std::string> args;
+    for (const auto& o : overrides) {
+      const auto eq = o.find('=');
+      args.push_back(o.substr(0, eq));
+      if (eq != std::string::npos) args.push_back(o.substr(eq + 1));
+    }
     // No guessing: "--model.hidden" must not silently mean model.hidden_size.
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
     auto cmd = po::command_line_parser(args).options(table.description()).style(style).allow_unregistered().run();

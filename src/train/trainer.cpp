@@ -10,23 +10,32 @@
 
 namespace dtrain {
 
+namespace {
+
+// Both token files of the run, opened and checked on every rank; a problem anywhere stops all ranks.
+std::unique_ptr<TokenFile> open_checked(const Config& cfg, const std::string& stream) {
+  std::unique_ptr<TokenFile> file;
+  collective_check(MPI_COMM_WORLD, [&] {
+    const std::string path = cfg.data.path + "." + stream + ".bin";
+    file = std::make_unique<TokenFile>(TokenFile::open(path, cfg.model.vocab_size));
+    check_sequence_fits(*file, cfg.model.seq_length, path);
+  });
+  return file;
+}
+
+}  // namespace
+
 Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, const kernels::KernelTable& k)
     : cfg_(cfg),
       plan_(plan),
       ps_(ps),
       k_(k),
+      train_data_(open_checked(cfg, "train")),
+      val_data_(open_checked(cfg, "val")),
       model_(cfg, stage_part(cfg.model.num_layers, plan.sizes.pp, plan.virtual_stages, ps.coords().pp), plan.sizes.tp,
              ps.coords().tp, k, /*activation_slots=*/1),
       adamw_(model_.table(), cfg.optimizer, k) {
   model_.init_parameters(cfg.training.seed);
-  collective_check(MPI_COMM_WORLD, [&] {
-    for (const char* stream : {"train", "val"}) {
-      const std::string path = cfg.data.path + "." + stream + ".bin";
-      auto file = std::make_unique<TokenFile>(TokenFile::open(path, cfg.model.vocab_size));
-      check_sequence_fits(*file, cfg.model.seq_length, path);
-      (std::string(stream) == "train" ? train_data_ : val_data_) = std::move(file);
-    }
-  });
 }
 
 void Trainer::load_micro_batch(const TokenFile& file, const std::string& stream, std::uint64_t step, std::uint64_t first) {

@@ -39,9 +39,10 @@ class Trainer {
   TrainingPlan plan_;
   const ParallelState& ps_;
   const kernels::KernelTable& k_;
+  // Opened before the model is built, so bad data fails fast, before any large allocation.
+  std::unique_ptr<TokenFile> train_data_, val_data_;
   GptModel model_;
   AdamW adamw_;
-  std::unique_ptr<TokenFile> train_data_, val_data_;
 };
 
 }  // namespace dtrain

@@ -1,0 +1,33 @@
+// Tensor-parallel communication (Megatron's f and g operators), each with its forward and backward,
+// all no-ops when the group has one rank. Rows are tokens: a (N, cols) activation is sharded along
+// the sequence as tp contiguous blocks of N/tp rows (sequence parallel).
+//
+//   copy_to_tp_region          forward: identity          backward: all-reduce (sum)
+//   reduce_from_tp_region      forward: all-reduce        backward: identity
+//   gather_from_sp_region      forward: all-gather rows   backward: reduce-scatter rows
+//   scatter_to_sp_region       forward: reduce-scatter    backward: all-gather rows
+// The identities are not functions: the model simply does nothing there.
+#pragma once
+#include "runtime/comm_group.hpp"
+
+namespace dtrain {
+
+class TensorParallel {
+ public:
+  explicit TensorParallel(const CommGroup& tp) : group_(tp) {}
+  int size() const { return group_.size(); }
+  int rank() const { return group_.rank(); }
+
+  // f backward / g forward: x (n) summed over the group, in place.
+  void all_reduce(float* x /*(n)*/, long n) const;
+  void all_reduce_max(float* x /*(n)*/, long n) const;
+  // full (size*rows, cols) <- every rank's shard (rows, cols), in rank order.
+  void all_gather_rows(float* full, const float* shard, long rows, int cols) const;
+  // shard (rows, cols) <- this rank's block of the sum over the group of full (size*rows, cols).
+  void reduce_scatter_rows(float* shard, const float* full, long rows, int cols) const;
+
+ private:
+  const CommGroup& group_;
+};
+
+}  // namespace dtrain
