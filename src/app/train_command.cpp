@@ -38,11 +38,6 @@ double mean_over(MPI_Comm comm, double v) {
 }  // namespace
 
 int run_train(MPI_Comm world, const OptionTable&, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env) {
-  if (plan.sizes.tp > 1 || plan.sizes.pp > 1)
-    throw UserError("tensor- and pipeline-parallel training are not available in this version yet (tp=" +
-                    std::to_string(plan.sizes.tp) + ", pp=" + std::to_string(plan.sizes.pp) +
-                    "); train with tensor_model_parallel_size=1 pipeline_model_parallel_size=1 (data parallel), "
-                    "or plan the layout with --dry-run");
   const kernels::KernelTable& k = kernels_for(cfg, env);
   const RankLayout layout(plan.sizes, cfg.system.rank_order);
   const ParallelState ps(world, layout);
@@ -127,7 +122,7 @@ int run_generate(MPI_Comm world, const Config& cfg, const LaunchEnv& env, const 
   one.model.micro_batch = 1;
   const kernels::KernelTable& k = kernels_for(cfg, env);
   configure_blas_threads(cfg.system.threads_per_rank, 1);
-  GptModel model(one, stage_part(cfg.model.num_layers, 1, 1, 0), 1, 0, k, 1);
+  GptModel model(one, stage_part(cfg.model.num_layers, 1, 1, 0), nullptr, 0, k, 1);
   read_weights(weights, model.table(), model.params());
   const std::string text = generate_text(model, prompt, tokens, temperature, seed);
   std::printf("%s%s\n", prompt.c_str(), text.c_str());

@@ -23,34 +23,36 @@ class Carver {
 
 static_assert(sizeof(int) == sizeof(float), "token ids share the float arena");
 
-void carve(Carver& cv, const ActivationDims& d, int num_blocks, bool head, int slots, std::vector<SlotActs>& out,
-           BackwardScratch& scratch) {
-  const std::size_t N = static_cast<std::size_t>(d.N()), C = d.C, Cl = d.Cl, Fl = d.Fl, T = d.T;
+void carve(Carver& cv, const ActivationDims& d, int blocks, bool head, int slots, std::vector<SlotActs>& out,
+           Scratch& scratch) {
+  const std::size_t N = static_cast<std::size_t>(d.N()), Ns = static_cast<std::size_t>(d.Ns());
+  const std::size_t C = d.C, Cl = d.Cl, Fl = d.Fl, T = d.T;
   out.assign(slots, SlotActs{});
   for (auto& s : out) {
     s.tokens = cv.take_ints(N);
     s.targets = cv.take_ints(N);
-    s.stage_input = cv.take(N * C);
-    s.blocks.resize(num_blocks);
+    s.stage_input = cv.take(Ns * C);
+    s.grad_out = cv.take(Ns * C);
+    s.blocks.resize(blocks);
     for (auto& b : s.blocks) {
+      b.ln1_mean = cv.take(Ns);
+      b.ln1_rstd = cv.take(Ns);
       b.ln1 = cv.take(N * C);
-      b.ln1_mean = cv.take(N);
-      b.ln1_rstd = cv.take(N);
       b.qkv = cv.take(N * 3 * Cl);
       b.atty = cv.take(N * Cl);
       b.att = cv.take(static_cast<std::size_t>(d.B) * d.NHl * T * T);
-      b.res1 = cv.take(N * C);
+      b.res1 = cv.take(Ns * C);
+      b.ln2_mean = cv.take(Ns);
+      b.ln2_rstd = cv.take(Ns);
       b.ln2 = cv.take(N * C);
-      b.ln2_mean = cv.take(N);
-      b.ln2_rstd = cv.take(N);
       b.fch = cv.take(N * Fl);
       b.fch_gelu = cv.take(N * Fl);
-      b.res2 = cv.take(N * C);
+      b.res2 = cv.take(Ns * C);
     }
     if (head) {
+      s.lnf_mean = cv.take(Ns);
+      s.lnf_rstd = cv.take(Ns);
       s.lnf = cv.take(N * C);
-      s.lnf_mean = cv.take(N);
-      s.lnf_rstd = cv.take(N);
       s.logits = cv.take(N * d.Vl);
       s.row_max = cv.take(N);
       s.row_sum = cv.take(N);
@@ -58,7 +60,9 @@ void carve(Carver& cv, const ActivationDims& d, int num_blocks, bool head, int s
       s.target_logit = cv.take(N);
     }
   }
-  scratch.dres = cv.take(N * C);
+  scratch.dres = cv.take(Ns * C);
+  scratch.rows_full = cv.take(N * C);
+  scratch.rows_shard = cv.take(Ns * C);
   scratch.dln = cv.take(N * C);
   scratch.datty = cv.take(N * Cl);
   scratch.dqkv = cv.take(N * 3 * Cl);

@@ -10,6 +10,11 @@
 
 namespace dtrain {
 
+// Elements [begin, end) of an arena.
+struct ArenaRange {
+  std::size_t begin, end;
+};
+
 class Arena {
  public:
   Arena() = default;

@@ -1,9 +1,14 @@
-// GptModel: the part of a GPT decoder one rank holds (a pipeline stage, a tensor-parallel slice), its
-// parameter and gradient arenas, activation slots, and the forward/backward pass of one micro-batch.
+// GptModel: the part of a GPT decoder one rank holds (the model chunks of its pipeline stage, its
+// tensor-parallel slice), its parameter and gradient arenas, activation slots, and the forward and
+// backward pass of one micro-batch through one chunk.
 // Pre-LN blocks: x -> x + proj(attn(ln1(x))) -> (.) + fcproj(gelu(fc(ln2(.)))); final LN; LM head tied
 // to the token embedding; softmax cross-entropy. All compute goes through the kernel table.
+// Tensor parallelism follows Megatron: column-parallel qkv and fc, row-parallel proj and fcproj,
+// vocab-parallel embedding and cross-entropy; with sequence parallelism the residual stream and the
+// LayerNorms hold N/tp rows, and all-gather / reduce-scatter replace the all-reduces.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "config/config.hpp"
@@ -11,6 +16,7 @@
 #include "model/activations.hpp"
 #include "model/arena.hpp"
 #include "model/tensor_table.hpp"
+#include "parallel/tensor_parallel.hpp"
 
 namespace dtrain {
 
@@ -20,24 +26,35 @@ struct BlockParams {
 struct ModelParams {
   float* wte = nullptr;  // (Vl,C)
   float* wpe = nullptr;  // (T,C)
-  std::vector<BlockParams> blocks;
+  std::vector<BlockParams> blocks;  // in the order of part.layers()
   float* lnf_w = nullptr;
   float* lnf_b = nullptr;
 };
 
 class GptModel {
  public:
-  GptModel(const Config& cfg, const StagePart& part, int tp_size, int tp_rank, const kernels::KernelTable& k,
-           int activation_slots);
+  // tp may be null (one rank per tensor-parallel group). Arenas are padded to a multiple of
+  // `arena_multiple` elements (the data-parallel size, for the distributed optimizer's shards).
+  GptModel(const Config& cfg, const StagePart& part, const TensorParallel* tp, int tp_rank, const kernels::KernelTable& k,
+           int activation_slots, int arena_multiple = 1);
 
   // Weights from the counter-based RNG keyed by (seed, tensor name, global element index).
   void init_parameters(std::uint64_t seed);
 
-  // Forward of the micro-batch whose tokens/targets are in `slot`. Returns the sum of the token losses
-  // (last stage), else 0.
-  double forward(int slot);
-  // Backward of that micro-batch; every token's loss is weighted by loss_scale. Accumulates gradients.
-  void backward(int slot, float loss_scale);
+  // Forward of the micro-batch in `slot` through `chunk`. The first chunk of the first stage embeds
+  // slot.tokens; other chunks read slot.stage_input. Returns the sum of the token losses after the
+  // last chunk of the last stage, else 0 (the chunk's output is stage_output(slot)).
+  double forward(int slot, int chunk = 0);
+  // Backward of that micro-batch through `chunk`. On the head, every token's loss is weighted by
+  // loss_scale; elsewhere output_grad (Ns,C) is the gradient arriving from the next stage. Leaves the
+  // gradient of the chunk's input in slot.grad_out. Accumulates parameter gradients.
+  void backward(int slot, int chunk, float loss_scale, const float* output_grad = nullptr);
+  // Called after each block's backward with its global layer index (gradient-ready hook).
+  void set_block_backward_hook(std::function<void(int)> hook) { backward_hook_ = std::move(hook); }
+  // Called before each block's forward with its global layer index (parameters-ready hook).
+  void set_block_forward_hook(std::function<void(int)> hook) { forward_hook_ = std::move(hook); }
+
+  float* stage_output(int slot, int chunk);
 
   const TensorTable& table() const { return table_; }
   const StagePart& part() const { return part_; }
@@ -45,20 +62,39 @@ class GptModel {
   Arena& grads() { return grads_; }
   Activations& activations() { return acts_; }
   const ActivationDims& dims() const { return acts_.dims(); }
+  int num_chunks() const { return static_cast<int>(part_.chunks.size()); }
+  // Tensors whose gradients are partial sums over the sequence shards (sequence parallelism): the
+  // LayerNorm parameters. Their gradients must be summed over the tensor-parallel group.
+  std::vector<const TensorSpec*> sequence_parallel_tensors() const;
 
  private:
   ModelParams views(Arena& arena) const;
-  float* block_input(SlotActs& s, int i) { return i == 0 ? s.stage_input : s.blocks[i - 1].res2; }
+  bool sp() const { return acts_.dims().seq_shards > 1; }
+  int first_block(int chunk) const { return chunk * blocks_per_chunk_; }
+  // LayerNorm of Ns rows into the full (N,C) `out` (all-gathered over the sequence when sharded).
+  void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b);
+  // Gradient of a LayerNorm output (N,C, partial over tp) into the residual-stream gradient dres.
+  void norm_backward(float* dres, float* dw, float* db, float* dout_full, const float* x, const float* w,
+                     const float* mean, const float* rstd);
+  // Row-parallel output (N,C partial sums in `partial`) reduced into the residual stream `out` (Ns,C).
+  void reduce_rows(float* out, float* partial);
+  // The residual-stream gradient as full rows (N,C): gathered when sharded, else dres itself.
+  const float* full_rows_grad();
   void block_forward(const BlockParams& p, const float* x, BlockActs& a);
   void block_backward(const BlockParams& p, const BlockParams& g, const float* x, BlockActs& a);
+  float* block_input(SlotActs& s, int chunk, int i);
 
   const kernels::KernelTable& k_;
+  const TensorParallel* tp_;
   StagePart part_;
+  int blocks_per_chunk_;
   TensorTable table_;
   Arena params_, grads_;
   ModelParams p_, g_;
   Activations acts_;
   int vocab_start_;
+  bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
+  std::function<void(int)> forward_hook_, backward_hook_;
 };
 
 // Global element index of local element `i` of a tensor slice (row-major in both).

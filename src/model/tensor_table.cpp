@@ -25,10 +25,15 @@ std::vector<std::vector<int>> chunk_layers(int num_layers, int pp, int v, int st
   return chunks;
 }
 
+std::vector<int> StagePart::layers() const {
+  std::vector<int> all;
+  for (const auto& c : chunks) all.insert(all.end(), c.begin(), c.end());
+  return all;
+}
+
 StagePart stage_part(int num_layers, int pp, int v, int stage) {
   StagePart part;
-  for (const auto& chunk : chunk_layers(num_layers, pp, v, stage))
-    part.layers.insert(part.layers.end(), chunk.begin(), chunk.end());
+  part.chunks = chunk_layers(num_layers, pp, v, stage);
   part.embedding = stage == 0;
   part.head = stage == pp - 1;
   return part;
@@ -42,7 +47,7 @@ TensorTable::TensorTable(const ModelShape& s, const StagePart& part, int tp_size
   const float std_res = 0.02f / std::sqrt(2.0f * static_cast<float>(s.num_layers));
   if (part.embedding || part.head) add("wte", {V, C}, 0, -1, true, InitKind::normal, std_w);
   if (part.embedding) add("wpe", {T, C}, -1, -1, true, InitKind::normal, 0.01f);
-  for (int l : part.layers) {
+  for (int l : part.layers()) {
     const std::string p = "h" + std::to_string(l) + ".";
     add(p + "ln1_w", {C}, -1, l, false, InitKind::ones, 0);
     add(p + "ln1_b", {C}, -1, l, false, InitKind::zeros, 0);

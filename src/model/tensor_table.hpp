@@ -40,11 +40,12 @@ struct TensorSpec {
   long global_numel() const;
 };
 
-// What part of the model a rank holds.
+// What part of the model a rank holds: v chunks of consecutive blocks (v = 1 without interleaving).
 struct StagePart {
-  std::vector<int> layers;   // global block indices, in execution order
-  bool embedding = false;    // wte (+ wpe): first stage
-  bool head = false;         // lnf + tied wte: last stage
+  std::vector<std::vector<int>> chunks;  // global block indices per model chunk, in execution order
+  bool embedding = false;                // wte (+ wpe) before chunk 0: first stage
+  bool head = false;                     // lnf + tied wte after the last chunk: last stage
+  std::vector<int> layers() const;       // all blocks of all chunks
 };
 
 // Layers of a pipeline rank. Chunk c (of v) on stage s holds blocks [(c*pp + s)*k, (c*pp + s + 1)*k),

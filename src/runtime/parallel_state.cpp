@@ -5,7 +5,7 @@
 
 namespace dtrain {
 
-ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout) : layout_(layout) {
+ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout) : layout_(layout), world_(world) {
   int size = 0;
   MPI_CHECK(MPI_Comm_rank(world, &world_rank_));
   MPI_CHECK(MPI_Comm_size(world, &size));

@@ -17,6 +17,7 @@ class ParallelState {
   ParallelState(MPI_Comm world, const RankLayout& layout);
 
   const RankLayout& layout() const { return layout_; }
+  MPI_Comm world() const { return world_; }
   int world_rank() const { return world_rank_; }
   const Coords& coords() const { return coords_; }
   const CommGroup& group(Axis a) const { return groups_[static_cast<int>(a)]; }
@@ -40,6 +41,7 @@ class ParallelState {
 
  private:
   RankLayout layout_;
+  MPI_Comm world_;
   int world_rank_ = 0;
   Coords coords_;
   CommGroup groups_[4];

@@ -1,4 +1,4 @@
-// Trainer: the optimizer step of one rank, data-parallel by gradient all-reduce.
+// Trainer: the optimizer step of one rank on any layout.
 #include "train/trainer.hpp"
 
 #include <cmath>
@@ -9,18 +9,25 @@
 #include "optim/lr_schedule.hpp"
 
 namespace dtrain {
-
 namespace {
 
-// Both token files of the run, opened and checked on every rank; a problem anywhere stops all ranks.
-std::unique_ptr<TokenFile> open_checked(const Config& cfg, const std::string& stream) {
+// A token file of the run, opened and checked on every rank; a problem anywhere stops all ranks.
+std::unique_ptr<TokenFile> open_checked(MPI_Comm world, const Config& cfg, const std::string& stream) {
   std::unique_ptr<TokenFile> file;
-  collective_check(MPI_COMM_WORLD, [&] {
+  collective_check(world, [&] {
     const std::string path = cfg.data.path + "." + stream + ".bin";
     file = std::make_unique<TokenFile>(TokenFile::open(path, cfg.model.vocab_size));
     check_sequence_fits(*file, cfg.model.seq_length, path);
   });
   return file;
+}
+
+// The forward actions of a schedule, in order: evaluation runs them and keeps nothing for backward.
+StageActions forward_only(const StageActions& actions) {
+  StageActions f;
+  for (const auto& a : actions)
+    if (a.kind == PipelineAction::forward) f.push_back(a);
+  return f;
 }
 
 }  // namespace
@@ -30,60 +37,82 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       plan_(plan),
       ps_(ps),
       k_(k),
-      train_data_(open_checked(cfg, "train")),
-      val_data_(open_checked(cfg, "val")),
-      model_(cfg, stage_part(cfg.model.num_layers, plan.sizes.pp, plan.virtual_stages, ps.coords().pp), plan.sizes.tp,
-             ps.coords().tp, k, /*activation_slots=*/1),
-      adamw_(model_.table(), cfg.optimizer, k) {
+      train_data_(open_checked(ps.world(), cfg, "train")),
+      val_data_(open_checked(ps.world(), cfg, "val")),
+      tp_(ps.tp()),
+      actions_(schedule_actions(cfg.system.pipeline_schedule, plan.sizes.pp, plan.num_micro_batches, plan.virtual_stages,
+                                ps.coords().pp)),
+      model_(cfg, stage_part(cfg.model.num_layers, plan.sizes.pp, plan.virtual_stages, ps.coords().pp), &tp_, ps.coords().tp,
+             k, PipelineExecutor::slots_needed(actions_), plan.sizes.dp),
+      grad_sync_(model_, ps, cfg.system.overlap_grad_reduce, cfg.system.use_distributed_optimizer, plan.num_micro_batches),
+      adamw_(model_.table(), cfg.optimizer, k, grad_sync_.owned()),
+      train_exec_(model_, ps, actions_, plan.num_micro_batches, plan.virtual_stages),
+      eval_exec_(model_, ps, forward_only(actions_), plan.num_micro_batches, plan.virtual_stages) {
   model_.init_parameters(cfg.training.seed);
+  model_.set_block_backward_hook([this](int layer) { grad_sync_.block_backward_done(layer); });
+  if (cfg.system.use_distributed_optimizer && cfg.system.overlap_param_gather)
+    model_.set_block_forward_hook([this](int layer) { grad_sync_.wait_params(layer); });
 }
 
-void Trainer::load_micro_batch(const TokenFile& file, const std::string& stream, std::uint64_t step, std::uint64_t first) {
-  SlotActs& s = model_.activations().slot(0);
+void Trainer::load(const TokenFile& file, const std::string& stream, std::uint64_t step, int slot, int mb) {
+  SlotActs& s = model_.activations().slot(slot);
+  // Global sample index: this data-parallel rank's block of the global batch, micro-batch mb within it.
+  const std::uint64_t first = static_cast<std::uint64_t>(ps_.coords().dp * plan_.num_micro_batches + mb) * plan_.micro_batch;
   fill_samples(file, cfg_.training.seed, stream, step, first, plan_.micro_batch, cfg_.model.seq_length, s.tokens, s.targets);
 }
 
-double Trainer::sum_over(MPI_Comm comm, double v) const {
+double Trainer::sum_over_world(double v) const {
   double total = 0.0;
-  MPI_CHECK(MPI_Allreduce(&v, &total, 1, MPI_DOUBLE, MPI_SUM, comm));
+  MPI_CHECK(MPI_Allreduce(&v, &total, 1, MPI_DOUBLE, MPI_SUM, ps_.world()));
   return total;
 }
 
 StepResult Trainer::train_step(int step) {
-  const int m = plan_.num_micro_batches, mb = plan_.micro_batch, dp_rank = ps_.coords().dp;
   const double tokens = static_cast<double>(cfg_.model.global_batch_size) * cfg_.model.seq_length;
+  const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
   Arena& grads = model_.grads();
+  grad_sync_.wait_params(-1);
   grads.zero();
-  double loss_sum = 0.0;
-  for (int j = 0; j < m; ++j) {
-    // Global sample index: this rank's block of the global batch, micro-batch j within it.
-    load_micro_batch(*train_data_, "train", static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(dp_rank * m + j) * mb);
-    loss_sum += model_.forward(0);
-    model_.backward(0, static_cast<float>(1.0 / tokens));
-  }
-  if (ps_.dp().size() > 1)
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(grads.size()), MPI_FLOAT, MPI_SUM, ps_.dp().comm()));
+  grad_sync_.start_step();
+  const PipelineStepStats st = train_exec_.run(
+      [&](int slot, int mb) { load(*train_data_, "train", static_cast<std::uint64_t>(step), slot, mb); },
+      static_cast<float>(1.0 / tokens));
+  grad_sync_.finish();
 
   StepResult r;
-  r.loss = sum_over(ps_.dp().comm(), loss_sum) / tokens;
-  r.grad_norm = std::sqrt(k_.sum_squares(grads.data(), static_cast<long>(grads.size())));
-  if (cfg_.optimizer.clip_grad > 0 && r.grad_norm > cfg_.optimizer.clip_grad)
-    k_.scale(grads.data(), static_cast<float>(cfg_.optimizer.clip_grad / (r.grad_norm + 1e-6)), static_cast<long>(grads.size()));
+  r.loss = sum_over_world(loss_owner ? st.loss_sum : 0.0) / tokens;
+  // Squared norm over the gradients this rank is responsible for: its optimizer ranges (all of them on
+  // data-parallel rank 0 when the optimizer is not distributed), each tensor counted on one rank only.
+  double sq = 0.0;
+  if (cfg_.system.use_distributed_optimizer || ps_.coords().dp == 0)
+    for (const auto& range : grad_sync_.owned())
+      for (const auto& t : model_.table().tensors()) {
+        const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
+        if (lo < hi && grad_sync_.counts_for_norm(t)) sq += k_.sum_squares(grads.data() + lo, static_cast<long>(hi - lo));
+      }
+  r.grad_norm = std::sqrt(sum_over_world(sq));
+  if (cfg_.optimizer.clip_grad > 0 && r.grad_norm > cfg_.optimizer.clip_grad) {
+    const float factor = static_cast<float>(cfg_.optimizer.clip_grad / (r.grad_norm + 1e-6));
+    for (const auto& range : grad_sync_.owned()) k_.scale(grads.data() + range.begin, factor, static_cast<long>(range.end - range.begin));
+  }
   r.lr = learning_rate(cfg_.optimizer, step, cfg_.training.train_iters);
   adamw_.step(model_.params(), grads, r.lr, step + 1);
+  grad_sync_.gather_params(cfg_.system.overlap_param_gather);
+  // Measured bubble: every rank's waiting fraction, averaged (all ranks of a stage wait alike).
+  r.bubble = sum_over_world(st.total_seconds > 0 ? st.wait_seconds / st.total_seconds : 0.0) / ps_.layout().world_size();
   return r;
 }
 
 double Trainer::evaluate() {
-  const int m = plan_.num_micro_batches, mb = plan_.micro_batch, dp_rank = ps_.coords().dp;
+  grad_sync_.wait_all_params();
+  const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
   double loss_sum = 0.0;
   for (int it = 0; it < cfg_.training.eval_iters; ++it)
-    for (int j = 0; j < m; ++j) {
-      load_micro_batch(*val_data_, "val", static_cast<std::uint64_t>(it), static_cast<std::uint64_t>(dp_rank * m + j) * mb);
-      loss_sum += model_.forward(0);
-    }
+    loss_sum += eval_exec_.run([&](int slot, int mb) { load(*val_data_, "val", static_cast<std::uint64_t>(it), slot, mb); },
+                               0.0f, /*forward_only=*/true)
+                    .loss_sum;
   const double tokens = static_cast<double>(cfg_.training.eval_iters) * cfg_.model.global_batch_size * cfg_.model.seq_length;
-  return sum_over(ps_.dp().comm(), loss_sum) / tokens;
+  return sum_over_world(loss_owner ? loss_sum : 0.0) / tokens;
 }
 
 }  // namespace dtrain

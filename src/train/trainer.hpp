@@ -1,6 +1,7 @@
-// Trainer: one rank's share of training. Owns the model, optimizer and data files; runs an optimizer
-// step over the global batch (micro-batches, data-parallel gradient sum, clipping, AdamW) and
-// validation. Every layout processes the same global samples (chosen by seed and step).
+// Trainer: one rank's share of training on any (tp, pp, dp) layout. Owns the model chunks of its
+// stage, the pipeline executor, gradient synchronisation, the optimizer and the data files; runs an
+// optimizer step over the global batch and validation. Every layout processes the same global
+// samples (chosen by seed and step) and starts from the same global weights.
 #pragma once
 #include <memory>
 #include <string>
@@ -10,6 +11,9 @@
 #include "kernels/kernels.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
+#include "parallel/grad_sync.hpp"
+#include "parallel/pipeline_executor.hpp"
+#include "parallel/tensor_parallel.hpp"
 #include "parallel/training_plan.hpp"
 #include "runtime/parallel_state.hpp"
 
@@ -17,8 +21,9 @@ namespace dtrain {
 
 struct StepResult {
   double loss = 0.0;       // mean token loss over the global batch
-  double grad_norm = 0.0;  // before clipping
+  double grad_norm = 0.0;  // before clipping, every parameter counted once
   double lr = 0.0;
+  double bubble = 0.0;     // measured: mean over stages of the fraction of the step spent waiting
 };
 
 class Trainer {
@@ -29,11 +34,14 @@ class Trainer {
   StepResult train_step(int step);  // 0-based step
   double evaluate();                // mean validation loss over training.eval_iters global batches
   GptModel& model() { return model_; }
+  // True when this rank is the one that counts tensor t among the global weights (replicas and the
+  // tied embedding's second copy excluded; data-parallel rank 0 only).
+  bool owns_globally(const TensorSpec& t) const { return ps_.coords().dp == 0 && grad_sync_.counts_for_norm(t); }
 
  private:
-  // Loads global samples [first, first + micro_batch) of `step` of a stream into activation slot 0.
-  void load_micro_batch(const TokenFile& file, const std::string& stream, std::uint64_t step, std::uint64_t first);
-  double sum_over(MPI_Comm comm, double v) const;
+  // Loads global samples of micro-batch `mb` of `step` of a stream into an activation slot.
+  void load(const TokenFile& file, const std::string& stream, std::uint64_t step, int slot, int mb);
+  double sum_over_world(double v) const;
 
   const Config& cfg_;
   TrainingPlan plan_;
@@ -41,8 +49,12 @@ class Trainer {
   const kernels::KernelTable& k_;
   // Opened before the model is built, so bad data fails fast, before any large allocation.
   std::unique_ptr<TokenFile> train_data_, val_data_;
+  TensorParallel tp_;
+  StageActions actions_;
   GptModel model_;
+  GradSync grad_sync_;
   AdamW adamw_;
+  PipelineExecutor train_exec_, eval_exec_;
 };
 
 }  // namespace dtrain

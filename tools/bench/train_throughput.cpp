@@ -77,9 +77,9 @@ int main(int argc, char** argv) {
                   bc.layers, bc.hidden, bc.heads, bc.seq, bc.vocab, bc.batch, bc.batch);
     Config cfg = load_config(ini, bc.name, {});
     cfg.model.micro_batch = bc.batch;
-    GptModel model(cfg, stage_part(bc.layers, 1, 1, 0), 1, 0, k, 1);
+    GptModel model(cfg, stage_part(bc.layers, 1, 1, 0), nullptr, 0, k, 1);
     model.init_parameters(1);
-    AdamW adamw(model.table(), cfg.optimizer, k);
+    AdamW adamw(model.table(), cfg.optimizer, k, {{0, model.params().size()}});
     SlotActs& s = model.activations().slot(0);
     std::mt19937 gen(1);
     std::uniform_int_distribution<int> tok(0, bc.vocab - 1);
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
     auto one_step = [&](int t) {
       model.grads().zero();
       model.forward(0);
-      model.backward(0, static_cast<float>(1.0 / tokens));
+      model.backward(0, 0, static_cast<float>(1.0 / tokens));
       adamw.step(model.params(), model.grads(), 1e-4, t);
     };
     one_step(1);  // warm-up: first touch of every page

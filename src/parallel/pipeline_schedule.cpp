@@ -1,0 +1,135 @@
+// Schedule generators and a discrete-time simulator used by tests and the bubble report.
+#include "parallel/pipeline_schedule.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "common/error.hpp"
+
+namespace dtrain {
+namespace {
+
+StageActions afab(int m) {
+  StageActions a;
+  for (int i = 0; i < m; ++i) a.push_back({PipelineAction::forward, i, 0});
+  for (int i = 0; i < m; ++i) a.push_back({PipelineAction::backward, i, 0});
+  return a;
+}
+
+StageActions one_f_one_b(int p, int m, int stage) {
+  const int warmup = std::min(p - stage - 1, m);
+  StageActions a;
+  int f = 0, b = 0;
+  for (; f < warmup; ++f) a.push_back({PipelineAction::forward, f, 0});          // warmup forwards
+  for (; f < m; ++f, ++b) {                                                        // steady state
+    a.push_back({PipelineAction::forward, f, 0});
+    a.push_back({PipelineAction::backward, b, 0});
+  }
+  for (; b < m; ++b) a.push_back({PipelineAction::backward, b, 0});              // cooldown
+  return a;
+}
+
+// Interleaved: the k-th chunk-forward of a stage is micro-batch (k / (p*v))*p + k % p of chunk
+// (k / p) % v; backwards walk the chunks in reverse.
+PipelineAction interleaved_action(PipelineAction::Kind kind, int k, int p, int v) {
+  const int group = k / (p * v), in_group = k % (p * v);
+  int chunk = in_group / p;
+  if (kind == PipelineAction::backward) chunk = v - 1 - chunk;
+  return {kind, group * p + in_group % p, chunk};
+}
+
+StageActions interleaved(int p, int m, int v, int stage) {
+  const int total = m * v;
+  const int warmup = std::min(total, (p - stage - 1) * 2 + (v - 1) * p);
+  StageActions a;
+  int f = 0, b = 0;
+  for (; f < warmup; ++f) a.push_back(interleaved_action(PipelineAction::forward, f, p, v));
+  for (; f < total; ++f, ++b) {
+    a.push_back(interleaved_action(PipelineAction::forward, f, p, v));
+    a.push_back(interleaved_action(PipelineAction::backward, b, p, v));
+  }
+  for (; b < total; ++b) a.push_back(interleaved_action(PipelineAction::backward, b, p, v));
+  return a;
+}
+
+}  // namespace
+
+StageActions schedule_actions(const std::string& schedule, int p, int m, int v, int stage) {
+  if (schedule == "afab") return afab(m);
+  if (schedule == "1f1b") return one_f_one_b(p, m, stage);
+  if (schedule == "interleaved") {
+    if (m % p != 0) throw UserError("interleaved schedule needs the micro-batch count to be a multiple of pp");
+    return interleaved(p, m, v, stage);
+  }
+  throw UserError("unknown pipeline schedule '" + schedule + "'");
+}
+
+int peak_in_flight(const StageActions& actions) {
+  int now = 0, peak = 0;
+  for (const auto& a : actions) {
+    now += a.kind == PipelineAction::forward ? 1 : -1;
+    peak = std::max(peak, now);
+  }
+  return peak;
+}
+
+SimulationResult simulate_schedule(const std::vector<StageActions>& stages, int v, double backward_cost) {
+  const int p = static_cast<int>(stages.size());
+  SimulationResult r;
+  r.idle.assign(p, 0.0);
+  // finish[kind][virtual stage][micro-batch] -> completion time
+  std::map<std::tuple<int, int, int>, double> finish;
+  std::vector<std::size_t> next(p, 0);
+  std::vector<double> clock(p, 0.0);
+  const int last_virtual = v * p - 1;
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int s = 0; s < p; ++s) {
+      if (next[s] >= stages[s].size()) continue;
+      const PipelineAction& a = stages[s][next[s]];
+      const int vs = a.chunk * p + s;
+      double ready = 0.0;
+      bool can_run = true;
+      if (a.kind == PipelineAction::forward) {
+        if (vs > 0) {
+          auto it = finish.find({0, vs - 1, a.micro_batch});
+          can_run = it != finish.end();
+          if (can_run) ready = it->second;
+        }
+      } else {
+        auto own = finish.find({0, vs, a.micro_batch});
+        if (own == finish.end()) {
+          r.problem = "backward of micro-batch " + std::to_string(a.micro_batch) + " before its forward on stage " + std::to_string(s);
+          return r;
+        }
+        ready = own->second;
+        if (vs < last_virtual) {
+          auto it = finish.find({1, vs + 1, a.micro_batch});
+          can_run = it != finish.end();
+          if (can_run) ready = std::max(ready, it->second);
+        }
+      }
+      if (!can_run) continue;
+      const double start = std::max(clock[s], ready);
+      r.idle[s] += start - clock[s];
+      clock[s] = start + (a.kind == PipelineAction::forward ? 1.0 : backward_cost);
+      finish[{a.kind == PipelineAction::forward ? 0 : 1, vs, a.micro_batch}] = clock[s];
+      ++next[s];
+      progress = true;
+    }
+  }
+  for (int s = 0; s < p; ++s)
+    if (next[s] < stages[s].size()) {
+      r.problem = "deadlock: stage " + std::to_string(s) + " waits forever at action " + std::to_string(next[s]);
+      return r;
+    }
+  r.makespan = *std::max_element(clock.begin(), clock.end());
+  // Idle also counts the tail after a stage's last action until the step ends.
+  for (int s = 0; s < p; ++s) r.idle[s] += r.makespan - clock[s];
+  r.ok = true;
+  return r;
+}
+
+}  // namespace dtrain

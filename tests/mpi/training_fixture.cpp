@@ -1,0 +1,59 @@
+// Test data and training runs for the MPI training tests.
+#include "mpi/training_fixture.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "data/token_file.hpp"
+#include "parallel/training_plan.hpp"
+#include "runtime/parallel_state.hpp"
+
+namespace dtrain::testing {
+
+std::string make_test_data(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  int pid = static_cast<int>(getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, comm);  // rank 0's pid names the directory: concurrent tests do not collide
+  const std::string prefix =
+      (std::filesystem::temp_directory_path() / ("dtrain_test_training." + std::to_string(pid)) / "data").string();
+  if (rank == 0) {
+    std::filesystem::create_directories(std::filesystem::path(prefix).parent_path());
+    std::vector<std::uint32_t> tokens;
+    const std::string words[] = {"the ", "whale ", "sea ", "ship ", "captain ", "white ", "and ", "of "};
+    std::uint32_t x = 12345;
+    while (tokens.size() < 20000) {
+      x = x * 1103515245u + 12345u;
+      for (char c : words[(x >> 16) % 8]) tokens.push_back(static_cast<unsigned char>(c) % 64);
+    }
+    TokenFile::write(prefix + ".train.bin", tokens, 64);
+    TokenFile::write(prefix + ".val.bin", std::vector<std::uint32_t>(tokens.begin(), tokens.begin() + 4000), 64);
+  }
+  MPI_Barrier(comm);
+  return prefix;
+}
+
+void remove_test_data(MPI_Comm comm, const std::string& prefix) {
+  MPI_Barrier(comm);
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank == 0) std::filesystem::remove_all(std::filesystem::path(prefix).parent_path());
+}
+
+RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trainer&)>& inspect) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  Config cfg = base;
+  const TrainingPlan plan = make_plan(cfg, size);
+  cfg.model.micro_batch = plan.micro_batch;
+  const ParallelState ps(comm, RankLayout(plan.sizes, cfg.system.rank_order));
+  Trainer trainer(cfg, plan, ps, kernels::kernel_table(kernels::Backend::host));
+  RunResult r;
+  for (int s = 0; s < cfg.training.train_iters; ++s) r.losses.push_back(trainer.train_step(s).loss);
+  r.losses.push_back(trainer.evaluate());
+  if (inspect) inspect(trainer);
+  return r;
+}
+
+}  // namespace dtrain::testing
