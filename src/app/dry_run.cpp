@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "model/tensor_table.hpp"
 #include "runtime/rank_layout.hpp"
 
 namespace dtrain {
@@ -48,6 +49,15 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
     std::printf("  rank %d: node %s tp=%d cp=%d dp=%d pp=%d\n", r, names[r].c_str(), c.tp, c.cp, c.dp, c.pp);
   }
 
+  std::printf("== pipeline stages (balance) ==\n");
+  for (int st = 0; st < s.pp; ++st) {
+    const StagePart part = stage_part(cfg.model.num_layers, s.pp, plan.virtual_stages, st);
+    const TensorTable table(ModelShape::from(cfg.model, cfg.ffn_hidden()), part, s.tp, 0);
+    std::string chunks;
+    for (const auto& c : part.chunks) chunks += " [" + std::to_string(c.front()) + "-" + std::to_string(c.back()) + "]";
+    std::printf("  stage %d: blocks%s%s%s, %zu parameters per rank\n", st, chunks.c_str(), part.embedding ? " +embedding" : "",
+                part.head ? " +head" : "", table.total());
+  }
   std::printf("== schedule ==\n");
   std::printf("  micro_batch_size %d, gradient-accumulation steps (micro-batches) m = %d x %d dp = global batch %d\n",
               plan.micro_batch, plan.num_micro_batches, s.dp, cfg.model.global_batch_size);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "ckpt/weights_file.hpp"
 #include "common/error.hpp"
@@ -42,7 +43,8 @@ int run_train(MPI_Comm world, const OptionTable&, const Config& cfg, const Train
   const RankLayout layout(plan.sizes, cfg.system.rank_order);
   const ParallelState ps(world, layout);
   const int threads = configure_blas_threads(cfg.system.threads_per_rank, env.local_size);
-  const double peak_gflops = mean_over(world, measure_sgemm_gflops(512, 0.3));
+  // The job's ceiling: every rank runs sgemm at the same time, so ranks sharing cores share the peak.
+  const double peak_gflops = mean_over(world, measure_sgemm_gflops(512, 0.5, /*sustained=*/true));
 
   Trainer trainer(cfg, plan, ps, k);
   const bool rank0 = env.world_rank == 0;
@@ -56,16 +58,18 @@ int run_train(MPI_Comm world, const OptionTable&, const Config& cfg, const Train
                 env.world_size, plan.sizes.tp, plan.sizes.pp, plan.sizes.dp, trainer.model().table().total(),
                 plan.num_micro_batches, plan.micro_batch, cfg.model.seq_length, threads, peak_gflops, flops_per_token / 1e9);
   log.message(head);
+  for (const auto& w : plan.warnings) log.message("warning: " + w);
 
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  double window_seconds = 0.0;
+  double window_seconds = 0.0, window_bubble = 0.0;
   int window_steps = 0;
   const int total = cfg.training.train_iters;
   for (int step = 0; step < total; ++step) {
     const auto t0 = clock::now();
     const StepResult r = trainer.train_step(step);
     window_seconds += std::chrono::duration<double>(clock::now() - t0).count();
+    window_bubble += r.bubble;
     ++window_steps;
     const bool last = step + 1 == total;
     StepRecord rec;
@@ -77,6 +81,9 @@ int run_train(MPI_Comm world, const OptionTable&, const Config& cfg, const Train
     rec.lr = r.lr;
     rec.grad_norm = r.grad_norm;
     rec.step_seconds = window_seconds / window_steps;
+    rec.pipelined = plan.sizes.pp > 1;
+    rec.bubble = window_bubble / window_steps;
+    rec.predicted_bubble = plan.bubble;
     rec.tokens_per_s = tokens_per_step / rec.step_seconds;
     rec.mfu = rec.tokens_per_s * flops_per_token / (peak_gflops * 1e9 * env.world_size);
     rec.elapsed_s = std::chrono::duration<double>(clock::now() - start).count();
@@ -84,18 +91,26 @@ int run_train(MPI_Comm world, const OptionTable&, const Config& cfg, const Train
     log.step_line(rec);
     if (rec.val_loss) log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) + " | val loss " + std::to_string(*rec.val_loss));
     log.metrics(rec);
-    window_seconds = 0.0;
+    window_seconds = window_bubble = 0.0;
     window_steps = 0;
   }
 
+  // The whole model on rank 0: final weights for `dtrain generate`, and a text sample.
+  std::unique_ptr<GptModel> full;
+  if (rank0) {
+    Config one = cfg;
+    one.model.micro_batch = 1;
+    full = std::make_unique<GptModel>(one, stage_part(cfg.model.num_layers, 1, 1, 0), nullptr, 0, k, 1);
+  }
+  trainer.gather_full_model(full.get());
   if (rank0 && !cfg.checkpoint.dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(cfg.checkpoint.dir, ec);
     const std::string path = cfg.checkpoint.dir + "/model-final.h5";
-    write_weights(path, trainer.model().table(), trainer.model().params());
-    log.message("wrote final weights to " + path + " (dtrain generate " + "INPUT.ini --weights " + path + ")");
+    write_weights(path, full->table(), full->params());
+    log.message("wrote final weights to " + path + " (dtrain generate INPUT.ini --weights " + path + ")");
   }
-  if (rank0) log.message("sample: " + generate_text(trainer.model(), "\n", 240, 0.8, cfg.training.seed));
+  if (rank0) log.message("sample: " + generate_text(*full, "\n", 240, 0.8, cfg.training.seed));
   return 0;
 }
 

@@ -8,7 +8,8 @@ namespace dtrain {
 // node's cores divided by the ranks on it (at least 1). Sets them in OpenBLAS and returns the count.
 int configure_blas_threads(int threads_per_rank, int local_ranks);
 
-// Best GFLOP/s of cblas_sgemm on n x n x n over roughly `seconds` of repeats.
-double measure_sgemm_gflops(int n, double seconds);
+// GFLOP/s of cblas_sgemm on n x n x n over roughly `seconds` of repeats: the best single call, or
+// (sustained) all calls over the whole time, which is what a rank gets when it shares cores.
+double measure_sgemm_gflops(int n, double seconds, bool sustained = false);
 
 }  // namespace dtrain

@@ -28,9 +28,12 @@ StepLog::StepLog(bool active, const std::string& path) : active_(active) {
 
 void StepLog::step_line(const StepRecord& r) {
   if (!active_) return;
-  std::printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | %.3f s/step | elapsed %s | ETA %s\n",
+  char bubble[64] = "";
+  if (r.pipelined)
+    std::snprintf(bubble, sizeof bubble, " | bubble %.1f%% (predicted %.1f%%)", 100.0 * r.bubble, 100.0 * r.predicted_bubble);
+  std::printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%%%s | %.3f s/step | elapsed %s | ETA %s\n",
               static_cast<int>(std::to_string(r.total_steps).size()), r.step, r.total_steps, r.loss, r.lr, r.grad_norm,
-              r.tokens_per_s, 100.0 * r.mfu, r.step_seconds, format_duration(r.elapsed_s).c_str(),
+              r.tokens_per_s, 100.0 * r.mfu, bubble, r.step_seconds, format_duration(r.elapsed_s).c_str(),
               format_duration(r.eta_s).c_str());
   std::fflush(stdout);
 }
@@ -40,6 +43,7 @@ void StepLog::metrics(const StepRecord& r) {
   std::fprintf(metrics_.get(), "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6e, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.5f, \"step_s\": %.5f, \"elapsed_s\": %.2f",
                r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.mfu, r.step_seconds, r.elapsed_s);
   if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.6f", *r.val_loss);
+  if (r.pipelined) std::fprintf(metrics_.get(), ", \"bubble\": %.5f, \"predicted_bubble\": %.5f", r.bubble, r.predicted_bubble);
   std::fprintf(metrics_.get(), "}\n");
   std::fflush(metrics_.get());
 }

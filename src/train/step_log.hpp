@@ -13,6 +13,8 @@ struct StepRecord {
   double loss = 0.0, lr = 0.0, grad_norm = 0.0;
   double tokens_per_s = 0.0, mfu = 0.0, step_seconds = 0.0;
   double elapsed_s = 0.0, eta_s = 0.0;
+  double bubble = 0.0, predicted_bubble = 0.0;  // pipeline idle fraction: measured, from the formula
+  bool pipelined = false;
   std::optional<double> val_loss;
 };
 

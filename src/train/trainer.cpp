@@ -103,6 +103,23 @@ StepResult Trainer::train_step(int step) {
   return r;
 }
 
+void Trainer::gather_full_model(GptModel* full) {
+  grad_sync_.wait_all_params();
+  const TensorTable global(ModelShape::from(cfg_.model, cfg_.ffn_hidden()), stage_part(cfg_.model.num_layers, 1, 1, 0), 1, 0);
+  std::vector<float> mine(global.total(), 0.0f);  // my slices at their global places, zeros elsewhere
+  const float* params = model_.params().data();
+  for (const auto& t : model_.table().tensors()) {
+    if (!owns_globally(t)) continue;
+    const std::size_t base = global.get(t.name).offset;
+    for (std::size_t i = 0; i < t.numel; ++i) mine[base + global_index(t, static_cast<long>(i))] = params[t.offset + i];
+  }
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(ps_.world(), &rank));
+  if (rank == 0 && (!full || full->params().size() < global.total())) fatal("gather_full_model: no unsharded model on rank 0");
+  MPI_CHECK(MPI_Reduce(mine.data(), rank == 0 ? full->params().data() : nullptr, static_cast<int>(global.total()), MPI_FLOAT,
+                       MPI_SUM, 0, ps_.world()));
+}
+
 double Trainer::evaluate() {
   grad_sync_.wait_all_params();
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;

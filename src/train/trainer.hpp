@@ -37,6 +37,9 @@ class Trainer {
   // True when this rank is the one that counts tensor t among the global weights (replicas and the
   // tied embedding's second copy excluded; data-parallel rank 0 only).
   bool owns_globally(const TensorSpec& t) const { return ps_.coords().dp == 0 && grad_sync_.counts_for_norm(t); }
+  // Collective: assembles the global weights on world rank 0 into `full`, an unsharded model of the
+  // same configuration (null on the other ranks).
+  void gather_full_model(GptModel* full);
 
  private:
   // Loads global samples of micro-batch `mb` of `step` of a stream into an activation slot.

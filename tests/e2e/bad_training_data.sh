@@ -10,7 +10,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 printf 'Call me Ishmael. Some years ago, never mind how long precisely.\n%.0s' $(seq 1 40) > "$work/text.txt"
 "$tool" --out "$work/d" "$work/text.txt" >/dev/null || { echo "FAIL: dtrain-data"; exit 1; }
-args=("$src/inputs/tiny.ini" "--data.path=$work/d" --training.train_iters=1 --checkpoint.dir= --logging.metrics_file=)
+args=("$src/inputs/tiny.ini" "--data.path=$work/d" --training.train_iters=1 --checkpoint.dir= --logging.metrics_file=
+      --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1)
 case $case_name in
   missing)
     rm "$work/d.val.bin"; expected="d.val.bin" ;;

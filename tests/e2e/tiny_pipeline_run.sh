@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# inputs/tiny.ini as shipped (tp=2, pp=2) on 4 ranks, a few steps on a small text: every rank exits 0,
+# the step line shows the measured and the predicted pipeline bubble, the loss falls, and the run
+# writes its final weights and prints a sample.
+#   tiny_pipeline_run.sh DTRAIN DTRAIN_DATA SOURCE_DIR
+set -u
+dtrain=$1 tool=$2 src=$3
+here=$(dirname "$0")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+for i in $(seq 1 60); do printf 'Call me Ishmael. Some years ago, never mind how long precisely, having little money.\n'; done > "$work/text.txt"
+"$tool" --out "$work/d" "$work/text.txt" >/dev/null || fail "dtrain-data"
+out=$("$here/run_mpi.sh" 120 4 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --training.train_iters=8 \
+      --logging.log_interval=4 --training.eval_interval=8 --training.eval_iters=1 --model.global_batch_size=8 \
+      --model.micro_batch_size=1 "--checkpoint.dir=$work/ckpt" "--logging.metrics_file=$work/metrics.jsonl" 2>&1)
+echo "$out"
+[ "$(grep -c '^rank-exit [0-9]* 0$' <<<"$out")" -eq 4 ] || fail "not every rank exited 0"
+grep -aEq '^step 8/8 .*\| bubble [0-9.]+% \(predicted 11\.1%\)' <<<"$out" || fail "no measured/predicted bubble on the step line"
+first=$(grep -o '"loss": [0-9.]*' "$work/metrics.jsonl" | head -1 | awk '{print $2}')
+last=$(grep -o '"loss": [0-9.]*' "$work/metrics.jsonl" | tail -1 | awk '{print $2}')
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || fail "loss did not fall ($first -> $last)"
+grep -q '"val_loss"' "$work/metrics.jsonl" || fail "no val_loss in the metrics file"
+[ -s "$work/ckpt/model-final.h5" ] || fail "no final weights"
+grep -aq '^sample: ' <<<"$out" || fail "no sample text"
+echo PASS
