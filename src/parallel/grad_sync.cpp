@@ -67,29 +67,41 @@ void GradSync::prepare(Bucket& b) {
                             ps_.embedding().comm()));
 }
 
-void GradSync::start_reduce(Bucket& b) {
+void GradSync::start_reduce(Bucket& b, bool non_blocking) {
   prepare(b);
   if (ps_.dp().size() == 1 || b.range.end == b.range.begin) return;
   float* g = model_.grads().data() + b.range.begin;
   const int n = static_cast<int>(b.range.end - b.range.begin);
-  if (distributed_) {
-    MPI_CHECK(MPI_Ireduce_scatter(MPI_IN_PLACE, g, b.counts.data(), MPI_FLOAT, MPI_SUM, ps_.dp().comm(), &b.grad_req));
-  } else {
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g, n, MPI_FLOAT, MPI_SUM, ps_.dp().comm(), &b.grad_req));
-  }
+  const MPI_Comm dp = ps_.dp().comm();
+  // Open MPI's non-blocking collectives are several times slower than its blocking ones on large
+  // buffers, so they are used only when there is backward work to overlap with.
+  if (distributed_ && non_blocking)
+    MPI_CHECK(MPI_Ireduce_scatter(MPI_IN_PLACE, g, b.counts.data(), MPI_FLOAT, MPI_SUM, dp, &b.grad_req));
+  else if (distributed_)
+    MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, g, b.counts.data(), MPI_FLOAT, MPI_SUM, dp));
+  else if (non_blocking)
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g, n, MPI_FLOAT, MPI_SUM, dp, &b.grad_req));
+  else
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g, n, MPI_FLOAT, MPI_SUM, dp));
 }
 
 void GradSync::block_backward_done(int layer) {
   if (!overlap_) return;
+  // MPI has no progress thread here: poke the reductions in flight so they advance between blocks.
+  for (auto& b : buckets_)
+    if (b.grad_req != MPI_REQUEST_NULL) {
+      int done = 0;
+      MPI_CHECK(MPI_Test(&b.grad_req, &done, MPI_STATUS_IGNORE));
+    }
   for (std::size_t i = 0; i < buckets_.size(); ++i)
-    if (buckets_[i].layer == layer && ++backward_counts_[i] == m_) start_reduce(buckets_[i]);
+    if (buckets_[i].layer == layer && ++backward_counts_[i] == m_) start_reduce(buckets_[i], /*non_blocking=*/true);
 }
 
 void GradSync::finish() {
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
     const bool started = overlap_ && b.layer >= 0;
-    if (!started) start_reduce(b);
+    if (!started) start_reduce(b, /*non_blocking=*/false);
     if (b.grad_req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Wait(&b.grad_req, MPI_STATUS_IGNORE));
   }
   if (distributed_ && ps_.dp().size() > 1) {

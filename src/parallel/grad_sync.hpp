@@ -48,7 +48,7 @@ class GradSync {
     MPI_Request grad_req = MPI_REQUEST_NULL, param_req = MPI_REQUEST_NULL;
   };
   void prepare(Bucket& b);           // tensor-parallel and embedding-group sums
-  void start_reduce(Bucket& b);
+  void start_reduce(Bucket& b, bool non_blocking);
 
   GptModel& model_;
   const ParallelState& ps_;

@@ -22,10 +22,11 @@ struct Variant {
   int tp, pp, dp;
   bool sp = false, distributed = false;
   std::string schedule = "1f1b";
+  bool overlap = true;  // with the distributed optimizer: overlapped reductions and gathers
   std::string name() const {
     char buf[128];
     std::snprintf(buf, sizeof buf, "tp=%d pp=%d dp=%d %s%s%s", tp, pp, dp, schedule.c_str(), sp ? " +sp" : "",
-                  distributed ? " +distopt+overlap" : "");
+                  distributed ? (overlap ? " +distopt+overlap" : " +distopt") : "");
     return buf;
   }
 };
@@ -38,7 +39,10 @@ std::vector<Variant> variants_for(int world) {
         if (tp * pp * dp != world) continue;
         out.push_back({tp, pp, dp});
         if (tp > 1) out.push_back({tp, pp, dp, true});
-        if (dp > 1) out.push_back({tp, pp, dp, false, true});
+        if (dp > 1) {
+          out.push_back({tp, pp, dp, false, true});
+          out.push_back({tp, pp, dp, false, true, "1f1b", false});
+        }
         if (pp > 1) {
           out.push_back({tp, pp, dp, false, false, "interleaved"});
           out.push_back({tp, pp, dp, false, false, "afab"});
@@ -54,8 +58,8 @@ Config config_of(const Variant& v, const std::string& data) {
                                 "--system.pipeline_model_parallel_size=" + std::to_string(v.pp),
                                 "--system.sequence_parallel=" + std::string(v.sp ? "true" : "false"),
                                 "--system.use_distributed_optimizer=" + std::string(v.distributed ? "true" : "false"),
-                                "--system.overlap_grad_reduce=" + std::string(v.distributed ? "true" : "false"),
-                                "--system.overlap_param_gather=" + std::string(v.distributed ? "true" : "false"),
+                                "--system.overlap_grad_reduce=" + std::string(v.distributed && v.overlap ? "true" : "false"),
+                                "--system.overlap_param_gather=" + std::string(v.distributed && v.overlap ? "true" : "false"),
                                 "--system.pipeline_schedule=" + v.schedule,
                                 "--system.virtual_pipeline_model_parallel_size=" + std::string(v.schedule == "interleaved" ? "2" : "1")};
   return load_config("[model]\nnum_layers=8\nhidden_size=32\nnum_attention_heads=4\nseq_length=16\nvocab_size=64\n"
