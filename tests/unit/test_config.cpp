@@ -2,25 +2,18 @@
 // every layout error naming its key.
 #include <catch2/catch.hpp>
 
+#include "support/user_error.hpp"
+
 #include "common/error.hpp"
 #include "config/load.hpp"
 #include "config/options.hpp"
 #include "config/validate.hpp"
 
 using namespace dtrain;
+using testing::contains;
+using testing::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 const char* kIni =
     "[model]\nnum_layers = 4\nhidden_size = 64\nnum_attention_heads = 4\nseq_length = 32\nvocab_size = 256\n"

@@ -1,6 +1,8 @@
 // Data pipeline: the token file round trip, every way a token file can be bad, and sample selection
 // that depends only on (seed, stream, step, sample) — the same global batch on every layout.
 #include <catch2/catch.hpp>
+
+#include "support/user_error.hpp"
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +19,8 @@
 #include "data/token_file.hpp"
 
 using namespace dtrain;
+using testing::contains;
+using testing::error_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -39,17 +43,6 @@ class TempDir {
  private:
   fs::path path_;
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 std::vector<std::uint8_t> load_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
