@@ -13,6 +13,7 @@
 #include "model/generate.hpp"
 #include "runtime/cuda_device.hpp"
 #include "runtime/parallel_state.hpp"
+#include "train/checkpointing.hpp"
 #include "train/machine_peak.hpp"
 #include "train/step_log.hpp"
 #include "train/trainer.hpp"
@@ -38,7 +39,7 @@ double mean_over(MPI_Comm comm, double v) {
 
 }  // namespace
 
-int run_train(MPI_Comm world, const OptionTable&, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env) {
+int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env) {
   const kernels::KernelTable& k = kernels_for(cfg, env);
   const RankLayout layout(plan.sizes, cfg.system.rank_order);
   const ParallelState ps(world, layout);
@@ -59,13 +60,15 @@ int run_train(MPI_Comm world, const OptionTable&, const Config& cfg, const Train
                 plan.num_micro_batches, plan.micro_batch, cfg.model.seq_length, threads, peak_gflops, flops_per_token / 1e9);
   log.message(head);
   for (const auto& w : plan.warnings) log.message("warning: " + w);
+  Checkpointing checkpoints(world, cfg, plan, config_as_ini(table), log);
+  const int first_step = checkpoints.resume(trainer);
 
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   double window_seconds = 0.0, window_bubble = 0.0;
   int window_steps = 0;
   const int total = cfg.training.train_iters;
-  for (int step = 0; step < total; ++step) {
+  for (int step = first_step; step < total; ++step) {
     const auto t0 = clock::now();
     const StepResult r = trainer.train_step(step);
     window_seconds += std::chrono::duration<double>(clock::now() - t0).count();
@@ -76,6 +79,7 @@ int run_train(MPI_Comm world, const OptionTable&, const Config& cfg, const Train
     rec.step = step + 1;
     rec.total_steps = total;
     if (cfg.training.eval_interval > 0 && ((step + 1) % cfg.training.eval_interval == 0 || last)) rec.val_loss = trainer.evaluate();
+    if (checkpoints.due(step + 1, last)) checkpoints.save(trainer, step + 1);
     if ((step + 1) % cfg.logging.log_interval != 0 && !last && !rec.val_loss) continue;
     rec.loss = r.loss;
     rec.lr = r.lr;
@@ -87,7 +91,7 @@ int run_train(MPI_Comm world, const OptionTable&, const Config& cfg, const Train
     rec.tokens_per_s = tokens_per_step / rec.step_seconds;
     rec.mfu = rec.tokens_per_s * flops_per_token / (peak_gflops * 1e9 * env.world_size);
     rec.elapsed_s = std::chrono::duration<double>(clock::now() - start).count();
-    rec.eta_s = rec.elapsed_s / (step + 1) * (total - step - 1);
+    rec.eta_s = rec.elapsed_s / (step + 1 - first_step) * (total - step - 1);
     log.step_line(rec);
     if (rec.val_loss) log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) + " | val loss " + std::to_string(*rec.val_loss));
     log.metrics(rec);

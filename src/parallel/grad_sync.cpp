@@ -8,41 +8,62 @@
 
 namespace dtrain {
 
-GradSync::GradSync(GptModel& model, const ParallelState& ps, bool overlap, bool distributed, int m)
-    : model_(model), ps_(ps), overlap_(overlap), distributed_(distributed), m_(m) {
-  const TensorTable& table = model.table();
-  const std::size_t size = model.grads().size();
-  // Buckets: [0, first block) embedding, one per block, [end of last block, arena end) head.
-  std::vector<std::pair<int, ArenaRange>> spans;
+std::vector<BucketSpan> gradient_buckets(const TensorTable& table, std::size_t size) {
+  std::vector<BucketSpan> spans;
   for (const auto& t : table.tensors()) {
     if (t.layer < 0) continue;
-    if (spans.empty() || spans.back().first != t.layer) spans.push_back({t.layer, {t.offset, t.offset}});
-    spans.back().second.end = t.offset + t.numel;
+    if (spans.empty() || spans.back().layer != t.layer) spans.push_back({{t.offset, t.offset}, t.layer});
+    spans.back().range.end = t.offset + t.numel;
   }
-  const std::size_t first = spans.empty() ? size : spans.front().second.begin;
-  const std::size_t last = spans.empty() ? size : spans.back().second.end;
-  buckets_.push_back({{0, first}, -1, {}, {}});
+  const std::size_t first = spans.empty() ? size : spans.front().range.begin;
+  const std::size_t last = spans.empty() ? size : spans.back().range.end;
+  std::vector<BucketSpan> buckets{{{0, first}, -1}};
   for (std::size_t i = 0; i < spans.size(); ++i) {
-    const std::size_t end = i + 1 < spans.size() ? spans[i + 1].second.begin : last;  // alignment gaps go with the block
-    buckets_.push_back({{spans[i].second.begin, end}, spans[i].first, {}, {}});
+    const std::size_t end = i + 1 < spans.size() ? spans[i + 1].range.begin : last;  // alignment gaps go with the block
+    buckets.push_back({{spans[i].range.begin, end}, spans[i].layer});
   }
-  buckets_.push_back({{last, size}, -1, {}, {}});
+  buckets.push_back({{last, size}, -1});
+  return buckets;
+}
 
-  const int dp = ps.dp().size(), r = ps.dp().rank();
-  for (auto& b : buckets_) {
-    const std::size_t n = b.range.end - b.range.begin;
-    for (int i = 0, displ = 0; i < dp; ++i) {
-      const int c = static_cast<int>(n / dp + (static_cast<std::size_t>(i) < n % dp ? 1 : 0));
-      b.counts.push_back(c);
-      b.displs.push_back(displ);
-      displ += c;
-    }
-    if (distributed_) {
-      const std::size_t lo = b.range.begin + b.displs[r];
-      if (b.counts[r] > 0) owned_.push_back({lo, lo + static_cast<std::size_t>(b.counts[r])});
-    }
+std::vector<int> slice_counts(std::size_t n, int dp) {
+  std::vector<int> counts;
+  for (int i = 0; i < dp; ++i) counts.push_back(static_cast<int>(n / dp + (static_cast<std::size_t>(i) < n % dp ? 1 : 0)));
+  return counts;
+}
+
+std::vector<ArenaRange> optimizer_ranges(const std::vector<BucketSpan>& buckets, std::size_t size, int dp, int r,
+                                         bool distributed) {
+  if (!distributed) return {{0, size}};
+  std::vector<ArenaRange> owned;
+  for (const auto& b : buckets) {
+    const auto counts = slice_counts(b.range.end - b.range.begin, dp);
+    std::size_t lo = b.range.begin;
+    for (int i = 0; i < r; ++i) lo += static_cast<std::size_t>(counts[i]);
+    if (counts[r] > 0) owned.push_back({lo, lo + static_cast<std::size_t>(counts[r])});
   }
-  if (!distributed_) owned_.push_back({0, size});
+  return owned;
+}
+
+bool counts_tensor(const TensorSpec& t, int tp_rank, bool last_stage_with_tied_copy) {
+  if (t.split_dim < 0 && tp_rank != 0) return false;                // replicated over TP
+  if (t.name == "wte" && last_stage_with_tied_copy) return false;  // the first stage counts it
+  return true;
+}
+
+GradSync::GradSync(GptModel& model, const ParallelState& ps, bool overlap, bool distributed, int m)
+    : model_(model), ps_(ps), overlap_(overlap), distributed_(distributed), m_(m) {
+  const std::size_t size = model.grads().size();
+  const int dp = ps.dp().size();
+  for (const auto& span : gradient_buckets(model.table(), size)) {
+    Bucket b{span.range, span.layer, slice_counts(span.range.end - span.range.begin, dp), {}};
+    for (int i = 0, displ = 0; i < dp; ++i) {
+      b.displs.push_back(displ);
+      displ += b.counts[i];
+    }
+    buckets_.push_back(std::move(b));
+  }
+  owned_ = optimizer_ranges(gradient_buckets(model.table(), size), size, dp, ps.dp().rank(), distributed_);
   backward_counts_.assign(buckets_.size(), 0);
 }
 
@@ -116,9 +137,7 @@ void GradSync::finish() {
 }
 
 bool GradSync::counts_for_norm(const TensorSpec& t) const {
-  if (t.split_dim < 0 && ps_.tp().rank() != 0) return false;                 // replicated over TP
-  if (t.name == "wte" && ps_.embedding().size() > 1 && ps_.is_last_stage()) return false;  // tied copy
-  return true;
+  return counts_tensor(t, ps_.tp().rank(), ps_.embedding().size() > 1 && ps_.is_last_stage());
 }
 
 void GradSync::gather_params(bool overlap) {

@@ -18,6 +18,24 @@
 
 namespace dtrain {
 
+// The bucket layout of an arena, a pure function of the tensor table: [0, first block) for the
+// embeddings, one range per block (alignment gaps included), [end of last block, arena end) for the
+// head. `layer` is -1 for the first and last.
+struct BucketSpan {
+  ArenaRange range;
+  int layer;
+};
+std::vector<BucketSpan> gradient_buckets(const TensorTable& table, std::size_t arena_size);
+// Data-parallel rank r's slice of a range of n elements: counts split as evenly as possible.
+std::vector<int> slice_counts(std::size_t n, int dp);
+// Arena ranges the optimizer of data-parallel rank r updates: everything, or (distributed) its
+// slice of every bucket.
+std::vector<ArenaRange> optimizer_ranges(const std::vector<BucketSpan>& buckets, std::size_t arena_size, int dp, int r,
+                                         bool distributed);
+// Whether a rank at these coordinates is the one that counts a tensor (replicas over TP and the tied
+// embedding's copy on the last stage are counted elsewhere).
+bool counts_tensor(const TensorSpec& t, int tp_rank, bool last_stage_with_tied_copy);
+
 class GradSync {
  public:
   GradSync(GptModel& model, const ParallelState& ps, bool overlap, bool distributed, int num_micro_batches);

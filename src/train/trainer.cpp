@@ -120,6 +120,23 @@ void Trainer::gather_full_model(GptModel* full) {
                        MPI_SUM, 0, ps_.world()));
 }
 
+RankState Trainer::rank_state() {
+  grad_sync_.wait_all_params();
+  RankState st;
+  st.table = &model_.table();
+  st.params = model_.params().data();
+  st.moments[0] = adamw_.first_moment().data();
+  st.moments[1] = adamw_.second_moment().data();
+  st.owned = grad_sync_.owned();
+  st.writes_params = [this](const TensorSpec& t) { return owns_globally(t); };
+  // Optimizer state: every data-parallel rank holds a slice with the distributed optimizer, else rank 0 all.
+  const bool distributed = cfg_.system.use_distributed_optimizer;
+  st.writes_moments = [this, distributed](const TensorSpec& t) {
+    return (distributed || ps_.coords().dp == 0) && grad_sync_.counts_for_norm(t);
+  };
+  return st;
+}
+
 double Trainer::evaluate() {
   grad_sync_.wait_all_params();
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "ckpt/checkpoint.hpp"
 #include "config/config.hpp"
 #include "data/token_file.hpp"
 #include "kernels/kernels.hpp"
@@ -40,6 +41,9 @@ class Trainer {
   // Collective: assembles the global weights on world rank 0 into `full`, an unsharded model of the
   // same configuration (null on the other ranks).
   void gather_full_model(GptModel* full);
+  // The state a checkpoint saves and restores (parameters, optimizer moments and who writes what).
+  RankState rank_state();
+  // After a checkpoint load: parameters of every rank are complete; nothing else to rebuild.
 
  private:
   // Loads global samples of micro-batch `mb` of `step` of a stream into an activation slot.

@@ -1,0 +1,110 @@
+// Sharded checkpoints: a directory per step, one HDF5 shard per rank that owns unique state, and a
+// manifest listing every shard with its size and checksum.
+//
+//   <checkpoint.dir>/step_00000100/manifest.txt
+//                                 /shard_00000.h5 ...   (file number = world rank of the writer)
+//   <checkpoint.dir>/latest                               (the name of the newest published step)
+//
+// A shard holds pieces: 1-D datasets "<kind>/<tensor>/<n>" (kind = param, exp_avg, exp_avg_sq) with
+// attributes global_shape, local_shape and local_offset (the tensor-parallel slice the writer held),
+// flat_begin (where in that slice the piece starts) and fnv64 (checksum of the values). Any layout
+// finds its slice by mapping pieces to global element indices, so a checkpoint loads on any
+// (tp, pp, dp, distributed optimizer, v). Root attributes carry the format version, checkpoint id,
+// step, consumed samples, layout, dtrain version and (shard 0) the resolved configuration.
+// A save is written under a temporary name and published (renamed, then `latest` replaced) only after
+// every rank reported success; a failure or a kill at any moment leaves the last checkpoint untouched.
+#pragma once
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/arena.hpp"
+#include "model/tensor_table.hpp"
+
+namespace dtrain {
+
+constexpr int kCheckpointFormat = 1;
+extern const char* const kPieceKinds[3];  // "param", "exp_avg", "exp_avg_sq"
+
+struct CheckpointMeta {
+  std::int64_t step = 0;               // optimizer steps done (the data position and LR schedule follow)
+  std::int64_t consumed_samples = 0;
+  std::int64_t tp = 1, cp = 1, pp = 1, dp = 1, v = 1;
+  std::string order = "tp-cp-dp-pp";
+  std::int64_t distributed_optimizer = 0;
+  std::string config_text;             // the resolved input.ini
+  std::string version;
+  std::uint64_t checkpoint_id = 0;     // random per save: a shard or manifest from another save is refused
+};
+
+// One rank's state as the checkpoint sees it.
+struct RankState {
+  const TensorTable* table = nullptr;
+  float* params = nullptr;              // parameter arena
+  float* moments[2] = {nullptr, nullptr};  // AdamW first/second moments, back to back over `owned`
+  std::vector<ArenaRange> owned;        // arena ranges the optimizer state covers
+  std::function<bool(const TensorSpec&)> writes_params;   // this rank writes the tensor's slice
+  std::function<bool(const TensorSpec&)> writes_moments;  // ... and its optimizer state (for owned ranges)
+};
+
+struct IoStats {
+  double seconds = 0.0;
+  double bytes = 0.0;  // over all ranks
+  std::string path;
+};
+
+// Collective: writes and publishes step `meta.step` under dir; removes the oldest published checkpoints
+// beyond keep_last. Throws UserError on every rank if any rank failed (the previous checkpoint stays).
+IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,
+                        int keep_last);
+
+// Rank 0: removes temporaries of interrupted saves (".tmp-*") in dir. Returns how many.
+int remove_stale_temporaries(const std::string& dir);
+// The published checkpoint `latest` names, "" if none (no error: a fresh start).
+std::string latest_checkpoint(const std::string& dir);
+
+// The pieces of a checkpoint directory, verified against its manifest.
+class CheckpointReader {
+ public:
+  // Reads the manifest and every shard's index. verify_files: also hash every shard file against the
+  // manifest (one rank is enough). Throws UserError naming the file on any inconsistency.
+  CheckpointReader(const std::string& step_dir, bool verify_files);
+  const CheckpointMeta& meta() const { return meta_; }
+  const std::string& dir() const { return dir_; }
+  // The whole global tensor of a kind, assembled from the pieces; every element must be covered.
+  std::vector<float> global_tensor(const std::string& kind, const std::string& name) const;
+  std::vector<std::string> tensor_names() const;
+  std::vector<std::int64_t> global_shape(const std::string& name) const;
+  bool has_kind(const std::string& kind) const;
+  std::vector<std::string> shard_files() const { return shards_; }
+  double total_bytes() const { return bytes_; }
+
+ private:
+  struct Piece {
+    std::string file, dataset;
+    std::vector<std::int64_t> global_shape, local_shape, local_offset;
+    std::int64_t flat_begin = 0, count = 0;
+    std::uint64_t hash = 0;
+  };
+  std::string dir_;
+  CheckpointMeta meta_;
+  std::vector<std::string> shards_;
+  std::map<std::string, std::vector<Piece>> pieces_;  // key: kind + "/" + tensor name
+  double bytes_ = 0.0;
+};
+
+// Fills a rank's parameters and optimizer state from a checkpoint (any layout).
+void load_rank_state(const CheckpointReader& reader, RankState& state);
+
+// Writes a sharded checkpoint for a layout from a reader: every rank of the new layout's shard, as if
+// saved by that layout (ckpt-consolidate --reshard). Sequential, one process.
+struct ReshardLayout {
+  int tp = 1, pp = 1, dp = 1, v = 1;
+  bool distributed_optimizer = false;
+};
+
+}  // namespace dtrain

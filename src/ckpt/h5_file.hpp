@@ -1,0 +1,52 @@
+// Small RAII helpers over the HDF5 C API for checkpoint files. Every failure becomes a UserError that
+// names the file and what was being done, so a bad or missing file is reported, never a crash; HDF5's
+// own stack printing is silenced while these run.
+#pragma once
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtrain::h5 {
+
+class File {
+ public:
+  static File create(const std::string& path);      // truncates
+  static File open_read(const std::string& path);
+  File(File&& o) noexcept;
+  File& operator=(File&&) = delete;
+  File(const File&) = delete;
+  ~File();
+  void close();  // flushes; throws on failure (a full disk shows here)
+  hid_t id() const { return id_; }
+  const std::string& path() const { return path_; }
+
+  // Root (or dataset) attributes.
+  void set_attr(const std::string& name, std::int64_t v, const std::string& object = "/");
+  void set_attr(const std::string& name, const std::string& v, const std::string& object = "/");
+  void set_attr(const std::string& name, const std::vector<std::int64_t>& v, const std::string& object = "/");
+  std::int64_t attr_int(const std::string& name, const std::string& object = "/") const;
+  std::string attr_string(const std::string& name, const std::string& object = "/") const;
+  std::vector<std::int64_t> attr_ints(const std::string& name, const std::string& object = "/") const;
+
+  // Float datasets of any shape (parent groups created as needed).
+  void write_floats(const std::string& name, const float* data, const std::vector<std::int64_t>& shape);
+  std::vector<float> read_floats(const std::string& name, std::vector<std::int64_t>* shape = nullptr) const;
+  // Names of the datasets under a group, recursively ("param/wte/0", ...).
+  std::vector<std::string> list_datasets(const std::string& group = "/") const;
+
+ private:
+  File(hid_t id, std::string path) : id_(id), path_(std::move(path)) {}
+  [[noreturn]] void fail(const std::string& what) const;
+  hid_t id_;
+  std::string path_;
+};
+
+// FNV-1a 64-bit hash of bytes, as 16 hex digits: the checksum of datasets and shard files.
+std::uint64_t fnv1a(const void* data, std::size_t bytes, std::uint64_t h = 1469598103934665603ull);
+std::string hex64(std::uint64_t v);
+// Hash of a whole file's bytes (and its size); throws UserError if unreadable.
+std::uint64_t file_hash(const std::string& path, std::uint64_t* size = nullptr);
+
+}  // namespace dtrain::h5

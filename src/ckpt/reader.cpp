@@ -1,0 +1,155 @@
+// CheckpointReader: manifest check, shard index, global tensors assembled from pieces; and
+// load_rank_state, which cuts a rank's slices out of them.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ckpt/checkpoint.hpp"
+#include "ckpt/h5_file.hpp"
+#include "ckpt/shard.hpp"
+#include "common/error.hpp"
+#include "model/gpt.hpp"
+
+namespace dtrain {
+namespace {
+
+std::int64_t product(const std::vector<std::int64_t>& v) {
+  std::int64_t n = 1;
+  for (auto d : v) n *= d;
+  return n;
+}
+
+// A TensorSpec carrying just the slice geometry, for global_index().
+TensorSpec geometry(const std::vector<std::int64_t>& global, const std::vector<std::int64_t>& local,
+                    const std::vector<std::int64_t>& offset) {
+  TensorSpec t;
+  t.global_shape.assign(global.begin(), global.end());
+  t.local_shape.assign(local.begin(), local.end());
+  t.local_offset.assign(offset.begin(), offset.end());
+  return t;
+}
+
+}  // namespace
+
+CheckpointReader::CheckpointReader(const std::string& step_dir, bool verify_files) : dir_(step_dir) {
+  std::uint64_t id = 0;
+  std::int64_t step = 0;
+  const auto records = read_manifest(dir_ + "/manifest.txt", id, step);
+  if (records.empty()) throw UserError("checkpoint '" + dir_ + "' lists no shards in its manifest");
+  for (const auto& r : records) {
+    const std::string path = dir_ + "/" + r.file;
+    if (verify_files) {
+      std::uint64_t bytes = 0;
+      const std::uint64_t hash = h5::file_hash(path, &bytes);
+      if (bytes != r.bytes)
+        throw UserError("checkpoint shard '" + path + "' has " + std::to_string(bytes) + " bytes, the manifest says " +
+                        std::to_string(r.bytes) + " (truncated or replaced)");
+      if (hash != r.hash) throw UserError("checkpoint shard '" + path + "' fails its checksum (corrupt: bytes changed)");
+    }
+    const h5::File f = h5::File::open_read(path);
+    const std::string shard_id = f.attr_string("checkpoint_id");
+    if (shard_id != h5::hex64(id))
+      throw UserError("checkpoint shard '" + path + "' belongs to checkpoint " + shard_id + " but the manifest is of " +
+                      h5::hex64(id) + " (files from different saves mixed)");
+    if (f.attr_int("step") != step)
+      throw UserError("checkpoint shard '" + path + "' is of another step than its manifest");
+    if (shards_.empty()) {
+      meta_.checkpoint_id = id;
+      meta_.step = step;
+      meta_.consumed_samples = f.attr_int("consumed_samples");
+      const auto layout = f.attr_ints("layout");
+      if (layout.size() != 5) throw UserError("checkpoint shard '" + path + "' has a malformed layout attribute");
+      meta_.tp = layout[0], meta_.cp = layout[1], meta_.pp = layout[2], meta_.dp = layout[3], meta_.v = layout[4];
+      meta_.order = f.attr_string("rank_order");
+      meta_.distributed_optimizer = f.attr_int("distributed_optimizer");
+      meta_.version = f.attr_string("dtrain_version");
+      meta_.config_text = f.attr_string("config");
+    }
+    for (const auto& ds : f.list_datasets()) {
+      const auto first = ds.find('/'), last = ds.rfind('/');
+      if (first == std::string::npos || last == first) continue;
+      Piece p;
+      p.file = path;
+      p.dataset = ds;
+      p.global_shape = f.attr_ints("global_shape", ds);
+      p.local_shape = f.attr_ints("local_shape", ds);
+      p.local_offset = f.attr_ints("local_offset", ds);
+      p.flat_begin = f.attr_int("flat_begin", ds);
+      p.hash = std::stoull(f.attr_string("fnv64", ds), nullptr, 16);
+      pieces_[ds.substr(0, last)].push_back(p);
+    }
+    shards_.push_back(path);
+    bytes_ += static_cast<double>(r.bytes);
+  }
+}
+
+bool CheckpointReader::has_kind(const std::string& kind) const {
+  for (const auto& [key, v] : pieces_)
+    if (key.rfind(kind + "/", 0) == 0) return true;
+  return false;
+}
+
+std::vector<std::string> CheckpointReader::tensor_names() const {
+  std::set<std::string> names;
+  for (const auto& [key, v] : pieces_)
+    if (key.rfind("param/", 0) == 0) names.insert(key.substr(6));
+  return {names.begin(), names.end()};
+}
+
+std::vector<std::int64_t> CheckpointReader::global_shape(const std::string& name) const {
+  auto it = pieces_.find("param/" + name);
+  if (it == pieces_.end()) throw UserError("checkpoint '" + dir_ + "' has no tensor '" + name + "'");
+  return it->second.front().global_shape;
+}
+
+std::vector<float> CheckpointReader::global_tensor(const std::string& kind, const std::string& name) const {
+  auto it = pieces_.find(kind + "/" + name);
+  if (it == pieces_.end())
+    throw UserError("checkpoint '" + dir_ + "' has no " + kind + " of tensor '" + name + "' (written for another model?)");
+  const std::int64_t n = product(it->second.front().global_shape);
+  std::vector<float> global(static_cast<std::size_t>(n), 0.0f);
+  std::vector<unsigned char> covered(static_cast<std::size_t>(n), 0);
+  std::map<std::string, h5::File> open;
+  for (const Piece& p : it->second) {
+    auto f = open.find(p.file);
+    if (f == open.end()) f = open.emplace(p.file, h5::File::open_read(p.file)).first;
+    const std::vector<float> values = f->second.read_floats(p.dataset);
+    if (h5::fnv1a(values.data(), values.size() * sizeof(float)) != p.hash)
+      throw UserError("checkpoint shard '" + p.file + "': dataset " + p.dataset + " fails its checksum (corrupt)");
+    const TensorSpec g = geometry(p.global_shape, p.local_shape, p.local_offset);
+    for (std::size_t j = 0; j < values.size(); ++j) {
+      const long gi = global_index(g, static_cast<long>(p.flat_begin + static_cast<std::int64_t>(j)));
+      if (gi < 0 || gi >= n) throw UserError("checkpoint shard '" + p.file + "': dataset " + p.dataset + " points outside its tensor");
+      global[static_cast<std::size_t>(gi)] = values[j];
+      covered[static_cast<std::size_t>(gi)] = 1;
+    }
+  }
+  if (std::find(covered.begin(), covered.end(), 0) != covered.end())
+    throw UserError("checkpoint '" + dir_ + "' lacks part of " + kind + " of tensor '" + name + "' (a shard is missing)");
+  return global;
+}
+
+void load_rank_state(const CheckpointReader& reader, RankState& st) {
+  for (const auto& t : st.table->tensors()) {
+    const std::string& name = t.name;
+    if (st.table->find(name) == nullptr) continue;
+    const auto shape = reader.global_shape(name);
+    if (std::vector<long>(shape.begin(), shape.end()) != t.global_shape)
+      throw UserError("checkpoint '" + reader.dir() + "': tensor '" + name + "' has another shape than the model of the input file");
+    const std::vector<float> p = reader.global_tensor("param", name);
+    for (std::size_t i = 0; i < t.numel; ++i) st.params[t.offset + i] = p[static_cast<std::size_t>(global_index(t, static_cast<long>(i)))];
+    for (int k = 0; k < 2; ++k) {
+      if (!st.moments[k]) continue;
+      const std::vector<float> m = reader.global_tensor(kPieceKinds[1 + k], name);
+      std::size_t moment = 0;
+      for (const auto& r : st.owned) {
+        const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
+        for (std::size_t a = lo; a < hi; ++a)
+          st.moments[k][moment + (a - r.begin)] = m[static_cast<std::size_t>(global_index(t, static_cast<long>(a - t.offset)))];
+        moment += r.end - r.begin;
+      }
+    }
+  }
+}
+
+}  // namespace dtrain

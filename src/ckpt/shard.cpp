@@ -1,0 +1,128 @@
+// Shard and manifest files of a checkpoint.
+#include "ckpt/shard.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "ckpt/h5_file.hpp"
+#include "common/error.hpp"
+#include "dtrain_config.hpp"
+
+namespace dtrain {
+
+const char* const kPieceKinds[3] = {"param", "exp_avg", "exp_avg_sq"};
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw UserError("cannot open '" + path + "' to sync it to disk");
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw UserError("cannot sync '" + path + "' to disk (disk full or I/O error)");
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw UserError("cannot write '" + tmp + "' (disk full?)");
+  }
+  fsync_path(tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw UserError("cannot rename '" + tmp + "' to '" + path + "'");
+  const auto slash = path.rfind('/');
+  fsync_path(slash == std::string::npos ? "." : path.substr(0, slash));
+}
+
+namespace {
+
+void write_piece(h5::File& f, const std::string& kind, const TensorSpec& t, int index, const float* data,
+                 std::int64_t flat_begin, std::int64_t count) {
+  const std::string name = kind + "/" + t.name + "/" + std::to_string(index);
+  f.write_floats(name, data, {count});
+  f.set_attr("global_shape", std::vector<std::int64_t>(t.global_shape.begin(), t.global_shape.end()), name);
+  f.set_attr("local_shape", std::vector<std::int64_t>(t.local_shape.begin(), t.local_shape.end()), name);
+  f.set_attr("local_offset", std::vector<std::int64_t>(t.local_offset.begin(), t.local_offset.end()), name);
+  f.set_attr("flat_begin", flat_begin, name);
+  f.set_attr("fnv64", h5::hex64(h5::fnv1a(data, sizeof(float) * static_cast<std::size_t>(count))), name);
+}
+
+}  // namespace
+
+bool write_shard(const std::string& path, const CheckpointMeta& meta, const RankState& st, int writer_rank, ShardRecord& rec) {
+  bool any = false;
+  for (const auto& t : st.table->tensors()) any = any || st.writes_params(t) || st.writes_moments(t);
+  if (!any) return false;
+  h5::File f = h5::File::create(path);
+  f.set_attr("format", kCheckpointFormat);
+  f.set_attr("checkpoint_id", h5::hex64(meta.checkpoint_id));
+  f.set_attr("step", meta.step);
+  f.set_attr("consumed_samples", meta.consumed_samples);
+  f.set_attr("layout", std::vector<std::int64_t>{meta.tp, meta.cp, meta.pp, meta.dp, meta.v});
+  f.set_attr("rank_order", meta.order);
+  f.set_attr("distributed_optimizer", meta.distributed_optimizer);
+  f.set_attr("dtrain_version", std::string(DTRAIN_VERSION));
+  f.set_attr("writer_rank", writer_rank);
+  f.set_attr("config", meta.config_text);
+  for (const auto& t : st.table->tensors()) {
+    if (st.writes_params(t))
+      write_piece(f, "param", t, 0, st.params + t.offset, 0, static_cast<std::int64_t>(t.numel));
+    if (!st.writes_moments(t)) continue;
+    std::size_t moment = 0;
+    int index = 0;
+    for (const auto& r : st.owned) {
+      const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
+      if (lo < hi)
+        for (int k = 0; k < 2; ++k)
+          write_piece(f, kPieceKinds[1 + k], t, index, st.moments[k] + moment + (lo - r.begin),
+                      static_cast<std::int64_t>(lo - t.offset), static_cast<std::int64_t>(hi - lo));
+      index += lo < hi ? 1 : 0;
+      moment += r.end - r.begin;
+    }
+  }
+  f.close();
+  fsync_path(path);
+  rec.file = path.substr(path.rfind('/') + 1);
+  rec.hash = h5::file_hash(path, &rec.bytes);
+  return true;
+}
+
+void write_manifest(const std::string& path, const CheckpointMeta& meta, const std::vector<ShardRecord>& shards) {
+  std::ostringstream os;
+  os << "dtrain-checkpoint-manifest " << kCheckpointFormat << "\n"
+     << "checkpoint_id " << h5::hex64(meta.checkpoint_id) << "\n"
+     << "step " << meta.step << "\n"
+     << "shards " << shards.size() << "\n";
+  for (const auto& s : shards) os << "shard " << s.file << " " << s.bytes << " " << h5::hex64(s.hash) << "\n";
+  write_file_atomically(path, os.str());
+}
+
+std::vector<ShardRecord> read_manifest(const std::string& path, std::uint64_t& id, std::int64_t& step) {
+  std::ifstream in(path);
+  if (!in) throw UserError("checkpoint manifest '" + path + "' is missing: the directory is not a published checkpoint");
+  std::string word;
+  int format = 0;
+  std::size_t count = 0;
+  std::vector<ShardRecord> shards;
+  auto bad = [&](const std::string& why) { return UserError("checkpoint manifest '" + path + "' is malformed: " + why); };
+  if (!(in >> word >> format) || word != "dtrain-checkpoint-manifest") throw bad("no header");
+  if (format != kCheckpointFormat) throw bad("format " + std::to_string(format) + ", this dtrain reads " + std::to_string(kCheckpointFormat));
+  std::string hex;
+  if (!(in >> word >> hex) || word != "checkpoint_id") throw bad("no checkpoint_id");
+  id = std::stoull(hex, nullptr, 16);
+  if (!(in >> word >> step) || word != "step") throw bad("no step");
+  if (!(in >> word >> count) || word != "shards") throw bad("no shard count");
+  for (std::size_t i = 0; i < count; ++i) {
+    ShardRecord r;
+    if (!(in >> word >> r.file >> r.bytes >> hex) || word != "shard") throw bad("shard line " + std::to_string(i + 1));
+    r.hash = std::stoull(hex, nullptr, 16);
+    shards.push_back(r);
+  }
+  return shards;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,30 @@
+// One checkpoint shard file: writing a rank's pieces, and the manifest that lists the shards.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckpt/checkpoint.hpp"
+
+namespace dtrain {
+
+struct ShardRecord {
+  std::string file;     // name inside the step directory
+  std::uint64_t bytes = 0;
+  std::uint64_t hash = 0;
+};
+
+// Writes `state`'s pieces as `path` (fsynced). Returns false (and writes nothing) when the rank owns no
+// unique state. Throws UserError on any failure, naming the file.
+bool write_shard(const std::string& path, const CheckpointMeta& meta, const RankState& state, int writer_rank,
+                 ShardRecord& record);
+
+void write_manifest(const std::string& path, const CheckpointMeta& meta, const std::vector<ShardRecord>& shards);
+// Parses a manifest; throws UserError naming the file when it is missing or malformed.
+std::vector<ShardRecord> read_manifest(const std::string& path, std::uint64_t& checkpoint_id, std::int64_t& step);
+
+// Writes text to path via a temporary file, fsync and rename; fsyncs the directory.
+void write_file_atomically(const std::string& path, const std::string& text);
+void fsync_path(const std::string& path);
+
+}  // namespace dtrain

@@ -1,0 +1,92 @@
+// Checkpointing: resume from latest or a path, periodic atomic saves, timing in the log.
+#include "train/checkpointing.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "ckpt/checkpoint.hpp"
+#include "common/collective_check.hpp"
+#include "common/error.hpp"
+#include "dtrain_config.hpp"
+
+namespace dtrain {
+namespace {
+
+std::string rate(double bytes, double seconds) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.1f MB in %.3f s (%.1f MB/s)", bytes / 1e6, seconds, bytes / 1e6 / std::max(seconds, 1e-9));
+  return buf;
+}
+
+}  // namespace
+
+Checkpointing::Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, std::string config_text, StepLog& log)
+    : world_(world), cfg_(cfg), plan_(plan), config_text_(std::move(config_text)), log_(log) {
+  MPI_CHECK(MPI_Comm_rank(world, &rank_));
+  if (rank_ == 0 && !cfg.checkpoint.dir.empty()) {
+    const int stale = remove_stale_temporaries(cfg.checkpoint.dir);
+    if (stale > 0) log_.message("checkpoint: removed " + std::to_string(stale) + " unfinished save(s) left by an interrupted run");
+  }
+}
+
+std::string Checkpointing::load_path() const {
+  const std::string& load = cfg_.checkpoint.load;
+  if (load == "none") return "";
+  if (load == "auto") return cfg_.checkpoint.dir.empty() ? "" : latest_checkpoint(cfg_.checkpoint.dir);
+  return load;
+}
+
+int Checkpointing::resume(Trainer& trainer) {
+  const std::string path = load_path();
+  if (path.empty()) return 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::int64_t step = 0;
+  double bytes = 0;
+  CheckpointMeta meta;
+  collective_check(world_, [&] {
+    // Rank 0 checks every shard file against the manifest; every rank checks what it reads.
+    const CheckpointReader reader(path, /*verify_files=*/rank_ == 0);
+    RankState st = trainer.rank_state();
+    load_rank_state(reader, st);
+    step = reader.meta().step;
+    bytes = reader.total_bytes();
+    meta = reader.meta();
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log_.message("checkpoint: resumed from " + path + " at step " + std::to_string(step) + " (saved on tp=" +
+               std::to_string(meta.tp) + " pp=" + std::to_string(meta.pp) + " dp=" + std::to_string(meta.dp) +
+               (meta.distributed_optimizer ? " with" : " without") + " the distributed optimizer); loaded " + rate(bytes, seconds));
+  return static_cast<int>(step);
+}
+
+bool Checkpointing::due(int steps_done, bool last) const {
+  if (cfg_.checkpoint.dir.empty()) return false;
+  if (last) return true;
+  return cfg_.checkpoint.save_interval > 0 && steps_done % cfg_.checkpoint.save_interval == 0;
+}
+
+void Checkpointing::save(Trainer& trainer, int steps_done) {
+  CheckpointMeta meta;
+  meta.step = steps_done;
+  meta.consumed_samples = static_cast<std::int64_t>(steps_done) * cfg_.model.global_batch_size;
+  meta.tp = plan_.sizes.tp, meta.cp = plan_.sizes.cp, meta.pp = plan_.sizes.pp, meta.dp = plan_.sizes.dp;
+  meta.v = plan_.virtual_stages;
+  meta.order = cfg_.system.rank_order;
+  meta.distributed_optimizer = cfg_.system.use_distributed_optimizer ? 1 : 0;
+  meta.config_text = config_text_;
+  meta.version = DTRAIN_VERSION;
+  unsigned long long id = 0;
+  if (rank_ == 0) id = std::random_device{}() * 4294967296ull + std::random_device{}();
+  MPI_CHECK(MPI_Bcast(&id, 1, MPI_UNSIGNED_LONG_LONG, 0, world_));
+  meta.checkpoint_id = id;
+  if (rank_ == 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(cfg_.checkpoint.dir, ec);
+  }
+  const IoStats st = save_checkpoint(world_, cfg_.checkpoint.dir, meta, trainer.rank_state(), cfg_.checkpoint.keep_last);
+  log_.message("checkpoint: saved step " + std::to_string(steps_done) + " to " + st.path + ": " + rate(st.bytes, st.seconds));
+}
+
+}  // namespace dtrain

@@ -1,0 +1,34 @@
+// When and how a training run saves and resumes: checkpoint.dir / save_interval / keep_last / load.
+// load = auto resumes from <dir>/latest when present, none starts fresh, anything else is a path to a
+// step directory. Resuming works on any layout; the step, data position and learning-rate schedule
+// follow from the saved step (samples are chosen by seed and step).
+#pragma once
+#include <mpi.h>
+
+#include <string>
+
+#include "config/config.hpp"
+#include "train/step_log.hpp"
+#include "train/trainer.hpp"
+
+namespace dtrain {
+
+class Checkpointing {
+ public:
+  Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, std::string config_text, StepLog& log);
+  // Loads the checkpoint asked for (collective); returns the number of steps already done.
+  int resume(Trainer& trainer);
+  bool due(int steps_done, bool last) const;
+  void save(Trainer& trainer, int steps_done);  // collective
+
+ private:
+  std::string load_path() const;
+  MPI_Comm world_;
+  const Config& cfg_;
+  TrainingPlan plan_;
+  std::string config_text_;
+  StepLog& log_;
+  int rank_ = 0;
+};
+
+}  // namespace dtrain
