@@ -20,6 +20,11 @@ long global_index(const TensorSpec& t, long i) {
   return g;
 }
 
+std::size_t padded_arena_size(const TensorTable& table, int multiple) {
+  const std::size_t unit = 16 * static_cast<std::size_t>(std::max(1, multiple));
+  return (table.total() + unit - 1) / unit * unit;
+}
+
 double model_flops_per_token(const Config& c) {
   const double L = c.model.num_layers, C = c.model.hidden_size, F = c.ffn_hidden(), T = c.model.seq_length,
                V = c.model.vocab_size;
@@ -34,7 +39,7 @@ GptModel::GptModel(const Config& cfg, const StagePart& part, const TensorParalle
       part_(part),
       blocks_per_chunk_(static_cast<int>(part.chunks.front().size())),
       table_(ModelShape::from(cfg.model, cfg.ffn_hidden()), part, tp_ ? tp_->size() : 1, tp_rank),
-      params_((table_.total() + 16 * arena_multiple - 1) / (16 * arena_multiple) * (16 * arena_multiple)),
+      params_(padded_arena_size(table_, arena_multiple)),
       grads_(params_.size()),
       acts_(ActivationDims{cfg.model.micro_batch, cfg.model.seq_length, cfg.model.hidden_size,
                            cfg.model.hidden_size / (tp_ ? tp_->size() : 1),

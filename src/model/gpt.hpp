@@ -97,6 +97,10 @@ class GptModel {
   std::function<void(int)> forward_hook_, backward_hook_;
 };
 
+// Elements of a rank's parameter arena: the table padded to a multiple of 16 x `multiple` (the
+// data-parallel size, so the distributed optimizer's slices stay aligned).
+std::size_t padded_arena_size(const TensorTable& table, int multiple);
+
 // Global element index of local element `i` of a tensor slice (row-major in both).
 long global_index(const TensorSpec& t, long i);
 

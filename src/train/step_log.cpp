@@ -40,9 +40,9 @@ void StepLog::step_line(const StepRecord& r) {
 
 void StepLog::metrics(const StepRecord& r) {
   if (!active_ || !metrics_) return;
-  std::fprintf(metrics_.get(), "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6e, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.5f, \"step_s\": %.5f, \"elapsed_s\": %.2f",
+  std::fprintf(metrics_.get(), "{\"step\": %d, \"loss\": %.17g, \"lr\": %.6e, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.5f, \"step_s\": %.5f, \"elapsed_s\": %.2f",
                r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.mfu, r.step_seconds, r.elapsed_s);
-  if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.6f", *r.val_loss);
+  if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.17g", *r.val_loss);
   if (r.pipelined) std::fprintf(metrics_.get(), ", \"bubble\": %.5f, \"predicted_bubble\": %.5f", r.bubble, r.predicted_bubble);
   std::fprintf(metrics_.get(), "}\n");
   std::fflush(metrics_.get());

@@ -1,0 +1,210 @@
+// consolidate / reshard / verify: offline checkpoint work split over the ranks of a communicator.
+#include "ckpt/convert.hpp"
+
+#include <hdf5.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "ckpt/shard.hpp"
+#include "common/collective_check.hpp"
+#include "common/error.hpp"
+#include "config/load.hpp"
+#include "model/gpt.hpp"
+#include "optim/adamw.hpp"
+#include "parallel/grad_sync.hpp"
+#include "runtime/rank_layout.hpp"
+
+namespace fs = std::filesystem;
+
+namespace dtrain {
+namespace {
+
+int rank_of(MPI_Comm comm) {
+  int r = 0;
+  MPI_CHECK(MPI_Comm_rank(comm, &r));
+  return r;
+}
+int size_of(MPI_Comm comm) {
+  int s = 1;
+  MPI_CHECK(MPI_Comm_size(comm, &s));
+  return s;
+}
+
+std::string step_dir_name(std::int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+}  // namespace
+
+std::string resolve_checkpoint(const std::string& path) {
+  if (fs::exists(path + "/manifest.txt")) return path;
+  const std::string latest = latest_checkpoint(path);
+  if (!latest.empty()) return latest;
+  throw UserError("'" + path + "' is neither a checkpoint step directory (no manifest.txt) nor a checkpoint directory with a 'latest' file");
+}
+
+Config checkpoint_config(const CheckpointReader& reader) {
+  Config c = load_config(reader.meta().config_text, reader.dir() + " (stored configuration)", {});
+  c.model.micro_batch = 1;
+  return c;
+}
+
+void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::string& out, bool optimizer, const Progress& progress) {
+  const int rank = rank_of(comm), size = size_of(comm);
+  const auto names = reader.tensor_names();
+  std::vector<std::string> kinds = {"param"};
+  if (optimizer) {
+    for (const char* k : {"exp_avg", "exp_avg_sq"})
+      if (reader.has_kind(k)) kinds.push_back(k);
+    if (kinds.size() == 1) throw UserError("checkpoint '" + reader.dir() + "' holds no optimizer state");
+  }
+  const std::string tmp = out + ".tmp";
+  hid_t fapl = H5_CHECK(H5Pcreate(H5P_FILE_ACCESS));
+  H5_CHECK(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL));
+  hid_t file = -1;
+  H5E_BEGIN_TRY { file = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl); }
+  H5E_END_TRY;
+  H5Pclose(fapl);
+  if (file < 0) throw UserError("cannot create '" + tmp + "' (directory missing or not writable)");
+  hid_t lcpl = H5_CHECK(H5Pcreate(H5P_LINK_CREATE));
+  H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
+  // Creating datasets is collective: every rank creates all of them, then writes its own share.
+  std::vector<hid_t> datasets;
+  for (const auto& kind : kinds)
+    for (const auto& name : names) {
+      const auto shape = reader.global_shape(name);
+      std::vector<hsize_t> dims(shape.begin(), shape.end());
+      const hid_t space = H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+      const std::string path = kind == "param" ? name : "optimizer/" + kind + "/" + name;
+      datasets.push_back(H5_CHECK(H5Dcreate2(file, path.c_str(), H5T_IEEE_F32LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT)));
+      H5Sclose(space);
+    }
+  H5Pclose(lcpl);
+  collective_check(comm, [&] {
+    std::size_t i = 0;
+    for (const auto& kind : kinds)
+      for (const auto& name : names) {
+        if (static_cast<int>(i % size) == rank) {
+          const std::vector<float> values = reader.global_tensor(kind, name);
+          if (H5Dwrite(datasets[i], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
+            throw UserError("cannot write " + kind + " of '" + name + "' to '" + tmp + "' (disk full?)");
+          if (progress) progress(static_cast<int>(i + 1), static_cast<int>(datasets.size()), kind + " " + name);
+        }
+        ++i;
+      }
+  });
+  for (hid_t d : datasets) H5Dclose(d);
+  const auto& m = reader.meta();
+  // Attributes are collective too; every rank writes the same values.
+  const hid_t scalar = H5_CHECK(H5Screate(H5S_SCALAR));
+  const hid_t attr = H5_CHECK(H5Acreate2(file, "step", H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT));
+  H5_CHECK(H5Awrite(attr, H5T_NATIVE_INT64, &m.step));
+  H5Aclose(attr);
+  H5Sclose(scalar);
+  if (H5Fclose(file) < 0) throw UserError("cannot close '" + tmp + "' (disk full?)");
+  collective_check(comm, [&] {
+    if (rank == 0 && std::rename(tmp.c_str(), out.c_str()) != 0) throw UserError("cannot rename '" + tmp + "' to '" + out + "'");
+  });
+}
+
+void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout& L, const std::string& out_dir,
+             const Progress& progress) {
+  const int rank = rank_of(comm), size = size_of(comm);
+  Config cfg = checkpoint_config(reader);
+  const int world = L.tp * L.pp * L.dp;
+  if (cfg.model.num_layers % (L.pp * L.v) != 0 || cfg.model.num_attention_heads % L.tp != 0 || cfg.model.vocab_size % L.tp != 0 ||
+      cfg.ffn_hidden() % L.tp != 0)
+    throw UserError("--reshard tp=" + std::to_string(L.tp) + ",pp=" + std::to_string(L.pp) + ",v=" + std::to_string(L.v) +
+                    " does not fit the model (layers " + std::to_string(cfg.model.num_layers) + ", heads " +
+                    std::to_string(cfg.model.num_attention_heads) + ", vocab " + std::to_string(cfg.model.vocab_size) + ")");
+  ParallelSizes sizes;
+  sizes.tp = L.tp, sizes.pp = L.pp, sizes.dp = L.dp;
+  const RankLayout layout(sizes, reader.meta().order);
+  CheckpointMeta meta = reader.meta();
+  meta.tp = L.tp, meta.pp = L.pp, meta.dp = L.dp, meta.v = L.v, meta.cp = 1;
+  meta.distributed_optimizer = L.distributed_optimizer ? 1 : 0;
+  unsigned long long id = 0;
+  if (rank == 0) id = std::random_device{}() * 4294967296ull + std::random_device{}();
+  MPI_CHECK(MPI_Bcast(&id, 1, MPI_UNSIGNED_LONG_LONG, 0, comm));
+  meta.checkpoint_id = id;
+  const std::string step = step_dir_name(meta.step);
+  const std::string tmp = out_dir + "/.tmp-" + step + "-reshard";
+  collective_check(comm, [&] {
+    if (rank != 0) return;
+    std::error_code ec;
+    fs::create_directories(tmp, ec);
+    if (ec) throw UserError("cannot create '" + tmp + "': " + ec.message());
+  });
+  const bool has_moments = reader.has_kind("exp_avg");
+  std::vector<unsigned long long> records(static_cast<std::size_t>(3) * world, 0);
+  collective_check(comm, [&] {
+    for (int r = rank; r < world; r += size) {
+      const Coords c = layout.coords_of(r);
+      const TensorTable table(ModelShape::from(cfg.model, cfg.ffn_hidden()), stage_part(cfg.model.num_layers, L.pp, L.v, c.pp), L.tp, c.tp);
+      const std::size_t arena = padded_arena_size(table, L.dp);
+      std::vector<float> params(arena, 0.0f);
+      RankState st;
+      st.table = &table;
+      st.params = params.data();
+      st.owned = optimizer_ranges(gradient_buckets(table, arena), arena, L.dp, c.dp, L.distributed_optimizer);
+      std::vector<float> m(has_moments ? total_elements(st.owned) : 0), v(m.size());
+      st.moments[0] = has_moments ? m.data() : nullptr;
+      st.moments[1] = has_moments ? v.data() : nullptr;
+      const bool tied_copy = L.pp > 1 && c.pp == L.pp - 1;
+      st.writes_params = [&](const TensorSpec& t) { return c.dp == 0 && counts_tensor(t, c.tp, tied_copy); };
+      st.writes_moments = [&](const TensorSpec& t) {
+        return has_moments && (L.distributed_optimizer || c.dp == 0) && counts_tensor(t, c.tp, tied_copy);
+      };
+      load_rank_state(reader, st);
+      char name[32];
+      std::snprintf(name, sizeof name, "/shard_%05d.h5", r);
+      ShardRecord rec;
+      if (write_shard(tmp + name, meta, st, r, rec)) {
+        records[3 * r] = 1;
+        records[3 * r + 1] = rec.bytes;
+        records[3 * r + 2] = rec.hash;
+      }
+      if (progress) progress(r + 1, world, "shard " + std::to_string(r));
+    }
+  });
+  std::vector<unsigned long long> all(records.size(), 0);
+  MPI_CHECK(MPI_Reduce(records.data(), all.data(), static_cast<int>(records.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, comm));
+  collective_check(comm, [&] {
+    if (rank != 0) return;
+    std::vector<ShardRecord> shards;
+    for (int r = 0; r < world; ++r)
+      if (all[3 * r]) {
+        char name[32];
+        std::snprintf(name, sizeof name, "shard_%05d.h5", r);
+        shards.push_back({name, all[3 * r + 1], all[3 * r + 2]});
+      }
+    write_manifest(tmp + "/manifest.txt", meta, shards);
+    std::error_code ec;
+    fs::remove_all(out_dir + "/" + step, ec);
+    if (std::rename(tmp.c_str(), (out_dir + "/" + step).c_str()) != 0) throw UserError("cannot publish '" + out_dir + "/" + step + "'");
+    write_file_atomically(out_dir + "/latest", step + "\n");
+  });
+}
+
+void verify(MPI_Comm comm, const CheckpointReader& reader, const Progress& progress) {
+  const int rank = rank_of(comm), size = size_of(comm);
+  const auto names = reader.tensor_names();
+  collective_check(comm, [&] {
+    int i = 0;
+    const int total = static_cast<int>(names.size()) * 3;
+    for (const char* kind : kPieceKinds)
+      for (const auto& name : names) {
+        if (i % size == rank && (std::string(kind) == "param" || reader.has_kind(kind))) {
+          reader.global_tensor(kind, name);
+          if (progress) progress(i + 1, total, std::string(kind) + " " + name);
+        }
+        ++i;
+      }
+  });
+}
+
+}  // namespace dtrain

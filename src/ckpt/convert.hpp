@@ -1,0 +1,33 @@
+// Offline checkpoint work, shared by ckpt-consolidate: merging shards into one file of global tensors,
+// resharding to another layout, verifying. Each splits its work over the ranks of a communicator.
+#pragma once
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+
+#include "ckpt/checkpoint.hpp"
+#include "config/config.hpp"
+
+namespace dtrain {
+
+using Progress = std::function<void(int done, int total, const std::string& what)>;
+
+// The step directory of `path`: itself if it has a manifest, else the `latest` it points to.
+std::string resolve_checkpoint(const std::string& path);
+// The model configuration stored in a checkpoint.
+Config checkpoint_config(const CheckpointReader& reader);
+
+// One HDF5 file with a dataset per global tensor at the root ("wte", "h0.qkv_w", ...) and, with
+// optimizer, "optimizer/exp_avg/<name>" and "optimizer/exp_avg_sq/<name>". Parallel HDF5: every
+// rank of comm writes its share of the tensors into the same file.
+void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::string& out, bool optimizer, const Progress& progress);
+
+// A new sharded checkpoint (a checkpoint directory with the step and `latest`) for another layout.
+void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout& layout, const std::string& out_dir,
+             const Progress& progress);
+
+// Every tensor of every kind assembled once (checksums, coverage, shapes). Throws on the first problem.
+void verify(MPI_Comm comm, const CheckpointReader& reader, const Progress& progress);
+
+}  // namespace dtrain

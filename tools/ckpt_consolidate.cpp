@@ -1,0 +1,133 @@
+// ckpt-consolidate: inspect, verify, merge and reshard dtrain checkpoints, on one process or under
+// mpirun with the ranks sharing the tensors (merge, verify) or the new shards (reshard).
+//   ckpt-consolidate CKPT --info
+//   ckpt-consolidate CKPT --verify
+//   ckpt-consolidate CKPT --out FILE.h5 [--optimizer]
+//   ckpt-consolidate CKPT --reshard tp=2,pp=2,dp=1[,v=1][,zero=1] --out DIR
+// CKPT is a step directory (with manifest.txt) or a checkpoint directory (its `latest` is used).
+#include <mpi.h>
+
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "ckpt/checkpoint.hpp"
+#include "ckpt/convert.hpp"
+#include "common/collective_check.hpp"
+#include "common/error.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+const char* kUsage =
+    "usage: ckpt-consolidate CKPT --info | --verify | --out FILE.h5 [--optimizer]\n"
+    "       ckpt-consolidate CKPT --reshard tp=N,pp=N,dp=N[,v=N][,zero=0|1] --out DIR\n"
+    "CKPT: a checkpoint step directory (step_XXXXXXXX) or a checkpoint directory (its 'latest' is used).\n"
+    "  --info       layout, step, sizes and the tensor list\n"
+    "  --verify     every shard against the manifest, every dataset against its checksum; first problem wins\n"
+    "  --out FILE   one HDF5 file of global tensors (root datasets named like the model's tensors)\n"
+    "  --optimizer  with --out: also optimizer/exp_avg/<name> and optimizer/exp_avg_sq/<name>\n"
+    "  --reshard    write a sharded checkpoint for another layout into the checkpoint directory DIR\n"
+    "Run under mpirun to share the work between ranks.\n";
+
+ReshardLayout parse_layout(const std::string& spec) {
+  ReshardLayout l;
+  std::stringstream ss(spec);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const auto eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    int value = 0;
+    try {
+      value = std::stoi(item.substr(eq + 1));
+    } catch (...) {
+      throw UserError("--reshard: '" + item + "' is not key=number");
+    }
+    if (eq == std::string::npos || value < 0) throw UserError("--reshard: '" + item + "' is not key=number");
+    if (key == "tp") l.tp = value;
+    else if (key == "pp") l.pp = value;
+    else if (key == "dp") l.dp = value;
+    else if (key == "v") l.v = value;
+    else if (key == "zero") l.distributed_optimizer = value != 0;
+    else throw UserError("--reshard: unknown key '" + key + "' (tp, pp, dp, v, zero)");
+  }
+  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.v < 1) throw UserError("--reshard: sizes must be at least 1");
+  return l;
+}
+
+int run(int argc, char** argv, MPI_Comm comm, int rank) {
+  std::string ckpt, out, reshard_spec;
+  bool info = false, do_verify = false, optimizer = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      if (rank == 0) std::printf("%s", kUsage);
+      return 0;
+    }
+    if (a == "--info") info = true;
+    else if (a == "--verify") do_verify = true;
+    else if (a == "--optimizer") optimizer = true;
+    else if ((a == "--out" || a == "--reshard") && i + 1 < argc) (a == "--out" ? out : reshard_spec) = argv[++i];
+    else if (a.rfind("--", 0) == 0) throw UserError("unknown option '" + a + "'\n" + kUsage);
+    else if (ckpt.empty()) ckpt = a;
+    else throw UserError("more than one checkpoint given ('" + ckpt + "', '" + a + "')");
+  }
+  if (ckpt.empty() || (!info && !do_verify && out.empty())) throw UserError(std::string("nothing to do\n") + kUsage);
+  if (!reshard_spec.empty() && out.empty()) throw UserError("--reshard needs --out DIR");
+  const std::string dir = resolve_checkpoint(ckpt);
+  std::unique_ptr<CheckpointReader> reader;
+  collective_check(comm, [&] { reader = std::make_unique<CheckpointReader>(dir, /*verify_files=*/rank == 0 && do_verify); });
+  const CheckpointMeta& m = reader->meta();
+  const Progress progress = [&](int done, int total, const std::string& what) {
+    if (rank == 0) std::printf("  [%d/%d] %s\n", done, total, what.c_str()), std::fflush(stdout);
+  };
+  if (info && rank == 0) {
+    std::printf("checkpoint %s\n  step %lld, consumed samples %lld, checkpoint id %016llx, written by dtrain %s\n", dir.c_str(),
+                static_cast<long long>(m.step), static_cast<long long>(m.consumed_samples),
+                static_cast<unsigned long long>(m.checkpoint_id), m.version.c_str());
+    std::printf("  layout tp=%lld cp=%lld pp=%lld dp=%lld v=%lld order %s, distributed optimizer %s\n",
+                static_cast<long long>(m.tp), static_cast<long long>(m.cp), static_cast<long long>(m.pp),
+                static_cast<long long>(m.dp), static_cast<long long>(m.v), m.order.c_str(), m.distributed_optimizer ? "on" : "off");
+    std::printf("  %zu shards, %.1f MB; optimizer state: %s\n  tensors (global shapes):\n", reader->shard_files().size(),
+                reader->total_bytes() / 1e6, reader->has_kind("exp_avg") ? "yes" : "no");
+    for (const auto& name : reader->tensor_names()) {
+      std::string shape;
+      for (auto d : reader->global_shape(name)) shape += (shape.empty() ? "" : " x ") + std::to_string(d);
+      std::printf("    %-16s %s\n", name.c_str(), shape.c_str());
+    }
+  }
+  if (do_verify) {
+    verify(comm, *reader, progress);
+    if (rank == 0) std::printf("verify: %s is complete and every checksum matches\n", dir.c_str());
+  }
+  if (!out.empty() && reshard_spec.empty()) {
+    consolidate(comm, *reader, out, optimizer, progress);
+    if (rank == 0) std::printf("consolidate: wrote %s\n", out.c_str());
+  }
+  if (!reshard_spec.empty()) {
+    const ReshardLayout layout = parse_layout(reshard_spec);
+    reshard(comm, *reader, layout, out, progress);
+    if (rank == 0)
+      std::printf("reshard: wrote %s/latest -> tp=%d pp=%d dp=%d v=%d%s\n", out.c_str(), layout.tp, layout.pp, layout.dp, layout.v,
+                  layout.distributed_optimizer ? " (distributed optimizer)" : "");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int code = 0;
+  try {
+    code = run(argc, argv, MPI_COMM_WORLD, rank);
+  } catch (const UserError& e) {
+    if (rank == 0) std::fprintf(stderr, "ckpt-consolidate: error: %s\n", e.what());
+    code = 2;
+  }
+  MPI_Finalize();
+  return code;
+}
