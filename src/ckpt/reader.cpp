@@ -1,6 +1,7 @@
 // CheckpointReader: manifest check, shard index, global tensors assembled from pieces; and
 // load_rank_state, which cuts a rank's slices out of them.
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -38,19 +39,19 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool verify_file
   if (records.empty()) throw UserError("checkpoint '" + dir_ + "' lists no shards in its manifest");
   for (const auto& r : records) {
     const std::string path = dir_ + "/" + r.file;
-    if (verify_files) {
-      std::uint64_t bytes = 0;
-      const std::uint64_t hash = h5::file_hash(path, &bytes);
-      if (bytes != r.bytes)
-        throw UserError("checkpoint shard '" + path + "' has " + std::to_string(bytes) + " bytes, the manifest says " +
-                        std::to_string(r.bytes) + " (truncated or replaced)");
-      if (hash != r.hash) throw UserError("checkpoint shard '" + path + "' fails its checksum (corrupt: bytes changed)");
-    }
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(path, ec);
+    if (ec) throw UserError("checkpoint shard '" + path + "' listed in the manifest is missing");
+    if (bytes != r.bytes)
+      throw UserError("checkpoint shard '" + path + "' has " + std::to_string(bytes) + " bytes, the manifest says " +
+                      std::to_string(r.bytes) + " (truncated or replaced)");
     const h5::File f = h5::File::open_read(path);
     const std::string shard_id = f.attr_string("checkpoint_id");
     if (shard_id != h5::hex64(id))
       throw UserError("checkpoint shard '" + path + "' belongs to checkpoint " + shard_id + " but the manifest is of " +
                       h5::hex64(id) + " (files from different saves mixed)");
+    if (verify_files && h5::file_hash(path) != r.hash)
+      throw UserError("checkpoint shard '" + path + "' fails its checksum (corrupt: bytes changed)");
     if (f.attr_int("step") != step)
       throw UserError("checkpoint shard '" + path + "' is of another step than its manifest");
     if (shards_.empty()) {

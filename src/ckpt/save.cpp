@@ -25,11 +25,14 @@ std::string step_name(std::int64_t step) {
   return buf;
 }
 
-// Test-only fault injection: DTRAIN_FAULT_KILL_IN_SAVE=<world rank> kills that rank right after it
-// wrote its shard, before the agreement (what a node failure in the middle of a save looks like).
-void maybe_die_in_save(int rank) {
+// Test-only fault injection: DTRAIN_FAULT_KILL_IN_SAVE=<world rank>:<step> kills that rank right after
+// it wrote its shard of that step, before the agreement (a node failing in the middle of a save).
+void maybe_die_in_save(int rank, std::int64_t step) {
   const char* v = std::getenv("DTRAIN_FAULT_KILL_IN_SAVE");
-  if (v && std::atoi(v) == rank) raise(SIGKILL);
+  if (!v) return;
+  const std::string spec = v;
+  const auto colon = spec.find(':');
+  if (colon != std::string::npos && std::atoi(spec.c_str()) == rank && std::atoll(spec.c_str() + colon + 1) == step) raise(SIGKILL);
 }
 
 void prune(const std::string& dir, int keep_last) {
@@ -87,7 +90,7 @@ IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const Checkpoint
       char name[32];
       std::snprintf(name, sizeof name, "shard_%05d.h5", rank);
       wrote = write_shard(tmp + "/" + name, meta, state, rank, mine) ? 1 : 0;
-      maybe_die_in_save(rank);
+      maybe_die_in_save(rank, meta.step);
     });
   } catch (const UserError& e) {
     if (rank == 0) {

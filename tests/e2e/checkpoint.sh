@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Checkpoints as users meet them, on a small model and text made here.
+#   checkpoint.sh CASE DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE SOURCE_DIR
+# Cases:
+#   resume_same_layout   tp=2 pp=2 dp=2 + distributed optimizer: 4 steps vs 2 steps + resume: bit-identical
+#   resume_other_layouts the step-2 checkpoint resumed at tp1/pp4/dp2, tp4/pp1/dp2, tp1/pp1/dp1, directly
+#                        and via --reshard: losses of steps 3-4 within 1e-4 relative of the uninterrupted run
+#   roundtrip            consolidate(reshard(C, Y)) == consolidate(C) bitwise for several Y; h5dump and
+#                        h5py read the consolidated tensors by name with their global shapes
+#   kill_during_save     a rank SIGKILLed inside the second save: the job ends, latest still names the
+#                        first checkpoint, it verifies, and the next run cleans up and resumes from it
+#   corrupt_byte | truncated_shard | missing_shard | foreign_manifest
+#                        a damaged checkpoint: resume and --verify fail with an error naming the file
+#   disk_full            a save on a full filesystem fails cleanly; the last checkpoint still loads
+set -u
+case_name=$1 dtrain=$2 tool=$3 consolidate=$4 src=$5
+here=$(dirname "$0")
+work=$(mktemp -d)
+cleanup() { mountpoint -q "$work/small" 2>/dev/null && umount "$work/small"; rm -rf "$work"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+for i in $(seq 1 60); do printf 'Call me Ishmael. Some years ago, never mind how long precisely, having little money.\n'; done > "$work/text.txt"
+"$tool" --out "$work/d" "$work/text.txt" >/dev/null || fail "dtrain-data"
+
+# train NP METRICS CKPT_DIR ARGS...: the small model; every rank must exit 0 unless ALLOW_FAIL=1.
+train() {
+  local np=$1 metrics=$2 dir=$3; shift 3
+  timeout -k 5 120 mpirun -np "$np" "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --model.global_batch_size=8 \
+    --model.micro_batch_size=2 --training.train_iters=4 --training.eval_interval=0 --logging.log_interval=1 \
+    "--logging.metrics_file=$metrics" "--checkpoint.dir=$dir" --checkpoint.save_interval=2 --checkpoint.keep_last=4 "$@" \
+    > "$work/last.log" 2>&1
+  local rc=$?
+  [ "${ALLOW_FAIL:-0}" = 1 ] || [ $rc -eq 0 ] || { cat "$work/last.log"; fail "training exited $rc"; }
+  return $rc
+}
+losses() { grep -o '"loss": [0-9.e+-]*' "$1" | awk '{print $2}'; }
+big=(--system.tensor_model_parallel_size=2 --system.pipeline_model_parallel_size=2 --system.use_distributed_optimizer=true)
+
+# The uninterrupted reference run at tp=2 pp=2 dp=2: checkpoints at steps 2 and 4.
+reference() {
+  train 8 "$work/ref.jsonl" "$work/ckA" "${big[@]}"
+  [ "$(losses "$work/ref.jsonl" | wc -l)" -eq 4 ] || fail "reference run logged $(losses "$work/ref.jsonl" | wc -l) steps"
+}
+
+compare_tail() {  # compare_tail RESUMED_METRICS TOLERANCE(0 = bitwise)
+  local got want
+  got=$(losses "$1"); want=$(losses "$work/ref.jsonl" | tail -n 2)
+  [ "$(wc -l <<<"$got")" -eq 2 ] || fail "resumed run logged $(wc -l <<<"$got") steps, expected 2 (steps 3-4)"
+  paste <(echo "$want") <(echo "$got") | awk -v tol="$2" '{
+    d = $1 - $2; if (d < 0) d = -d; r = d / $1;
+    printf "  uninterrupted %s resumed %s rel %.2e\n", $1, $2, r;
+    if ((tol == 0 && $1 != $2) || (tol > 0 && r > tol)) bad = 1 } END { exit bad }' || fail "losses differ"
+}
+
+damaged_copy() {  # a copy of the step-4 checkpoint to damage
+  reference
+  mkdir -p "$work/bad"
+  cp -r "$work/ckA/step_00000004" "$work/bad/"
+  echo step_00000004 > "$work/bad/latest"
+}
+
+expect_load_error() {  # expect_load_error EXPECTED: resume and verify both refuse with EXPECTED
+  ALLOW_FAIL=1 train 2 "$work/x.jsonl" "$work/bad" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 \
+    && fail "resumed from a damaged checkpoint"
+  cat "$work/last.log"
+  grep -q "dtrain: error: .*$1" "$work/last.log" || fail "resume error does not say '$1'"
+  "$consolidate" "$work/bad" --verify > "$work/verify.log" 2>&1 && fail "--verify accepted a damaged checkpoint"
+  cat "$work/verify.log"
+  grep -q "ckpt-consolidate: error: .*$1" "$work/verify.log" || fail "--verify error does not say '$1'"
+}
+
+case $case_name in
+  resume_same_layout)
+    reference
+    train 8 "$work/resumed.jsonl" "$work/ckB" "${big[@]}" "--checkpoint.load=$work/ckA/step_00000002"
+    grep -q "resumed from .*step_00000002 at step 2" "$work/last.log" || fail "no resume message"
+    compare_tail "$work/resumed.jsonl" 0 ;;
+  resume_other_layouts)
+    reference
+    for layout in "8 1 4" "8 4 1" "1 1 1"; do
+      set -- $layout
+      for via in direct reshard; do
+        from=$work/ckA/step_00000002
+        if [ $via = reshard ]; then
+          rm -rf "$work/rs"
+          "$consolidate" "$from" --reshard "tp=$2,pp=$3,dp=$(( $1 / ($2 * $3) ))" --out "$work/rs" > /dev/null || fail "reshard"
+          from=$work/rs/step_00000002
+        fi
+        echo "resume at tp=$2 pp=$3 on $1 ranks ($via):"
+        rm -f "$work/r.jsonl"
+        train "$1" "$work/r.jsonl" "$work/ckR-$1-$2-$via" --system.tensor_model_parallel_size="$2" \
+          --system.pipeline_model_parallel_size="$3" "--checkpoint.load=$from"
+        compare_tail "$work/r.jsonl" 1e-4
+      done
+    done ;;
+  roundtrip)
+    reference
+    "$consolidate" "$work/ckA" --out "$work/C.h5" --optimizer > /dev/null || fail "consolidate"
+    for y in "tp=1,pp=1,dp=1" "tp=4,pp=2,dp=1,zero=1" "tp=1,pp=4,dp=2,zero=1" "tp=2,pp=1,dp=4"; do
+      rm -rf "$work/rs"
+      "$consolidate" "$work/ckA" --reshard "$y" --out "$work/rs" > /dev/null || fail "reshard $y"
+      mpirun -np 2 "$consolidate" "$work/rs" --out "$work/R.h5" --optimizer > /dev/null || fail "consolidate of $y"
+      h5diff "$work/C.h5" "$work/R.h5" > "$work/diff.txt" || { head "$work/diff.txt"; fail "consolidate(reshard(C, $y)) differs"; }
+      echo "  $y: consolidated tensors identical"
+    done
+    h5dump -n "$work/C.h5" | grep -q 'dataset    /h3.qkv_w' || fail "h5dump does not list h3.qkv_w"
+    h5dump -H -d /wte "$work/C.h5" | grep -q 'DATASPACE  SIMPLE { ( 256, 128 )' || fail "h5dump: wte is not 256 x 128"
+    /usr/bin/python3 - "$work/C.h5" <<'PY' || fail "h5py could not read the consolidated file"
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+assert f["wte"].shape == (256, 128), f["wte"].shape
+assert f["h0.qkv_w"].shape == (3, 128, 128)
+assert f["optimizer/exp_avg/h0.fc_w"].shape == (512, 128)
+assert abs(float(f["h0.ln1_w"][:].mean())) > 0
+print("h5py: read", len(f.keys()), "entries")
+PY
+    ;;
+  kill_during_save)
+    start=$(date +%s)
+    DTRAIN_FAULT_KILL_IN_SAVE=3:4 ALLOW_FAIL=1 train 8 "$work/k.jsonl" "$work/ckK" "${big[@]}" && fail "the job survived a SIGKILLed rank"
+    [ $(( $(date +%s) - start )) -lt 60 ] || fail "the job took more than 60 s to end"
+    [ "$(cat "$work/ckK/latest")" = step_00000002 ] || fail "latest moved to $(cat "$work/ckK/latest")"
+    ls -a "$work/ckK" | grep -q '^\.tmp-step_00000004' || fail "no trace of the interrupted save (test broken?)"
+    "$consolidate" "$work/ckK" --verify > /dev/null || fail "the last published checkpoint does not verify"
+    train 8 "$work/k2.jsonl" "$work/ckK" "${big[@]}"
+    grep -q "removed 1 unfinished save" "$work/last.log" || fail "the stale temporary was not cleaned"
+    grep -q "resumed from .*step_00000002 at step 2" "$work/last.log" || fail "did not resume from the last good checkpoint" ;;
+  corrupt_byte)
+    damaged_copy
+    f=$work/bad/step_00000004/shard_00001.h5
+    size=$(stat -c %s "$f")
+    printf '\xff' | dd of="$f" bs=1 seek=$(( size / 2 )) conv=notrunc status=none
+    expect_load_error "shard_00001.h5" ;;
+  truncated_shard)
+    damaged_copy
+    truncate -s 4096 "$work/bad/step_00000004/shard_00002.h5"
+    expect_load_error "shard_00002.h5" ;;
+  missing_shard)
+    damaged_copy
+    rm "$work/bad/step_00000004/shard_00005.h5"
+    expect_load_error "shard_00005.h5. listed in the manifest is missing" ;;
+  foreign_manifest)
+    damaged_copy
+    train 8 "$work/o.jsonl" "$work/ckO" "${big[@]}"  # another run, same layout
+    cp "$work/ckO/step_00000004/manifest.txt" "$work/bad/step_00000004/manifest.txt"
+    expect_load_error "(files from different saves mixed)" ;;
+  disk_full)
+    mkdir -p "$work/small"
+    mount -t tmpfs -o size=14m tmpfs "$work/small" 2>/dev/null || { echo "SKIP: cannot mount a small tmpfs here"; exit 77; }
+    ALLOW_FAIL=1 train 2 "$work/f.jsonl" "$work/small/ck" --system.tensor_model_parallel_size=1 \
+      --system.pipeline_model_parallel_size=1 && fail "a save on a full disk succeeded"
+    cat "$work/last.log"
+    grep -q "dtrain: error: .*checkpoint save of step 4 failed; the previous checkpoint is untouched" "$work/last.log" ||
+      fail "no clear error for the full disk"
+    [ "$(cat "$work/small/ck/latest")" = step_00000002 ] || fail "latest is not the step-2 checkpoint"
+    ls -a "$work/small/ck" | grep -q '^\.tmp' && fail "the failed save left its temporary behind"
+    "$consolidate" "$work/small/ck" --verify > /dev/null || fail "the last checkpoint does not verify" ;;
+  *) echo "unknown case $case_name"; exit 2 ;;
+esac
+echo PASS
