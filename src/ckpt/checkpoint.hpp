@@ -7,7 +7,7 @@
 //
 // A shard holds pieces: 1-D datasets "<kind>/<tensor>/<n>" (kind = param, exp_avg, exp_avg_sq) with
 // attributes global_shape, local_shape and local_offset (the tensor-parallel slice the writer held),
-// flat_begin (where in that slice the piece starts) and fnv64 (checksum of the values). Any layout
+// flat_begin (where in that slice the piece starts) and hash64 (checksum of the values). Any layout
 // finds its slice by mapping pieces to global element indices, so a checkpoint loads on any
 // (tp, pp, dp, distributed optimizer, v). Root attributes carry the format version, checkpoint id,
 // step, consumed samples, layout, dtrain version and (shard 0) the resolved configuration.

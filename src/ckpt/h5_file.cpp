@@ -1,7 +1,9 @@
 // h5::File: create/open, attributes, float datasets, listing; errors as UserError naming the file.
 #include "ckpt/h5_file.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "common/error.hpp"
@@ -35,10 +37,48 @@ herr_t collect(hid_t, const char* name, const H5O_info_t* info, void* out) {
 
 }  // namespace
 
-std::uint64_t fnv1a(const void* data, std::size_t bytes, std::uint64_t h) {
+namespace {
+inline std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+constexpr std::uint64_t kPrime1 = 0x9E3779B185EBCA87ull, kPrime2 = 0xC2B2AE3D27D4EB4Full;
+}  // namespace
+
+void Hasher::block(const unsigned char* p) {
+  for (int i = 0; i < 4; ++i) {
+    std::uint64_t w;
+    std::memcpy(&w, p + 8 * i, 8);
+    lanes_[i] = rotl(lanes_[i] + w * kPrime2, 31) * kPrime1;
+  }
+}
+
+void Hasher::update(const void* data, std::size_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  total_ += bytes;
+  if (tail_len_ > 0) {
+    const std::size_t take = std::min(bytes, 32 - tail_len_);
+    std::memcpy(tail_ + tail_len_, p, take);
+    tail_len_ += take, p += take, bytes -= take;
+    if (tail_len_ < 32) return;
+    block(tail_);
+    tail_len_ = 0;
+  }
+  for (; bytes >= 32; p += 32, bytes -= 32) block(p);
+  std::memcpy(tail_, p, bytes);
+  tail_len_ = bytes;
+}
+
+std::uint64_t Hasher::digest() const {
+  std::uint64_t h = rotl(lanes_[0], 1) + rotl(lanes_[1], 7) + rotl(lanes_[2], 12) + rotl(lanes_[3], 18) + total_;
+  for (std::size_t i = 0; i < tail_len_; ++i) h = rotl(h ^ (tail_[i] * kPrime1), 11) * kPrime2;
+  h ^= h >> 33;
+  h *= kPrime2;
+  h ^= h >> 29;
   return h;
+}
+
+std::uint64_t hash64(const void* data, std::size_t bytes) {
+  Hasher h;
+  h.update(data, bytes);
+  return h.digest();
 }
 
 std::string hex64(std::uint64_t v) {
@@ -50,16 +90,17 @@ std::string hex64(std::uint64_t v) {
 std::uint64_t file_hash(const std::string& path, std::uint64_t* size) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError("cannot read '" + path + "' (missing?)");
-  std::uint64_t h = 1469598103934665603ull, n = 0;
-  std::vector<char> buf(1 << 20);
+  Hasher h;
+  std::uint64_t n = 0;
+  std::vector<char> buf(1 << 22);
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
     const auto got = static_cast<std::size_t>(in.gcount());
-    h = fnv1a(buf.data(), got, h);
+    h.update(buf.data(), got);
     n += got;
   }
   if (size) *size = n;
-  return h;
+  return h.digest();
 }
 
 File File::create(const std::string& path) {

@@ -76,7 +76,7 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool verify_file
       p.local_shape = f.attr_ints("local_shape", ds);
       p.local_offset = f.attr_ints("local_offset", ds);
       p.flat_begin = f.attr_int("flat_begin", ds);
-      p.hash = std::stoull(f.attr_string("fnv64", ds), nullptr, 16);
+      p.hash = std::stoull(f.attr_string("hash64", ds), nullptr, 16);
       pieces_[ds.substr(0, last)].push_back(p);
     }
     shards_.push_back(path);
@@ -115,15 +115,16 @@ std::vector<float> CheckpointReader::global_tensor(const std::string& kind, cons
     auto f = open.find(p.file);
     if (f == open.end()) f = open.emplace(p.file, h5::File::open_read(p.file)).first;
     const std::vector<float> values = f->second.read_floats(p.dataset);
-    if (h5::fnv1a(values.data(), values.size() * sizeof(float)) != p.hash)
+    if (h5::hash64(values.data(), values.size() * sizeof(float)) != p.hash)
       throw UserError("checkpoint shard '" + p.file + "': dataset " + p.dataset + " fails its checksum (corrupt)");
     const TensorSpec g = geometry(p.global_shape, p.local_shape, p.local_offset);
-    for (std::size_t j = 0; j < values.size(); ++j) {
-      const long gi = global_index(g, static_cast<long>(p.flat_begin + static_cast<std::int64_t>(j)));
-      if (gi < 0 || gi >= n) throw UserError("checkpoint shard '" + p.file + "': dataset " + p.dataset + " points outside its tensor");
-      global[static_cast<std::size_t>(gi)] = values[j];
-      covered[static_cast<std::size_t>(gi)] = 1;
-    }
+    if (product(p.local_shape) < p.flat_begin + static_cast<std::int64_t>(values.size()))
+      throw UserError("checkpoint shard '" + p.file + "': dataset " + p.dataset + " is larger than its slice");
+    for_each_run(g, static_cast<long>(p.flat_begin), static_cast<long>(values.size()), [&](long li, long gi, long len) {
+      if (gi < 0 || gi + len > n) throw UserError("checkpoint shard '" + p.file + "': dataset " + p.dataset + " points outside its tensor");
+      std::copy_n(values.begin() + (li - p.flat_begin), len, global.begin() + gi);
+      std::fill_n(covered.begin() + gi, len, 1);
+    });
   }
   if (std::find(covered.begin(), covered.end(), 0) != covered.end())
     throw UserError("checkpoint '" + dir_ + "' lacks part of " + kind + " of tensor '" + name + "' (a shard is missing)");
@@ -138,15 +139,18 @@ void load_rank_state(const CheckpointReader& reader, RankState& st) {
     if (std::vector<long>(shape.begin(), shape.end()) != t.global_shape)
       throw UserError("checkpoint '" + reader.dir() + "': tensor '" + name + "' has another shape than the model of the input file");
     const std::vector<float> p = reader.global_tensor("param", name);
-    for (std::size_t i = 0; i < t.numel; ++i) st.params[t.offset + i] = p[static_cast<std::size_t>(global_index(t, static_cast<long>(i)))];
+    for_each_run(t, 0, static_cast<long>(t.numel),
+                 [&](long li, long gi, long len) { std::copy_n(p.begin() + gi, len, st.params + t.offset + li); });
     for (int k = 0; k < 2; ++k) {
       if (!st.moments[k]) continue;
       const std::vector<float> m = reader.global_tensor(kPieceKinds[1 + k], name);
       std::size_t moment = 0;
       for (const auto& r : st.owned) {
         const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
-        for (std::size_t a = lo; a < hi; ++a)
-          st.moments[k][moment + (a - r.begin)] = m[static_cast<std::size_t>(global_index(t, static_cast<long>(a - t.offset)))];
+        if (lo < hi)
+          for_each_run(t, static_cast<long>(lo - t.offset), static_cast<long>(hi - lo), [&](long li, long gi, long len) {
+            std::copy_n(m.begin() + gi, len, st.moments[k] + moment + (t.offset + li - r.begin));
+          });
         moment += r.end - r.begin;
       }
     }

@@ -48,7 +48,7 @@ void write_piece(h5::File& f, const std::string& kind, const TensorSpec& t, int 
   f.set_attr("local_shape", std::vector<std::int64_t>(t.local_shape.begin(), t.local_shape.end()), name);
   f.set_attr("local_offset", std::vector<std::int64_t>(t.local_offset.begin(), t.local_offset.end()), name);
   f.set_attr("flat_begin", flat_begin, name);
-  f.set_attr("fnv64", h5::hex64(h5::fnv1a(data, sizeof(float) * static_cast<std::size_t>(count))), name);
+  f.set_attr("hash64", h5::hex64(h5::hash64(data, sizeof(float) * static_cast<std::size_t>(count))), name);
 }
 
 }  // namespace

@@ -107,11 +107,16 @@ Config load_config(const std::string& ini_text, const std::string& ini_name,
   try {
     // Command-line overrides are stored first: po::store never replaces a value already stored.
     // "--key=value" as two tokens, so that an empty value ("--checkpoint.dir=") clears a key.
+    // A key given twice on the command line: the last one wins, as users of other launchers expect.
     std::vector<std::string> args;
-    for (const auto& o : overrides) {
-      const auto eq = o.find('=');
-      args.push_back(o.substr(0, eq));
-      if (eq != std::string::npos) args.push_back(o.substr(eq + 1));
+    for (std::size_t i = 0; i < overrides.size(); ++i) {
+      const auto eq = overrides[i].find('=');
+      const std::string key = overrides[i].substr(0, eq);
+      bool later = false;
+      for (std::size_t j = i + 1; j < overrides.size(); ++j) later = later || overrides[j].substr(0, overrides[j].find('=')) == key;
+      if (later) continue;
+      args.push_back(key);
+      if (eq != std::string::npos) args.push_back(overrides[i].substr(eq + 1));
     }
     // No guessing: "--model.hidden" must not silently mean model.hidden_size.
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;

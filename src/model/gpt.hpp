@@ -7,6 +7,7 @@
 // vocab-parallel embedding and cross-entropy; with sequence parallelism the residual stream and the
 // LayerNorms hold N/tp rows, and all-gather / reduce-scatter replace the all-reduces.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -103,6 +104,18 @@ std::size_t padded_arena_size(const TensorTable& table, int multiple);
 
 // Global element index of local element `i` of a tensor slice (row-major in both).
 long global_index(const TensorSpec& t, long i);
+
+// Local elements [begin, begin + count) of a slice as runs that are contiguous in the slice and in
+// the global tensor (pieces of rows of the last dimension): fn(local_index, global_index, length).
+template <typename Fn>
+void for_each_run(const TensorSpec& t, long begin, long count, Fn fn) {
+  const long row = t.local_shape.empty() ? 1 : t.local_shape.back();
+  for (long i = begin, end = begin + count; i < end;) {
+    const long len = std::min(row - i % row, end - i);
+    fn(i, global_index(t, i), len);
+    i += len;
+  }
+}
 
 // Model FLOPs per token of a training step (forward + backward): 6 x parameters used in matmuls plus
 // the attention matmuls 12 x layers x T x d. Counts the whole model (all ranks together).

@@ -30,6 +30,8 @@ TEST_CASE("INI values and command-line overrides land in the Config", "[config]"
   CHECK(c.system.sequence_parallel);
   CHECK(c.ffn_hidden() == 512);
   CHECK(c.optimizer.beta1 == Approx(0.9));  // default
+  // The last of repeated overrides wins.
+  CHECK(load_config(kIni, "t.ini", {"--model.num_layers=2", "--model.num_layers=6"}).model.num_layers == 6);
 }
 
 TEST_CASE("every unknown key is listed at once, with a suggestion", "[config]") {

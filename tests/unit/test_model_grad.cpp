@@ -81,3 +81,21 @@ TEST_CASE("initial weights depend only on seed, tensor and global index", "[mode
   CHECK(global_index(fcproj, 0) == 32);
   CHECK(global_index(fcproj, 32) == 64 + 32);
 }
+
+TEST_CASE("runs of a slice cover exactly its elements at their global indices", "[model]") {
+  const Config cfg = tiny_config();
+  const TensorTable half(ModelShape::from(cfg.model, cfg.ffn_hidden()), stage_part(2, 1, 1, 0), 2, 1);
+  for (const auto& t : half.tensors()) {
+    for (long begin : {0L, 3L}) {
+      const long count = static_cast<long>(t.numel) - begin - (t.numel > 8 ? 5 : 0);
+      if (count <= 0) continue;
+      long expect = begin;
+      for_each_run(t, begin, count, [&](long li, long gi, long len) {
+        REQUIRE(li == expect);
+        for (long j = 0; j < len; ++j) REQUIRE(global_index(t, li + j) == gi + j);
+        expect += len;
+      });
+      CHECK(expect == begin + count);
+    }
+  }
+}
