@@ -11,6 +11,7 @@
 #                        first checkpoint, it verifies, and the next run cleans up and resumes from it
 #   corrupt_byte | truncated_shard | missing_shard | foreign_manifest
 #                        a damaged checkpoint: resume and --verify fail with an error naming the file
+#   keep_last            only the newest keep_last checkpoints stay, latest names the newest
 #   disk_full            a save on a full filesystem fails cleanly; the last checkpoint still loads
 set -u
 case_name=$1 dtrain=$2 tool=$3 consolidate=$4 src=$5
@@ -78,19 +79,21 @@ case $case_name in
     compare_tail "$work/resumed.jsonl" 0 ;;
   resume_other_layouts)
     reference
-    for layout in "8 1 4" "8 4 1" "1 1 1"; do
+    for layout in "8 1 4 1" "8 4 1 1" "1 1 1 1" "8 2 2 2"; do
       set -- $layout
+      extra=()
+      [ "$4" -gt 1 ] && extra=(--system.pipeline_schedule=interleaved --system.virtual_pipeline_model_parallel_size="$4")
       for via in direct reshard; do
         from=$work/ckA/step_00000002
         if [ $via = reshard ]; then
           rm -rf "$work/rs"
-          "$consolidate" "$from" --reshard "tp=$2,pp=$3,dp=$(( $1 / ($2 * $3) ))" --out "$work/rs" > /dev/null || fail "reshard"
+          "$consolidate" "$from" --reshard "tp=$2,pp=$3,dp=$(( $1 / ($2 * $3) )),v=$4" --out "$work/rs" > /dev/null || fail "reshard"
           from=$work/rs/step_00000002
         fi
-        echo "resume at tp=$2 pp=$3 on $1 ranks ($via):"
+        echo "resume at tp=$2 pp=$3 v=$4 on $1 ranks, without the distributed optimizer ($via):"
         rm -f "$work/r.jsonl"
         train "$1" "$work/r.jsonl" "$work/ckR-$1-$2-$via" --system.tensor_model_parallel_size="$2" \
-          --system.pipeline_model_parallel_size="$3" "--checkpoint.load=$from"
+          --system.pipeline_model_parallel_size="$3" "${extra[@]}" "--checkpoint.load=$from"
         compare_tail "$work/r.jsonl" 1e-4
       done
     done ;;
@@ -145,6 +148,12 @@ PY
     train 8 "$work/o.jsonl" "$work/ckO" "${big[@]}"  # another run, same layout
     cp "$work/ckO/step_00000004/manifest.txt" "$work/bad/step_00000004/manifest.txt"
     expect_load_error "(files from different saves mixed)" ;;
+  keep_last)
+    train 2 "$work/l.jsonl" "$work/ckL" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 \
+      --training.train_iters=8 --checkpoint.keep_last=2
+    [ "$(ls "$work/ckL" | grep -c '^step_')" -eq 2 ] || fail "keep_last=2 kept $(ls "$work/ckL" | grep -c '^step_')"
+    [ -d "$work/ckL/step_00000006" ] && [ -d "$work/ckL/step_00000008" ] || fail "not the two newest kept: $(ls "$work/ckL")"
+    [ "$(cat "$work/ckL/latest")" = step_00000008 ] || fail "latest is $(cat "$work/ckL/latest")" ;;
   disk_full)
     mkdir -p "$work/small"
     mount -t tmpfs -o size=14m tmpfs "$work/small" 2>/dev/null || { echo "SKIP: cannot mount a small tmpfs here"; exit 77; }
