@@ -62,6 +62,9 @@ int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const
   for (const auto& w : plan.warnings) log.message("warning: " + w);
   Checkpointing checkpoints(world, cfg, plan, config_as_ini(table), log);
   const int first_step = checkpoints.resume(trainer);
+  if (first_step >= cfg.training.train_iters)
+    log.message("training is already complete (step " + std::to_string(first_step) + " of " +
+                std::to_string(cfg.training.train_iters) + "); raise training.train_iters to go on, or set checkpoint.load=none");
 
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
