@@ -32,12 +32,6 @@ int size_of(MPI_Comm comm) {
   return s;
 }
 
-std::string step_dir_name(std::int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
-  return buf;
-}
-
 }  // namespace
 
 std::string resolve_checkpoint(const std::string& path) {
@@ -160,10 +154,8 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
         return has_moments && (L.distributed_optimizer || c.dp == 0) && counts_tensor(t, c.tp, tied_copy);
       };
       load_rank_state(reader, st);
-      char name[32];
-      std::snprintf(name, sizeof name, "/shard_%05d.h5", r);
       ShardRecord rec;
-      if (write_shard(tmp + name, meta, st, r, rec)) {
+      if (write_shard(tmp + "/" + shard_file_name(r), meta, st, r, rec)) {
         records[3 * r] = 1;
         records[3 * r + 1] = rec.bytes;
         records[3 * r + 2] = rec.hash;
@@ -174,19 +166,7 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
   std::vector<unsigned long long> all(records.size(), 0);
   MPI_CHECK(MPI_Reduce(records.data(), all.data(), static_cast<int>(records.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, comm));
   collective_check(comm, [&] {
-    if (rank != 0) return;
-    std::vector<ShardRecord> shards;
-    for (int r = 0; r < world; ++r)
-      if (all[3 * r]) {
-        char name[32];
-        std::snprintf(name, sizeof name, "shard_%05d.h5", r);
-        shards.push_back({name, all[3 * r + 1], all[3 * r + 2]});
-      }
-    write_manifest(tmp + "/manifest.txt", meta, shards);
-    std::error_code ec;
-    fs::remove_all(out_dir + "/" + step, ec);
-    if (std::rename(tmp.c_str(), (out_dir + "/" + step).c_str()) != 0) throw UserError("cannot publish '" + out_dir + "/" + step + "'");
-    write_file_atomically(out_dir + "/latest", step + "\n");
+    if (rank == 0) publish_checkpoint(tmp, out_dir, meta, all);
   });
 }
 

@@ -19,12 +19,6 @@ namespace fs = std::filesystem;
 namespace dtrain {
 namespace {
 
-std::string step_name(std::int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
-  return buf;
-}
-
 // Test-only fault injection: DTRAIN_FAULT_KILL_IN_SAVE=<world rank>:<step> kills that rank right after
 // it wrote its shard of that step, before the agreement (a node failing in the middle of a save).
 void maybe_die_in_save(int rank, std::int64_t step) {
@@ -74,8 +68,8 @@ IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const Checkpoint
   int rank = 0, size = 1;
   MPI_CHECK(MPI_Comm_rank(world, &rank));
   MPI_CHECK(MPI_Comm_size(world, &size));
-  const std::string final_dir = dir + "/" + step_name(meta.step);
-  const std::string tmp = dir + "/.tmp-" + step_name(meta.step) + "-" + std::to_string(meta.checkpoint_id % 1000000007ull);
+  const std::string final_dir = dir + "/" + step_dir_name(meta.step);
+  const std::string tmp = dir + "/.tmp-" + step_dir_name(meta.step) + "-" + std::to_string(meta.checkpoint_id % 1000000007ull);
   ShardRecord mine;
   int wrote = 0;
   try {
@@ -87,9 +81,7 @@ IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const Checkpoint
       }
     });
     collective_check(world, [&] {
-      char name[32];
-      std::snprintf(name, sizeof name, "shard_%05d.h5", rank);
-      wrote = write_shard(tmp + "/" + name, meta, state, rank, mine) ? 1 : 0;
+      wrote = write_shard(tmp + "/" + shard_file_name(rank), meta, state, rank, mine) ? 1 : 0;
       maybe_die_in_save(rank, meta.step);
     });
   } catch (const UserError& e) {
@@ -107,21 +99,7 @@ IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const Checkpoint
   IoStats stats;
   collective_check(world, [&] {
     if (rank != 0) return;
-    std::vector<ShardRecord> shards;
-    for (int r = 0; r < size; ++r)
-      if (all[3 * r]) {
-        char name[32];
-        std::snprintf(name, sizeof name, "shard_%05d.h5", r);
-        shards.push_back({name, all[3 * r + 1], all[3 * r + 2]});
-        stats.bytes += static_cast<double>(all[3 * r + 1]);
-      }
-    write_manifest(tmp + "/manifest.txt", meta, shards);
-    fsync_path(tmp);
-    std::error_code ec;
-    fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
-    if (std::rename(tmp.c_str(), final_dir.c_str()) != 0) throw UserError("cannot publish '" + final_dir + "'");
-    fsync_path(dir);
-    write_file_atomically(dir + "/latest", step_name(meta.step) + "\n");
+    stats.bytes = publish_checkpoint(tmp, dir, meta, all);
     prune(dir, keep_last);
   });
   MPI_CHECK(MPI_Bcast(&stats.bytes, 1, MPI_DOUBLE, 0, world));

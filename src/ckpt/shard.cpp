@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -89,6 +90,38 @@ bool write_shard(const std::string& path, const CheckpointMeta& meta, const Rank
   rec.file = path.substr(path.rfind('/') + 1);
   rec.hash = h5::file_hash(path, &rec.bytes);
   return true;
+}
+
+std::string step_dir_name(std::int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::string shard_file_name(int rank) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "shard_%05d.h5", rank);
+  return buf;
+}
+
+double publish_checkpoint(const std::string& tmp, const std::string& dir, const CheckpointMeta& meta,
+                          const std::vector<unsigned long long>& triples) {
+  std::vector<ShardRecord> shards;
+  double bytes = 0.0;
+  for (std::size_t r = 0; 3 * r < triples.size(); ++r)
+    if (triples[3 * r]) {
+      shards.push_back({shard_file_name(static_cast<int>(r)), triples[3 * r + 1], triples[3 * r + 2]});
+      bytes += static_cast<double>(triples[3 * r + 1]);
+    }
+  write_manifest(tmp + "/manifest.txt", meta, shards);
+  fsync_path(tmp);
+  const std::string final_dir = dir + "/" + step_dir_name(meta.step);
+  std::error_code ec;
+  std::filesystem::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
+  if (std::rename(tmp.c_str(), final_dir.c_str()) != 0) throw UserError("cannot publish '" + final_dir + "'");
+  fsync_path(dir);
+  write_file_atomically(dir + "/latest", step_dir_name(meta.step) + "\n");
+  return bytes;
 }
 
 void write_manifest(const std::string& path, const CheckpointMeta& meta, const std::vector<ShardRecord>& shards) {

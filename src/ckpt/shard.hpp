@@ -23,6 +23,14 @@ void write_manifest(const std::string& path, const CheckpointMeta& meta, const s
 // Parses a manifest; throws UserError naming the file when it is missing or malformed.
 std::vector<ShardRecord> read_manifest(const std::string& path, std::uint64_t& checkpoint_id, std::int64_t& step);
 
+std::string step_dir_name(std::int64_t step);  // "step_00000100"
+std::string shard_file_name(int rank);          // "shard_00003.h5"
+
+// The last act of a save, on one process: the manifest from (wrote, bytes, hash) triples per writer
+// rank, the temporary directory renamed to <dir>/step_..., `latest` replaced. Returns the shard bytes.
+double publish_checkpoint(const std::string& tmp, const std::string& dir, const CheckpointMeta& meta,
+                          const std::vector<unsigned long long>& triples);
+
 // Writes text to path via a temporary file, fsync and rename; fsyncs the directory.
 void write_file_atomically(const std::string& path, const std::string& text);
 void fsync_path(const std::string& path);
