@@ -13,6 +13,7 @@
 #include "model/generate.hpp"
 #include "runtime/cuda_device.hpp"
 #include "runtime/parallel_state.hpp"
+#include "runtime/stop_signal.hpp"
 #include "train/checkpointing.hpp"
 #include "train/machine_peak.hpp"
 #include "train/step_log.hpp"
@@ -40,6 +41,7 @@ double mean_over(MPI_Comm comm, double v) {
 }  // namespace
 
 int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env) {
+  install_stop_signal_handlers();  // from here on, SIGUSR1/SIGTERM stop at the next step boundary
   const kernels::KernelTable& k = kernels_for(cfg, env);
   const RankLayout layout(plan.sizes, cfg.system.rank_order);
   const ParallelState ps(world, layout);
@@ -82,6 +84,15 @@ int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const
     rec.step = step + 1;
     rec.total_steps = total;
     if (cfg.training.eval_interval > 0 && ((step + 1) % cfg.training.eval_interval == 0 || last)) rec.val_loss = trainer.evaluate();
+    // Preemption: every rank learns here whether any rank was signalled, so all stop at the same step.
+    if (const int sig = agree_on_stop_signal(world)) {
+      if (!cfg.checkpoint.dir.empty()) checkpoints.save(trainer, step + 1);
+      log.message(std::string("dtrain: received ") + signal_name(sig) + " - " +
+                  (cfg.checkpoint.dir.empty() ? "no checkpoint.dir set, so nothing was saved"
+                                              : "saved step " + std::to_string(step + 1)) +
+                  "; exiting with code " + std::to_string(kPreemptedExit) + " so the job can be requeued and resume");
+      return kPreemptedExit;
+    }
     if (checkpoints.due(step + 1, last)) checkpoints.save(trainer, step + 1);
     if ((step + 1) % cfg.logging.log_interval != 0 && !last && !rec.val_loss) continue;
     rec.loss = r.loss;

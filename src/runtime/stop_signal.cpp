@@ -1,0 +1,41 @@
+// Stop-signal recording (async-signal-safe: one sig_atomic_t) and the step-boundary agreement.
+#include "runtime/stop_signal.hpp"
+
+#include <csignal>
+
+#include "common/error.hpp"
+
+namespace dtrain {
+namespace {
+
+// The one piece of global state in dtrain: a signal handler can reach nothing else.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void record_stop_signal(int signo) { g_stop_signal = signo; }
+
+}  // namespace
+
+void install_stop_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = record_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int agree_on_stop_signal(MPI_Comm comm) {
+  int mine = g_stop_signal, any = 0;
+  MPI_CHECK(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm));
+  return any;
+}
+
+const char* signal_name(int signo) {
+  switch (signo) {
+    case SIGUSR1: return "SIGUSR1";
+    case SIGTERM: return "SIGTERM";
+    default: return "a signal";
+  }
+}
+
+}  // namespace dtrain
