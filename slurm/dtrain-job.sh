@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The body shared by dtrain's sbatch scripts (sourced by them, not run by hand): loads the module,
+# prints the resolved layout, launches `srun dtrain "$INPUT"`, and requeues the job when dtrain stopped
+# on a preemption signal (exit 3) after saving a checkpoint. The requeued job resumes from `latest`
+# (checkpoint.load = auto), keeps its job id and appends to the same log (--open-mode=append).
+#
+# Environment (all optional):
+#   INPUT                  input.ini (default: inputs/tiny.ini, or the script's first argument)
+#   DTRAIN_HOME            checkout or install prefix (default: the directory above slurm/)
+#   DTRAIN_MODULE          module to load (default: dtrain); DTRAIN_MODULEPATH adds a module directory
+#   DTRAIN_SRUN_ARGS       extra srun arguments (default: --mpi=pmix; sites with MpiDefault=pmix may clear it)
+#   DTRAIN_ARGS            extra dtrain arguments, e.g. "--training.train_iters=100"
+#   DTRAIN_MAX_REQUEUES    requeue at most this many times (default 10)
+set -uo pipefail
+home=${DTRAIN_HOME:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+input=${INPUT:-${1:-$home/inputs/tiny.ini}}
+echo "dtrain job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}) on ${SLURM_JOB_NODELIST:-?}: $SLURM_JOB_NUM_NODES node(s), ${SLURM_NTASKS:-?} task(s), input $input, $(date -Is)"
+
+if [ -f /usr/share/lmod/lmod/init/bash ] && ! command -v module >/dev/null 2>&1; then
+  source /usr/share/lmod/lmod/init/bash
+fi
+if command -v module >/dev/null 2>&1; then
+  module use "${DTRAIN_MODULEPATH:-$home/modules}"
+  module load "${DTRAIN_MODULE:-dtrain}" || { echo "dtrain job: 'module load ${DTRAIN_MODULE:-dtrain}' failed" >&2; exit 1; }
+else
+  export PATH="$home/build:$home/build/tools:$PATH"
+fi
+
+# The layout this allocation gives, before any compute is spent.
+srun_args=(${DTRAIN_SRUN_ARGS---mpi=pmix})
+# shellcheck disable=SC2086
+srun "${srun_args[@]}" dtrain --dry-run "$input" ${DTRAIN_ARGS:-} | sed -n '/^== launch/,/^== pipeline/p' | grep -v '^== pipeline'
+
+# shellcheck disable=SC2086
+srun "${srun_args[@]}" --kill-on-bad-exit=1 dtrain "$input" ${DTRAIN_ARGS:-} &
+step=$!
+# A signal to this batch shell (scancel --signal=USR1 --batch, or --signal=B:USR1@grace) is passed on
+# to the job's steps as USR1: dtrain then stops at the next step boundary with a checkpoint.
+trap 'echo "dtrain job: passing the stop signal on to the job steps"; scancel --signal=USR1 "$SLURM_JOB_ID"' USR1 TERM
+wait $step; rc=$?
+while kill -0 $step 2>/dev/null; do wait $step; rc=$?; done   # wait again if a trapped signal interrupted it
+if [ "$rc" -eq 3 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt "${DTRAIN_MAX_REQUEUES:-10}" ]; then
+  echo "dtrain job: checkpoint saved on preemption; requeueing job $SLURM_JOB_ID"
+  scontrol requeue "$SLURM_JOB_ID"
+fi
+exit "$rc"
