@@ -84,6 +84,25 @@ int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const
     rec.step = step + 1;
     rec.total_steps = total;
     if (cfg.training.eval_interval > 0 && ((step + 1) % cfg.training.eval_interval == 0 || last)) rec.val_loss = trainer.evaluate();
+    const bool log_now = (step + 1) % cfg.logging.log_interval == 0 || last || rec.val_loss;
+    if (log_now) {
+      rec.loss = r.loss;
+      rec.lr = r.lr;
+      rec.grad_norm = r.grad_norm;
+      rec.step_seconds = window_seconds / window_steps;
+      rec.pipelined = plan.sizes.pp > 1;
+      rec.bubble = window_bubble / window_steps;
+      rec.predicted_bubble = plan.bubble;
+      rec.tokens_per_s = tokens_per_step / rec.step_seconds;
+      rec.mfu = rec.tokens_per_s * flops_per_token / (peak_gflops * 1e9 * env.world_size);
+      rec.elapsed_s = std::chrono::duration<double>(clock::now() - start).count();
+      rec.eta_s = rec.elapsed_s / (step + 1 - first_step) * (total - step - 1);
+      log.step_line(rec);
+      if (rec.val_loss) log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) + " | val loss " + std::to_string(*rec.val_loss));
+      log.metrics(rec);
+      window_seconds = window_bubble = 0.0;
+      window_steps = 0;
+    }
     // Preemption: every rank learns here whether any rank was signalled, so all stop at the same step.
     if (const int sig = agree_on_stop_signal(world)) {
       if (!cfg.checkpoint.dir.empty()) checkpoints.save(trainer, step + 1);
@@ -94,23 +113,6 @@ int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const
       return kPreemptedExit;
     }
     if (checkpoints.due(step + 1, last)) checkpoints.save(trainer, step + 1);
-    if ((step + 1) % cfg.logging.log_interval != 0 && !last && !rec.val_loss) continue;
-    rec.loss = r.loss;
-    rec.lr = r.lr;
-    rec.grad_norm = r.grad_norm;
-    rec.step_seconds = window_seconds / window_steps;
-    rec.pipelined = plan.sizes.pp > 1;
-    rec.bubble = window_bubble / window_steps;
-    rec.predicted_bubble = plan.bubble;
-    rec.tokens_per_s = tokens_per_step / rec.step_seconds;
-    rec.mfu = rec.tokens_per_s * flops_per_token / (peak_gflops * 1e9 * env.world_size);
-    rec.elapsed_s = std::chrono::duration<double>(clock::now() - start).count();
-    rec.eta_s = rec.elapsed_s / (step + 1 - first_step) * (total - step - 1);
-    log.step_line(rec);
-    if (rec.val_loss) log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) + " | val loss " + std::to_string(*rec.val_loss));
-    log.metrics(rec);
-    window_seconds = window_bubble = 0.0;
-    window_steps = 0;
   }
 
   // The whole model on rank 0: final weights for `dtrain generate`, and a text sample.

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# dtrain on a real Slurm (tools/local-slurm: two slurmd nodes on this machine), as users run it.
+#   slurm_e2e.sh CASE SOURCE_DIR BUILD_DIR
+#   srun             srun -N2 -n4 dtrain: ranks 0-1 on node1 and 2-3 on node2, losses equal mpirun's bit for bit
+#   sbatch           sbatch slurm/train_cpu.sbatch (2 nodes x 2 tasks): completes, its log shows the layout,
+#                    its losses equal mpirun's bit for bit
+#   preempt_requeue  scancel --signal=USR1 mid-run: checkpoint, exit 3, the job requeues itself, resumes from
+#                    latest into the same log, and its losses equal an uninterrupted mpirun run bit for bit
+set -u
+case_name=$1 src=$2 build=$3
+work=$(mktemp -d)
+chmod 755 "$work"  # munged's socket lives below it
+state=$work/slurm
+fail() { echo "FAIL: $*"; [ -d "$state/log" ] && tail -n 5 "$state"/log/*.log; exit 1; }
+cleanup() { "$src/tools/local-slurm" down "$state" > /dev/null 2>&1; rm -rf "$work"; }
+trap cleanup EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+"$src/tools/local-slurm" up "$state" > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "local-slurm up"; }
+export SLURM_CONF=$state/etc/slurm.conf
+for i in $(seq 1 60); do printf 'Call me Ishmael. Some years ago, never mind how long precisely, having little money.\n'; done > "$work/text.txt"
+"$build/tools/dtrain-data" --out "$work/d" "$work/text.txt" > /dev/null || fail "dtrain-data"
+common="--data.path=$work/d --model.global_batch_size=8 --model.micro_batch_size=1 --training.eval_interval=0 --logging.log_interval=1"
+losses() { grep -o '"loss": [0-9.e+-]*' "$1" | awk '{print $2}'; }
+reference() {  # the same run under mpirun on this machine
+  timeout -k 5 120 mpirun -np 4 "$build/dtrain" "$src/inputs/tiny.ini" $common --training.train_iters="$1" --checkpoint.dir= \
+    "--logging.metrics_file=$work/mpirun.jsonl" > "$work/mpirun.log" 2>&1 || { cat "$work/mpirun.log"; fail "mpirun reference"; }
+}
+same_losses() {  # same_losses FILE
+  [ "$(losses "$1" | wc -l)" -gt 0 ] || fail "no losses in $1"
+  diff <(losses "$1") <(losses "$work/mpirun.jsonl") > /dev/null || { paste <(losses "$1") <(losses "$work/mpirun.jsonl"); fail "losses differ from mpirun's"; }
+  echo "  $(losses "$1" | wc -l) losses equal to mpirun's bit for bit"
+}
+wait_job() {  # wait_job ID: until COMPLETED/FAILED/...; polls scontrol (sbatch --wait polls too slowly)
+  local st=""
+  for _ in $(seq 1 1200); do
+    st=$(scontrol show job -o "$1" | grep -o 'JobState=[A-Z_]*')
+    case $st in *COMPLETED|*FAILED|*CANCELLED|*TIMEOUT|*NODE_FAIL) echo "$st"; return ;; esac
+    sleep 0.2
+  done
+  echo "$st (still running after 240 s)"
+}
+placement_ok() {  # ranks 0-1 on node1, 2-3 on node2 in a dry-run report
+  for r in 0 1; do grep -q "rank $r: node node1 " "$1" || return 1; done
+  for r in 2 3; do grep -q "rank $r: node node2 " "$1" || return 1; done
+}
+
+case $case_name in
+  srun)
+    timeout -k 5 60 srun -N2 -n4 "$build/dtrain" --dry-run "$src/inputs/tiny.ini" > "$work/dry.log" 2>&1 || { cat "$work/dry.log"; fail "srun --dry-run"; }
+    grep -q "launcher srun, 4 ranks on 2 node(s), Slurm job" "$work/dry.log" || fail "dtrain does not see srun with 2 nodes"
+    placement_ok "$work/dry.log" || { cat "$work/dry.log"; fail "ranks are not placed 0-1 on node1, 2-3 on node2"; }
+    timeout -k 5 120 srun -N2 -n4 "$build/dtrain" "$src/inputs/tiny.ini" $common --training.train_iters=6 --checkpoint.dir= \
+      "--logging.metrics_file=$work/srun.jsonl" > "$work/srun.log" 2>&1 || { cat "$work/srun.log"; fail "srun training"; }
+    reference 6
+    same_losses "$work/srun.jsonl" ;;
+  sbatch)
+    mkdir -p "$work/logs"
+    jid=$(cd "$work" && sbatch --parsable --chdir="$work" --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="$common --training.train_iters=6 --checkpoint.dir= --logging.metrics_file=$work/sbatch.jsonl" \
+          "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+    st=$(wait_job "$jid")
+    cat "$work/logs/dtrain-cpu-$jid.out" | grep -av '^sample'
+    [ "$st" = JobState=COMPLETED ] || fail "job $jid ended $st"
+    grep -q "launcher srun, 4 ranks on 2 node(s), Slurm job $jid" "$work/logs/dtrain-cpu-$jid.out" || fail "log does not show 2 nodes x 2 ranks"
+    placement_ok "$work/logs/dtrain-cpu-$jid.out" || fail "ranks are not placed 0-1 on node1, 2-3 on node2"
+    reference 6
+    same_losses "$work/sbatch.jsonl" ;;
+  preempt_requeue)
+    mkdir -p "$work/logs"
+    jid=$(cd "$work" && sbatch --parsable --chdir="$work" --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="$common --training.train_iters=40 --checkpoint.dir=$work/ck --logging.metrics_file=$work/job.jsonl" \
+          "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+    for _ in $(seq 1 600); do [ "$(grep -c '"step"' "$work/job.jsonl" 2>/dev/null || true)" -ge 4 ] && break; sleep 0.1; done
+    scancel --signal=USR1 "$jid" || fail "scancel --signal=USR1"
+    st=$(wait_job "$jid")
+    log=$work/logs/dtrain-cpu-$jid.out
+    grep -av '^step\|^sample' "$log"
+    [ "$st" = JobState=COMPLETED ] || fail "job $jid ended $st"
+    grep -q "received SIGUSR1 - saved step" "$log" || fail "no checkpoint on the signal"
+    grep -q "requeueing job $jid" "$log" || fail "the job did not requeue itself"
+    grep -q "dtrain job $jid (restart 1)" "$log" || fail "no second run of the same job in the same log"
+    grep -q "checkpoint: resumed from .* at step" "$log" || fail "the requeued run did not resume"
+    # The metrics file holds the steps before the stop and (appended) the ones after the resume.
+    reference 40
+    same_losses "$work/job.jsonl" ;;
+  *) echo "unknown case $case_name"; exit 2 ;;
+esac
+echo PASS
