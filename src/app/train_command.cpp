@@ -44,7 +44,8 @@ int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const
   install_stop_signal_handlers();  // from here on, SIGUSR1/SIGTERM stop at the next step boundary
   const kernels::KernelTable& k = kernels_for(cfg, env);
   const RankLayout layout(plan.sizes, cfg.system.rank_order);
-  const ParallelState ps(world, layout);
+  Watchdog watchdog(env.world_rank, cfg.system.collective_timeout_s, cfg.system.step_timeout_s);
+  const ParallelState ps(world, layout, &watchdog);
   const int threads = configure_blas_threads(cfg.system.threads_per_rank, env.local_size);
   // The job's ceiling: every rank runs sgemm at the same time, so ranks sharing cores share the peak.
   const double peak_gflops = mean_over(world, measure_sgemm_gflops(512, 0.5, /*sustained=*/true));
@@ -75,7 +76,9 @@ int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const
   const int total = cfg.training.train_iters;
   for (int step = first_step; step < total; ++step) {
     const auto t0 = clock::now();
+    watchdog.step_begin(step);
     const StepResult r = trainer.train_step(step);
+    watchdog.step_end();
     window_seconds += std::chrono::duration<double>(clock::now() - t0).count();
     window_bubble += r.bubble;
     ++window_steps;

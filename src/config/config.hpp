@@ -75,6 +75,12 @@ struct LoggingConfig {
   std::string trace_file;
 };
 
+// Fault injection for tests of the failure paths; never set in production inputs.
+struct DebugConfig {
+  int stall_rank = -1;     // this world rank stops making progress ...
+  int stall_at_step = -1;  // ... in the first forward of this step (1-based)
+};
+
 struct Config {
   ModelConfig model;
   SystemConfig system;
@@ -83,6 +89,7 @@ struct Config {
   DataConfig data;
   CheckpointConfig checkpoint;
   LoggingConfig logging;
+  DebugConfig debug;
 
   int ffn_hidden() const { return model.ffn_hidden_size > 0 ? model.ffn_hidden_size : 4 * model.hidden_size; }
 };

@@ -89,6 +89,9 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("logging.log_interval", &c.logging.log_interval, "steps between step lines");
   add("logging.metrics_file", &c.logging.metrics_file, "JSON-lines metrics file; empty = none");
   add("logging.trace_file", &c.logging.trace_file, "Chrome trace file prefix; empty = none");
+
+  add("debug.stall_rank", &c.debug.stall_rank, "fault injection for tests: this world rank hangs (-1 = none)");
+  add("debug.stall_at_step", &c.debug.stall_at_step, "fault injection for tests: ... in the first forward of this step");
 }
 
 bool OptionTable::has(const std::string& name) const {

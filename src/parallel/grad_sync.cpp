@@ -78,6 +78,7 @@ void GradSync::start_step() { std::fill(backward_counts_.begin(), backward_count
 
 void GradSync::prepare(Bucket& b) {
   float* g = model_.grads().data();
+  auto w = watch(ps_.watchdog(), {"allreduce (sequence-parallel / tied-embedding gradients)", "tp/embedding", -1, 0});
   for (const TensorSpec* t : model_.sequence_parallel_tensors())
     if (t->offset >= b.range.begin && t->offset < b.range.end && ps_.tp().size() > 1)
       MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g + t->offset, static_cast<int>(t->numel), MPI_FLOAT, MPI_SUM, ps_.tp().comm()));
@@ -94,6 +95,7 @@ void GradSync::start_reduce(Bucket& b, bool non_blocking) {
   float* g = model_.grads().data() + b.range.begin;
   const int n = static_cast<int>(b.range.end - b.range.begin);
   const MPI_Comm dp = ps_.dp().comm();
+  auto w = watch(non_blocking ? nullptr : ps_.watchdog(), {distributed_ ? "reduce-scatter gradients" : "allreduce gradients", "dp", -1, n * 4L});
   // Open MPI's non-blocking collectives are several times slower than its blocking ones on large
   // buffers, so they are used only when there is backward work to overlap with.
   if (distributed_ && non_blocking)
@@ -123,7 +125,10 @@ void GradSync::finish() {
     Bucket& b = buckets_[i];
     const bool started = overlap_ && b.layer >= 0;
     if (!started) start_reduce(b, /*non_blocking=*/false);
-    if (b.grad_req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Wait(&b.grad_req, MPI_STATUS_IGNORE));
+    if (b.grad_req != MPI_REQUEST_NULL) {
+      auto w = watch(ps_.watchdog(), {"wait for gradient reduction", "dp", -1, static_cast<long>(b.range.end - b.range.begin) * 4L});
+      MPI_CHECK(MPI_Wait(&b.grad_req, MPI_STATUS_IGNORE));
+    }
   }
   if (distributed_ && ps_.dp().size() > 1) {
     // MPI_Ireduce_scatter with MPI_IN_PLACE leaves the result at the start of the buffer; move each

@@ -48,6 +48,7 @@ int PipelineExecutor::tag(int micro_batch, int receiving_virtual_stage, int dire
 void PipelineExecutor::wait_all(std::vector<MPI_Request>& requests, double& wait) {
   if (requests.empty()) return;
   const auto t0 = Clock::now();
+  auto w = watch(ps_.watchdog(), {"wait for sends to complete", "pp", -1, 0, -1, stage_});
   MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
   wait += since(t0);
   requests.clear();
@@ -78,10 +79,12 @@ PipelineStepStats PipelineExecutor::run(const std::function<void(int, int)>& loa
       const int slot = acquire_slot(st.wait_seconds);
       slot_of_[{a.micro_batch, a.chunk}] = slot;
       st.peak_slots = std::max(st.peak_slots, ++in_flight);
+      if (Watchdog* wd = ps_.watchdog()) wd->phase("forward", a.micro_batch, a.chunk, stage_);
       load(slot, a.micro_batch);
       if (vs > 0) {  // activation from the previous virtual stage
         const int src = stage_ > 0 ? stage_ - 1 : p_ - 1;
         const auto t0 = Clock::now();
+        auto w = watch(ps_.watchdog(), {"recv activation", "pp", ps_.pp().world_ranks()[src], count * 4L, a.micro_batch, stage_});
         MPI_CHECK(MPI_Recv(model_.activations().slot(slot).stage_input, count, MPI_FLOAT, src, tag(a.micro_batch, vs, 0),
                            comm, MPI_STATUS_IGNORE));
         st.wait_seconds += since(t0);
@@ -100,11 +103,13 @@ PipelineStepStats PipelineExecutor::run(const std::function<void(int, int)>& loa
       }
     } else {
       const int slot = slot_of_.at({a.micro_batch, a.chunk});
+      if (Watchdog* wd = ps_.watchdog()) wd->phase("backward", a.micro_batch, a.chunk, stage_);
       if (vs == last_virtual) {
         model_.backward(slot, a.chunk, loss_scale);
       } else {
         const int src = stage_ < p_ - 1 ? stage_ + 1 : 0;
         const auto t0 = Clock::now();
+        auto w = watch(ps_.watchdog(), {"recv gradient", "pp", ps_.pp().world_ranks()[src], count * 4L, a.micro_batch, stage_});
         MPI_CHECK(MPI_Recv(grad_in_.data(), count, MPI_FLOAT, src, tag(a.micro_batch, vs, 1), comm, MPI_STATUS_IGNORE));
         st.wait_seconds += since(t0);
         model_.backward(slot, a.chunk, loss_scale, grad_in_.data());

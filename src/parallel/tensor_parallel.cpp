@@ -9,11 +9,13 @@ namespace dtrain {
 
 void TensorParallel::all_reduce(float* x, long n) const {
   if (size() == 1) return;
+  auto w = watch(watchdog_, {"allreduce (sum)", "tp", -1, n * 4L});
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(n), MPI_FLOAT, MPI_SUM, group_.comm()));
 }
 
 void TensorParallel::all_reduce_max(float* x, long n) const {
   if (size() == 1) return;
+  auto w = watch(watchdog_, {"allreduce (max)", "tp", -1, n * 4L});
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(n), MPI_FLOAT, MPI_MAX, group_.comm()));
 }
 
@@ -23,6 +25,7 @@ void TensorParallel::all_gather_rows(float* full, const float* shard, long rows,
     if (full != shard) std::copy(shard, shard + count, full);
     return;
   }
+  auto w = watch(watchdog_, {"allgather", "tp", -1, count * 4L});
   MPI_CHECK(MPI_Allgather(shard, static_cast<int>(count), MPI_FLOAT, full, static_cast<int>(count), MPI_FLOAT, group_.comm()));
 }
 
@@ -32,6 +35,7 @@ void TensorParallel::reduce_scatter_rows(float* shard, const float* full, long r
     if (full != shard) std::copy(full, full + count, shard);
     return;
   }
+  auto w = watch(watchdog_, {"reduce-scatter", "tp", -1, count * 4L * size()});
   MPI_CHECK(MPI_Reduce_scatter_block(full, shard, static_cast<int>(count), MPI_FLOAT, MPI_SUM, group_.comm()));
 }
 

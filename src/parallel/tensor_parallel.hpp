@@ -9,12 +9,13 @@
 // The identities are not functions: the model simply does nothing there.
 #pragma once
 #include "runtime/comm_group.hpp"
+#include "runtime/watchdog.hpp"
 
 namespace dtrain {
 
 class TensorParallel {
  public:
-  explicit TensorParallel(const CommGroup& tp) : group_(tp) {}
+  TensorParallel(const CommGroup& tp, Watchdog* watchdog) : group_(tp), watchdog_(watchdog) {}
   int size() const { return group_.size(); }
   int rank() const { return group_.rank(); }
 
@@ -28,6 +29,7 @@ class TensorParallel {
 
  private:
   const CommGroup& group_;
+  Watchdog* watchdog_;
 };
 
 }  // namespace dtrain

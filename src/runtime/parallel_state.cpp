@@ -5,7 +5,8 @@
 
 namespace dtrain {
 
-ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout) : layout_(layout), world_(world) {
+ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, Watchdog* watchdog)
+    : layout_(layout), world_(world), watchdog_(watchdog) {
   int size = 0;
   MPI_CHECK(MPI_Comm_rank(world, &world_rank_));
   MPI_CHECK(MPI_Comm_size(world, &size));

@@ -1,7 +1,9 @@
 // Trainer: the optimizer step of one rank on any layout.
 #include "train/trainer.hpp"
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
@@ -39,7 +41,7 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       k_(k),
       train_data_(open_checked(ps.world(), cfg, "train")),
       val_data_(open_checked(ps.world(), cfg, "val")),
-      tp_(ps.tp()),
+      tp_(ps.tp(), ps.watchdog()),
       actions_(schedule_actions(cfg.system.pipeline_schedule, plan.sizes.pp, plan.num_micro_batches, plan.virtual_stages,
                                 ps.coords().pp)),
       model_(cfg, stage_part(cfg.model.num_layers, plan.sizes.pp, plan.virtual_stages, ps.coords().pp), &tp_, ps.coords().tp,
@@ -55,6 +57,9 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
 }
 
 void Trainer::load(const TokenFile& file, const std::string& stream, std::uint64_t step, int slot, int mb) {
+  // Fault injection (debug.stall_*): this rank stops making progress, as a wedged GPU or node would.
+  if (stream == "train" && ps_.world_rank() == cfg_.debug.stall_rank && static_cast<int>(step) + 1 == cfg_.debug.stall_at_step)
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   SlotActs& s = model_.activations().slot(slot);
   // Global sample index: this data-parallel rank's block of the global batch, micro-batch mb within it.
   const std::uint64_t first = static_cast<std::uint64_t>(ps_.coords().dp * plan_.num_micro_batches + mb) * plan_.micro_batch;
@@ -63,6 +68,7 @@ void Trainer::load(const TokenFile& file, const std::string& stream, std::uint64
 
 double Trainer::sum_over_world(double v) const {
   double total = 0.0;
+  auto w = watch(ps_.watchdog(), {"allreduce (loss/norm)", "world", -1, 8});
   MPI_CHECK(MPI_Allreduce(&v, &total, 1, MPI_DOUBLE, MPI_SUM, ps_.world()));
   return total;
 }

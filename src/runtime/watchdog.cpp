@@ -1,0 +1,90 @@
+// Watchdog thread: polls a few times a second; reports and aborts through the one error path.
+#include "runtime/watchdog.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+
+namespace dtrain {
+
+Watchdog::Watchdog(int world_rank, double op_timeout, double step_timeout)
+    : rank_(world_rank), op_timeout_(op_timeout), step_timeout_(step_timeout), thread_([this] { run(); }) {}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Watchdog::step_begin(int step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  in_step_ = true;
+  step_ = step;
+  step_start_ = Clock::now();
+  phase_ = "starting the step";
+}
+
+void Watchdog::step_end() {
+  std::lock_guard<std::mutex> lock(mu_);
+  in_step_ = false;
+}
+
+void Watchdog::phase(const char* name, int micro_batch, int chunk, int stage) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s of micro-batch %d, chunk %d, pipeline stage %d", name, micro_batch, chunk, stage);
+  std::lock_guard<std::mutex> lock(mu_);
+  phase_ = buf;
+}
+
+Watchdog::Scope::Scope(Watchdog* w, const OpInfo& op) : w_(w) {
+  if (!w_) return;
+  std::lock_guard<std::mutex> lock(w_->mu_);
+  w_->in_op_ = true;
+  w_->op_ = op;
+  w_->op_start_ = Clock::now();
+}
+
+Watchdog::Scope::~Scope() {
+  if (!w_) return;
+  std::lock_guard<std::mutex> lock(w_->mu_);
+  w_->in_op_ = false;
+}
+
+void Watchdog::fire(const std::string& what) {
+  std::fprintf(stderr, "dtrain: rank %d: error: hang watchdog: %s; aborting the job\n", rank_, what.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+void Watchdog::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_; })) {
+    const auto now = Clock::now();
+    char buf[512];
+    if (in_op_ && op_timeout_ > 0) {
+      const double waited = std::chrono::duration<double>(now - op_start_).count();
+      if (waited > op_timeout_) {
+        std::snprintf(buf, sizeof buf,
+                      "stuck for %.1f s (system.collective_timeout_s=%g) in %s (group %s, peer rank %d, %ld bytes, "
+                      "micro-batch %d, pipeline stage %d) during step %d",
+                      waited, op_timeout_, op_.name, op_.group[0] ? op_.group : "-", op_.peer, op_.bytes, op_.micro_batch,
+                      op_.stage, step_ + 1);
+        fire(buf);
+      }
+    }
+    if (in_step_ && step_timeout_ > 0) {
+      const double ran = std::chrono::duration<double>(now - step_start_).count();
+      if (ran > step_timeout_) {
+        std::snprintf(buf, sizeof buf, "step %d has run for %.1f s (system.step_timeout_s=%g), %s %s", step_ + 1, ran,
+                      step_timeout_, in_op_ ? "waiting in" : "busy in", in_op_ ? op_.name : phase_.c_str());
+        fire(buf);
+      }
+    }
+  }
+}
+
+}  // namespace dtrain

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# A deliberately stuck rank (--debug.stall_rank=3 --debug.stall_at_step=5) on 4 ranks, tp=2 x pp=2:
+#   step        system.step_timeout_s=4: rank 3 reports that it is busy (not waiting) in its forward,
+#               names step, micro-batch and stage, and the job ends within timeout + 10 s
+#   collective  system.collective_timeout_s=4: a rank waiting on rank 3 names the operation, group and
+#               peer rank 3, and the job ends within timeout + 10 s
+#   hang_watchdog.sh CASE DTRAIN DTRAIN_DATA SOURCE_DIR
+set -u
+case_name=$1 dtrain=$2 tool=$3 src=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+for i in $(seq 1 60); do printf 'Call me Ishmael. Some years ago, never mind how long precisely, having little money.\n'; done > "$work/text.txt"
+"$tool" --out "$work/d" "$work/text.txt" >/dev/null || fail "dtrain-data"
+case $case_name in
+  step) limits=(--system.step_timeout_s=4 --system.collective_timeout_s=600); expect='rank 3: error: hang watchdog: step 5 has run for [0-9.]+ s \(system.step_timeout_s=4\), busy in forward of micro-batch 0, chunk 0, pipeline stage 1' ;;
+  collective) limits=(--system.step_timeout_s=600 --system.collective_timeout_s=4); expect='error: hang watchdog: stuck for [0-9.]+ s \(system.collective_timeout_s=4\) in recv [a-z]+ \(group pp, peer rank 3,' ;;
+  *) echo "unknown case"; exit 2 ;;
+esac
+start=$(date +%s)
+timeout -k 5 60 mpirun -np 4 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --training.train_iters=50 --checkpoint.dir= \
+  --training.eval_interval=0 --logging.log_interval=1 --debug.stall_rank=3 --debug.stall_at_step=5 "${limits[@]}" > "$work/out.log" 2>&1
+rc=$? elapsed=$(( $(date +%s) - start ))
+grep -a 'watchdog' "$work/out.log"
+echo "rc=$rc elapsed=${elapsed}s"
+[ $rc -ne 0 ] || fail "the job did not fail"
+[ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "the job hung until the test's own timeout"
+[ $elapsed -le 14 ] || fail "the job took ${elapsed}s to end (timeout 4 s + 10 s)"
+grep -aEq "$expect" "$work/out.log" || fail "no report matching: $expect"
+echo PASS
