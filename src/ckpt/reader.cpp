@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "ckpt/checkpoint.hpp"
@@ -42,14 +43,22 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool verify_file
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(path, ec);
     if (ec) throw UserError("checkpoint shard '" + path + "' listed in the manifest is missing");
-    if (bytes != r.bytes)
-      throw UserError("checkpoint shard '" + path + "' has " + std::to_string(bytes) + " bytes, the manifest says " +
-                      std::to_string(r.bytes) + " (truncated or replaced)");
-    const h5::File f = h5::File::open_read(path);
+    const UserError wrong_size("checkpoint shard '" + path + "' has " + std::to_string(bytes) + " bytes, the manifest says " +
+                               std::to_string(r.bytes) + " (truncated or replaced)");
+    // Which save a shard belongs to is the most telling fact, so it is checked before the size.
+    std::unique_ptr<h5::File> opened;
+    try {
+      opened = std::make_unique<h5::File>(h5::File::open_read(path));
+    } catch (const UserError&) {
+      if (bytes != r.bytes) throw wrong_size;
+      throw;
+    }
+    const h5::File& f = *opened;
     const std::string shard_id = f.attr_string("checkpoint_id");
     if (shard_id != h5::hex64(id))
       throw UserError("checkpoint shard '" + path + "' belongs to checkpoint " + shard_id + " but the manifest is of " +
                       h5::hex64(id) + " (files from different saves mixed)");
+    if (bytes != r.bytes) throw wrong_size;
     if (verify_files && h5::file_hash(path) != r.hash)
       throw UserError("checkpoint shard '" + path + "' fails its checksum (corrupt: bytes changed)");
     if (f.attr_int("step") != step)
