@@ -71,15 +71,19 @@ int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const
 
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  double window_seconds = 0.0, window_bubble = 0.0;
+  double window_seconds = 0.0, window_bubble = 0.0, window_busy = 0.0;
+  const std::vector<std::string> node_of_rank = gather_node_names(world, env);
   int window_steps = 0;
   const int total = cfg.training.train_iters;
   for (int step = first_step; step < total; ++step) {
     const auto t0 = clock::now();
+    watchdog.take_comm_seconds();  // communication outside the step (evaluation, saves) is not the step's
     watchdog.step_begin(step);
     const StepResult r = trainer.train_step(step);
     watchdog.step_end();
-    window_seconds += std::chrono::duration<double>(clock::now() - t0).count();
+    const double step_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    window_seconds += step_seconds;
+    window_busy += step_seconds - watchdog.take_comm_seconds();
     window_bubble += r.bubble;
     ++window_steps;
     const bool last = step + 1 == total;
@@ -103,7 +107,8 @@ int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const
       log.step_line(rec);
       if (rec.val_loss) log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) + " | val loss " + std::to_string(*rec.val_loss));
       log.metrics(rec);
-      window_seconds = window_bubble = 0.0;
+      log.stragglers(world, window_busy / window_steps, node_of_rank);
+      window_seconds = window_bubble = window_busy = 0.0;
       window_steps = 0;
     }
     // Preemption: every rank learns here whether any rank was signalled, so all stop at the same step.

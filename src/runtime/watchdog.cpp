@@ -51,6 +51,14 @@ Watchdog::Scope::~Scope() {
   if (!w_) return;
   std::lock_guard<std::mutex> lock(w_->mu_);
   w_->in_op_ = false;
+  w_->comm_seconds_ += std::chrono::duration<double>(Clock::now() - w_->op_start_).count();
+}
+
+double Watchdog::take_comm_seconds() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const double s = comm_seconds_;
+  comm_seconds_ = 0.0;
+  return s;
 }
 
 void Watchdog::fire(const std::string& what) {

@@ -34,6 +34,8 @@ class Watchdog {
   void step_end();
   // The compute phase of the step (what the rank does between communications).
   void phase(const char* name, int micro_batch, int chunk, int stage);
+  // Seconds spent inside watched communication since the last call (for the straggler report).
+  double take_comm_seconds();
 
   class Scope {  // a communication operation, from construction to destruction
    public:
@@ -59,6 +61,7 @@ class Watchdog {
   OpInfo op_;
   Clock::time_point op_start_, step_start_;
   int step_ = -1;
+  double comm_seconds_ = 0.0;
   std::string phase_ = "starting the step";
   std::thread thread_;
 };

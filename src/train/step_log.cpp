@@ -1,6 +1,7 @@
 // StepLog: fixed-format step lines and one JSON object per logged step.
 #include "train/step_log.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/error.hpp"
@@ -46,6 +47,21 @@ void StepLog::metrics(const StepRecord& r) {
   if (r.pipelined) std::fprintf(metrics_.get(), ", \"bubble\": %.5f, \"predicted_bubble\": %.5f", r.bubble, r.predicted_bubble);
   std::fprintf(metrics_.get(), "}\n");
   std::fflush(metrics_.get());
+}
+
+void StepLog::stragglers(MPI_Comm world, double busy, const std::vector<std::string>& node_of_rank) {
+  int size = 1;
+  MPI_CHECK(MPI_Comm_size(world, &size));
+  std::vector<double> all(static_cast<std::size_t>(size));
+  MPI_CHECK(MPI_Gather(&busy, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, world));
+  if (!active_ || size == 1) return;
+  std::vector<double> sorted = all;
+  std::sort(sorted.begin(), sorted.end());
+  const int slowest = static_cast<int>(std::max_element(all.begin(), all.end()) - all.begin());
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "  busy time per step across %d ranks: min %.3f / median %.3f / max %.3f s; slowest rank %d (%s)",
+                size, sorted.front(), sorted[sorted.size() / 2], sorted.back(), slowest, node_of_rank[slowest].c_str());
+  message(buf);
 }
 
 void StepLog::message(const std::string& text) {

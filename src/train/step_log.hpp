@@ -1,6 +1,9 @@
 // What a user watches during training: the rank-0 step line and the JSON-lines metrics file.
 #pragma once
+#include <mpi.h>
+
 #include <cstdio>
+#include <vector>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +28,9 @@ class StepLog {
   void step_line(const StepRecord& r);
   void metrics(const StepRecord& r);
   void message(const std::string& text);
+  // Every rank's busy (non-communication) time per step over the last interval: min / median / max
+  // and the slowest rank. Collective; printed by rank 0.
+  void stragglers(MPI_Comm world, double busy_seconds_per_step, const std::vector<std::string>& node_of_rank);
 
  private:
   bool active_;

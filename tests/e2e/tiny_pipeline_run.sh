@@ -21,6 +21,7 @@ first=$(grep -o '"loss": [0-9.]*' "$work/metrics.jsonl" | head -1 | awk '{print 
 last=$(grep -o '"loss": [0-9.]*' "$work/metrics.jsonl" | tail -1 | awk '{print $2}')
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || fail "loss did not fall ($first -> $last)"
 grep -q '"val_loss"' "$work/metrics.jsonl" || fail "no val_loss in the metrics file"
+grep -aEq "busy time per step across 4 ranks: min [0-9.]+ / median [0-9.]+ / max [0-9.]+ s; slowest rank [0-3]" <<<"$out" || fail "no straggler report"
 [ -s "$work/ckpt/model-final.h5" ] || fail "no final weights"
 grep -aq '^sample: ' <<<"$out" || fail "no sample text"
 echo PASS
