@@ -45,7 +45,8 @@ int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const
   const kernels::KernelTable& k = kernels_for(cfg, env);
   const RankLayout layout(plan.sizes, cfg.system.rank_order);
   Watchdog watchdog(env.world_rank, cfg.system.collective_timeout_s, cfg.system.step_timeout_s);
-  const ParallelState ps(world, layout, &watchdog);
+  Trace trace(world, cfg.logging.trace_file);
+  const ParallelState ps(world, layout, &watchdog, &trace);
   const int threads = configure_blas_threads(cfg.system.threads_per_rank, env.local_size);
   // The job's ceiling: every rank runs sgemm at the same time, so ranks sharing cores share the peak.
   const double peak_gflops = mean_over(world, measure_sgemm_gflops(512, 0.5, /*sustained=*/true));

@@ -49,6 +49,7 @@ void PipelineExecutor::wait_all(std::vector<MPI_Request>& requests, double& wait
   if (requests.empty()) return;
   const auto t0 = Clock::now();
   auto w = watch(ps_.watchdog(), {"wait for sends to complete", "pp", -1, 0, -1, stage_});
+  Trace::Span span(ps_.trace(), "wait sends", "p2p");
   MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
   wait += since(t0);
   requests.clear();
@@ -64,6 +65,7 @@ int PipelineExecutor::acquire_slot(double& wait) {
 PipelineStepStats PipelineExecutor::run(const std::function<void(int, int)>& load, float loss_scale, bool forward_only) {
   PipelineStepStats st;
   const auto step_start = Clock::now();
+  Trace::Span pipeline_span(ps_.trace(), forward_only ? "evaluation" : "pipeline", "step");
   free_slots_.clear();
   for (int s = 0; s < model_.activations().num_slots(); ++s) free_slots_.push_back(s);
   slot_of_.clear();
@@ -85,11 +87,15 @@ PipelineStepStats PipelineExecutor::run(const std::function<void(int, int)>& loa
         const int src = stage_ > 0 ? stage_ - 1 : p_ - 1;
         const auto t0 = Clock::now();
         auto w = watch(ps_.watchdog(), {"recv activation", "pp", ps_.pp().world_ranks()[src], count * 4L, a.micro_batch, stage_});
+        Trace::Span span(ps_.trace(), "recv act mb" + std::to_string(a.micro_batch), "p2p");
         MPI_CHECK(MPI_Recv(model_.activations().slot(slot).stage_input, count, MPI_FLOAT, src, tag(a.micro_batch, vs, 0),
                            comm, MPI_STATUS_IGNORE));
         st.wait_seconds += since(t0);
       }
-      st.loss_sum += model_.forward(slot, a.chunk);
+      {
+        Trace::Span span(ps_.trace(), "F mb" + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk), "forward");
+        st.loss_sum += model_.forward(slot, a.chunk);
+      }
       if (vs < last_virtual) {
         const int dst = stage_ < p_ - 1 ? stage_ + 1 : 0;
         MPI_Request req;
@@ -104,14 +110,20 @@ PipelineStepStats PipelineExecutor::run(const std::function<void(int, int)>& loa
     } else {
       const int slot = slot_of_.at({a.micro_batch, a.chunk});
       if (Watchdog* wd = ps_.watchdog()) wd->phase("backward", a.micro_batch, a.chunk, stage_);
+      const std::string backward_name = "B mb" + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk);
       if (vs == last_virtual) {
+        Trace::Span span(ps_.trace(), backward_name, "backward");
         model_.backward(slot, a.chunk, loss_scale);
       } else {
         const int src = stage_ < p_ - 1 ? stage_ + 1 : 0;
-        const auto t0 = Clock::now();
-        auto w = watch(ps_.watchdog(), {"recv gradient", "pp", ps_.pp().world_ranks()[src], count * 4L, a.micro_batch, stage_});
-        MPI_CHECK(MPI_Recv(grad_in_.data(), count, MPI_FLOAT, src, tag(a.micro_batch, vs, 1), comm, MPI_STATUS_IGNORE));
-        st.wait_seconds += since(t0);
+        {
+          const auto t0 = Clock::now();
+          auto w = watch(ps_.watchdog(), {"recv gradient", "pp", ps_.pp().world_ranks()[src], count * 4L, a.micro_batch, stage_});
+          Trace::Span span(ps_.trace(), "recv grad mb" + std::to_string(a.micro_batch), "p2p");
+          MPI_CHECK(MPI_Recv(grad_in_.data(), count, MPI_FLOAT, src, tag(a.micro_batch, vs, 1), comm, MPI_STATUS_IGNORE));
+          st.wait_seconds += since(t0);
+        }
+        Trace::Span span(ps_.trace(), backward_name, "backward");
         model_.backward(slot, a.chunk, loss_scale, grad_in_.data());
       }
       if (vs > 0) {

@@ -5,8 +5,8 @@
 
 namespace dtrain {
 
-ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, Watchdog* watchdog)
-    : layout_(layout), world_(world), watchdog_(watchdog) {
+ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, Watchdog* watchdog, Trace* trace)
+    : layout_(layout), world_(world), watchdog_(watchdog), trace_(trace) {
   int size = 0;
   MPI_CHECK(MPI_Comm_rank(world, &world_rank_));
   MPI_CHECK(MPI_Comm_size(world, &size));

@@ -8,6 +8,7 @@
 
 #include "runtime/comm_group.hpp"
 #include "runtime/rank_layout.hpp"
+#include "runtime/trace.hpp"
 #include "runtime/watchdog.hpp"
 
 namespace dtrain {
@@ -16,11 +17,12 @@ class ParallelState {
  public:
   // Collective over `world`: one MPI_Comm_split per axis and one for the embedding group.
   // watchdog (optional) is told about every communication made through this state's users.
-  ParallelState(MPI_Comm world, const RankLayout& layout, Watchdog* watchdog = nullptr);
+  ParallelState(MPI_Comm world, const RankLayout& layout, Watchdog* watchdog = nullptr, Trace* trace = nullptr);
 
   const RankLayout& layout() const { return layout_; }
   MPI_Comm world() const { return world_; }
   Watchdog* watchdog() const { return watchdog_; }
+  Trace* trace() const { return trace_; }
   int world_rank() const { return world_rank_; }
   const Coords& coords() const { return coords_; }
   const CommGroup& group(Axis a) const { return groups_[static_cast<int>(a)]; }
@@ -46,6 +48,7 @@ class ParallelState {
   RankLayout layout_;
   MPI_Comm world_;
   Watchdog* watchdog_;
+  Trace* trace_;
   int world_rank_ = 0;
   Coords coords_;
   CommGroup groups_[4];

@@ -86,6 +86,7 @@ void Checkpointing::save(Trainer& trainer, int steps_done) {
     std::filesystem::create_directories(cfg_.checkpoint.dir, ec);
   }
   auto w = watch(trainer.watchdog(), {"checkpoint save", "world", -1, 0});
+  Trace::Span span(trainer.trace(), "checkpoint save", "io");
   const IoStats st = save_checkpoint(world_, cfg_.checkpoint.dir, meta, trainer.rank_state(), cfg_.checkpoint.keep_last);
   log_.message("checkpoint: saved step " + std::to_string(steps_done) + " to " + st.path + ": " + rate(st.bytes, st.seconds));
 }

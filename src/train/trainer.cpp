@@ -83,7 +83,10 @@ StepResult Trainer::train_step(int step) {
   const PipelineStepStats st = train_exec_.run(
       [&](int slot, int mb) { load(*train_data_, "train", static_cast<std::uint64_t>(step), slot, mb); },
       static_cast<float>(1.0 / tokens));
-  grad_sync_.finish();
+  {
+    Trace::Span span(ps_.trace(), "gradient sync", "dp");
+    grad_sync_.finish();
+  }
 
   StepResult r;
   r.loss = sum_over_world(loss_owner ? st.loss_sum : 0.0) / tokens;
@@ -102,7 +105,10 @@ StepResult Trainer::train_step(int step) {
     for (const auto& range : grad_sync_.owned()) k_.scale(grads.data() + range.begin, factor, static_cast<long>(range.end - range.begin));
   }
   r.lr = learning_rate(cfg_.optimizer, step, cfg_.training.train_iters);
-  adamw_.step(model_.params(), grads, r.lr, step + 1);
+  {
+    Trace::Span span(ps_.trace(), "optimizer", "optimizer");
+    adamw_.step(model_.params(), grads, r.lr, step + 1);
+  }
   grad_sync_.gather_params(cfg_.system.overlap_param_gather);
   // Measured bubble: every rank's waiting fraction, averaged (all ranks of a stage wait alike).
   r.bubble = sum_over_world(st.total_seconds > 0 ? st.wait_seconds / st.total_seconds : 0.0) / ps_.layout().world_size();

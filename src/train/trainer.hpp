@@ -36,6 +36,7 @@ class Trainer {
   double evaluate();                // mean validation loss over training.eval_iters global batches
   GptModel& model() { return model_; }
   Watchdog* watchdog() const { return ps_.watchdog(); }
+  Trace* trace() const { return ps_.trace(); }
   // True when this rank is the one that counts tensor t among the global weights (replicas and the
   // tied embedding's second copy excluded; data-parallel rank 0 only).
   bool owns_globally(const TensorSpec& t) const { return ps_.coords().dp == 0 && grad_sync_.counts_for_norm(t); }
