@@ -2,8 +2,10 @@
 # dtrain on a real Slurm (tools/local-slurm: two slurmd nodes on this machine), as users run it.
 #   slurm_e2e.sh CASE SOURCE_DIR BUILD_DIR
 #   srun             srun -N2 -n4 dtrain: ranks 0-1 on node1 and 2-3 on node2, losses equal mpirun's bit for bit
-#   sbatch           sbatch slurm/train_cpu.sbatch (2 nodes x 2 tasks): completes, its log shows the layout,
-#                    its losses equal mpirun's bit for bit
+#   sbatch           sbatch --wait slurm/train_2node.sbatch with the CPU input (2 nodes x 2 tasks, no GPUs):
+#                    completes, its log shows the layout, its losses equal mpirun's bit for bit
+#   kill_rank        SIGKILL of one rank of an srun job: the whole job ends within 60 s naming the task,
+#                    and the last published checkpoint still verifies
 #   preempt_requeue  scancel --signal=USR1 mid-run: checkpoint, exit 3, the job requeues itself, resumes from
 #                    latest into the same log, and its losses equal an uninterrupted mpirun run bit for bit
 set -u
@@ -55,13 +57,15 @@ case $case_name in
     same_losses "$work/srun.jsonl" ;;
   sbatch)
     mkdir -p "$work/logs"
-    jid=$(cd "$work" && sbatch --parsable --chdir="$work" --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="$common --training.train_iters=6 --checkpoint.dir= --logging.metrics_file=$work/sbatch.jsonl" \
-          "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
-    st=$(wait_job "$jid")
-    cat "$work/logs/dtrain-cpu-$jid.out" | grep -av '^sample'
-    [ "$st" = JobState=COMPLETED ] || fail "job $jid ended $st"
-    grep -q "launcher srun, 4 ranks on 2 node(s), Slurm job $jid" "$work/logs/dtrain-cpu-$jid.out" || fail "log does not show 2 nodes x 2 ranks"
-    placement_ok "$work/logs/dtrain-cpu-$jid.out" || fail "ranks are not placed 0-1 on node1, 2-3 on node2"
+    # The GPU script with the CPU input: the sbatch command line overrides its GPU-sized directives.
+    out=$(cd "$work" && timeout 240 sbatch --wait --chdir="$work" --gpus-per-node=0 --ntasks-per-node=2 --cpus-per-task=1 \
+          --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="$common --training.train_iters=6 --checkpoint.dir= --logging.metrics_file=$work/sbatch.jsonl" \
+          "$src/slurm/train_2node.sbatch" "$src/inputs/tiny.ini") || fail "sbatch --wait: the job failed ($out)"
+    jid=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$out")
+    log=$work/logs/dtrain-$jid.out
+    grep -av '^sample' "$log"
+    grep -q "launcher srun, 4 ranks on 2 node(s), Slurm job $jid" "$log" || fail "log does not show 2 nodes x 2 ranks"
+    placement_ok "$log" || fail "ranks are not placed 0-1 on node1, 2-3 on node2"
     reference 6
     same_losses "$work/sbatch.jsonl" ;;
   preempt_requeue)
@@ -81,6 +85,25 @@ case $case_name in
     # The metrics file holds the steps before the stop and (appended) the ones after the resume.
     reference 40
     same_losses "$work/job.jsonl" ;;
+  kill_rank)
+    timeout -k 5 120 srun -N2 -n4 --kill-on-bad-exit=1 "$build/dtrain" "$src/inputs/tiny.ini" $common --training.train_iters=400 \
+      --checkpoint.dir="$work/ck" --checkpoint.save_interval=2 "--logging.metrics_file=$work/k.jsonl" > "$work/srun.log" 2>&1 &
+    runner=$!
+    for _ in $(seq 1 600); do [ -s "$work/ck/latest" ] && [ "$(grep -c '"step"' "$work/k.jsonl" 2>/dev/null || true)" -ge 5 ] && break; sleep 0.1; done
+    victim=""
+    for p in $(pgrep -f -- "--logging.metrics_file=$work/k.jsonl"); do
+      { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx 'SLURM_PROCID=2' && [ "$(cat /proc/$p/comm)" = dtrain ] && victim=$p
+    done
+    [ -n "$victim" ] || fail "rank 2 not found"
+    start=$(date +%s)
+    kill -9 "$victim"
+    wait $runner
+    elapsed=$(( $(date +%s) - start ))
+    grep -av '^step\|^sample' "$work/srun.log" | tail -5
+    [ $elapsed -le 60 ] || fail "the job took $elapsed s to end after the kill"
+    grep -Eq "task 2: Killed|task 2.*(Killed|signal 9)" "$work/srun.log" || fail "srun's message does not name task 2"
+    "$build/tools/ckpt-consolidate" "$work/ck" --verify || fail "the last published checkpoint does not verify"
+    echo "  the job ended ${elapsed} s after rank 2 was killed; latest $(cat "$work/ck/latest") verifies" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
 echo PASS
