@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # inputs/tiny.ini as shipped (tp=2, pp=2) on 4 ranks, a few steps on a small text: every rank exits 0,
 # the step line shows the measured and the predicted pipeline bubble, the loss falls, and the run
-# writes its final weights and prints a sample.
+# writes its final weights and prints a sample; tools/dtrain-plot draws its metrics.
 #   tiny_pipeline_run.sh DTRAIN DTRAIN_DATA SOURCE_DIR
 set -u
 dtrain=$1 tool=$2 src=$3
@@ -24,4 +24,8 @@ grep -q '"val_loss"' "$work/metrics.jsonl" || fail "no val_loss in the metrics f
 grep -aEq "busy time per step across 4 ranks: min [0-9.]+ / median [0-9.]+ / max [0-9.]+ s; slowest rank [0-3]" <<<"$out" || fail "no straggler report"
 [ -s "$work/ckpt/model-final.h5" ] || fail "no final weights"
 grep -aq '^sample: ' <<<"$out" || fail "no sample text"
+# The metrics file renders to a picture of the loss, learning-rate and throughput curves.
+"$src/tools/dtrain-plot" "$work/metrics.jsonl" "$work/metrics.png" || fail "dtrain-plot"
+[ "$(head -c 8 "$work/metrics.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "dtrain-plot did not write a PNG"
+"$src/tools/dtrain-plot" "$work/missing.jsonl" 2>&1 | grep -q "dtrain-plot: error: .*missing" || fail "dtrain-plot on a missing file"
 echo PASS
