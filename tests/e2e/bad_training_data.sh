@@ -6,10 +6,8 @@
 set -u
 case_name=$1 dtrain=$2 tool=$3 src=$4
 here=$(dirname "$0")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-printf 'Call me Ishmael. Some years ago, never mind how long precisely.\n%.0s' $(seq 1 40) > "$work/text.txt"
-"$tool" --out "$work/d" "$work/text.txt" >/dev/null || { echo "FAIL: dtrain-data"; exit 1; }
+source "$here/lib.sh"
+make_small_data "$tool" 40
 args=("$src/inputs/tiny.ini" "--data.path=$work/d" --training.train_iters=1 --checkpoint.dir= --logging.metrics_file=
       --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1)
 case $case_name in
@@ -24,4 +22,4 @@ case $case_name in
     args+=(--model.seq_length=4096); expected="fewer than model.seq_length+1" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
-exec "$here/expect_error.sh" 2 "$expected" "$dtrain" "${args[@]}"
+"$here/expect_error.sh" 2 "$expected" "$dtrain" "${args[@]}"

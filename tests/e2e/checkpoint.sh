@@ -16,13 +16,9 @@
 set -u
 case_name=$1 dtrain=$2 tool=$3 consolidate=$4 src=$5
 here=$(dirname "$0")
-work=$(mktemp -d)
-cleanup() { mountpoint -q "$work/small" 2>/dev/null && umount "$work/small"; rm -rf "$work"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
-for i in $(seq 1 60); do printf 'Call me Ishmael. Some years ago, never mind how long precisely, having little money.\n'; done > "$work/text.txt"
-"$tool" --out "$work/d" "$work/text.txt" >/dev/null || fail "dtrain-data"
+source "$here/lib.sh"
+on_exit+=('mountpoint -q "$work/small" 2>/dev/null && umount "$work/small"')
+make_small_data "$tool"
 
 # train NP METRICS CKPT_DIR ARGS...: the small model; every rank must exit 0 unless ALLOW_FAIL=1.
 train() {

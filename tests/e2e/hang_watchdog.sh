@@ -7,12 +7,8 @@
 #   hang_watchdog.sh CASE DTRAIN DTRAIN_DATA SOURCE_DIR
 set -u
 case_name=$1 dtrain=$2 tool=$3 src=$4
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
-for i in $(seq 1 60); do printf 'Call me Ishmael. Some years ago, never mind how long precisely, having little money.\n'; done > "$work/text.txt"
-"$tool" --out "$work/d" "$work/text.txt" >/dev/null || fail "dtrain-data"
+source "$(dirname "$0")/lib.sh"
+make_small_data "$tool"
 case $case_name in
   step) limits=(--system.step_timeout_s=4 --system.collective_timeout_s=600); expect='rank 3: error: hang watchdog: step 5 has run for [0-9.]+ s \(system.step_timeout_s=4\), busy in forward of micro-batch 0, chunk 0, pipeline stage 1' ;;
   collective) limits=(--system.step_timeout_s=600 --system.collective_timeout_s=4); expect='error: hang watchdog: stuck for [0-9.]+ s \(system.collective_timeout_s=4\) in recv [a-z]+ \(group pp, peer rank 3,' ;;

@@ -6,13 +6,10 @@
 #   preemption.sh SIGNAL DTRAIN DTRAIN_DATA SOURCE_DIR
 set -u
 sig=$1 dtrain=$2 tool=$3 src=$4
-work=$(mktemp -d)
-trap 'pkill -KILL -f -- "^$dtrain .*--logging.metrics_file=$work/" 2>/dev/null; rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+source "$(dirname "$0")/lib.sh"
+on_exit+=('pkill -KILL -f -- "^$dtrain .*--logging.metrics_file=$work/" 2>/dev/null')
 export OMPI_MCA_orte_abort_on_non_zero_status=0  # let every rank report its own exit code
-for i in $(seq 1 60); do printf 'Call me Ishmael. Some years ago, never mind how long precisely, having little money.\n'; done > "$work/text.txt"
-"$tool" --out "$work/d" "$work/text.txt" >/dev/null || fail "dtrain-data"
+make_small_data "$tool"
 args=("$src/inputs/tiny.ini" "--data.path=$work/d" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1
       --model.global_batch_size=8 --model.micro_batch_size=2 --training.train_iters=400 --training.eval_interval=0
       --logging.log_interval=1)

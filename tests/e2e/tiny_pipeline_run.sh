@@ -6,11 +6,8 @@
 set -u
 dtrain=$1 tool=$2 src=$3
 here=$(dirname "$0")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-for i in $(seq 1 60); do printf 'Call me Ishmael. Some years ago, never mind how long precisely, having little money.\n'; done > "$work/text.txt"
-"$tool" --out "$work/d" "$work/text.txt" >/dev/null || fail "dtrain-data"
+source "$here/lib.sh"
+make_small_data "$tool"
 out=$("$here/run_mpi.sh" 120 4 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --training.train_iters=8 \
       --logging.log_interval=4 --training.eval_interval=8 --training.eval_iters=1 --model.global_batch_size=8 \
       --model.micro_batch_size=1 "--checkpoint.dir=$work/ckpt" "--logging.metrics_file=$work/metrics.jsonl" 2>&1)

@@ -4,12 +4,8 @@
 #   trace.sh DTRAIN DTRAIN_DATA SOURCE_DIR
 set -u
 dtrain=$1 tool=$2 src=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
-for i in $(seq 1 60); do printf 'Call me Ishmael. Some years ago, never mind how long precisely, having little money.\n'; done > "$work/text.txt"
-"$tool" --out "$work/d" "$work/text.txt" >/dev/null || fail "dtrain-data"
+source "$(dirname "$0")/lib.sh"
+make_small_data "$tool"
 timeout -k 5 120 mpirun -np 4 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --system.tensor_model_parallel_size=1 \
   --system.pipeline_model_parallel_size=4 --model.global_batch_size=8 --model.micro_batch_size=1 --training.train_iters=8 \
   --checkpoint.dir= --logging.log_interval=1 --training.eval_interval=0 "--logging.metrics_file=$work/m.jsonl" \

@@ -10,17 +10,13 @@
 #                    latest into the same log, and its losses equal an uninterrupted mpirun run bit for bit
 set -u
 case_name=$1 src=$2 build=$3
-work=$(mktemp -d)
-chmod 755 "$work"  # munged's socket lives below it
+source "$src/tests/e2e/lib.sh"
 state=$work/slurm
+on_exit+=('"$src/tools/local-slurm" down "$state" > /dev/null 2>&1')
 fail() { echo "FAIL: $*"; [ -d "$state/log" ] && tail -n 5 "$state"/log/*.log; exit 1; }
-cleanup() { "$src/tools/local-slurm" down "$state" > /dev/null 2>&1; rm -rf "$work"; }
-trap cleanup EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
 "$src/tools/local-slurm" up "$state" > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "local-slurm up"; }
 export SLURM_CONF=$state/etc/slurm.conf
-for i in $(seq 1 60); do printf 'Call me Ishmael. Some years ago, never mind how long precisely, having little money.\n'; done > "$work/text.txt"
-"$build/tools/dtrain-data" --out "$work/d" "$work/text.txt" > /dev/null || fail "dtrain-data"
+make_small_data "$build/tools/dtrain-data"
 common="--data.path=$work/d --model.global_batch_size=8 --model.micro_batch_size=1 --training.eval_interval=0 --logging.log_interval=1"
 losses() { grep -o '"loss": [0-9.e+-]*' "$1" | awk '{print $2}'; }
 reference() {  # the same run under mpirun on this machine
