@@ -37,14 +37,6 @@ __global__ void residual_forward_kernel(float* out, const float* a, const float*
   if (i < n) out[i] = a[i] + b[i];
 }
 
-__global__ void residual_backward_kernel(float* da, float* db, const float* dout, long n) {
-  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) {
-    da[i] += dout[i];
-    db[i] += dout[i];
-  }
-}
-
 __global__ void scale_kernel(float* x, float factor, long n) {
   const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] *= factor;
@@ -72,10 +64,6 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, long n) {
 
 void residual_forward(float* out, const float* inp1, const float* inp2, long n) {
   residual_forward_kernel<<<blocks_for(n), kThreads>>>(out, inp1, inp2, n);
-}
-
-void residual_backward(float* dinp1, float* dinp2, const float* dout, long n) {
-  residual_backward_kernel<<<blocks_for(n), kThreads>>>(dinp1, dinp2, dout, n);
 }
 
 void scale(float* x, float factor, long n) { scale_kernel<<<blocks_for(n), kThreads>>>(x, factor, n); }

@@ -1,4 +1,4 @@
-// Host backend: residual add (residual_forward, residual_backward).
+// Host backend: residual add (residual_forward).
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
 
@@ -14,22 +14,6 @@ void residual_forward(float* out /*(n)*/, const float* inp1 /*(n)*/, const float
         // loop-carried dependence either way.
 #pragma GCC ivdep
         for (long i = begin; i < end; ++i) out[i] = inp1[i] + inp2[i];
-      });
-}
-
-void residual_backward(float* dinp1 /*(n)*/, float* dinp2 /*(n)*/, const float* dout /*(n)*/, long n) {
-  const long chunks = (n + kChunk - 1) / kChunk;
-  Kokkos::parallel_for(
-      "residual_backward", HostRange(0, chunks), KOKKOS_LAMBDA(const long ch) {
-        const long begin = ch * kChunk;
-        const long end = begin + kChunk < n ? begin + kChunk : n;
-        // dout may alias dinp1 or dinp2 (gradient of the residual stream reused in place).
-#pragma GCC ivdep
-        for (long i = begin; i < end; ++i) {
-          const float d = dout[i];
-          dinp1[i] += d;
-          dinp2[i] += d;
-        }
       });
 }
 

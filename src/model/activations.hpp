@@ -70,7 +70,6 @@ class Activations {
   int num_slots() const { return static_cast<int>(slots_.size()); }
   Scratch& scratch() { return scratch_; }
   const ActivationDims& dims() const { return dims_; }
-  std::size_t bytes() const { return arena_.bytes(); }
 
  private:
   ActivationDims dims_;

@@ -64,6 +64,8 @@ GradSync::GradSync(GptModel& model, const ParallelState& ps, bool overlap, bool 
     buckets_.push_back(std::move(b));
   }
   owned_ = optimizer_ranges(gradient_buckets(model.table(), size), size, dp, ps.dp().rank(), distributed_);
+  if (ps.tp().size() > 1) sp_tensors_ = model.sequence_parallel_tensors();
+  if (ps.embedding().size() > 1) tied_wte_ = model.table().find("wte");
   backward_counts_.assign(buckets_.size(), 0);
 }
 
@@ -78,13 +80,14 @@ void GradSync::start_step() { std::fill(backward_counts_.begin(), backward_count
 
 void GradSync::prepare(Bucket& b) {
   float* g = model_.grads().data();
+  auto in_bucket = [&](const TensorSpec* t) { return t && t->offset >= b.range.begin && t->offset < b.range.end; };
   auto w = watch(ps_.watchdog(), {"allreduce (sequence-parallel / tied-embedding gradients)", "tp/embedding", -1, 0});
-  for (const TensorSpec* t : model_.sequence_parallel_tensors())
-    if (t->offset >= b.range.begin && t->offset < b.range.end && ps_.tp().size() > 1)
+  for (const TensorSpec* t : sp_tensors_)
+    if (in_bucket(t))
       MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g + t->offset, static_cast<int>(t->numel), MPI_FLOAT, MPI_SUM, ps_.tp().comm()));
   // The tied embedding lives on the first and the last stage; both copies get the summed gradient.
-  const TensorSpec* wte = model_.table().find("wte");
-  if (wte && ps_.embedding().size() > 1 && wte->offset >= b.range.begin && wte->offset < b.range.end)
+  const TensorSpec* wte = tied_wte_;
+  if (in_bucket(wte))
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g + wte->offset, static_cast<int>(wte->numel), MPI_FLOAT, MPI_SUM,
                             ps_.embedding().comm()));
 }

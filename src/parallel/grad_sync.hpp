@@ -75,6 +75,8 @@ class GradSync {
   std::vector<Bucket> buckets_;
   std::vector<int> backward_counts_;  // per bucket
   std::vector<ArenaRange> owned_;
+  std::vector<const TensorSpec*> sp_tensors_;  // gradients partial over TP (sequence parallelism)
+  const TensorSpec* tied_wte_ = nullptr;       // the embedding copy shared with the other end of the pipeline
 };
 
 }  // namespace dtrain

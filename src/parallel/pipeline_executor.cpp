@@ -73,14 +73,12 @@ PipelineStepStats PipelineExecutor::run(const std::function<void(int, int)>& loa
   const ActivationDims& d = model_.dims();
   const int count = static_cast<int>(d.Ns() * d.C);
   const int last_virtual = v_ * p_ - 1;
-  int in_flight = 0;
 
   for (const PipelineAction& a : actions_) {
     const int vs = virtual_stage(a.chunk);
     if (a.kind == PipelineAction::forward) {
       const int slot = acquire_slot(st.wait_seconds);
       slot_of_[{a.micro_batch, a.chunk}] = slot;
-      st.peak_slots = std::max(st.peak_slots, ++in_flight);
       if (Watchdog* wd = ps_.watchdog()) wd->phase("forward", a.micro_batch, a.chunk, stage_);
       load(slot, a.micro_batch);
       if (vs > 0) {  // activation from the previous virtual stage
@@ -105,7 +103,6 @@ PipelineStepStats PipelineExecutor::run(const std::function<void(int, int)>& loa
       if (forward_only) {
         slot_of_.erase({a.micro_batch, a.chunk});
         free_slots_.push_back(slot);
-        --in_flight;
       }
     } else {
       const int slot = slot_of_.at({a.micro_batch, a.chunk});
@@ -135,7 +132,6 @@ PipelineStepStats PipelineExecutor::run(const std::function<void(int, int)>& loa
       }
       slot_of_.erase({a.micro_batch, a.chunk});
       free_slots_.push_back(slot);
-      --in_flight;
     }
   }
   for (auto& reqs : slot_sends_) wait_all(reqs, st.wait_seconds);

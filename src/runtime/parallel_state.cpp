@@ -35,11 +35,4 @@ void ParallelState::init_nccl() {
   embedding_.init_nccl();
 }
 
-std::string ParallelState::describe() const {
-  const auto& s = layout_.sizes();
-  return "TP(" + std::to_string(s.tp) + ")-CP(" + std::to_string(s.cp) + ")-PP(" + std::to_string(s.pp) + ")-DP(" +
-         std::to_string(s.dp) + ")-Rank(" + std::to_string(world_rank_) + ") tp=" + std::to_string(coords_.tp) +
-         " cp=" + std::to_string(coords_.cp) + " pp=" + std::to_string(coords_.pp) + " dp=" + std::to_string(coords_.dp);
-}
-
 }  // namespace dtrain

@@ -41,8 +41,6 @@ class ParallelState {
   // Mirrors every group with an NCCL communicator (GPU runs).
   void init_nccl();
 
-  // "TP(2)-CP(1)-PP(4)-DP(2)-Rank(5) tp=1 cp=0 pp=2 dp=0"
-  std::string describe() const;
 
  private:
   RankLayout layout_;
