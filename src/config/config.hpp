@@ -79,6 +79,7 @@ struct LoggingConfig {
 struct DebugConfig {
   int stall_rank = -1;     // this world rank stops making progress ...
   int stall_at_step = -1;  // ... in the first forward of this step (1-based)
+  bool synchronous_sends = false;  // pipeline sends complete only when matched (MPI_Issend): no buffering
 };
 
 struct Config {

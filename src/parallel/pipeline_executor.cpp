@@ -1,7 +1,8 @@
 // PipelineExecutor: the action loop. Receives block (their time is the stage's measured bubble);
-// sends never block; a slot is reused only after the sends reading from it have completed.
+// sends copy into the outbox and never block; they are completed after the last action.
 #include "parallel/pipeline_executor.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/error.hpp"
@@ -20,7 +21,8 @@ int PipelineExecutor::slots_needed(const StageActions& actions) {
   return 1;
 }
 
-PipelineExecutor::PipelineExecutor(GptModel& model, const ParallelState& ps, StageActions actions, int m, int chunks)
+PipelineExecutor::PipelineExecutor(GptModel& model, const ParallelState& ps, StageActions actions, int m, int chunks,
+                                   bool synchronous_sends)
     : model_(model),
       ps_(ps),
       actions_(std::move(actions)),
@@ -28,8 +30,8 @@ PipelineExecutor::PipelineExecutor(GptModel& model, const ParallelState& ps, Sta
       v_(chunks),
       p_(ps.layout().sizes().pp),
       stage_(ps.coords().pp),
-      slot_sends_(model.activations().num_slots()),
-      grad_in_(static_cast<std::size_t>(model.dims().Ns()) * model.dims().C) {
+      grad_in_(static_cast<std::size_t>(model.dims().Ns()) * model.dims().C),
+      outbox_(grad_in_.size(), synchronous_sends) {
   if (model.activations().num_slots() < slots_needed(actions_))
     fatal("pipeline executor: model has " + std::to_string(model.activations().num_slots()) + " activation slots, schedule needs " +
           std::to_string(slots_needed(actions_)));
@@ -43,23 +45,6 @@ PipelineExecutor::PipelineExecutor(GptModel& model, const ParallelState& ps, Sta
 
 int PipelineExecutor::tag(int micro_batch, int receiving_virtual_stage, int direction) const {
   return (micro_batch * v_ * p_ + receiving_virtual_stage) * 2 + direction;
-}
-
-void PipelineExecutor::wait_all(std::vector<MPI_Request>& requests, double& wait) {
-  if (requests.empty()) return;
-  const auto t0 = Clock::now();
-  auto w = watch(ps_.watchdog(), {"wait for sends to complete", "pp", -1, 0, -1, stage_});
-  Trace::Span span(ps_.trace(), "wait sends", "p2p");
-  MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
-  wait += since(t0);
-  requests.clear();
-}
-
-int PipelineExecutor::acquire_slot(double& wait) {
-  const int slot = free_slots_.front();
-  free_slots_.pop_front();
-  wait_all(slot_sends_[slot], wait);
-  return slot;
 }
 
 PipelineStepStats PipelineExecutor::run(const std::function<void(int, int)>& load, float loss_scale, bool forward_only) {
@@ -77,7 +62,8 @@ PipelineStepStats PipelineExecutor::run(const std::function<void(int, int)>& loa
   for (const PipelineAction& a : actions_) {
     const int vs = virtual_stage(a.chunk);
     if (a.kind == PipelineAction::forward) {
-      const int slot = acquire_slot(st.wait_seconds);
+      const int slot = free_slots_.back();
+      free_slots_.pop_back();
       slot_of_[{a.micro_batch, a.chunk}] = slot;
       if (Watchdog* wd = ps_.watchdog()) wd->phase("forward", a.micro_batch, a.chunk, stage_);
       load(slot, a.micro_batch);
@@ -96,9 +82,10 @@ PipelineStepStats PipelineExecutor::run(const std::function<void(int, int)>& loa
       }
       if (vs < last_virtual) {
         const int dst = stage_ < p_ - 1 ? stage_ + 1 : 0;
-        MPI_Request req;
-        MPI_CHECK(MPI_Isend(model_.stage_output(slot, a.chunk), count, MPI_FLOAT, dst, tag(a.micro_batch, vs + 1, 0), comm, &req));
-        slot_sends_[slot].push_back(req);
+        const float* out = model_.stage_output(slot, a.chunk);
+        std::copy(out, out + count, outbox_.buffer());
+        outbox_.send(dst, tag(a.micro_batch, vs + 1, 0), comm,
+                     {"send activation", "pp", ps_.pp().world_ranks()[dst], count * 4L, a.micro_batch, stage_});
       }
       if (forward_only) {
         slot_of_.erase({a.micro_batch, a.chunk});
@@ -125,16 +112,16 @@ PipelineStepStats PipelineExecutor::run(const std::function<void(int, int)>& loa
       }
       if (vs > 0) {
         const int dst = stage_ > 0 ? stage_ - 1 : p_ - 1;
-        MPI_Request req;
-        MPI_CHECK(MPI_Isend(model_.activations().slot(slot).grad_out, count, MPI_FLOAT, dst, tag(a.micro_batch, vs - 1, 1),
-                            comm, &req));
-        slot_sends_[slot].push_back(req);
+        const float* grad = model_.activations().slot(slot).grad_out;
+        std::copy(grad, grad + count, outbox_.buffer());
+        outbox_.send(dst, tag(a.micro_batch, vs - 1, 1), comm,
+                     {"send gradient", "pp", ps_.pp().world_ranks()[dst], count * 4L, a.micro_batch, stage_});
       }
       slot_of_.erase({a.micro_batch, a.chunk});
       free_slots_.push_back(slot);
     }
   }
-  for (auto& reqs : slot_sends_) wait_all(reqs, st.wait_seconds);
+  st.wait_seconds += outbox_.complete_all(ps_.watchdog(), ps_.trace());
   st.total_seconds = since(step_start);
   return st;
 }

@@ -30,26 +30,35 @@ StageActions one_f_one_b(int p, int m, int stage) {
   return a;
 }
 
-// Interleaved: the k-th chunk-forward of a stage is micro-batch (k / (p*v))*p + k % p of chunk
-// (k / p) % v; backwards walk the chunks in reverse.
-PipelineAction interleaved_action(PipelineAction::Kind kind, int k, int p, int v) {
-  const int group = k / (p * v), in_group = k % (p * v);
-  int chunk = in_group / p;
-  if (kind == PipelineAction::backward) chunk = v - 1 - chunk;
-  return {kind, group * p + in_group % p, chunk};
+// Interleaved: chunk-forwards go through the micro-batches in groups: every chunk of a group, in chunk
+// order, before the next group. Groups hold p micro-batches, except the first, which also takes the
+// remainder m % p (so any m >= p works, and the bubble stays (p-1)/(v*m+p-1); a short group at the end
+// instead would leave stages idle). The k-th backward is the k-th entry of the same table with the
+// chunk order reversed; the warmup covers the first group's other chunks.
+std::vector<PipelineAction> interleaved_table(int p, int m, int v) {
+  std::vector<PipelineAction> table;
+  const int g0 = p + m % p;
+  for (int first = 0; first < m; first = first == 0 ? g0 : first + p) {
+    const int last = first == 0 ? g0 : first + p;
+    for (int chunk = 0; chunk < v; ++chunk)
+      for (int mb = first; mb < last; ++mb) table.push_back({PipelineAction::forward, mb, chunk});
+  }
+  return table;
 }
 
 StageActions interleaved(int p, int m, int v, int stage) {
+  const std::vector<PipelineAction> table = interleaved_table(p, m, v);
   const int total = m * v;
-  const int warmup = std::min(total, (p - stage - 1) * 2 + (v - 1) * p);
+  const int warmup = std::min(total, interleaved_warmup(p, m, v, stage));
+  auto backward = [&](int k) { return PipelineAction{PipelineAction::backward, table[k].micro_batch, v - 1 - table[k].chunk}; };
   StageActions a;
   int f = 0, b = 0;
-  for (; f < warmup; ++f) a.push_back(interleaved_action(PipelineAction::forward, f, p, v));
+  for (; f < warmup; ++f) a.push_back(table[f]);
   for (; f < total; ++f, ++b) {
-    a.push_back(interleaved_action(PipelineAction::forward, f, p, v));
-    a.push_back(interleaved_action(PipelineAction::backward, b, p, v));
+    a.push_back(table[f]);
+    a.push_back(backward(b));
   }
-  for (; b < total; ++b) a.push_back(interleaved_action(PipelineAction::backward, b, p, v));
+  for (; b < total; ++b) a.push_back(backward(b));
   return a;
 }
 
@@ -59,7 +68,7 @@ StageActions schedule_actions(const std::string& schedule, int p, int m, int v, 
   if (schedule == "afab") return afab(m);
   if (schedule == "1f1b") return one_f_one_b(p, m, stage);
   if (schedule == "interleaved") {
-    if (m % p != 0) throw UserError("interleaved schedule needs the micro-batch count to be a multiple of pp");
+    if (m < p) throw UserError("the interleaved schedule needs at least as many micro-batches as pipeline stages");
     return interleaved(p, m, v, stage);
   }
   throw UserError("unknown pipeline schedule '" + schedule + "'");

@@ -4,8 +4,9 @@
 //   afab         all forwards, then all backwards (the oracle; holds all m micro-batches)
 //   1f1b         Megatron's: warmup of min(p-s-1, m) forwards, steady one-forward-one-backward,
 //                cooldown backwards; at most p-s micro-batches in flight on stage s
-//   interleaved  Megatron's interleaved 1F1B over v chunks per stage (m a multiple of p): chunk-
-//                forwards in groups of p micro-batches per chunk, warmup (p-s-1)*2 + (v-1)*p
+//   interleaved  Megatron's interleaved 1F1B over v chunks per stage, any m >= p: chunk-forwards in
+//                groups of p micro-batches per chunk (the first group also takes m % p), warmup
+//                (p-s-1)*2 + (v-1)*(p + m%p)
 //
 // Virtual stage of (stage s, chunk c) is c*p + s: the model runs virtual stages 0 .. v*p-1 in order.
 #pragma once
@@ -27,6 +28,9 @@ using StageActions = std::vector<PipelineAction>;
 
 // Action list of `stage` for the schedule name ("afab", "1f1b", "interleaved").
 StageActions schedule_actions(const std::string& schedule, int p, int m, int v, int stage);
+
+// Chunk-forwards of the interleaved schedule's warmup on `stage` (before the first backward).
+inline int interleaved_warmup(int p, int m, int v, int stage) { return (p - stage - 1) * 2 + (v - 1) * (p + m % p); }
 
 // Largest number of (micro-batch, chunk) activations a stage's list holds at once.
 int peak_in_flight(const StageActions& actions);

@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "model/tensor_table.hpp"
+#include "parallel/pipeline_schedule.hpp"
 
 namespace dtrain {
 
@@ -18,10 +19,7 @@ double predicted_bubble(const std::string& schedule, int p, int m, int v) {
 
 int max_in_flight(const std::string& schedule, int p, int m, int v, int stage) {
   if (schedule == "afab") return m;
-  if (schedule == "interleaved") {
-    // Warmup of the interleaved schedule: (p - stage - 1) * 2 + (v - 1) * p chunk-forwards, plus one.
-    return std::min(m * v, (p - stage - 1) * 2 + (v - 1) * p + 1);
-  }
+  if (schedule == "interleaved") return std::min(m * v, interleaved_warmup(p, m, v, stage) + 1);
   return std::min(m, p - stage);
 }
 
@@ -101,7 +99,7 @@ TrainingPlan make_plan(const Config& c, int world) {
     for (int mb = per_dp; mb >= 1; --mb) {
       if (per_dp % mb != 0) continue;
       TrainingPlan cand = plan_for(c, s, mb);
-      if (sched == "interleaved" && cand.num_micro_batches % s.pp != 0) continue;
+      if (sched == "interleaved" && cand.num_micro_batches < s.pp) continue;
       if (cand.bubble > c.system.max_bubble_fraction) continue;
       if (budget > 0 && static_cast<double>(cand.peak_memory()) > budget) continue;
       plan = cand;
@@ -121,13 +119,13 @@ TrainingPlan make_plan(const Config& c, int world) {
   }
 
   const int m = plan.num_micro_batches;
-  if (sched == "interleaved" && (m < s.pp || m % s.pp != 0)) {
+  if (sched == "interleaved" && m < s.pp) {
     std::string valid;
     const int per_dp = c.model.global_batch_size / s.dp;
     for (int mb = 1; mb <= per_dp; ++mb)
-      if (per_dp % mb == 0 && (per_dp / mb) % s.pp == 0) valid += (valid.empty() ? "" : ", ") + std::to_string(mb);
-    throw UserError("the interleaved schedule needs the number of micro-batches (" + std::to_string(m) +
-                    " = global_batch_size / (micro_batch_size x dp)) to be a multiple of pipeline_model_parallel_size=" +
+      if (per_dp % mb == 0 && per_dp / mb >= s.pp) valid += (valid.empty() ? "" : ", ") + std::to_string(mb);
+    throw UserError("the interleaved schedule needs at least as many micro-batches as pipeline stages, but there are " +
+                    std::to_string(m) + " (= global_batch_size / (micro_batch_size x dp)) for pipeline_model_parallel_size=" +
                     std::to_string(s.pp) + "; " +
                     (valid.empty() ? "raise model.global_batch_size" : "use model.micro_batch_size in {" + valid + "}"));
   }

@@ -48,8 +48,8 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
              k, PipelineExecutor::slots_needed(actions_), plan.sizes.dp),
       grad_sync_(model_, ps, cfg.system.overlap_grad_reduce, cfg.system.use_distributed_optimizer, plan.num_micro_batches),
       adamw_(model_.table(), cfg.optimizer, k, grad_sync_.owned()),
-      train_exec_(model_, ps, actions_, plan.num_micro_batches, plan.virtual_stages),
-      eval_exec_(model_, ps, forward_only(actions_), plan.num_micro_batches, plan.virtual_stages) {
+      train_exec_(model_, ps, actions_, plan.num_micro_batches, plan.virtual_stages, cfg.debug.synchronous_sends),
+      eval_exec_(model_, ps, forward_only(actions_), plan.num_micro_batches, plan.virtual_stages, cfg.debug.synchronous_sends) {
   model_.init_parameters(cfg.training.seed);
   model_.set_block_backward_hook([this](int layer) { grad_sync_.block_backward_done(layer); });
   if (cfg.system.use_distributed_optimizer && cfg.system.overlap_param_gather)

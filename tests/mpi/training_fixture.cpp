@@ -47,7 +47,11 @@ RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trai
   Config cfg = base;
   const TrainingPlan plan = make_plan(cfg, size);
   cfg.model.micro_batch = plan.micro_batch;
-  const ParallelState ps(comm, RankLayout(plan.sizes, cfg.system.rank_order));
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  // A deadlock or a stuck collective ends the job with a report instead of hanging the test.
+  Watchdog watchdog(rank, cfg.system.collective_timeout_s, 0.0);
+  const ParallelState ps(comm, RankLayout(plan.sizes, cfg.system.rank_order), &watchdog);
   Trainer trainer(cfg, plan, ps, kernels::kernel_table(kernels::Backend::host));
   RunResult r;
   for (int s = 0; s < cfg.training.train_iters; ++s) r.losses.push_back(trainer.train_step(s).loss);

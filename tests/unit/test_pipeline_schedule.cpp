@@ -69,9 +69,9 @@ TEST_CASE("all-forward-all-backward action lists", "[schedule]") {
 }
 
 TEST_CASE("interleaved 1F1B action lists", "[schedule]") {
-  for (int p : {2, 4})
-    for (int mult : {1, 2, 3})
-      for (int v : {2, 3}) check_schedule("interleaved", p, p * mult, v);
+  for (int p : {2, 3, 4})
+    for (int m = p; m <= 4 * p + 1; ++m)
+      for (int v : {2, 3}) check_schedule("interleaved", p, m, v);
   // Interleaving shrinks the bubble: p=4, m=8: 1F1B 3/11, interleaved v=2: 3/19.
   CHECK(predicted_bubble("interleaved", 4, 8, 2) < predicted_bubble("1f1b", 4, 8, 1));
 }
