@@ -1,16 +1,17 @@
 // The one Catch2 main of every test binary: MPI (singleton or under mpirun), Kokkos, Catch2, then the
 // failure count reduced over all ranks so every rank exits with the same code.
 #define CATCH_CONFIG_RUNNER
-#include <Kokkos_Core.hpp>
 #include <catch2/catch.hpp>
 #include <mpi.h>
+
+#include "kernels/host_runtime.hpp"
 
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int failed = 0;
   {
-    Kokkos::ScopeGuard kokkos(argc, argv);
+    dtrain::kernels::HostRuntime host_kernels;
     Catch::Session session;
     const int rc = session.applyCommandLine(argc, argv);
     if (rc != 0) {

@@ -5,9 +5,11 @@
 //   ckpt-consolidate CKPT --out FILE.h5 [--optimizer]
 //   ckpt-consolidate CKPT --reshard tp=2,pp=2,dp=1[,v=1][,zero=1] --out DIR
 // CKPT is a step directory (with manifest.txt) or a checkpoint directory (its `latest` is used).
+#include <hdf5.h>
 #include <mpi.h>
 
 #include <cstdio>
+#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -16,6 +18,7 @@
 #include "ckpt/convert.hpp"
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
+#include "config/cli.hpp"
 
 using namespace dtrain;
 
@@ -25,12 +28,7 @@ const char* kUsage =
     "usage: ckpt-consolidate CKPT --info | --verify | --out FILE.h5 [--optimizer]\n"
     "       ckpt-consolidate CKPT --reshard tp=N,pp=N,dp=N[,v=N][,zero=0|1] --out DIR\n"
     "CKPT: a checkpoint step directory (step_XXXXXXXX) or a checkpoint directory (its 'latest' is used).\n"
-    "  --info       layout, step, sizes and the tensor list\n"
-    "  --verify     every shard against the manifest, every dataset against its checksum; first problem wins\n"
-    "  --out FILE   one HDF5 file of global tensors (root datasets named like the model's tensors)\n"
-    "  --optimizer  with --out: also optimizer/exp_avg/<name> and optimizer/exp_avg_sq/<name>\n"
-    "  --reshard    write a sharded checkpoint for another layout into the checkpoint directory DIR\n"
-    "Run under mpirun to share the work between ranks.\n";
+    "Run under mpirun to share the work between ranks.\n\n";
 
 ReshardLayout parse_layout(const std::string& spec) {
   ReshardLayout l;
@@ -57,23 +55,31 @@ ReshardLayout parse_layout(const std::string& spec) {
 }
 
 int run(int argc, char** argv, MPI_Comm comm, int rank) {
+  namespace po = boost::program_options;
   std::string ckpt, out, reshard_spec;
-  bool info = false, do_verify = false, optimizer = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      if (rank == 0) std::printf("%s", kUsage);
-      return 0;
-    }
-    if (a == "--info") info = true;
-    else if (a == "--verify") do_verify = true;
-    else if (a == "--optimizer") optimizer = true;
-    else if ((a == "--out" || a == "--reshard") && i + 1 < argc) (a == "--out" ? out : reshard_spec) = argv[++i];
-    else if (a.rfind("--", 0) == 0) throw UserError("unknown option '" + a + "'\n" + kUsage);
-    else if (ckpt.empty()) ckpt = a;
-    else throw UserError("more than one checkpoint given ('" + ckpt + "', '" + a + "')");
+  bool help = false, info = false, do_verify = false, optimizer = false;
+  po::options_description options("Options");
+  options.add_options()("help,h", po::bool_switch(&help), "print this help and exit")(
+      "info", po::bool_switch(&info), "layout, step, sizes and the tensor list")(
+      "verify", po::bool_switch(&do_verify), "every shard against the manifest, every dataset against its checksum; first problem wins")(
+      "out", po::value(&out)->value_name("FILE|DIR"),
+      "one HDF5 file of global tensors (root datasets named like the model's tensors); with --reshard, the new checkpoint directory")(
+      "optimizer", po::bool_switch(&optimizer), "with --out FILE: also optimizer/exp_avg/<name> and optimizer/exp_avg_sq/<name>")(
+      "reshard", po::value(&reshard_spec)->value_name("tp=N,pp=N,dp=N[,v=N][,zero=0|1]"),
+      "write a sharded checkpoint for another layout into --out DIR");
+  po::options_description hidden;
+  hidden.add_options()("checkpoint", po::value(&ckpt));
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("checkpoint", 1);
+  parse_command_line_options(argc, argv, 1, all, positional, "ckpt-consolidate");
+  if (help) {
+    if (rank == 0) std::cout << kUsage << options;
+    return 0;
   }
-  if (ckpt.empty() || (!info && !do_verify && out.empty())) throw UserError(std::string("nothing to do\n") + kUsage);
+  if (ckpt.empty() || (!info && !do_verify && out.empty()))
+    throw UserError("nothing to do: give a checkpoint and --info, --verify, --out or --reshard; see 'ckpt-consolidate --help'");
   if (!reshard_spec.empty() && out.empty()) throw UserError("--reshard needs --out DIR");
   const std::string dir = resolve_checkpoint(ckpt);
   std::unique_ptr<CheckpointReader> reader;
@@ -119,6 +125,7 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // HDF5 failures are reported by our messages, not its stack
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int code = 0;
@@ -126,7 +133,9 @@ int main(int argc, char** argv) {
     code = run(argc, argv, MPI_COMM_WORLD, rank);
   } catch (const UserError& e) {
     if (rank == 0) std::fprintf(stderr, "ckpt-consolidate: error: %s\n", e.what());
-    code = 2;
+    code = kUserErrorExit;
+  } catch (const std::exception& e) {
+    fatal(std::string("ckpt-consolidate: unexpected failure: ") + e.what());
   }
   MPI_Finalize();
   return code;

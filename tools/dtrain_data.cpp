@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "config/cli.hpp"
 #include "data/token_file.hpp"
 
 namespace po = boost::program_options;
@@ -60,13 +61,7 @@ Args parse_args(int argc, char** argv) {
   all.add(visible).add_options()("input", po::value(&a.inputs));
   po::positional_options_description positional;
   positional.add("input", -1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UserError(std::string(e.what()) + "; see dtrain-data --help");
-  }
+  dtrain::parse_command_line_options(argc, argv, 1, all, positional, "dtrain-data");
   if (a.help) {
     print_usage(visible);
     return a;

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "model/tensor_table.hpp"
-#include "runtime/rank_layout.hpp"
+#include "plan/rank_layout.hpp"
+#include "plan/rank_plan.hpp"
 
 namespace dtrain {
 namespace {
@@ -51,17 +51,18 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
 
   std::printf("== pipeline stages (balance) ==\n");
   for (int st = 0; st < s.pp; ++st) {
-    const StagePart part = stage_part(cfg.model.num_layers, s.pp, plan.virtual_stages, st);
-    const TensorTable table(ModelShape::from(cfg.model, cfg.ffn_hidden()), part, s.tp, 0);
+    Coords at;
+    at.pp = st;
+    const RankPlan rp = make_rank_plan(cfg, plan, at);
     std::string chunks;
-    for (const auto& c : part.chunks) chunks += " [" + std::to_string(c.front()) + "-" + std::to_string(c.back()) + "]";
-    std::printf("  stage %d: blocks%s%s%s, %zu parameters per rank\n", st, chunks.c_str(), part.embedding ? " +embedding" : "",
-                part.head ? " +head" : "", table.total());
+    for (const auto& c : rp.part.chunks) chunks += " [" + std::to_string(c.front()) + "-" + std::to_string(c.back()) + "]";
+    std::printf("  stage %d: blocks%s%s%s, %zu parameters per rank, %d activation slots\n", st, chunks.c_str(),
+                rp.part.embedding ? " +embedding" : "", rp.part.head ? " +head" : "", rp.table.total(), rp.activations.slots);
   }
   std::printf("== schedule ==\n");
   std::printf("  micro_batch_size %d, gradient-accumulation steps (micro-batches) m = %d x %d dp = global batch %d\n",
               plan.micro_batch, plan.num_micro_batches, s.dp, cfg.model.global_batch_size);
-  std::printf("  pipeline schedule %s: predicted bubble %.4f (%.1f%% of a step)\n", cfg.system.pipeline_schedule.c_str(),
+  std::printf("  pipeline schedule %s: predicted bubble %.4f (%.1f%% of a step)\n", to_string(plan.schedule),
               plan.bubble, 100.0 * plan.bubble);
   for (const auto& w : plan.warnings) std::printf("  warning: %s\n", w.c_str());
 

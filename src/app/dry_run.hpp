@@ -4,7 +4,7 @@
 #include <mpi.h>
 
 #include "config/options.hpp"
-#include "parallel/training_plan.hpp"
+#include "plan/training_plan.hpp"
 #include "runtime/launch_env.hpp"
 
 namespace dtrain {

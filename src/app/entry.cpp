@@ -1,9 +1,11 @@
-// dtrain_main: the order of start-up. Every rank parses the same INI bytes (rank 0 reads the file and
-// broadcasts it), so a configuration error is found by all ranks at once: rank 0 prints it, all exit 2.
+// dtrain_main: the order of start-up. Stop signals are recorded from the first instruction on. Every
+// rank parses the same INI bytes (rank 0 reads the file and broadcasts it), so a configuration error
+// is found by all ranks at once: rank 0 prints it, all exit 2.
 #include "app/entry.hpp"
 
-#include <Kokkos_Core.hpp>
+#include <hdf5.h>
 #include <mpi.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -11,25 +13,39 @@
 #include <fstream>
 #include <sstream>
 
+#include "app/command_line.hpp"
 #include "app/dry_run.hpp"
-#include "app/train_command.hpp"
+#include "app/generate_command.hpp"
 #include "common/error.hpp"
 #include "config/load.hpp"
 #include "config/options.hpp"
 #include "config/validate.hpp"
 #include "dtrain_config.hpp"
-#include "parallel/training_plan.hpp"
+#include "kernels/host_runtime.hpp"
+#include "plan/training_plan.hpp"
+#include "runtime/cuda_device.hpp"
 #include "runtime/launch_env.hpp"
+#include "runtime/machine.hpp"
+#include "runtime/stop_signal.hpp"
+#include "train/training_loop.hpp"
 
 namespace dtrain {
 namespace {
 
-const char* kUsage =
-    "usage: dtrain [--dry-run] INPUT.ini [--section.key=value ...]\n"
-    "       dtrain generate INPUT.ini --checkpoint DIR [--prompt TEXT] [--tokens N] [--temperature T]\n"
-    "       dtrain --help | --version\n"
-    "Launch with srun (srun --mpi=pmix dtrain input.ini) or mpirun (mpirun -np 4 dtrain input.ini).\n"
-    "Any input.ini key can be overridden on the command line as --section.key=value.\n";
+// The input file's text, or why it cannot be an input file (a directory, an empty file, a device).
+std::string read_input_file(const std::string& path, bool& ok) {
+  ok = false;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return "cannot read input file '" + path + "' (" + std::strerror(errno) + "); give the path of an input.ini";
+  if (!S_ISREG(st.st_mode)) return "input file '" + path + "' is not a regular file; give the path of an input.ini";
+  std::ifstream in(path);
+  if (!in) return "cannot read input file '" + path + "' (" + std::strerror(errno) + "); give the path of an input.ini";
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  ok = true;
+  return ss.str();
+}
 
 // Rank 0 reads the input file and broadcasts its text (or the reason it could not) to every rank.
 std::string broadcast_input(const std::string& path, MPI_Comm world) {
@@ -38,15 +54,9 @@ std::string broadcast_input(const std::string& path, MPI_Comm world) {
   std::string text;
   int ok = 1;
   if (rank == 0) {
-    std::ifstream in(path);
-    if (!in) {
-      ok = 0;
-      text = "cannot read input file '" + path + "' (" + std::strerror(errno) + "); give the path of an input.ini";
-    } else {
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      text = ss.str();
-    }
+    bool readable = false;
+    text = read_input_file(path, readable);
+    ok = readable ? 1 : 0;
   }
   long len = static_cast<long>(text.size());
   MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, world));
@@ -57,16 +67,40 @@ std::string broadcast_input(const std::string& path, MPI_Comm world) {
   return text;
 }
 
+// The memory one rank may use: the node's memory shared by the ranks on it.
+MemoryLimit node_share(const LaunchEnv& env) {
+  const double node = static_cast<double>(node_memory_bytes());
+  char source[160];
+  std::snprintf(source, sizeof source, "%.1f GB of memory on node %s shared by %d rank(s); set system.memory_budget_gb to override",
+                node / 1e9, env.node_name.c_str(), env.local_size);
+  return {node / std::max(1, env.local_size), source};
+}
+
+MemoryLimit memory_limit(const Config& cfg, const LaunchEnv& env) {
+  if (cfg.system.memory_budget_gb > 0)
+    return {cfg.system.memory_budget_gb * 1e9, "system.memory_budget_gb=" + std::to_string(cfg.system.memory_budget_gb)};
+  return node_share(env);
+}
+
+const kernels::KernelTable& kernels_for(const Config& cfg, const LaunchEnv& env) {
+  if (cfg.system.device == Device::cuda) {
+    select_cuda_device(env, /*allow_shared_gpu=*/false);
+    return kernels::kernel_table(kernels::Backend::cuda);
+  }
+  return kernels::kernel_table(kernels::Backend::host);
+}
+
 int run(int argc, char** argv, MPI_Comm world) {
   int rank = 0, size = 1;
   MPI_CHECK(MPI_Comm_rank(world, &rank));
   MPI_CHECK(MPI_Comm_size(world, &size));
-  const CommandLine cl = parse_command_line(argc, argv);
+  const CommandLine cl = parse_dtrain_command_line(argc, argv);
   if (cl.help) {
     if (rank == 0) {
       Config defaults;
       OptionTable table(defaults);
-      std::printf("dtrain %s: MPI-native transformer trainer\n\n%s%s", DTRAIN_VERSION, kUsage, options_help(table).c_str());
+      std::printf("dtrain %s: MPI-native transformer trainer\n\n%s", DTRAIN_VERSION, command_usage(cl.command).c_str());
+      if (cl.command == CommandLine::Command::train) std::printf("\nInput keys ([section] key = value in INPUT.ini):\n%s", options_help(table).c_str());
     }
     return 0;
   }
@@ -74,34 +108,34 @@ int run(int argc, char** argv, MPI_Comm world) {
     if (rank == 0) std::printf("dtrain %s (CUDA backend: %s)\n", DTRAIN_VERSION, DTRAIN_HAS_CUDA ? "built" : "not built");
     return 0;
   }
-  if (cl.input.empty()) throw UserError(std::string("no input file given\n") + kUsage);
+  if (cl.input.empty()) throw UserError("no input file given\n" + command_usage(cl.command));
 
   const LaunchEnv env = detect_launch_env(world);
   const std::string ini = broadcast_input(cl.input, world);
   Config cfg = load_config(ini, cl.input, cl.overrides);
+  validate_config(cfg);
   OptionTable table(cfg);  // views the loaded values, for reports and checkpoints
-  validate_config(cfg, size);
-  const TrainingPlan plan = make_plan(cfg, size);
-  cfg.model.micro_batch = plan.micro_batch;
-
+  if (cl.command == CommandLine::Command::generate) return run_generate(cfg, env, cl.generate, kernels_for(cfg, env));
+  const TrainingPlan plan = make_plan(cfg, size, memory_limit(cfg, env));
   if (cl.dry_run) {
     print_dry_run(world, table, cfg, plan, env);
     return 0;
   }
-  if (cl.command == "generate") return run_generate(world, cfg, env, cl.extra);
-  return run_train(world, table, cfg, plan, env);
+  return run_training(world, cfg, plan, env, kernels_for(cfg, env), config_as_ini(table));
 }
 
 }  // namespace
 
 int dtrain_main(int argc, char** argv) {
+  install_stop_signal_handlers();  // a SIGUSR1/SIGTERM from here on stops the run cleanly (exit 3)
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // HDF5 failures are reported by our messages, not its stack
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int code = 0;
   {
-    Kokkos::ScopeGuard kokkos(argc, argv);
+    kernels::HostRuntime host_kernels;
     try {
       code = run(argc, argv, MPI_COMM_WORLD);
     } catch (const UserError& e) {

@@ -17,13 +17,11 @@
 #include <mpi.h>
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "model/arena.hpp"
-#include "model/tensor_table.hpp"
+#include "plan/rank_plan.hpp"
 
 namespace dtrain {
 
@@ -41,14 +39,13 @@ struct CheckpointMeta {
   std::uint64_t checkpoint_id = 0;     // random per save: a shard or manifest from another save is refused
 };
 
-// One rank's state as the checkpoint sees it.
+// One rank's state as the checkpoint sees it: its plan says which tensors and optimizer ranges it
+// holds and which of them it writes.
 struct RankState {
-  const TensorTable* table = nullptr;
-  float* params = nullptr;              // parameter arena
-  float* moments[2] = {nullptr, nullptr};  // AdamW first/second moments, back to back over `owned`
-  std::vector<ArenaRange> owned;        // arena ranges the optimizer state covers
-  std::function<bool(const TensorSpec&)> writes_params;   // this rank writes the tensor's slice
-  std::function<bool(const TensorSpec&)> writes_moments;  // ... and its optimizer state (for owned ranges)
+  const RankPlan* plan = nullptr;
+  float* params = nullptr;                 // parameter arena
+  float* moments[2] = {nullptr, nullptr};  // AdamW first/second moments, back to back over the optimizer
+                                           // ranges; null when there is no optimizer state
 };
 
 struct IoStats {

@@ -11,10 +11,8 @@
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
 #include "config/load.hpp"
-#include "model/gpt.hpp"
-#include "optim/adamw.hpp"
-#include "parallel/grad_sync.hpp"
-#include "runtime/rank_layout.hpp"
+#include "plan/rank_layout.hpp"
+#include "plan/training_plan.hpp"
 
 namespace fs = std::filesystem;
 
@@ -42,9 +40,7 @@ std::string resolve_checkpoint(const std::string& path) {
 }
 
 Config checkpoint_config(const CheckpointReader& reader) {
-  Config c = load_config(reader.meta().config_text, reader.dir() + " (stored configuration)", {});
-  c.model.micro_batch = 1;
-  return c;
+  return load_config(reader.meta().config_text, reader.dir() + " (stored configuration)", {});
 }
 
 void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::string& out, bool optimizer, const Progress& progress) {
@@ -115,9 +111,12 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
     throw UserError("--reshard tp=" + std::to_string(L.tp) + ",pp=" + std::to_string(L.pp) + ",v=" + std::to_string(L.v) +
                     " does not fit the model (layers " + std::to_string(cfg.model.num_layers) + ", heads " +
                     std::to_string(cfg.model.num_attention_heads) + ", vocab " + std::to_string(cfg.model.vocab_size) + ")");
-  ParallelSizes sizes;
-  sizes.tp = L.tp, sizes.pp = L.pp, sizes.dp = L.dp;
-  const RankLayout layout(sizes, reader.meta().order);
+  // The plan of the new layout: which tensors, slices and optimizer ranges each of its ranks holds.
+  TrainingPlan target;
+  target.sizes.tp = L.tp, target.sizes.pp = L.pp, target.sizes.dp = L.dp;
+  target.virtual_stages = L.v;
+  cfg.system.use_distributed_optimizer = L.distributed_optimizer;
+  const RankLayout layout(target.sizes, reader.meta().order);
   CheckpointMeta meta = reader.meta();
   meta.tp = L.tp, meta.pp = L.pp, meta.dp = L.dp, meta.v = L.v, meta.cp = 1;
   meta.distributed_optimizer = L.distributed_optimizer ? 1 : 0;
@@ -137,22 +136,14 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
   std::vector<unsigned long long> records(static_cast<std::size_t>(3) * world, 0);
   collective_check(comm, [&] {
     for (int r = rank; r < world; r += size) {
-      const Coords c = layout.coords_of(r);
-      const TensorTable table(ModelShape::from(cfg.model, cfg.ffn_hidden()), stage_part(cfg.model.num_layers, L.pp, L.v, c.pp), L.tp, c.tp);
-      const std::size_t arena = padded_arena_size(table, L.dp);
-      std::vector<float> params(arena, 0.0f);
+      const RankPlan plan = make_rank_plan(cfg, target, layout.coords_of(r));
+      std::vector<float> params(plan.arena_size, 0.0f);
+      std::vector<float> m(has_moments ? plan.optimizer_elements() : 0), v(m.size());
       RankState st;
-      st.table = &table;
+      st.plan = &plan;
       st.params = params.data();
-      st.owned = optimizer_ranges(gradient_buckets(table, arena), arena, L.dp, c.dp, L.distributed_optimizer);
-      std::vector<float> m(has_moments ? total_elements(st.owned) : 0), v(m.size());
       st.moments[0] = has_moments ? m.data() : nullptr;
       st.moments[1] = has_moments ? v.data() : nullptr;
-      const bool tied_copy = L.pp > 1 && c.pp == L.pp - 1;
-      st.writes_params = [&](const TensorSpec& t) { return c.dp == 0 && counts_tensor(t, c.tp, tied_copy); };
-      st.writes_moments = [&](const TensorSpec& t) {
-        return has_moments && (L.distributed_optimizer || c.dp == 0) && counts_tensor(t, c.tp, tied_copy);
-      };
       load_rank_state(reader, st);
       ShardRecord rec;
       if (write_shard(tmp + "/" + shard_file_name(r), meta, st, r, rec)) {

@@ -10,7 +10,6 @@
 #include "ckpt/h5_file.hpp"
 #include "ckpt/shard.hpp"
 #include "common/error.hpp"
-#include "model/gpt.hpp"
 
 namespace dtrain {
 namespace {
@@ -141,9 +140,8 @@ std::vector<float> CheckpointReader::global_tensor(const std::string& kind, cons
 }
 
 void load_rank_state(const CheckpointReader& reader, RankState& st) {
-  for (const auto& t : st.table->tensors()) {
+  for (const auto& t : st.plan->table.tensors()) {
     const std::string& name = t.name;
-    if (st.table->find(name) == nullptr) continue;
     const auto shape = reader.global_shape(name);
     if (std::vector<long>(shape.begin(), shape.end()) != t.global_shape)
       throw UserError("checkpoint '" + reader.dir() + "': tensor '" + name + "' has another shape than the model of the input file");
@@ -154,7 +152,7 @@ void load_rank_state(const CheckpointReader& reader, RankState& st) {
       if (!st.moments[k]) continue;
       const std::vector<float> m = reader.global_tensor(kPieceKinds[1 + k], name);
       std::size_t moment = 0;
-      for (const auto& r : st.owned) {
+      for (const auto& r : st.plan->optimizer_ranges) {
         const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
         if (lo < hi)
           for_each_run(t, static_cast<long>(lo - t.offset), static_cast<long>(hi - lo), [&](long li, long gi, long len) {

@@ -55,8 +55,11 @@ void write_piece(h5::File& f, const std::string& kind, const TensorSpec& t, int 
 }  // namespace
 
 bool write_shard(const std::string& path, const CheckpointMeta& meta, const RankState& st, int writer_rank, ShardRecord& rec) {
+  const RankPlan& plan = *st.plan;
+  const auto& tensors = plan.table.tensors();
+  const bool with_moments = st.moments[0] != nullptr;
   bool any = false;
-  for (const auto& t : st.table->tensors()) any = any || st.writes_params(t) || st.writes_moments(t);
+  for (std::size_t i = 0; i < tensors.size(); ++i) any = any || plan.writes_params(i) || (with_moments && plan.writes_moments(i));
   if (!any) return false;
   h5::File f = h5::File::create(path);
   f.set_attr("format", kCheckpointFormat);
@@ -69,13 +72,13 @@ bool write_shard(const std::string& path, const CheckpointMeta& meta, const Rank
   f.set_attr("dtrain_version", std::string(DTRAIN_VERSION));
   f.set_attr("writer_rank", writer_rank);
   f.set_attr("config", meta.config_text);
-  for (const auto& t : st.table->tensors()) {
-    if (st.writes_params(t))
-      write_piece(f, "param", t, 0, st.params + t.offset, 0, static_cast<std::int64_t>(t.numel));
-    if (!st.writes_moments(t)) continue;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSpec& t = tensors[i];
+    if (plan.writes_params(i)) write_piece(f, "param", t, 0, st.params + t.offset, 0, static_cast<std::int64_t>(t.numel));
+    if (!with_moments || !plan.writes_moments(i)) continue;
     std::size_t moment = 0;
     int index = 0;
-    for (const auto& r : st.owned) {
+    for (const auto& r : plan.optimizer_ranges) {
       const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
       if (lo < hi)
         for (int k = 0; k < 2; ++k)

@@ -4,8 +4,8 @@
 #pragma once
 #include <string>
 
-#include "model/arena.hpp"
-#include "model/tensor_table.hpp"
+#include "runtime/arena.hpp"
+#include "plan/tensor_table.hpp"
 
 namespace dtrain {
 

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "config/choices.hpp"
+
 namespace dtrain {
 
 struct ModelConfig {
@@ -14,13 +16,12 @@ struct ModelConfig {
   int seq_length = 128;
   int vocab_size = 256;
   int global_batch_size = 8;
-  std::string micro_batch_size = "1";  // an integer or "auto"
+  MicroBatchSize micro_batch_size;  // resolved by the training plan
   int num_experts = 0;
-  int micro_batch = 1;             // resolved from micro_batch_size (plan.cpp)
 };
 
 struct SystemConfig {
-  std::string device = "cpu";
+  Device device = Device::cpu;
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
   int virtual_pipeline_model_parallel_size = 1;
@@ -30,7 +31,7 @@ struct SystemConfig {
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
-  std::string pipeline_schedule = "1f1b";
+  PipelineSchedule pipeline_schedule = PipelineSchedule::one_f_one_b;
   double max_bubble_fraction = 0.25;
   double memory_budget_gb = 0.0;   // 0 = no limit
   std::string rank_order = "tp-cp-dp-pp";
@@ -66,7 +67,7 @@ struct CheckpointConfig {
   std::string dir;
   int save_interval = 0;
   int keep_last = 2;
-  std::string load = "auto";
+  CheckpointLoad load;
 };
 
 struct LoggingConfig {

@@ -2,6 +2,7 @@
 #include "config/load.hpp"
 
 #include <algorithm>
+#include <regex>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -67,57 +68,30 @@ std::string did_you_mean(const std::string& unknown, const std::vector<std::stri
   return best_d <= limit ? best : "";
 }
 
-CommandLine parse_command_line(int argc, const char* const* argv) {
-  CommandLine cl;
-  cl.command = "train";
-  int first = 1;
-  if (argc > 1 && std::string(argv[1]) == "generate") cl.command = "generate", first = 2;
-  for (int i = first; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") cl.help = true;
-    else if (a == "--version") cl.version = true;
-    else if (a == "--dry-run") cl.dry_run = true;
-    else if (a.rfind("--", 0) == 0 && a.find('.') != std::string::npos && a.find('.') < a.find('=')) {
-      if (a.find('=') != std::string::npos) cl.overrides.push_back(a);
-      else if (i + 1 < argc) cl.overrides.push_back(a + "=" + argv[++i]);
-      else throw UserError("option '" + a.substr(2) + "' needs a value: write --" + a.substr(2) + "=VALUE");
-    } else if (a.rfind("--", 0) == 0 && cl.command == "generate") {
-      cl.extra.push_back(a);
-      if (a.find('=') == std::string::npos && i + 1 < argc) cl.extra.push_back(argv[++i]);
-    } else if (a.rfind("-", 0) == 0) {
-      throw UserError("unknown option '" + a + "'; see 'dtrain --help'");
-    } else if (cl.input.empty()) {
-      cl.input = a;
-    } else {
-      throw UserError("more than one input file ('" + cl.input + "' and '" + a +
-                      "'); give one input.ini and override keys with --section.key=value");
-    }
-  }
-  return cl;
-}
-
 Config load_config(const std::string& ini_text, const std::string& ini_name,
                    const std::vector<std::string>& overrides) {
+  if (!std::regex_search(ini_text, std::regex(R"((^|\n)[ \t]*\[model\][ \t]*(\r?\n|$))")))
+    throw UserError(ini_name + " has no [model] section: it is not a dtrain input file (see inputs/tiny.ini for one)");
   Config cfg;
   OptionTable table(cfg);
   std::vector<std::string> known;
   for (const auto& o : table.options()) known.push_back(o.name);
 
+  // Command-line overrides are stored first: po::store never replaces a value already stored.
+  // "--key=value" as two tokens, so that an empty value ("--checkpoint.dir=") clears a key.
+  // A key given twice on the command line: the last one wins, as users of other launchers expect.
+  std::vector<std::string> args;
+  for (std::size_t i = 0; i < overrides.size(); ++i) {
+    const auto eq = overrides[i].find('=');
+    const std::string key = overrides[i].substr(0, eq);
+    bool later = false;
+    for (std::size_t j = i + 1; j < overrides.size(); ++j) later = later || overrides[j].substr(0, overrides[j].find('=')) == key;
+    if (later) continue;
+    args.push_back(key);
+    if (eq != std::string::npos) args.push_back(overrides[i].substr(eq + 1));
+  }
   po::variables_map vm;
   try {
-    // Command-line overrides are stored first: po::store never replaces a value already stored.
-    // "--key=value" as two tokens, so that an empty value ("--checkpoint.dir=") clears a key.
-    // A key given twice on the command line: the last one wins, as users of other launchers expect.
-    std::vector<std::string> args;
-    for (std::size_t i = 0; i < overrides.size(); ++i) {
-      const auto eq = overrides[i].find('=');
-      const std::string key = overrides[i].substr(0, eq);
-      bool later = false;
-      for (std::size_t j = i + 1; j < overrides.size(); ++j) later = later || overrides[j].substr(0, overrides[j].find('=')) == key;
-      if (later) continue;
-      args.push_back(key);
-      if (eq != std::string::npos) args.push_back(overrides[i].substr(eq + 1));
-    }
     // No guessing: "--model.hidden" must not silently mean model.hidden_size.
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
     auto cmd = po::command_line_parser(args).options(table.description()).style(style).allow_unregistered().run();
@@ -126,7 +100,10 @@ Config load_config(const std::string& ini_text, const std::string& ini_name,
       if (o.unregistered) unknown_cmd.push_back(o.string_key);
     if (!unknown_cmd.empty()) throw UserError(describe_unknown(unknown_cmd, known, "the command line"));
     po::store(cmd, vm);
-
+  } catch (const po::error& e) {
+    throw UserError("the command line: " + rephrase(e));
+  }
+  try {
     std::istringstream in(ini_text);
     auto ini = po::parse_config_file(in, table.description(), /*allow_unregistered=*/true);
     std::vector<std::string> unknown_ini;

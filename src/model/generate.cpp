@@ -18,14 +18,15 @@ std::string generate_text(GptModel& model, const std::string& prompt, int num_to
   if (context.empty()) context.push_back('\n');
   std::string out;
   std::vector<double> probs(static_cast<std::size_t>(d.Vl));
-  SlotActs& s = model.activations().slot(0);
+  // The batch: the last T tokens of the context (zeros after it; causal attention never looks there).
+  std::vector<int> tokens(static_cast<std::size_t>(d.N()), 0), targets(tokens.size(), 0);
+  const MicroBatch batch{tokens.data(), targets.data()};
   for (int n = 0; n < num_tokens; ++n) {
     const int len = std::min<int>(static_cast<int>(context.size()), d.T);
-    std::fill(s.tokens, s.tokens + d.N(), 0);
-    std::fill(s.targets, s.targets + d.N(), 0);
-    std::copy(context.end() - len, context.end(), s.tokens);
-    model.forward(0);
-    const float* logits = s.logits + static_cast<long>(len - 1) * d.Vl;
+    std::fill(tokens.begin(), tokens.end(), 0);
+    std::copy(context.end() - len, context.end(), tokens.begin());
+    model.forward(0, 0, batch);
+    const float* logits = model.logits(0) + static_cast<long>(len - 1) * d.Vl;
     int next = static_cast<int>(std::max_element(logits, logits + d.Vl) - logits);
     if (temperature > 0) {
       double total = 0.0;

@@ -8,82 +8,41 @@
 
 namespace dtrain {
 
-long global_index(const TensorSpec& t, long i) {
-  const int dims = static_cast<int>(t.local_shape.size());
-  long g = 0, stride = 1;
-  for (int d = dims - 1; d >= 0; --d) {
-    const long coord = i % t.local_shape[d] + t.local_offset[d];
-    i /= t.local_shape[d];
-    g += coord * stride;
-    stride *= t.global_shape[d];
-  }
-  return g;
-}
-
-std::size_t padded_arena_size(const TensorTable& table, int multiple) {
-  const std::size_t unit = 16 * static_cast<std::size_t>(std::max(1, multiple));
-  return (table.total() + unit - 1) / unit * unit;
-}
-
-double model_flops_per_token(const Config& c) {
-  const double L = c.model.num_layers, C = c.model.hidden_size, F = c.ffn_hidden(), T = c.model.seq_length,
-               V = c.model.vocab_size;
-  const double matmul_params = L * (3 * C * C + C * C + 2 * C * F) + V * C;
-  return 6.0 * matmul_params + 12.0 * L * T * C;
-}
-
-GptModel::GptModel(const Config& cfg, const StagePart& part, const TensorParallel* tp, int tp_rank,
-                   const kernels::KernelTable& k, int activation_slots, int arena_multiple)
+GptModel::GptModel(const RankPlan& plan, const TensorParallel* tp, const kernels::KernelTable& k)
     : k_(k),
       tp_(tp && tp->size() > 1 ? tp : nullptr),
-      part_(part),
-      blocks_per_chunk_(static_cast<int>(part.chunks.front().size())),
-      table_(ModelShape::from(cfg.model, cfg.ffn_hidden()), part, tp_ ? tp_->size() : 1, tp_rank),
-      params_(padded_arena_size(table_, arena_multiple)),
-      grads_(params_.size()),
-      acts_(ActivationDims{cfg.model.micro_batch, cfg.model.seq_length, cfg.model.hidden_size,
-                           cfg.model.hidden_size / (tp_ ? tp_->size() : 1),
-                           cfg.model.num_attention_heads / (tp_ ? tp_->size() : 1),
-                           cfg.ffn_hidden() / (tp_ ? tp_->size() : 1), cfg.model.vocab_size / (tp_ ? tp_->size() : 1),
-                           tp_ && cfg.system.sequence_parallel ? tp_->size() : 1},
-            blocks_per_chunk_, part.head, activation_slots),
-      vocab_start_(tp_rank * (cfg.model.vocab_size / (tp_ ? tp_->size() : 1))),
-      bias_owner_(tp_rank == 0) {
+      plan_(plan),
+      blocks_per_chunk_(plan.activations.blocks_per_slot),
+      params_(plan.arena_size),
+      grads_(plan.arena_size),
+      acts_(plan.activations),
+      vocab_start_(plan.coords.tp * plan.activations.dims.Vl),
+      bias_owner_(plan.coords.tp == 0) {
   p_ = views(params_);
   g_ = views(grads_);
 }
 
 ModelParams GptModel::views(Arena& arena) const {
   ModelParams v;
-  auto at = [&](const std::string& name) { return arena.data() + table_.get(name).offset; };
-  if (table_.find("wte")) v.wte = at("wte");
-  if (table_.find("wpe")) v.wpe = at("wpe");
-  for (int l : part_.layers()) {
+  const TensorTable& table = plan_.table;
+  auto at = [&](const std::string& name) { return arena.data() + table.get(name).offset; };
+  if (table.find("wte")) v.wte = at("wte");
+  if (table.find("wpe")) v.wpe = at("wpe");
+  for (int l : plan_.part.layers()) {
     const std::string h = "h" + std::to_string(l) + ".";
     v.blocks.push_back({at(h + "ln1_w"), at(h + "ln1_b"), at(h + "qkv_w"), at(h + "qkv_b"), at(h + "proj_w"),
                         at(h + "proj_b"), at(h + "ln2_w"), at(h + "ln2_b"), at(h + "fc_w"), at(h + "fc_b"),
                         at(h + "fcproj_w"), at(h + "fcproj_b")});
   }
-  if (part_.head) {
+  if (plan_.part.head) {
     v.lnf_w = at("lnf_w");
     v.lnf_b = at("lnf_b");
   }
   return v;
 }
 
-std::vector<const TensorSpec*> GptModel::sequence_parallel_tensors() const {
-  std::vector<const TensorSpec*> out;
-  if (!sp()) return out;
-  for (const auto& t : table_.tensors()) {
-    const auto dot = t.name.rfind('.');
-    const std::string base = dot == std::string::npos ? t.name : t.name.substr(dot + 1);
-    if (base.rfind("ln", 0) == 0) out.push_back(&t);
-  }
-  return out;
-}
-
 void GptModel::init_parameters(std::uint64_t seed) {
-  for (const auto& t : table_.tensors()) {
+  for (const auto& t : plan_.table.tensors()) {
     float* w = params_.data() + t.offset;
     const std::uint64_t key = rng::key_of(seed, t.name);
     for (long i = 0; i < static_cast<long>(t.numel); ++i) {
@@ -96,11 +55,7 @@ void GptModel::init_parameters(std::uint64_t seed) {
   }
 }
 
-float* GptModel::block_input(SlotActs& s, int, int i) { return i == 0 ? s.stage_input : s.blocks[i - 1].res2; }
-
-float* GptModel::stage_output(int slot, int chunk) {
-  return block_input(acts_.slot(slot), chunk, blocks_per_chunk_);
-}
+const float* GptModel::stage_output(int slot, int) { return block_input(acts_.slot(slot), blocks_per_chunk_); }
 
 void GptModel::norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b) {
   const ActivationDims& d = acts_.dims();
@@ -162,21 +117,21 @@ void GptModel::block_forward(const BlockParams& p, const float* x, BlockActs& a)
   k_.residual_forward(a.res2, a.res2, a.res1, d.Ns() * d.C);
 }
 
-double GptModel::forward(int slot, int chunk) {
+double GptModel::forward(int slot, int chunk, const MicroBatch& batch) {
   SlotActs& s = acts_.slot(slot);
   const ActivationDims& d = acts_.dims();
   const long N = d.N();
-  if (chunk == 0 && part_.embedding) {
+  if (chunk == 0 && plan_.part.embedding) {
     float* partial = sp() ? acts_.scratch().rows_full : s.stage_input;
-    k_.embedding_forward(partial, s.tokens, p_.wte, bias_owner_ ? p_.wpe : nullptr, vocab_start_, d.B, d.T, d.C, d.Vl);
+    k_.embedding_forward(partial, batch.tokens, p_.wte, bias_owner_ ? p_.wpe : nullptr, vocab_start_, d.B, d.T, d.C, d.Vl);
     reduce_rows(s.stage_input, partial);
   }
   const int base = first_block(chunk);
   for (int i = 0; i < blocks_per_chunk_; ++i) {
-    if (forward_hook_) forward_hook_(part_.chunks[chunk][i]);
-    block_forward(p_.blocks[base + i], block_input(s, chunk, i), s.blocks[i]);
+    if (forward_hook_) forward_hook_(plan_.part.chunks[chunk][i]);
+    block_forward(p_.blocks[base + i], block_input(s, i), s.blocks[i]);
   }
-  if (!(part_.head && chunk == num_chunks() - 1)) return 0.0;
+  if (!(plan_.part.head && chunk == num_chunks() - 1)) return 0.0;
 
   norm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, stage_output(slot, chunk), p_.lnf_w, p_.lnf_b);
   k_.matmul_forward(s.logits, s.lnf, p_.wte, nullptr, N, d.C, d.Vl);
@@ -185,7 +140,7 @@ double GptModel::forward(int slot, int chunk) {
   k_.xent_row_max(s.row_max, s.logits, N, d.Vl);
   if (tp_) tp_->all_reduce_max(s.row_max, N);
   k_.xent_row_sum_exp(s.row_sum, s.logits, s.row_max, N, d.Vl);
-  k_.xent_target_logit(s.target_logit, s.logits, s.targets, vocab_start_, N, d.Vl);
+  k_.xent_target_logit(s.target_logit, s.logits, batch.targets, vocab_start_, N, d.Vl);
   if (tp_) {
     tp_->all_reduce(s.row_sum, N);
     tp_->all_reduce(s.target_logit, N);
@@ -214,14 +169,15 @@ void GptModel::block_backward(const BlockParams& p, const BlockParams& g, const 
   norm_backward(sc.dres, g.ln1_w, g.ln1_b, sc.dln, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);
 }
 
-void GptModel::backward(int slot, int chunk, float loss_scale, const float* output_grad) {
+void GptModel::backward(int slot, int chunk, const MicroBatch& batch, float loss_scale, const float* output_grad,
+                        float* input_grad) {
   SlotActs& s = acts_.slot(slot);
   const ActivationDims& d = acts_.dims();
   const long N = d.N(), rows = d.Ns() * d.C;
   Scratch& sc = acts_.scratch();
-  if (part_.head && chunk == num_chunks() - 1) {
+  if (plan_.part.head && chunk == num_chunks() - 1) {
     for (long i = 0; i < N; ++i) sc.dloss[i] = loss_scale;
-    k_.xent_backward(s.logits, s.logits, s.lse, s.targets, sc.dloss, vocab_start_, N, d.Vl);
+    k_.xent_backward(s.logits, s.logits, s.lse, batch.targets, sc.dloss, vocab_start_, N, d.Vl);
     k_.matmul_backward(sc.dln, g_.wte, nullptr, s.logits, s.lnf, p_.wte, N, d.C, d.Vl);
     std::fill(sc.dres, sc.dres + rows, 0.0f);
     norm_backward(sc.dres, g_.lnf_w, g_.lnf_b, sc.dln, stage_output(slot, chunk), p_.lnf_w, s.lnf_mean, s.lnf_rstd);
@@ -230,13 +186,13 @@ void GptModel::backward(int slot, int chunk, float loss_scale, const float* outp
   }
   const int base = first_block(chunk);
   for (int i = blocks_per_chunk_ - 1; i >= 0; --i) {
-    block_backward(p_.blocks[base + i], g_.blocks[base + i], block_input(s, chunk, i), s.blocks[i]);
-    if (backward_hook_) backward_hook_(part_.chunks[chunk][i]);
+    block_backward(p_.blocks[base + i], g_.blocks[base + i], block_input(s, i), s.blocks[i]);
+    if (backward_hook_) backward_hook_(plan_.part.chunks[chunk][i]);
   }
-  if (chunk == 0 && part_.embedding)
-    k_.embedding_backward(g_.wte, g_.wpe, full_rows_grad(), s.tokens, vocab_start_, d.B, d.T, d.C, d.Vl);
+  if (chunk == 0 && plan_.part.embedding)
+    k_.embedding_backward(g_.wte, g_.wpe, full_rows_grad(), batch.tokens, vocab_start_, d.B, d.T, d.C, d.Vl);
   else
-    std::copy(sc.dres, sc.dres + rows, s.grad_out);
+    std::copy(sc.dres, sc.dres + rows, input_grad);
 }
 
 }  // namespace dtrain

@@ -7,17 +7,16 @@
 // vocab-parallel embedding and cross-entropy; with sequence parallelism the residual stream and the
 // LayerNorms hold N/tp rows, and all-gather / reduce-scatter replace the all-reduces.
 #pragma once
-#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
 
-#include "config/config.hpp"
 #include "kernels/kernels.hpp"
 #include "model/activations.hpp"
-#include "model/arena.hpp"
-#include "model/tensor_table.hpp"
+#include "model/micro_batch.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "plan/rank_plan.hpp"
+#include "runtime/arena.hpp"
 
 namespace dtrain {
 
@@ -34,39 +33,39 @@ struct ModelParams {
 
 class GptModel {
  public:
-  // tp may be null (one rank per tensor-parallel group). Arenas are padded to a multiple of
-  // `arena_multiple` elements (the data-parallel size, for the distributed optimizer's shards).
-  GptModel(const Config& cfg, const StagePart& part, const TensorParallel* tp, int tp_rank, const kernels::KernelTable& k,
-           int activation_slots, int arena_multiple = 1);
+  // The model part, arenas and activation slots `plan` describes. tp may be null (one rank per
+  // tensor-parallel group).
+  GptModel(const RankPlan& plan, const TensorParallel* tp, const kernels::KernelTable& k);
 
   // Weights from the counter-based RNG keyed by (seed, tensor name, global element index).
   void init_parameters(std::uint64_t seed);
 
-  // Forward of the micro-batch in `slot` through `chunk`. The first chunk of the first stage embeds
-  // slot.tokens; other chunks read slot.stage_input. Returns the sum of the token losses after the
-  // last chunk of the last stage, else 0 (the chunk's output is stage_output(slot)).
-  double forward(int slot, int chunk = 0);
+  // Forward of micro-batch `batch` in `slot` through `chunk`. The first chunk of the first stage embeds
+  // batch.tokens; other chunks read stage_input(slot). Returns the sum of the token losses after the
+  // last chunk of the last stage, else 0 (the chunk's output is stage_output(slot, chunk)).
+  double forward(int slot, int chunk, const MicroBatch& batch);
   // Backward of that micro-batch through `chunk`. On the head, every token's loss is weighted by
-  // loss_scale; elsewhere output_grad (Ns,C) is the gradient arriving from the next stage. Leaves the
-  // gradient of the chunk's input in slot.grad_out. Accumulates parameter gradients.
-  void backward(int slot, int chunk, float loss_scale, const float* output_grad = nullptr);
+  // loss_scale; elsewhere output_grad (Ns,C) is the gradient arriving from the next stage. Writes the
+  // gradient of the chunk's input to input_grad (Ns,C), except on the first chunk of the first stage
+  // (null there). Accumulates parameter gradients.
+  void backward(int slot, int chunk, const MicroBatch& batch, float loss_scale, const float* output_grad, float* input_grad);
   // Called after each block's backward with its global layer index (gradient-ready hook).
   void set_block_backward_hook(std::function<void(int)> hook) { backward_hook_ = std::move(hook); }
   // Called before each block's forward with its global layer index (parameters-ready hook).
   void set_block_forward_hook(std::function<void(int)> hook) { forward_hook_ = std::move(hook); }
 
-  float* stage_output(int slot, int chunk);
+  float* stage_input(int slot) { return acts_.slot(slot).stage_input; }  // (Ns,C)
+  const float* stage_output(int slot, int chunk);                       // (Ns,C)
+  const float* logits(int slot) { return acts_.slot(slot).logits; }     // (N,Vl) after a forward through the head
 
-  const TensorTable& table() const { return table_; }
-  const StagePart& part() const { return part_; }
+  const RankPlan& plan() const { return plan_; }
+  const TensorTable& table() const { return plan_.table; }
+  const StagePart& part() const { return plan_.part; }
   Arena& params() { return params_; }
   Arena& grads() { return grads_; }
-  Activations& activations() { return acts_; }
   const ActivationDims& dims() const { return acts_.dims(); }
-  int num_chunks() const { return static_cast<int>(part_.chunks.size()); }
-  // Tensors whose gradients are partial sums over the sequence shards (sequence parallelism): the
-  // LayerNorm parameters. Their gradients must be summed over the tensor-parallel group.
-  std::vector<const TensorSpec*> sequence_parallel_tensors() const;
+  int num_chunks() const { return static_cast<int>(plan_.part.chunks.size()); }
+  int num_slots() const { return acts_.num_slots(); }
 
  private:
   ModelParams views(Arena& arena) const;
@@ -83,13 +82,12 @@ class GptModel {
   const float* full_rows_grad();
   void block_forward(const BlockParams& p, const float* x, BlockActs& a);
   void block_backward(const BlockParams& p, const BlockParams& g, const float* x, BlockActs& a);
-  float* block_input(SlotActs& s, int chunk, int i);
+  float* block_input(SlotActs& s, int i) { return i == 0 ? s.stage_input : s.blocks[static_cast<std::size_t>(i) - 1].res2; }
 
   const kernels::KernelTable& k_;
   const TensorParallel* tp_;
-  StagePart part_;
+  RankPlan plan_;
   int blocks_per_chunk_;
-  TensorTable table_;
   Arena params_, grads_;
   ModelParams p_, g_;
   Activations acts_;
@@ -97,28 +95,5 @@ class GptModel {
   bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
   std::function<void(int)> forward_hook_, backward_hook_;
 };
-
-// Elements of a rank's parameter arena: the table padded to a multiple of 16 x `multiple` (the
-// data-parallel size, so the distributed optimizer's slices stay aligned).
-std::size_t padded_arena_size(const TensorTable& table, int multiple);
-
-// Global element index of local element `i` of a tensor slice (row-major in both).
-long global_index(const TensorSpec& t, long i);
-
-// Local elements [begin, begin + count) of a slice as runs that are contiguous in the slice and in
-// the global tensor (pieces of rows of the last dimension): fn(local_index, global_index, length).
-template <typename Fn>
-void for_each_run(const TensorSpec& t, long begin, long count, Fn fn) {
-  const long row = t.local_shape.empty() ? 1 : t.local_shape.back();
-  for (long i = begin, end = begin + count; i < end;) {
-    const long len = std::min(row - i % row, end - i);
-    fn(i, global_index(t, i), len);
-    i += len;
-  }
-}
-
-// Model FLOPs per token of a training step (forward + backward): 6 x parameters used in matmuls plus
-// the attention matmuls 12 x layers x T x d. Counts the whole model (all ranks together).
-double model_flops_per_token(const Config& cfg);
 
 }  // namespace dtrain

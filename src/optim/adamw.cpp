@@ -5,19 +5,13 @@
 
 namespace dtrain {
 
-std::size_t total_elements(const std::vector<ArenaRange>& ranges) {
-  std::size_t n = 0;
-  for (const auto& r : ranges) n += r.end - r.begin;
-  return n;
-}
-
-AdamW::AdamW(const TensorTable& table, const OptimizerConfig& cfg, const kernels::KernelTable& k, std::vector<ArenaRange> owned)
-    : table_(table), cfg_(cfg), k_(k), owned_(std::move(owned)), m_(total_elements(owned_)), v_(total_elements(owned_)) {}
+AdamW::AdamW(const RankPlan& plan, const OptimizerConfig& cfg, const kernels::KernelTable& k)
+    : plan_(plan), cfg_(cfg), k_(k), m_(plan.optimizer_elements()), v_(plan.optimizer_elements()) {}
 
 void AdamW::step(Arena& params, const Arena& grads, double lr, int t) {
   std::size_t moment = 0;  // offset of the current range's moments
-  for (const auto& r : owned_) {
-    for (const auto& ts : table_.tensors()) {
+  for (const auto& r : plan_.optimizer_ranges) {
+    for (const auto& ts : plan_.table.tensors()) {
       const std::size_t lo = std::max(r.begin, ts.offset), hi = std::min(r.end, ts.offset + ts.numel);
       if (lo >= hi) continue;
       const std::size_t mo = moment + (lo - r.begin);

@@ -6,28 +6,25 @@
 
 #include "config/config.hpp"
 #include "kernels/kernels.hpp"
-#include "model/arena.hpp"
-#include "model/tensor_table.hpp"
+#include "plan/rank_plan.hpp"
+#include "runtime/arena.hpp"
 
 namespace dtrain {
 
 class AdamW {
  public:
-  AdamW(const TensorTable& table, const OptimizerConfig& cfg, const kernels::KernelTable& k, std::vector<ArenaRange> owned);
+  // Moments for the plan's optimizer ranges.
+  AdamW(const RankPlan& plan, const OptimizerConfig& cfg, const kernels::KernelTable& k);
   // One update of the owned ranges with learning rate lr; t is the 1-based step count.
   void step(Arena& params, const Arena& grads, double lr, int t);
-  const std::vector<ArenaRange>& owned() const { return owned_; }
   Arena& first_moment() { return m_; }
   Arena& second_moment() { return v_; }
 
  private:
-  const TensorTable& table_;
+  const RankPlan& plan_;
   OptimizerConfig cfg_;
   const kernels::KernelTable& k_;
-  std::vector<ArenaRange> owned_;
   Arena m_, v_;
 };
-
-std::size_t total_elements(const std::vector<ArenaRange>& ranges);
 
 }  // namespace dtrain

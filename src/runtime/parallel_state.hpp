@@ -7,7 +7,7 @@
 #include <string>
 
 #include "runtime/comm_group.hpp"
-#include "runtime/rank_layout.hpp"
+#include "plan/rank_layout.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/watchdog.hpp"
 

@@ -32,10 +32,13 @@ Checkpointing::Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPl
 }
 
 std::string Checkpointing::load_path() const {
-  const std::string& load = cfg_.checkpoint.load;
-  if (load == "none") return "";
-  if (load == "auto") return cfg_.checkpoint.dir.empty() ? "" : latest_checkpoint(cfg_.checkpoint.dir);
-  return load;
+  const CheckpointLoad& load = cfg_.checkpoint.load;
+  switch (load.mode) {
+    case CheckpointLoad::Mode::none: return "";
+    case CheckpointLoad::Mode::automatic: return cfg_.checkpoint.dir.empty() ? "" : latest_checkpoint(cfg_.checkpoint.dir);
+    case CheckpointLoad::Mode::path: break;
+  }
+  return load.path;
 }
 
 int Checkpointing::resume(Trainer& trainer) {

@@ -1,10 +1,12 @@
 // Trainer: one rank's share of training on any (tp, pp, dp) layout. Owns the model chunks of its
-// stage, the pipeline executor, gradient synchronisation, the optimizer and the data files; runs an
-// optimizer step over the global batch and validation. Every layout processes the same global
-// samples (chosen by seed and step) and starts from the same global weights.
+// stage (built from its rank plan), the pipeline executor, gradient synchronisation, the optimizer,
+// the data files and the step's micro-batches; runs an optimizer step over the global batch and
+// validation. Every layout processes the same global samples (chosen by seed and step) and starts
+// from the same global weights.
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ckpt/checkpoint.hpp"
 #include "config/config.hpp"
@@ -15,8 +17,9 @@
 #include "parallel/grad_sync.hpp"
 #include "parallel/pipeline_executor.hpp"
 #include "parallel/tensor_parallel.hpp"
-#include "parallel/training_plan.hpp"
+#include "plan/training_plan.hpp"
 #include "runtime/parallel_state.hpp"
+#include "train/model_stage.hpp"
 
 namespace dtrain {
 
@@ -29,27 +32,25 @@ struct StepResult {
 
 class Trainer {
  public:
-  // Collective: opens the data files on every rank (a problem on any rank is a UserError on all).
+  // Collective: opens the data files on every rank (a problem on any rank is a UserError on all). The
+  // validation file is opened only when training.eval_interval > 0.
   Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, const kernels::KernelTable& k);
 
   StepResult train_step(int step);  // 0-based step
   double evaluate();                // mean validation loss over training.eval_iters global batches
   GptModel& model() { return model_; }
+  const RankPlan& rank_plan() const { return model_.plan(); }
   Watchdog* watchdog() const { return ps_.watchdog(); }
   Trace* trace() const { return ps_.trace(); }
-  // True when this rank is the one that counts tensor t among the global weights (replicas and the
-  // tied embedding's second copy excluded; data-parallel rank 0 only).
-  bool owns_globally(const TensorSpec& t) const { return ps_.coords().dp == 0 && grad_sync_.counts_for_norm(t); }
-  // Collective: assembles the global weights on world rank 0 into `full`, an unsharded model of the
-  // same configuration (null on the other ranks).
-  void gather_full_model(GptModel* full);
-  // The state a checkpoint saves and restores (parameters, optimizer moments and who writes what).
+  // Collective: assembles the global weights on world rank 0 into `whole` (the parameter arena of
+  // whole_model_plan(), null on the other ranks).
+  void gather_full_model(float* whole);
+  // The state a checkpoint saves and restores (parameters, optimizer moments; the plan says who writes what).
   RankState rank_state();
-  // After a checkpoint load: parameters of every rank are complete; nothing else to rebuild.
 
  private:
-  // Loads global samples of micro-batch `mb` of `step` of a stream into an activation slot.
-  void load(const TokenFile& file, const std::string& stream, std::uint64_t step, int slot, int mb);
+  // The rank's micro-batches of `step` of a data stream, into tokens_ and targets_.
+  void load_batches(const TokenFile& file, const std::string& stream, std::uint64_t step);
   double sum_over_world(double v) const;
 
   const Config& cfg_;
@@ -59,10 +60,11 @@ class Trainer {
   // Opened before the model is built, so bad data fails fast, before any large allocation.
   std::unique_ptr<TokenFile> train_data_, val_data_;
   TensorParallel tp_;
-  StageActions actions_;
   GptModel model_;
   GradSync grad_sync_;
   AdamW adamw_;
+  std::vector<int> tokens_, targets_;  // (m, B, T): this rank's share of the step's global batch
+  ModelStage stage_;
   PipelineExecutor train_exec_, eval_exec_;
 };
 

@@ -71,8 +71,10 @@ Config config_of(const Variant& v, const std::string& data) {
 std::pair<double, double> weight_distance(Trainer& t, GptModel& ref) {
   double diff = 0.0, norm = 0.0;
   GptModel& m = t.model();
-  for (const auto& ts : m.table().tensors()) {
-    if (!t.owns_globally(ts)) continue;
+  const auto& tensors = m.table().tensors();
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    const TensorSpec& ts = tensors[k];
+    if (!t.rank_plan().writes_params(k)) continue;
     const TensorSpec& full = ref.table().get(ts.name);
     for (std::size_t i = 0; i < ts.numel; ++i) {
       const double r = ref.params().data()[full.offset + global_index(ts, static_cast<long>(i))];
@@ -100,7 +102,7 @@ TEST_CASE("every layout matches one rank", "[mpi][layouts]") {
   Config ref_cfg = config_of({1, 1, 1}, data);
   std::unique_ptr<GptModel> ref_model;
   const auto reference = testing::train(MPI_COMM_SELF, ref_cfg, [&](Trainer& t) {
-    ref_model = std::make_unique<GptModel>(ref_cfg, stage_part(8, 1, 1, 0), nullptr, 0, kernels::kernel_table(kernels::Backend::host), 1);
+    ref_model = std::make_unique<GptModel>(whole_model_plan(ref_cfg, 1), nullptr, kernels::kernel_table(kernels::Backend::host));
     std::copy(t.model().params().data(), t.model().params().data() + t.model().params().size(), ref_model->params().data());
   });
   double worst_loss = 0.0, worst_weights = 0.0;

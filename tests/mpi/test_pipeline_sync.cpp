@@ -64,7 +64,7 @@ void check_schedules(const std::string& shape) {
     Config one = cfg;
     one.system.pipeline_model_parallel_size = 1;
     one.system.virtual_pipeline_model_parallel_size = 1;
-    one.system.pipeline_schedule = "1f1b";
+    one.system.pipeline_schedule = PipelineSchedule::one_f_one_b;
     const auto run = testing::train(MPI_COMM_WORLD, cfg).losses;
     const auto reference = testing::train(MPI_COMM_SELF, one).losses;
     INFO(shape << ": " << c.schedule << " p=" << world << " v=" << c.v << " m=" << c.m);

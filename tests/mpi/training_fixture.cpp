@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "data/token_file.hpp"
-#include "parallel/training_plan.hpp"
+#include "plan/training_plan.hpp"
 #include "runtime/parallel_state.hpp"
 
 namespace dtrain::testing {
@@ -44,9 +44,8 @@ void remove_test_data(MPI_Comm comm, const std::string& prefix) {
 RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trainer&)>& inspect) {
   int size = 1;
   MPI_Comm_size(comm, &size);
-  Config cfg = base;
+  const Config& cfg = base;
   const TrainingPlan plan = make_plan(cfg, size);
-  cfg.model.micro_batch = plan.micro_batch;
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   // A deadlock or a stuck collective ends the job with a report instead of hanging the test.

@@ -4,10 +4,12 @@
 
 #include "support/user_error.hpp"
 
+#include "app/command_line.hpp"
 #include "common/error.hpp"
 #include "config/load.hpp"
 #include "config/options.hpp"
 #include "config/validate.hpp"
+#include "plan/layout_checks.hpp"
 
 using namespace dtrain;
 using testing::contains;
@@ -25,7 +27,8 @@ TEST_CASE("INI values and command-line overrides land in the Config", "[config]"
   const Config c = load_config(kIni, "t.ini", {"--model.hidden_size=128", "--system.sequence_parallel=true"});
   CHECK(c.model.num_layers == 4);
   CHECK(c.model.hidden_size == 128);  // the override wins
-  CHECK(c.model.micro_batch_size == "2");
+  CHECK(!c.model.micro_batch_size.automatic);
+  CHECK(c.model.micro_batch_size.value == 2);
   CHECK(c.system.tensor_model_parallel_size == 2);
   CHECK(c.system.sequence_parallel);
   CHECK(c.ffn_hidden() == 512);
@@ -40,7 +43,7 @@ TEST_CASE("every unknown key is listed at once, with a suggestion", "[config]") 
   CHECK(contains(e, "'model.num_layerz' (did you mean 'model.num_layers'?)"));
   CHECK(contains(e, "'system.hidden_size' (did you mean 'model.hidden_size'?)"));
   CHECK(contains(e, "t.ini"));
-  const std::string cmd = error_of([] { load_config("", "t.ini", {"--optimizer.learning_rate=1"}); });
+  const std::string cmd = error_of([] { load_config("[model]\n", "t.ini", {"--optimizer.learning_rate=1"}); });
   CHECK(contains(cmd, "command line"));
   CHECK(contains(cmd, "optimizer.learning_rate"));
 }
@@ -49,7 +52,7 @@ TEST_CASE("a wrong type names the key", "[config]") {
   const std::string e = error_of([] { load_config("[model]\nhidden_size = big\n", "t.ini", {}); });
   CHECK(contains(e, "model.hidden_size"));
   CHECK(contains(e, "big"));
-  CHECK(contains(error_of([] { load_config("[system]\nsequence_parallel = maybe\n", "t.ini", {}); }), "system.sequence_parallel"));
+  CHECK(contains(error_of([] { load_config("[model]\n[system]\nsequence_parallel = maybe\n", "t.ini", {}); }), "system.sequence_parallel"));
 }
 
 TEST_CASE("a malformed line is reported", "[config]") {
@@ -58,59 +61,75 @@ TEST_CASE("a malformed line is reported", "[config]") {
 
 TEST_CASE("layout checks name the key and the fix", "[config]") {
   Config c = load_config(kIni, "t.ini", {});
-  CHECK(error_of([&] { validate_config(c, 4); }).empty());
+  CHECK(error_of([&] { validate_config(c); }).empty());
+  CHECK(error_of([&] { check_layout(c, 4); }).empty());
 
   SECTION("world not divisible by tp*pp") {
     c.system.tensor_model_parallel_size = 3;
-    const auto e = error_of([&] { validate_config(c, 4); });
+    const auto e = error_of([&] { check_layout(c, 4); });
     CHECK(contains(e, "system.tensor_model_parallel_size=3"));
     CHECK(contains(e, "does not divide the 4 ranks"));
   }
   SECTION("heads not divisible by tp") {
     c.model.num_attention_heads = 3;
     c.model.hidden_size = 63;
-    CHECK(contains(error_of([&] { validate_config(c, 4); }), "model.num_attention_heads=3 is not divisible"));
+    CHECK(contains(error_of([&] { check_layout(c, 4); }), "model.num_attention_heads=3 is not divisible"));
+  }
+  SECTION("hidden size not divisible by heads") {
+    c.model.num_attention_heads = 5;
+    CHECK(contains(error_of([&] { validate_config(c); }), "model.hidden_size=64 is not divisible by model.num_attention_heads=5"));
   }
   SECTION("layers not divisible by pp*v") {
     c.system.pipeline_model_parallel_size = 2;
     c.system.tensor_model_parallel_size = 1;
     c.system.virtual_pipeline_model_parallel_size = 3;
-    c.system.pipeline_schedule = "interleaved";
-    CHECK(contains(error_of([&] { validate_config(c, 4); }), "model.num_layers=4 is not divisible"));
+    c.system.pipeline_schedule = PipelineSchedule::interleaved;
+    CHECK(contains(error_of([&] { check_layout(c, 4); }), "model.num_layers=4 is not divisible"));
   }
   SECTION("global batch not divisible by micro batch x dp") {
     c.model.global_batch_size = 6;  // dp = 2, micro 2 -> needs multiples of 4
-    const auto e = error_of([&] { validate_config(c, 4); });
+    const auto e = error_of([&] { check_layout(c, 4); });
     CHECK(contains(e, "model.global_batch_size=6"));
     CHECK(contains(e, "multiple of 4"));
   }
   SECTION("vocab not divisible by tp") {
     c.model.vocab_size = 255;
-    CHECK(contains(error_of([&] { validate_config(c, 4); }), "model.vocab_size=255"));
+    CHECK(contains(error_of([&] { check_layout(c, 4); }), "model.vocab_size=255"));
   }
-  SECTION("unknown schedule and device") {
-    c.system.pipeline_schedule = "gpipe";
-    c.system.device = "tpu";
-    const auto e = error_of([&] { validate_config(c, 4); });
-    CHECK(contains(e, "system.pipeline_schedule='gpipe'"));
-    CHECK(contains(e, "system.device='tpu'"));
-  }
-  SECTION("micro batch that is not a number") {
-    c.model.micro_batch_size = "two";
-    CHECK(contains(error_of([&] { validate_config(c, 4); }), "model.micro_batch_size='two'"));
-  }
+}
+
+TEST_CASE("word-valued keys accept their words only", "[config]") {
+  const auto e = error_of([] { load_config(kIni, "t.ini", {"--system.pipeline_schedule=gpipe"}); });
+  CHECK(contains(e, "'system.pipeline_schedule' = 'gpipe' is not accepted; use 1f1b, interleaved or afab"));
+  CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--system.device=tpu"}); }), "'system.device' = 'tpu' is not accepted"));
+  CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--model.micro_batch_size=two"}); }),
+                 "'model.micro_batch_size' = 'two' is not accepted; use a positive integer or auto"));
+  CHECK(load_config(kIni, "t.ini", {"--model.micro_batch_size=auto"}).model.micro_batch_size.automatic);
+  const Config c = load_config(kIni, "t.ini", {"--checkpoint.load=/runs/a/step_00000010"});
+  CHECK(c.checkpoint.load.mode == CheckpointLoad::Mode::path);
+  CHECK(c.checkpoint.load.path == "/runs/a/step_00000010");
+  CHECK(load_config(kIni, "t.ini", {"--checkpoint.load=none"}).checkpoint.load.mode == CheckpointLoad::Mode::none);
 }
 
 TEST_CASE("command line: input, flags and overrides", "[config]") {
   const char* argv[] = {"dtrain", "--dry-run", "in.ini", "--model.num_layers=2", "--system.device", "cpu"};
-  const CommandLine cl = parse_command_line(6, argv);
+  const CommandLine cl = parse_dtrain_command_line(6, argv);
   CHECK(cl.dry_run);
   CHECK(cl.input == "in.ini");
   CHECK(cl.overrides == std::vector<std::string>{"--model.num_layers=2", "--system.device=cpu"});
   const char* two[] = {"dtrain", "a.ini", "b.ini"};
-  CHECK(contains(error_of([&] { parse_command_line(3, two); }), "more than one input file"));
+  CHECK(contains(error_of([&] { parse_dtrain_command_line(3, two); }), "more than one input file"));
   const char* bad[] = {"dtrain", "--bogus"};
-  CHECK(contains(error_of([&] { parse_command_line(2, bad); }), "unknown option '--bogus'"));
+  CHECK(contains(error_of([&] { parse_dtrain_command_line(2, bad); }), "unrecognised option '--bogus'; see 'dtrain --help'"));
+  const char* gen[] = {"dtrain", "generate", "in.ini", "--tokens", "12", "--prompt=Call me"};
+  const CommandLine g = parse_dtrain_command_line(6, gen);
+  CHECK(g.command == CommandLine::Command::generate);
+  CHECK(g.generate.tokens == 12);
+  CHECK(g.generate.prompt == "Call me");
+  const char* nan_tokens[] = {"dtrain", "generate", "in.ini", "--tokens", "abc"};
+  const std::string e = error_of([&] { parse_dtrain_command_line(5, nan_tokens); });
+  CHECK(contains(e, "--tokens"));
+  CHECK(contains(e, "see 'dtrain generate --help'"));
 }
 
 TEST_CASE("the help text lists every key with its default", "[config]") {

@@ -13,10 +13,8 @@ using namespace dtrain;
 namespace {
 
 Config tiny_config() {
-  Config c = load_config("[model]\nnum_layers=2\nhidden_size=16\nnum_attention_heads=2\nseq_length=8\nvocab_size=32\n"
-                         "global_batch_size=2\nmicro_batch_size=2\n", "tiny", {});
-  c.model.micro_batch = 2;
-  return c;
+  return load_config("[model]\nnum_layers=2\nhidden_size=16\nnum_attention_heads=2\nseq_length=8\nvocab_size=32\n"
+                     "global_batch_size=2\nmicro_batch_size=2\n", "tiny", {});
 }
 
 }  // namespace
@@ -24,20 +22,21 @@ Config tiny_config() {
 TEST_CASE("model gradient matches finite differences of the loss", "[model]") {
   const Config cfg = tiny_config();
   const auto& k = kernels::kernel_table(kernels::Backend::host);
-  GptModel model(cfg, stage_part(2, 1, 1, 0), nullptr, 0, k, 1);
+  GptModel model(whole_model_plan(cfg, 2), nullptr, k);
   model.init_parameters(7);
   // Larger weights than GPT-2's 0.02 so that every path carries signal above float noise.
   std::mt19937 gen(3);
   std::normal_distribution<float> nd(0.0f, 0.3f);
   for (const auto& t : model.table().tensors())
     for (std::size_t i = 0; i < t.numel; ++i) model.params().data()[t.offset + i] += nd(gen);
-  SlotActs& s = model.activations().slot(0);
   std::uniform_int_distribution<int> tok(0, 31);
-  for (long i = 0; i < model.dims().N(); ++i) s.tokens[i] = tok(gen), s.targets[i] = tok(gen);
+  std::vector<int> tokens(static_cast<std::size_t>(model.dims().N())), targets(tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = tok(gen), targets[i] = tok(gen);
+  const MicroBatch batch{tokens.data(), targets.data()};
 
   model.grads().zero();
-  model.forward(0);
-  model.backward(0, 0, 1.0f);  // gradient of the summed token loss
+  model.forward(0, 0, batch);
+  model.backward(0, 0, batch, 1.0f, nullptr, nullptr);  // gradient of the summed token loss
   const std::vector<float> grads(model.grads().data(), model.grads().data() + model.grads().size());
 
   // Float32 forward: the loss sum (~50) carries ~1e-5 absolute noise, so with eps = 1e-2 the central
@@ -50,9 +49,9 @@ TEST_CASE("model gradient matches finite differences of the loss", "[model]") {
       float& w = model.params().data()[t.offset + i];
       const float saved = w;
       w = saved + eps;
-      const double up = model.forward(0);
+      const double up = model.forward(0, 0, batch);
       w = saved - eps;
-      const double down = model.forward(0);
+      const double down = model.forward(0, 0, batch);
       w = saved;
       const double fd = (up - down) / (2.0 * eps);
       const double an = grads[t.offset + i];
@@ -67,7 +66,7 @@ TEST_CASE("model gradient matches finite differences of the loss", "[model]") {
 TEST_CASE("initial weights depend only on seed, tensor and global index", "[model]") {
   const Config cfg = tiny_config();
   const auto& k = kernels::kernel_table(kernels::Backend::host);
-  GptModel a(cfg, stage_part(2, 1, 1, 0), nullptr, 0, k, 1), b(cfg, stage_part(2, 1, 1, 0), nullptr, 0, k, 1);
+  GptModel a(whole_model_plan(cfg, 2), nullptr, k), b(whole_model_plan(cfg, 2), nullptr, k);
   a.init_parameters(11);
   b.init_parameters(11);
   CHECK(std::equal(a.params().data(), a.params().data() + a.params().size(), b.params().data()));

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
-#include "runtime/rank_layout.hpp"
+#include "plan/rank_layout.hpp"
 
 using namespace dtrain;
 using Groups = std::vector<std::vector<int>>;

@@ -3,15 +3,16 @@
 
 #include "common/error.hpp"
 #include "config/load.hpp"
-#include "parallel/training_plan.hpp"
+#include "plan/pipeline_schedule.hpp"
+#include "plan/training_plan.hpp"
 
 using namespace dtrain;
 
 TEST_CASE("bubble formulas", "[plan]") {
-  CHECK(predicted_bubble("1f1b", 1, 8, 1) == 0.0);
-  CHECK(predicted_bubble("1f1b", 4, 8, 1) == Approx(3.0 / 11.0));
-  CHECK(predicted_bubble("afab", 2, 2, 1) == Approx(1.0 / 3.0));
-  CHECK(predicted_bubble("interleaved", 4, 8, 2) == Approx(3.0 / 19.0));
+  CHECK(predicted_bubble(PipelineSchedule::one_f_one_b, 1, 8, 1) == 0.0);
+  CHECK(predicted_bubble(PipelineSchedule::one_f_one_b, 4, 8, 1) == Approx(3.0 / 11.0));
+  CHECK(predicted_bubble(PipelineSchedule::afab, 2, 2, 1) == Approx(1.0 / 3.0));
+  CHECK(predicted_bubble(PipelineSchedule::interleaved, 4, 8, 2) == Approx(3.0 / 19.0));
 }
 
 TEST_CASE("plan resolves gradient accumulation and warns on few micro-batches", "[plan]") {
@@ -32,8 +33,7 @@ TEST_CASE("micro_batch_size=auto picks the largest micro-batch within the bubble
   const TrainingPlan p = make_plan(c, 4);
   CHECK(p.micro_batch == 2);
   CHECK(p.num_micro_batches == 16);
-  c.system.memory_budget_gb = 1e-9;
-  CHECK_THROWS_AS(make_plan(c, 4), UserError);
+  CHECK_THROWS_AS(make_plan(c, 4, MemoryLimit{1000.0, "a tiny limit"}), UserError);
 }
 
 TEST_CASE("interleaved schedule needs m >= p and says which micro-batches work", "[plan]") {
@@ -46,18 +46,35 @@ TEST_CASE("interleaved schedule needs m >= p and says which micro-batches work",
   } catch (const UserError& e) {
     CHECK(std::string(e.what()).find("micro_batch_size in {1, 2, 3}") != std::string::npos);
   }
-  c.model.micro_batch_size = "2";  // m = 6: not a multiple of p, accepted
+  c.model.micro_batch_size.value = 2;  // m = 6: not a multiple of p, accepted
   CHECK(make_plan(c, 4).num_micro_batches == 6);
 }
 
 TEST_CASE("activation memory grows with the micro-batch; distributed optimizer shards state", "[plan]") {
-  Config c;
-  ParallelSizes s;
-  s.dp = 4;
-  const auto a = estimate_memory(c, s, 1, 0);
-  const auto b = estimate_memory(c, s, 2, 0);
+  Config c = load_config("[model]\nglobal_batch_size=16\nmicro_batch_size=1\n", "t", {});
+  const auto a = make_plan(c, 4).stage_memory[0];
+  c.model.micro_batch_size.value = 2;
+  const auto b = make_plan(c, 4).stage_memory[0];
   CHECK(b.activations > a.activations);
   c.system.use_distributed_optimizer = true;
-  const auto z = estimate_memory(c, s, 1, 0);
-  CHECK(z.optimizer * 4 == Approx(a.optimizer).epsilon(1e-6));
+  const auto z = make_plan(c, 4).stage_memory[0];
+  CHECK(static_cast<double>(z.optimizer) * 4 == Approx(static_cast<double>(a.optimizer)).epsilon(1e-3));
+}
+
+TEST_CASE("a plan that does not fit the rank's memory is refused, naming the estimate and its biggest term", "[plan]") {
+  Config c = load_config("[model]\nnum_layers=4\nhidden_size=512\nnum_attention_heads=8\nseq_length=512\n"
+                         "global_batch_size=8\nmicro_batch_size=8\n", "t", {});
+  const MemoryLimit limit{1e9, "a test limit"};
+  try {
+    make_plan(c, 1, limit);
+    FAIL("accepted a plan above the limit");
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("the plan needs") != std::string::npos);
+    CHECK(what.find("(the biggest term: activations") != std::string::npos);
+    CHECK(what.find("more than the 1.000 GB a rank can use (a test limit)") != std::string::npos);
+  }
+  c.model.micro_batch_size.value = 1;
+  CHECK(make_plan(c, 1, limit).peak_memory() < 1e9);
 }

@@ -2,19 +2,22 @@
 // ceiling measured in the same run. Prints a table and writes JSON.
 //   build/tools/bench/train_throughput [--threads 1] [--steps 6] [--repeats 3] [--json FILE] [--only NAME]
 // A step is forward + backward over the micro-batch and one AdamW update, on random tokens (no data I/O).
-// FLOPs per token = 6 x (parameters used in matmuls) + 12 x layers x T x d (attention matmuls).
-#include <Kokkos_Core.hpp>
-
+// FLOPs per token: plan/model_flops.hpp (6 x matmul parameters + the causal half of attention).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iostream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
+#include "config/cli.hpp"
 #include "config/load.hpp"
+#include "kernels/host_runtime.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
+#include "plan/model_flops.hpp"
 #include "train/machine_peak.hpp"
 
 using namespace dtrain;
@@ -36,28 +39,29 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
+  namespace po = boost::program_options;
   int threads = 1, steps = 6, repeats = 3;
+  bool help = false;
   std::string json_path = "train_throughput.json", only;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--threads") threads = std::stoi(argv[i + 1]);
-    else if (a == "--steps") steps = std::stoi(argv[i + 1]);
-    else if (a == "--repeats") repeats = std::stoi(argv[i + 1]);
-    else if (a == "--json") json_path = argv[i + 1];
-    else if (a == "--only") only = argv[i + 1];
-    else {
-      std::fprintf(stderr, "usage: train_throughput [--threads N] [--steps N] [--repeats N] [--json FILE] [--only NAME]\n");
-      return 2;
-    }
+  po::options_description options("Options");
+  options.add_options()("help,h", po::bool_switch(&help), "print this help and exit")(
+      "threads", po::value(&threads)->default_value(threads), "BLAS threads")(
+      "steps", po::value(&steps)->default_value(steps), "timed steps per repeat")(
+      "repeats", po::value(&repeats)->default_value(repeats), "repeats")(
+      "json", po::value(&json_path)->default_value(json_path), "JSON output file")(
+      "only", po::value(&only), "run one configuration (L6-d384-V256 or L12-d768-V50304)");
+  parse_command_line_options(argc, argv, 1, options, {}, "train_throughput");
+  if (help) {
+    std::cout << "usage: train_throughput [--threads N] [--steps N] [--repeats N] [--json FILE] [--only NAME]\n" << options;
+    return 0;
   }
-  Kokkos::ScopeGuard kokkos(argc, argv);
+  if (threads < 1 || steps < 1 || repeats < 1) throw UserError("train_throughput: --threads, --steps and --repeats must be >= 1");
+  kernels::HostRuntime host_kernels;
   configure_blas_threads(threads, 1);
   const double ceiling = measure_sgemm_gflops(1024, 1.0);
   std::printf("sgemm ceiling (1024^3, %d thread(s), best of 1 s): %.1f GFLOP/s\n", threads, ceiling);
-  std::printf("FLOPs/token = 6 x matmul parameters + 12 x layers x T x d\n");
+  std::printf("FLOPs/token = 6 x matmul parameters + 6 x layers x T x d (causal attention: half of 12 x L x T x d)\n");
   std::printf("%-18s %10s %12s %12s %10s %9s\n", "config", "tokens/s", "ms/step med", "ms/step min", "GFLOP/s", "of sgemm");
 
   std::FILE* json = std::fopen(json_path.c_str(), "w");
@@ -75,20 +79,20 @@ int main(int argc, char** argv) {
                   "[model]\nnum_layers=%d\nhidden_size=%d\nnum_attention_heads=%d\nseq_length=%d\nvocab_size=%d\n"
                   "global_batch_size=%d\nmicro_batch_size=%d\n",
                   bc.layers, bc.hidden, bc.heads, bc.seq, bc.vocab, bc.batch, bc.batch);
-    Config cfg = load_config(ini, bc.name, {});
-    cfg.model.micro_batch = bc.batch;
-    GptModel model(cfg, stage_part(bc.layers, 1, 1, 0), nullptr, 0, k, 1);
+    const Config cfg = load_config(ini, bc.name, {});
+    GptModel model(whole_model_plan(cfg, bc.batch), nullptr, k);
     model.init_parameters(1);
-    AdamW adamw(model.table(), cfg.optimizer, k, {{0, model.params().size()}});
-    SlotActs& s = model.activations().slot(0);
+    AdamW adamw(model.plan(), cfg.optimizer, k);
     std::mt19937 gen(1);
     std::uniform_int_distribution<int> tok(0, bc.vocab - 1);
-    for (long i = 0; i < model.dims().N(); ++i) s.tokens[i] = tok(gen), s.targets[i] = tok(gen);
+    std::vector<int> inputs(static_cast<std::size_t>(model.dims().N())), targets(inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i] = tok(gen), targets[i] = tok(gen);
+    const MicroBatch batch{inputs.data(), targets.data()};
     const double tokens = static_cast<double>(bc.batch) * bc.seq;
     auto one_step = [&](int t) {
       model.grads().zero();
-      model.forward(0);
-      model.backward(0, 0, static_cast<float>(1.0 / tokens));
+      model.forward(0, 0, batch);
+      model.backward(0, 0, batch, static_cast<float>(1.0 / tokens), nullptr, nullptr);
       adamw.step(model.params(), model.grads(), 1e-4, t);
     };
     one_step(1);  // warm-up: first touch of every page
@@ -115,4 +119,15 @@ int main(int argc, char** argv) {
   std::fclose(json);
   std::printf("wrote %s\n", json_path.c_str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "train_throughput: error: %s\n", e.what());
+    return kUserErrorExit;
+  }
 }

@@ -9,9 +9,15 @@
 //                (p-s-1)*2 + (v-1)*(p + m%p)
 //
 // Virtual stage of (stage s, chunk c) is c*p + s: the model runs virtual stages 0 .. v*p-1 in order.
+//
+// Bubble (fraction of a step a stage sits idle), p stages, m micro-batches, v chunks per stage:
+//   1F1B and all-forward-all-backward: (p-1) / (m + p - 1)
+//   interleaved 1F1B:                   (p-1) / (v*m + p - 1)
 #pragma once
 #include <string>
 #include <vector>
+
+#include "config/choices.hpp"
 
 namespace dtrain {
 
@@ -26,13 +32,18 @@ struct PipelineAction {
 
 using StageActions = std::vector<PipelineAction>;
 
-// Action list of `stage` for the schedule name ("afab", "1f1b", "interleaved").
-StageActions schedule_actions(const std::string& schedule, int p, int m, int v, int stage);
+// Action list of `stage` (v is used by the interleaved schedule only; it needs m >= p).
+StageActions schedule_actions(PipelineSchedule schedule, int p, int m, int v, int stage);
 
-// Chunk-forwards of the interleaved schedule's warmup on `stage` (before the first backward).
-inline int interleaved_warmup(int p, int m, int v, int stage) { return (p - stage - 1) * 2 + (v - 1) * (p + m % p); }
+// The forward actions of a list, in order: evaluation runs them and keeps nothing for a backward.
+StageActions forward_only(const StageActions& actions);
 
-// Largest number of (micro-batch, chunk) activations a stage's list holds at once.
+double predicted_bubble(PipelineSchedule schedule, int p, int m, int v);
+
+// Largest number of (micro-batch, chunk) activations stage `stage` holds at once under the schedule,
+// from its warmup: what peak_in_flight() of its action list is.
+int max_in_flight(PipelineSchedule schedule, int p, int m, int v, int stage);
+// Largest number of (micro-batch, chunk) activations an action list holds at once.
 int peak_in_flight(const StageActions& actions);
 
 // Simulates the lists of all stages with unit-time forwards and backwards (a backward costs

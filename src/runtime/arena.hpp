@@ -10,11 +10,6 @@
 
 namespace dtrain {
 
-// Elements [begin, end) of an arena.
-struct ArenaRange {
-  std::size_t begin, end;
-};
-
 class Arena {
  public:
   Arena() = default;

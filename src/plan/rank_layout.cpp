@@ -1,5 +1,5 @@
 // Rank <-> coordinate arithmetic for the parallel grid (see rank_layout.hpp for the convention).
-#include "runtime/rank_layout.hpp"
+#include "plan/rank_layout.hpp"
 
 #include <algorithm>
 #include <sstream>

@@ -1,6 +1,6 @@
 // The tensor table: every parameter tensor a rank holds, with its global shape, its tensor-parallel
 // slice and its offset in the rank's parameter arena. One table drives allocation, initialisation,
-// optimizer grouping, checkpoint I/O and memory reports.
+// optimizer grouping, checkpoint I/O and memory reports. Pure: no MPI, no memory but the table.
 //
 // GPT parameters (global shapes; C = hidden, F = ffn, V = vocab, T = seq_length, per layer l):
 //   wte (V,C) vocab-parallel (split dim 0)      wpe (T,C) replicated (first stage)
@@ -10,6 +10,7 @@
 //   h<l>.fcproj_w (C,F) row-parallel (split dim 1), h<l>.fcproj_b (C)
 //   lnf_w, lnf_b (C) (last stage). The LM head is wte (tied); wte lives on the first and last stage.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -67,5 +68,20 @@ class TensorTable {
   std::vector<TensorSpec> tensors_;
   std::size_t total_ = 0;
 };
+
+// Global element index of local element `i` of a tensor slice (row-major in both).
+long global_index(const TensorSpec& t, long i);
+
+// Local elements [begin, begin + count) of a slice as runs that are contiguous in the slice and in
+// the global tensor (pieces of rows of the last dimension): fn(local_index, global_index, length).
+template <typename Fn>
+void for_each_run(const TensorSpec& t, long begin, long count, Fn fn) {
+  const long row = t.local_shape.empty() ? 1 : t.local_shape.back();
+  for (long i = begin, end = begin + count; i < end;) {
+    const long len = std::min(row - i % row, end - i);
+    fn(i, global_index(t, i), len);
+    i += len;
+  }
+}
 
 }  // namespace dtrain

@@ -1,5 +1,5 @@
 // Schedule generators and a discrete-time simulator used by tests and the bubble report.
-#include "parallel/pipeline_schedule.hpp"
+#include "plan/pipeline_schedule.hpp"
 
 #include <algorithm>
 #include <map>
@@ -46,10 +46,13 @@ std::vector<PipelineAction> interleaved_table(int p, int m, int v) {
   return table;
 }
 
+// Chunk-forwards of the interleaved schedule's warmup on `stage` (before its first backward).
+long interleaved_warmup(long p, long m, long v, long stage) { return (p - stage - 1) * 2 + (v - 1) * (p + m % p); }
+
 StageActions interleaved(int p, int m, int v, int stage) {
   const std::vector<PipelineAction> table = interleaved_table(p, m, v);
   const int total = m * v;
-  const int warmup = std::min(total, interleaved_warmup(p, m, v, stage));
+  const int warmup = static_cast<int>(std::min<long>(total, interleaved_warmup(p, m, v, stage)));
   auto backward = [&](int k) { return PipelineAction{PipelineAction::backward, table[k].micro_batch, v - 1 - table[k].chunk}; };
   StageActions a;
   int f = 0, b = 0;
@@ -64,14 +67,38 @@ StageActions interleaved(int p, int m, int v, int stage) {
 
 }  // namespace
 
-StageActions schedule_actions(const std::string& schedule, int p, int m, int v, int stage) {
-  if (schedule == "afab") return afab(m);
-  if (schedule == "1f1b") return one_f_one_b(p, m, stage);
-  if (schedule == "interleaved") {
-    if (m < p) throw UserError("the interleaved schedule needs at least as many micro-batches as pipeline stages");
-    return interleaved(p, m, v, stage);
+StageActions schedule_actions(PipelineSchedule schedule, int p, int m, int v, int stage) {
+  switch (schedule) {
+    case PipelineSchedule::afab: return afab(m);
+    case PipelineSchedule::one_f_one_b: return one_f_one_b(p, m, stage);
+    case PipelineSchedule::interleaved:
+      if (m < p) throw UserError("the interleaved schedule needs at least as many micro-batches as pipeline stages");
+      return interleaved(p, m, v, stage);
   }
-  throw UserError("unknown pipeline schedule '" + schedule + "'");
+  return {};
+}
+
+StageActions forward_only(const StageActions& actions) {
+  StageActions f;
+  for (const auto& a : actions)
+    if (a.kind == PipelineAction::forward) f.push_back(a);
+  return f;
+}
+
+double predicted_bubble(PipelineSchedule schedule, int p, int m, int v) {
+  if (p <= 1) return 0.0;
+  const int chunks = schedule == PipelineSchedule::interleaved ? v : 1;
+  return static_cast<double>(p - 1) / (static_cast<double>(chunks) * m + p - 1);
+}
+
+int max_in_flight(PipelineSchedule schedule, int p, int m, int v, int stage) {
+  switch (schedule) {
+    case PipelineSchedule::afab: return m;
+    case PipelineSchedule::interleaved:
+      return static_cast<int>(std::min<long>(static_cast<long>(m) * v, interleaved_warmup(p, m, v, stage) + 1));
+    case PipelineSchedule::one_f_one_b: break;
+  }
+  return std::min(m, p - stage);
 }
 
 int peak_in_flight(const StageActions& actions) {

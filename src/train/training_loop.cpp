@@ -1,6 +1,5 @@
-// run_train: set-up, the step loop with logging and validation, final weights and a text sample.
-// run_generate: text from a weights file.
-#include "app/train_command.hpp"
+// run_training: set-up, the step loop with logging and validation, final weights and a text sample.
+#include "train/training_loop.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -9,9 +8,8 @@
 
 #include "ckpt/weights_file.hpp"
 #include "common/error.hpp"
-#include "kernels/kernels.hpp"
 #include "model/generate.hpp"
-#include "runtime/cuda_device.hpp"
+#include "plan/model_flops.hpp"
 #include "runtime/parallel_state.hpp"
 #include "runtime/stop_signal.hpp"
 #include "train/checkpointing.hpp"
@@ -21,14 +19,6 @@
 
 namespace dtrain {
 namespace {
-
-const kernels::KernelTable& kernels_for(const Config& cfg, const LaunchEnv& env) {
-  if (cfg.system.device == "cuda") {
-    select_cuda_device(env, /*allow_shared_gpu=*/false);
-    return kernels::kernel_table(kernels::Backend::cuda);
-  }
-  return kernels::kernel_table(kernels::Backend::host);
-}
 
 double mean_over(MPI_Comm comm, double v) {
   double sum = 0.0;
@@ -40,9 +30,8 @@ double mean_over(MPI_Comm comm, double v) {
 
 }  // namespace
 
-int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env) {
-  install_stop_signal_handlers();  // from here on, SIGUSR1/SIGTERM stop at the next step boundary
-  const kernels::KernelTable& k = kernels_for(cfg, env);
+int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env, const kernels::KernelTable& k,
+                 const std::string& config_text) {
   const RankLayout layout(plan.sizes, cfg.system.rank_order);
   Watchdog watchdog(env.world_rank, cfg.system.collective_timeout_s, cfg.system.step_timeout_s);
   Trace trace(world, cfg.logging.trace_file);
@@ -64,7 +53,7 @@ int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const
                 plan.num_micro_batches, plan.micro_batch, cfg.model.seq_length, threads, peak_gflops, flops_per_token / 1e9);
   log.message(head);
   for (const auto& w : plan.warnings) log.message("warning: " + w);
-  Checkpointing checkpoints(world, cfg, plan, config_as_ini(table), log);
+  Checkpointing checkpoints(world, cfg, plan, config_text, log);
   const int first_step = checkpoints.resume(trainer);
   if (first_step >= cfg.training.train_iters)
     log.message("training is already complete (step " + std::to_string(first_step) + " of " +
@@ -126,12 +115,8 @@ int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const
 
   // The whole model on rank 0: final weights for `dtrain generate`, and a text sample.
   std::unique_ptr<GptModel> full;
-  if (rank0) {
-    Config one = cfg;
-    one.model.micro_batch = 1;
-    full = std::make_unique<GptModel>(one, stage_part(cfg.model.num_layers, 1, 1, 0), nullptr, 0, k, 1);
-  }
-  trainer.gather_full_model(full.get());
+  if (rank0) full = std::make_unique<GptModel>(whole_model_plan(cfg, 1), nullptr, k);
+  trainer.gather_full_model(rank0 ? full->params().data() : nullptr);
   if (rank0 && !cfg.checkpoint.dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(cfg.checkpoint.dir, ec);
@@ -140,37 +125,6 @@ int run_train(MPI_Comm world, const OptionTable& table, const Config& cfg, const
     log.message("wrote final weights to " + path + " (dtrain generate INPUT.ini --weights " + path + ")");
   }
   if (rank0) log.message("sample: " + generate_text(*full, "\n", 240, 0.8, cfg.training.seed));
-  return 0;
-}
-
-int run_generate(MPI_Comm world, const Config& cfg, const LaunchEnv& env, const std::vector<std::string>& options) {
-  std::string weights, prompt = "\n";
-  int tokens = 400;
-  double temperature = 0.8;
-  std::uint64_t seed = cfg.training.seed;
-  for (std::size_t i = 0; i < options.size(); ++i) {
-    std::string key = options[i], value;
-    const auto eq = key.find('=');
-    if (eq != std::string::npos) value = key.substr(eq + 1), key = key.substr(0, eq);
-    else if (i + 1 < options.size()) value = options[++i];
-    if (key == "--weights") weights = value;
-    else if (key == "--prompt") prompt = value;
-    else if (key == "--tokens") tokens = std::stoi(value);
-    else if (key == "--temperature") temperature = std::stod(value);
-    else if (key == "--seed") seed = std::stoull(value);
-    else throw UserError("dtrain generate: unknown option '" + key + "' (use --weights, --prompt, --tokens, --temperature, --seed)");
-  }
-  if (weights.empty()) weights = cfg.checkpoint.dir + "/model-final.h5";
-  if (env.world_size != 1) throw UserError("dtrain generate runs on one rank; start it without mpirun/srun or with -np 1");
-  Config one = cfg;
-  one.model.micro_batch = 1;
-  const kernels::KernelTable& k = kernels_for(cfg, env);
-  configure_blas_threads(cfg.system.threads_per_rank, 1);
-  GptModel model(one, stage_part(cfg.model.num_layers, 1, 1, 0), nullptr, 0, k, 1);
-  read_weights(weights, model.table(), model.params());
-  const std::string text = generate_text(model, prompt, tokens, temperature, seed);
-  std::printf("%s%s\n", prompt.c_str(), text.c_str());
-  (void)world;
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // Builds the tensor table of a rank from the model shape, its pipeline part and its TP coordinate.
-#include "model/tensor_table.hpp"
+#include "plan/tensor_table.hpp"
 
 #include <cmath>
 
@@ -9,6 +9,18 @@ namespace dtrain {
 
 ModelShape ModelShape::from(const ModelConfig& m, int ffn_hidden) {
   return {m.num_layers, m.hidden_size, m.num_attention_heads, ffn_hidden, m.seq_length, m.vocab_size};
+}
+
+long global_index(const TensorSpec& t, long i) {
+  const int dims = static_cast<int>(t.local_shape.size());
+  long g = 0, stride = 1;
+  for (int d = dims - 1; d >= 0; --d) {
+    const long coord = i % t.local_shape[d] + t.local_offset[d];
+    i /= t.local_shape[d];
+    g += coord * stride;
+    stride *= t.global_shape[d];
+  }
+  return g;
 }
 
 long TensorSpec::global_numel() const {

@@ -1,0 +1,107 @@
+// parse_dtrain_command_line: Boost.ProgramOptions descriptions of dtrain and dtrain generate.
+#include "app/command_line.hpp"
+
+#include <sstream>
+
+#include "common/error.hpp"
+#include "config/cli.hpp"
+
+namespace po = boost::program_options;
+
+namespace dtrain {
+namespace {
+
+po::options_description common_options(CommandLine& cl) {
+  po::options_description d("Options");
+  d.add_options()("help,h", po::bool_switch(&cl.help), "print this help (and every input key) and exit")(
+      "version", po::bool_switch(&cl.version), "print the version and whether the CUDA backend is built");
+  return d;
+}
+
+po::options_description train_options(CommandLine& cl) {
+  po::options_description d = common_options(cl);
+  d.add_options()("dry-run", po::bool_switch(&cl.dry_run),
+                  "print the resolved configuration, the rank layout, the schedule's bubble and the memory per rank, "
+                  "then exit without training");
+  return d;
+}
+
+po::options_description generate_options(CommandLine& cl) {
+  po::options_description d = common_options(cl);
+  GenerateOptions& g = cl.generate;
+  d.add_options()("weights", po::value(&g.weights)->value_name("FILE"),
+                  "weights file (model-final.h5 or ckpt-consolidate --out); default checkpoint.dir/model-final.h5")(
+      "prompt", po::value(&g.prompt)->value_name("TEXT"), "text to continue (default: a newline)")(
+      "tokens", po::value(&g.tokens)->value_name("N")->default_value(g.tokens), "tokens to generate")(
+      "temperature", po::value(&g.temperature)->value_name("T")->default_value(g.temperature), "sampling temperature; 0 = greedy")(
+      "seed", po::value<std::uint64_t>()->value_name("N")->notifier([&g](std::uint64_t s) { g.seed = s; }),
+      "sampling seed (default: training.seed)");
+  return d;
+}
+
+// Splits the arguments into input-key overrides ("--section.key=value" or "--section.key value",
+// kept as "--section.key=value"; an empty value is allowed) and the rest, for Boost.ProgramOptions.
+std::vector<std::string> split_overrides(int argc, const char* const* argv, int first, std::vector<std::string>& overrides) {
+  std::vector<std::string> rest;
+  for (int i = first; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto dot = a.find('.'), eq = a.find('=');
+    const bool key = a.rfind("--", 0) == 0 && dot != std::string::npos && dot < eq;
+    if (!key) {
+      rest.push_back(a);
+    } else if (eq != std::string::npos) {
+      overrides.push_back(a);
+    } else {
+      if (i + 1 >= argc) throw UserError("option '" + a.substr(2) + "' needs a value: write " + a + "=VALUE");
+      overrides.push_back(a + "=" + argv[++i]);
+    }
+  }
+  return rest;
+}
+
+}  // namespace
+
+std::string command_usage(CommandLine::Command command) {
+  CommandLine cl;
+  std::ostringstream os;
+  if (command == CommandLine::Command::generate) {
+    os << "usage: dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT] [--tokens N] [--temperature T] [--seed N]\n"
+          "Samples text from trained weights on one rank (no mpirun needed). INPUT.ini gives the model.\n\n"
+       << generate_options(cl);
+  } else {
+    os << "usage: dtrain [--dry-run] INPUT.ini [--section.key=value ...]\n"
+          "       dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT] [--tokens N] [--temperature T]\n"
+          "       dtrain --help | --version\n"
+          "Launch with srun (srun --mpi=pmix dtrain input.ini) or mpirun (mpirun -np 4 dtrain input.ini).\n"
+          "Any input key can be overridden on the command line as --section.key=value.\n\n"
+       << train_options(cl);
+  }
+  return os.str();
+}
+
+CommandLine parse_dtrain_command_line(int argc, const char* const* argv) {
+  CommandLine cl;
+  int first = 1;
+  if (argc > 1 && std::string(argv[1]) == "generate") cl.command = CommandLine::Command::generate, first = 2;
+  const std::string program = cl.command == CommandLine::Command::generate ? "dtrain generate" : "dtrain";
+  const po::options_description options = cl.command == CommandLine::Command::generate ? generate_options(cl) : train_options(cl);
+  std::vector<std::string> inputs;
+  po::options_description hidden;
+  hidden.add_options()("input", po::value(&inputs));
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("input", -1);
+
+  const std::vector<std::string> args = split_overrides(argc, argv, first, cl.overrides);
+  std::vector<const char*> ptrs{argv[0]};
+  for (const auto& a : args) ptrs.push_back(a.c_str());
+  parse_command_line_options(static_cast<int>(ptrs.size()), ptrs.data(), 1, all, positional, program);
+  if (inputs.size() > 1)
+    throw UserError("more than one input file ('" + inputs[0] + "' and '" + inputs[1] +
+                    "'); give one input.ini and override keys with --section.key=value");
+  if (!inputs.empty()) cl.input = inputs.front();
+  return cl;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,35 @@
+// dtrain's command line: `dtrain [--dry-run] INPUT.ini [--section.key=value ...]`,
+// `dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT] ...`, `--help`, `--version`.
+// Parsed with Boost.ProgramOptions; input keys may be given as --section.key=value or
+// --section.key value and are checked against the options table when the input file is loaded.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+struct GenerateOptions {
+  std::string weights;  // default: checkpoint.dir/model-final.h5
+  std::string prompt = "\n";
+  int tokens = 400;
+  double temperature = 0.8;
+  std::optional<std::uint64_t> seed;  // default: training.seed
+};
+
+struct CommandLine {
+  enum class Command { train, generate } command = Command::train;
+  bool help = false, version = false, dry_run = false;
+  std::string input;                   // path of input.ini
+  std::vector<std::string> overrides;  // "--section.key=value", in order
+  GenerateOptions generate;
+};
+
+// Throws UserError naming the option and pointing to --help.
+CommandLine parse_dtrain_command_line(int argc, const char* const* argv);
+
+// The --help text of the command (`dtrain` or `dtrain generate`), without the input-key list.
+std::string command_usage(CommandLine::Command command);
+
+}  // namespace dtrain

@@ -1,0 +1,45 @@
+// The input keys whose values are words, not numbers: each is an enum (or a small struct) parsed once,
+// when the options table reads the INI file and the command line, and printed back as the same word.
+// An unknown word is an error naming the key and the accepted words.
+#pragma once
+#include <boost/any.hpp>
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+enum class Device { cpu, cuda };
+
+enum class PipelineSchedule {
+  one_f_one_b,  // "1f1b": Megatron's non-interleaved 1F1B
+  interleaved,  // "interleaved": interleaved 1F1B over virtual_pipeline_model_parallel_size chunks
+  afab,         // "afab": all forwards, then all backwards (the oracle)
+};
+
+// model.micro_batch_size: a positive integer, or "auto" (planned from the bubble and memory limits).
+struct MicroBatchSize {
+  bool automatic = false;
+  long value = 1;
+};
+
+// checkpoint.load: "auto" (resume from checkpoint.dir/latest when there is one), "none", or a path.
+struct CheckpointLoad {
+  enum class Mode { automatic, none, path } mode = Mode::automatic;
+  std::string path;
+};
+
+std::ostream& operator<<(std::ostream& os, Device v);
+std::ostream& operator<<(std::ostream& os, PipelineSchedule v);
+std::ostream& operator<<(std::ostream& os, const MicroBatchSize& v);
+std::ostream& operator<<(std::ostream& os, const CheckpointLoad& v);
+const char* to_string(PipelineSchedule v);
+
+// Boost.ProgramOptions parsers (found by argument-dependent lookup).
+void validate(boost::any& out, const std::vector<std::string>& values, Device*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, PipelineSchedule*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, MicroBatchSize*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, CheckpointLoad*, int);
+
+}  // namespace dtrain

@@ -1,0 +1,76 @@
+// check_layout: sizes against the world and against each other.
+#include "plan/layout_checks.hpp"
+
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "plan/rank_layout.hpp"
+
+namespace dtrain {
+namespace {
+
+std::string s(long v) { return std::to_string(v); }
+
+std::string divisors(long n) {
+  std::string out;
+  for (long d = 1; d <= n && d <= 1 << 20; ++d)
+    if (n % d == 0) out += (out.empty() ? "" : ", ") + s(d);
+  return out;
+}
+
+}  // namespace
+
+void check_layout(const Config& c, int world) {
+  std::vector<std::string> errs;
+  const auto& m = c.model;
+  const auto& y = c.system;
+  const long tp = y.tensor_model_parallel_size, pp = y.pipeline_model_parallel_size;
+  const long cp = y.context_parallel_size, v = y.virtual_pipeline_model_parallel_size;
+  bool sizes_fit = true;
+  for (auto [key, size] : {std::pair<const char*, long>{"system.tensor_model_parallel_size", tp},
+                           {"system.pipeline_model_parallel_size", pp}, {"system.context_parallel_size", cp}})
+    if (size > world) {
+      errs.push_back(std::string(key) + "=" + s(size) + " is larger than the " + s(world) + " ranks of this job");
+      sizes_fit = false;
+    }
+  const long model_parallel = sizes_fit ? tp * cp * pp : 0;  // each <= world <= 2^20: no overflow
+  if (sizes_fit && world % model_parallel != 0)
+    errs.push_back("system.tensor_model_parallel_size=" + s(tp) + " x system.pipeline_model_parallel_size=" + s(pp) +
+                   " x system.context_parallel_size=" + s(cp) + " = " + s(model_parallel) + " does not divide the " + s(world) +
+                   " ranks of this job; choose sizes whose product is one of: " + divisors(world));
+  if (m.num_attention_heads % tp != 0)
+    errs.push_back("model.num_attention_heads=" + s(m.num_attention_heads) + " is not divisible by system.tensor_model_parallel_size=" +
+                   s(tp) + "; use a tp among: " + divisors(m.num_attention_heads));
+  if (m.vocab_size % tp != 0)
+    errs.push_back("model.vocab_size=" + s(m.vocab_size) + " is not divisible by system.tensor_model_parallel_size=" + s(tp) +
+                   "; pad the vocabulary to a multiple of " + s(tp) + " (e.g. " + s((m.vocab_size + tp - 1) / tp * tp) + ")");
+  if (c.ffn_hidden() % tp != 0)
+    errs.push_back("model.ffn_hidden_size=" + s(c.ffn_hidden()) + " is not divisible by system.tensor_model_parallel_size=" + s(tp));
+  if (m.num_layers % (pp * v) != 0)
+    errs.push_back("model.num_layers=" + s(m.num_layers) + " is not divisible by system.pipeline_model_parallel_size=" + s(pp) +
+                   (v > 1 ? " x system.virtual_pipeline_model_parallel_size=" + s(v) : std::string()) +
+                   "; use num_layers a multiple of " + s(pp * v) + " or pp" + (v > 1 ? "*v" : "") + " among: " + divisors(m.num_layers));
+  if (y.sequence_parallel && m.seq_length % tp != 0)
+    errs.push_back("system.sequence_parallel needs model.seq_length=" + s(m.seq_length) + " divisible by tensor_model_parallel_size=" + s(tp));
+  try {
+    RankLayout(ParallelSizes{}, y.rank_order);
+  } catch (const UserError& e) {
+    errs.push_back(e.what());
+  }
+  if (!m.micro_batch_size.automatic && model_parallel > 0 && world % model_parallel == 0) {
+    const long dp = world / model_parallel, mb = m.micro_batch_size.value;  // mb <= global batch <= 2^24
+    if (m.global_batch_size % (mb * dp) != 0)
+      errs.push_back("model.global_batch_size=" + s(m.global_batch_size) + " is not divisible by model.micro_batch_size=" + s(mb) +
+                     " x data-parallel size " + s(dp) + " = " + s(mb * dp) + "; use a global batch that is a multiple of " +
+                     s(mb * dp) + " (e.g. " + s((m.global_batch_size + mb * dp - 1) / (mb * dp) * (mb * dp)) +
+                     ") or micro_batch_size=auto");
+  }
+  if (!errs.empty()) {
+    std::string all;
+    for (const auto& e : errs) all += (all.empty() ? "" : "\n") + e;
+    throw UserError(all);
+  }
+}
+
+}  // namespace dtrain

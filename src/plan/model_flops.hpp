@@ -1,0 +1,15 @@
+// The FLOP count behind MFU (model FLOPs utilisation), per token of a training step (forward +
+// backward):
+//   6 x (parameters used in matrix multiplies: per layer 3C^2 + C^2 + 2CF, plus the V x C LM head)
+//   + 6 x layers x T x C for attention (QK^T and attention-times-V), counted for the causal half:
+//     a causal model needs only the lower triangle, and dtrain's kernels compute only that.
+// Recomputation and the optimizer are not counted (model FLOPs, not hardware FLOPs). With this count
+// and a peak measured on all cores (or a device's data-sheet peak), MFU cannot exceed 100%.
+#pragma once
+#include "config/config.hpp"
+
+namespace dtrain {
+
+double model_flops_per_token(const Config& cfg);
+
+}  // namespace dtrain

@@ -1,0 +1,74 @@
+// make_rank_plan: the table, the arena cuts and the activation layout of one rank.
+#include "plan/rank_plan.hpp"
+
+#include "plan/pipeline_schedule.hpp"
+#include "plan/training_plan.hpp"
+
+namespace dtrain {
+
+std::size_t MemoryEstimate::total() const {
+  constexpr std::size_t kMax = static_cast<std::size_t>(-1) / 2;
+  std::size_t sum = 0;
+  for (std::size_t x : {params, grads, optimizer, activations}) sum = sum > kMax - x ? kMax : sum + x;
+  return sum;
+}
+
+const char* MemoryEstimate::biggest_term() const {
+  const char* name = "params";
+  std::size_t most = params;
+  if (grads > most) most = grads, name = "grads";
+  if (optimizer > most) most = optimizer, name = "optimizer";
+  if (activations > most) name = "activations";
+  return name;
+}
+
+MemoryEstimate RankPlan::memory() const {
+  constexpr std::size_t kMax = static_cast<std::size_t>(-1) / 8;
+  auto bytes = [](std::size_t floats) { return floats > kMax ? kMax * 4 : floats * sizeof(float); };
+  MemoryEstimate e;
+  e.params = bytes(arena_size);
+  e.grads = bytes(arena_size);
+  e.optimizer = 2 * bytes(optimizer_elements());  // AdamW first and second moments
+  e.activations = bytes(activations.floats());
+  return e;
+}
+
+RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coords& c) {
+  const ParallelSizes& s = plan.sizes;
+  const int v = plan.virtual_stages;
+  const StagePart part = stage_part(cfg.model.num_layers, s.pp, v, c.pp);
+  RankPlan r{c, s, cfg.system.use_distributed_optimizer, part,
+             TensorTable(ModelShape::from(cfg.model, cfg.ffn_hidden()), part, s.tp, c.tp), 0, {}, {}, {}, {}, -1, {}};
+  r.arena_size = padded_arena_size(r.table, s.dp);
+  r.buckets = gradient_buckets(r.table, r.arena_size);
+  r.optimizer_ranges = optimizer_ranges(r.buckets, r.arena_size, s.dp, c.dp, r.distributed_optimizer);
+  const bool sp = cfg.system.sequence_parallel && s.tp > 1;
+  const auto& tensors = r.table.tensors();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSpec& t = tensors[i];
+    r.counted.push_back(counts_tensor(t, c.tp, s.pp > 1 && c.pp == s.pp - 1) ? 1 : 0);
+    const auto dot = t.name.rfind('.');
+    const std::string base = dot == std::string::npos ? t.name : t.name.substr(dot + 1);
+    if (sp && base.rfind("ln", 0) == 0) r.sequence_parallel_tensors.push_back(static_cast<int>(i));
+    if (t.name == "wte" && s.pp > 1) r.tied_embedding = static_cast<int>(i);
+  }
+  const auto& m = cfg.model;
+  r.activations.dims = {plan.micro_batch, m.seq_length, m.hidden_size, m.hidden_size / s.tp, m.num_attention_heads / s.tp,
+                        cfg.ffn_hidden() / s.tp, m.vocab_size / s.tp, sp ? s.tp : 1};
+  r.activations.blocks_per_slot = m.num_layers / (s.pp * v);
+  r.activations.head = r.part.head;
+  r.activations.slots = max_in_flight(plan.schedule, s.pp, plan.num_micro_batches, v, c.pp);
+  return r;
+}
+
+RankPlan whole_model_plan(const Config& cfg, int micro_batch) {
+  TrainingPlan one;
+  one.micro_batch = micro_batch;
+  one.num_micro_batches = 1;
+  Config single = cfg;
+  single.system.sequence_parallel = false;
+  single.system.use_distributed_optimizer = false;
+  return make_rank_plan(single, one, Coords{});
+}
+
+}  // namespace dtrain

@@ -1,0 +1,56 @@
+// The per-rank plan: everything a rank will hold and do, computed once from the configuration, the
+// training plan and the rank's coordinates, as a pure value (no MPI, no allocation but the tables).
+// The trainer allocates from it, gradient synchronisation reduces its buckets, the optimizer updates
+// its ranges, checkpoints write what it says this rank writes, --reshard plans every rank of another
+// layout with it, and the dry run's memory report is its arithmetic: one source for all of them.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "plan/activation_layout.hpp"
+#include "plan/buckets.hpp"
+#include "plan/rank_layout.hpp"
+#include "plan/tensor_table.hpp"
+
+namespace dtrain {
+
+struct TrainingPlan;
+
+struct MemoryEstimate {  // bytes on one rank
+  std::size_t params = 0, grads = 0, optimizer = 0, activations = 0;
+  std::size_t total() const;
+  const char* biggest_term() const;  // "params", "grads", "optimizer" or "activations"
+};
+
+struct RankPlan {
+  Coords coords;
+  ParallelSizes sizes;
+  bool distributed_optimizer = false;
+  StagePart part;                             // model chunks of this pipeline stage
+  TensorTable table;                          // tensors, their slices and arena offsets
+  std::size_t arena_size = 0;                 // elements of the parameter and of the gradient arena
+  std::vector<BucketSpan> buckets;            // gradient buckets over the arena
+  std::vector<ArenaRange> optimizer_ranges;   // what this rank's optimizer updates and keeps moments of
+  std::vector<char> counted;                  // per tensor: counted here (gradient norm, checkpoints)
+  std::vector<int> sequence_parallel_tensors;  // tensors whose gradients are partial over TP (LayerNorms with SP)
+  int tied_embedding = -1;                    // wte, when the other end of the pipeline holds a copy
+  ActivationLayout activations;
+
+  // Checkpoint writers: parameters from data-parallel rank 0; optimizer moments from every data-parallel
+  // rank under the distributed optimizer (each its slices), else from rank 0. Indices are table order.
+  bool writes_params(std::size_t tensor) const { return coords.dp == 0 && counted[tensor]; }
+  bool writes_moments(std::size_t tensor) const { return (distributed_optimizer || coords.dp == 0) && counted[tensor]; }
+  std::size_t optimizer_elements() const { return total_elements(optimizer_ranges); }
+  MemoryEstimate memory() const;
+};
+
+// The plan of the rank at `coords` under `plan`.
+RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coords& coords);
+
+// The whole model on one rank with `micro_batch` samples per pass and one activation slot
+// (generation, reference tests, benchmarks).
+RankPlan whole_model_plan(const Config& cfg, int micro_batch);
+
+}  // namespace dtrain

@@ -1,0 +1,32 @@
+// ModelStage: micro-batch views into the step's batch, then the model's forward and backward.
+#include "train/model_stage.hpp"
+
+namespace dtrain {
+
+void ModelStage::bind(const int* tokens, const int* targets, float loss_scale, std::function<void(int)> before_forward) {
+  tokens_ = tokens;
+  targets_ = targets;
+  loss_scale_ = loss_scale;
+  before_forward_ = std::move(before_forward);
+}
+
+std::size_t ModelStage::message_floats() const {
+  const ActivationDims& d = model_.dims();
+  return static_cast<std::size_t>(d.Ns()) * static_cast<std::size_t>(d.C);
+}
+
+MicroBatch ModelStage::batch(int micro_batch) const {
+  const long offset = static_cast<long>(micro_batch) * model_.dims().N();
+  return {tokens_ + offset, targets_ + offset};
+}
+
+double ModelStage::forward(int slot, int chunk, int micro_batch) {
+  if (before_forward_) before_forward_(micro_batch);
+  return model_.forward(slot, chunk, batch(micro_batch));
+}
+
+void ModelStage::backward(int slot, int chunk, int micro_batch, const float* output_grad, float* input_grad) {
+  model_.backward(slot, chunk, batch(micro_batch), loss_scale_, output_grad, input_grad);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,35 @@
+// The model chunks of a pipeline stage as the pipeline executor sees them: the model's forward and
+// backward on activation slots, fed with the current step's micro-batches (owned by the trainer).
+#pragma once
+#include <functional>
+
+#include "model/gpt.hpp"
+#include "parallel/pipeline_stage.hpp"
+
+namespace dtrain {
+
+class ModelStage final : public PipelineStage {
+ public:
+  explicit ModelStage(GptModel& model) : model_(model) {}
+
+  // The micro-batches of the next run: tokens and targets, each (m, B, T); every token loss is weighted
+  // by loss_scale. before_forward(micro_batch), when set, runs before each forward (fault injection).
+  void bind(const int* tokens, const int* targets, float loss_scale, std::function<void(int)> before_forward = {});
+
+  int slots() const override { return model_.num_slots(); }
+  std::size_t message_floats() const override;
+  float* input(int slot) override { return model_.stage_input(slot); }
+  double forward(int slot, int chunk, int micro_batch) override;
+  const float* output(int slot, int chunk) override { return model_.stage_output(slot, chunk); }
+  void backward(int slot, int chunk, int micro_batch, const float* output_grad, float* input_grad) override;
+
+ private:
+  MicroBatch batch(int micro_batch) const;
+  GptModel& model_;
+  const int* tokens_ = nullptr;
+  const int* targets_ = nullptr;
+  float loss_scale_ = 0.0f;
+  std::function<void(int)> before_forward_;
+};
+
+}  // namespace dtrain

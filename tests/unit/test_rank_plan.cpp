@@ -1,0 +1,114 @@
+// The per-rank plan against sizes computed by hand (no MPI): a tiny GPT (4 layers, d=8, 2 heads,
+// F=32, T=4, V=16) on one rank, and rank (tp=1, pp=1, dp=1) of a tp=2 x pp=2 x dp=2 layout with the
+// distributed optimizer. Tensors start on 16-float boundaries; the arithmetic is in the comments.
+#include <catch2/catch.hpp>
+
+#include "config/load.hpp"
+#include "plan/training_plan.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+Config tiny(const std::vector<std::string>& overrides = {}) {
+  return load_config("[model]\nnum_layers=4\nhidden_size=8\nnum_attention_heads=2\nseq_length=4\nvocab_size=16\n"
+                     "global_batch_size=8\nmicro_batch_size=1\n", "tiny", overrides);
+}
+
+std::size_t offset_of(const RankPlan& p, const std::string& name) { return p.table.get(name).offset; }
+
+}  // namespace
+
+TEST_CASE("rank plan of the whole model on one rank", "[plan][rank_plan]") {
+  const Config c = tiny();
+  const RankPlan p = make_rank_plan(c, make_plan(c, 1), Coords{});
+  // wte (16,8) = 128 at 0, wpe (4,8) = 32 at 128; block 0 starts at 160. Within a block (aligned):
+  // ln1_w 0, ln1_b 16, qkv_w (3,8,8) 32..224, qkv_b (3,8) 224..248, proj_w 256..320, proj_b 320,
+  // ln2_w 336, ln2_b 352, fc_w (32,8) 368..624, fc_b 624..656, fcproj_w (8,32) 656..912, fcproj_b
+  // 912..920: a block spans 928. Four blocks end at 160 + 3*928 + 920 = 3864; lnf_w 3872, lnf_b 3888.
+  CHECK(offset_of(p, "wpe") == 128);
+  CHECK(offset_of(p, "h0.ln1_w") == 160);
+  CHECK(offset_of(p, "h0.proj_w") == 160 + 256);
+  CHECK(offset_of(p, "h1.ln1_w") == 160 + 928);
+  CHECK(offset_of(p, "lnf_b") == 3888);
+  CHECK(p.table.total() == 3896);
+  CHECK(p.arena_size == 3904);  // padded to 16
+  REQUIRE(p.buckets.size() == 6);
+  CHECK(p.buckets[0].range.begin == 0);
+  CHECK(p.buckets[0].range.end == 160);
+  CHECK(p.buckets[1].range.end == 1088);  // block 0 with its alignment gap
+  CHECK(p.buckets[4].range.begin == 2944);
+  CHECK(p.buckets[4].range.end == 3864);
+  CHECK(p.buckets[5].range.end == 3904);
+  REQUIRE(p.optimizer_ranges.size() == 1);
+  CHECK(p.optimizer_elements() == 3904);
+  CHECK(p.tied_embedding == -1);
+  for (std::size_t i = 0; i < p.table.tensors().size(); ++i) CHECK(p.writes_params(i));
+  // Activations, 1 slot, B=1 T=4 (N=4) C=8: per block ln1_mean/rstd 16+16, ln1 32, qkv 96, atty 32,
+  // att (1,2,4,4) 32, res1 32, ln2_mean/rstd 16+16, ln2 32, fch 128, fch_gelu 128, res2 32 = 608;
+  // slot = stage_input 32 + 4 x 608 + head (16+16+32+64+16+16+16+16 = 192) = 2656; scratch 544.
+  CHECK(p.activations.slots == 1);
+  CHECK(p.activations.floats() == 2656 + 544);
+  const MemoryEstimate m = p.memory();
+  CHECK(m.params == 3904 * 4);
+  CHECK(m.grads == 3904 * 4);
+  CHECK(m.optimizer == 2 * 3904 * 4);
+  CHECK(m.activations == 3200 * 4);
+  CHECK(std::string(m.biggest_term()) == "optimizer");
+}
+
+TEST_CASE("rank plan of tp rank 1, last stage, dp rank 1 of tp=2 pp=2 dp=2 with the distributed optimizer", "[plan][rank_plan]") {
+  const Config c = tiny({"--system.tensor_model_parallel_size=2", "--system.pipeline_model_parallel_size=2",
+                         "--system.use_distributed_optimizer=true"});
+  const TrainingPlan plan = make_plan(c, 8);
+  REQUIRE(plan.num_micro_batches == 4);
+  Coords at;
+  at.tp = 1, at.pp = 1, at.dp = 1;
+  const RankPlan p = make_rank_plan(c, plan, at);
+  // Stage 1 holds blocks 2 and 3 and the head. wte (16,8) split by rows: (8,8) = 64 at 0. A block at
+  // tp=2: ln1 8+8, qkv_w (3,4,8) 96, qkv_b (3,4) 12, proj_w (8,4) 32, proj_b 8, ln2 8+8, fc_w (16,8)
+  // 128, fc_b 16, fcproj_w (8,16) 128, fcproj_b 8: offsets 64, 80, 96, 192, 208, 240, 256, 272, 288,
+  // 416, 432, 560..568; a block spans 512. Block 3 at 576..1080; lnf_w 1088, lnf_b 1104..1112.
+  CHECK(p.part.layers() == std::vector<int>{2, 3});
+  CHECK(offset_of(p, "h2.qkv_w") == 96);
+  CHECK(p.table.get("h2.qkv_w").local_offset == std::vector<long>{0, 4, 0});
+  CHECK(offset_of(p, "h3.ln1_w") == 576);
+  CHECK(p.table.total() == 1112);
+  CHECK(p.arena_size == 1120);  // padded to 16 x dp
+  // Buckets [0,64) [64,576) [576,1080) [1080,1120); dp rank 1 owns the upper half of each:
+  // [32,64) [320,576) [828,1080) [1100,1120) = 32 + 256 + 252 + 20.
+  REQUIRE(p.optimizer_ranges.size() == 4);
+  CHECK(p.optimizer_ranges[1].begin == 320);
+  CHECK(p.optimizer_ranges[2].begin == 828);
+  CHECK(p.optimizer_ranges[3].begin == 1100);
+  CHECK(p.optimizer_elements() == 560);
+  // tp rank 1 counts only split tensors, and never the last stage's copy of the tied embedding.
+  const auto& t = p.table.tensors();
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    INFO(t[i].name);
+    CHECK(bool(p.counted[i]) == (t[i].split_dim >= 0 && t[i].name != "wte"));
+    CHECK_FALSE(p.writes_params(i));                         // dp rank 1
+    CHECK(p.writes_moments(i) == bool(p.counted[i]));      // its optimizer slices
+  }
+  CHECK(p.tied_embedding == 0);
+  CHECK(p.sequence_parallel_tensors.empty());
+  // 1F1B, p=2, m=4: stage 1 holds min(4, 2-1) = 1 micro-batch. B=1 T=4 C=8 Cl=4 NHl=1 Fl=16 Vl=8:
+  // per block 16+16+32+48+16+16+32+16+16+32+64+64+32 = 400; slot = 32 + 2 x 400 + head 160 = 992;
+  // scratch 32+32+32+32+16+48+64+64+16+16 = 352.
+  CHECK(p.activations.slots == 1);
+  CHECK(p.activations.floats() == 992 + 352);
+  // Stage 0 holds min(4, 2) = 2 micro-batches.
+  at.pp = 0;
+  CHECK(make_rank_plan(c, plan, at).activations.slots == 2);
+}
+
+TEST_CASE("rank plan with sequence parallelism lists the LayerNorm tensors", "[plan][rank_plan]") {
+  const Config c = tiny({"--system.tensor_model_parallel_size=2", "--system.sequence_parallel=true"});
+  const RankPlan p = make_rank_plan(c, make_plan(c, 2), Coords{});
+  std::vector<std::string> names;
+  for (int i : p.sequence_parallel_tensors) names.push_back(p.table.tensors()[static_cast<std::size_t>(i)].name);
+  CHECK(names.size() == 4 * 4 + 2);  // ln1_w/b, ln2_w/b per block, lnf_w/b
+  CHECK(names.front() == "h0.ln1_w");
+  CHECK(names.back() == "lnf_b");
+  CHECK(p.activations.dims.seq_shards == 2);
+}
