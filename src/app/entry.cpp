@@ -16,6 +16,7 @@
 #include "app/command_line.hpp"
 #include "app/dry_run.hpp"
 #include "app/generate_command.hpp"
+#include "common/collective_check.hpp"
 #include "common/error.hpp"
 #include "config/load.hpp"
 #include "config/options.hpp"
@@ -58,11 +59,8 @@ std::string broadcast_input(const std::string& path, MPI_Comm world) {
     text = read_input_file(path, readable);
     ok = readable ? 1 : 0;
   }
-  long len = static_cast<long>(text.size());
   MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, world));
-  MPI_CHECK(MPI_Bcast(&len, 1, MPI_LONG, 0, world));
-  text.resize(static_cast<std::size_t>(len));
-  MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(len), MPI_CHAR, 0, world));
+  broadcast_string(world, text);
   if (!ok) throw UserError(text);
   return text;
 }

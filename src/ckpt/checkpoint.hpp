@@ -61,7 +61,8 @@ IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const Checkpoint
 
 // Rank 0: removes temporaries of interrupted saves (".tmp-*") in dir. Returns how many.
 int remove_stale_temporaries(const std::string& dir);
-// The published checkpoint `latest` names, "" if none (no error: a fresh start).
+// The published checkpoint `latest` names; "" if there is no `latest` (a fresh start). A `latest`
+// that exists but names nothing is a UserError naming it: checkpoints are never skipped silently.
 std::string latest_checkpoint(const std::string& dir);
 
 // The pieces of a checkpoint directory, verified against its manifest.

@@ -87,6 +87,21 @@ std::string hex64(std::uint64_t v) {
   return buf;
 }
 
+bool parse_hex64(const std::string& text, std::uint64_t& v) {
+  if (text.size() != 16) return false;
+  std::uint64_t x = 0;
+  for (char c : text) {
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else return false;
+    x = x << 4 | static_cast<std::uint64_t>(d);
+  }
+  v = x;
+  return true;
+}
+
 std::uint64_t file_hash(const std::string& path, std::uint64_t* size) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError("cannot read '" + path + "' (missing?)");

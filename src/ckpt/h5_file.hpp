@@ -59,6 +59,8 @@ class Hasher {
 };
 std::uint64_t hash64(const void* data, std::size_t bytes);
 std::string hex64(std::uint64_t v);
+// The inverse of hex64: exactly 16 hexadecimal digits. False (v untouched) for anything else.
+bool parse_hex64(const std::string& text, std::uint64_t& v);
 // Hash of a whole file's bytes (and its size); throws UserError if unreadable.
 std::uint64_t file_hash(const std::string& path, std::uint64_t* size = nullptr);
 

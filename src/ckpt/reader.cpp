@@ -84,7 +84,9 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool verify_file
       p.local_shape = f.attr_ints("local_shape", ds);
       p.local_offset = f.attr_ints("local_offset", ds);
       p.flat_begin = f.attr_int("flat_begin", ds);
-      p.hash = std::stoull(f.attr_string("hash64", ds), nullptr, 16);
+      const std::string hash = f.attr_string("hash64", ds);
+      if (!h5::parse_hex64(hash, p.hash))
+        throw UserError("checkpoint shard '" + path + "': dataset " + ds + " has a malformed checksum '" + hash + "' (corrupt)");
       pieces_[ds.substr(0, last)].push_back(p);
     }
     shards_.push_back(path);

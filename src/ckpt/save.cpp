@@ -56,9 +56,14 @@ int remove_stale_temporaries(const std::string& dir) {
 }
 
 std::string latest_checkpoint(const std::string& dir) {
-  std::ifstream in(dir + "/latest");
+  const std::string path = dir + "/latest";
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return "";
+  std::ifstream in(path);
   std::string name;
-  if (!(in >> name)) return "";
+  if (!(in >> name))
+    throw UserError("'" + path + "' is empty or unreadable, so the checkpoint to resume from is unknown; write the name of a " +
+                    "step directory into it (e.g. step_00000100), or set checkpoint.load to a step directory");
   return dir + "/" + name;
 }
 

@@ -149,13 +149,14 @@ std::vector<ShardRecord> read_manifest(const std::string& path, std::uint64_t& i
   if (format != kCheckpointFormat) throw bad("format " + std::to_string(format) + ", this dtrain reads " + std::to_string(kCheckpointFormat));
   std::string hex;
   if (!(in >> word >> hex) || word != "checkpoint_id") throw bad("no checkpoint_id");
-  id = std::stoull(hex, nullptr, 16);
+  if (!h5::parse_hex64(hex, id)) throw bad("checkpoint_id '" + hex + "' is not 16 hexadecimal digits");
   if (!(in >> word >> step) || word != "step") throw bad("no step");
   if (!(in >> word >> count) || word != "shards") throw bad("no shard count");
   for (std::size_t i = 0; i < count; ++i) {
     ShardRecord r;
     if (!(in >> word >> r.file >> r.bytes >> hex) || word != "shard") throw bad("shard line " + std::to_string(i + 1));
-    r.hash = std::stoull(hex, nullptr, 16);
+    if (!h5::parse_hex64(hex, r.hash))
+      throw bad("the checksum '" + hex + "' of " + r.file + " is not 16 hexadecimal digits");
     shards.push_back(r);
   }
   return shards;

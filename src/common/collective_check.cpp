@@ -1,8 +1,6 @@
 // collective_check: local attempt, MPI agreement on the lowest failing rank, broadcast of its message.
 #include "common/collective_check.hpp"
 
-#include <string>
-
 #include "common/error.hpp"
 
 namespace dtrain {
@@ -22,11 +20,15 @@ void collective_check(MPI_Comm comm, const std::function<void()>& step) {
   int first = size;
   MPI_CHECK(MPI_Allreduce(&failed_rank, &first, 1, MPI_INT, MPI_MIN, comm));
   if (first == size) return;
-  long len = static_cast<long>(message.size());
-  MPI_CHECK(MPI_Bcast(&len, 1, MPI_LONG, first, comm));
-  message.resize(static_cast<std::size_t>(len));
-  MPI_CHECK(MPI_Bcast(message.data(), static_cast<int>(len), MPI_CHAR, first, comm));
+  broadcast_string(comm, message, first);
   throw UserError(size > 1 ? "rank " + std::to_string(first) + ": " + message : message);
+}
+
+void broadcast_string(MPI_Comm comm, std::string& text, int root) {
+  long len = static_cast<long>(text.size());
+  MPI_CHECK(MPI_Bcast(&len, 1, MPI_LONG, root, comm));
+  text.resize(static_cast<std::size_t>(len));
+  MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(len), MPI_CHAR, root, comm));
 }
 
 }  // namespace dtrain

@@ -7,6 +7,8 @@
 #include <random>
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/compatibility.hpp"
+#include "ckpt/convert.hpp"
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
 #include "dtrain_config.hpp"
@@ -42,7 +44,11 @@ std::string Checkpointing::load_path() const {
 }
 
 int Checkpointing::resume(Trainer& trainer) {
-  const std::string path = load_path();
+  std::string path;
+  collective_check(world_, [&] {
+    if (rank_ == 0) path = load_path();
+  });
+  broadcast_string(world_, path);
   if (path.empty()) return 0;
   const auto t0 = std::chrono::steady_clock::now();
   std::int64_t step = 0;
@@ -51,6 +57,7 @@ int Checkpointing::resume(Trainer& trainer) {
   collective_check(world_, [&] {
     // Rank 0 checks every shard file against the manifest; every rank checks what it reads.
     const CheckpointReader reader(path, /*verify_files=*/rank_ == 0);
+    check_same_model(checkpoint_config(reader), cfg_, path);
     RankState st = trainer.rank_state();
     load_rank_state(reader, st);
     step = reader.meta().step;

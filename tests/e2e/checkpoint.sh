@@ -11,6 +11,12 @@
 #                        first checkpoint, it verifies, and the next run cleans up and resumes from it
 #   corrupt_byte | truncated_shard | missing_shard | foreign_manifest
 #                        a damaged checkpoint: resume and --verify fail with an error naming the file
+#   bad_hex_id | bad_hex_checksum
+#                        a manifest whose checkpoint id or a shard checksum is not hex: one error naming the
+#                        manifest on every rank (exit 2), and --verify says the same (no abort)
+#   blank_latest         an empty `latest` with checkpoint.load=auto is an error naming it, never a fresh start
+#   other_model          resuming a 4-layer, 4-head checkpoint with num_layers=2 or num_attention_heads=8 is an
+#                        error naming every model key that differs
 #   keep_last            only the newest keep_last checkpoints stay, latest names the newest
 #   disk_full            a save on a full filesystem fails cleanly; the last checkpoint still loads
 set -u
@@ -57,13 +63,16 @@ damaged_copy() {  # a copy of the step-4 checkpoint to damage
   echo step_00000004 > "$work/bad/latest"
 }
 
-expect_load_error() {  # expect_load_error EXPECTED: resume and verify both refuse with EXPECTED
-  ALLOW_FAIL=1 train 2 "$work/x.jsonl" "$work/bad" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 \
-    && fail "resumed from a damaged checkpoint"
+expect_load_error() {  # expect_load_error EXPECTED: resume and verify both refuse with EXPECTED (exit 2, no crash)
+  ALLOW_FAIL=1 train 2 "$work/x.jsonl" "$work/bad" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1
+  local rc=$?
   cat "$work/last.log"
+  [ $rc -eq 2 ] || fail "resuming from a damaged checkpoint exited $rc, not 2"
   grep -q "dtrain: error: .*$1" "$work/last.log" || fail "resume error does not say '$1'"
-  "$consolidate" "$work/bad" --verify > "$work/verify.log" 2>&1 && fail "--verify accepted a damaged checkpoint"
+  "$consolidate" "$work/bad" --verify > "$work/verify.log" 2>&1
+  rc=$?
   cat "$work/verify.log"
+  [ $rc -eq 2 ] || fail "--verify of a damaged checkpoint exited $rc, not 2"
   grep -q "ckpt-consolidate: error: .*$1" "$work/verify.log" || fail "--verify error does not say '$1'"
 }
 
@@ -144,6 +153,34 @@ PY
     train 8 "$work/o.jsonl" "$work/ckO" "${big[@]}"  # another run, same layout
     cp "$work/ckO/step_00000004/manifest.txt" "$work/bad/step_00000004/manifest.txt"
     expect_load_error "(files from different saves mixed)" ;;
+  bad_hex_id)
+    damaged_copy
+    sed -i 's/^checkpoint_id .*/checkpoint_id zz00000000000000/' "$work/bad/step_00000004/manifest.txt"
+    expect_load_error "manifest.txt' is malformed: checkpoint_id 'zz00000000000000' is not 16 hexadecimal digits" ;;
+  bad_hex_checksum)
+    damaged_copy
+    sed -i 's/^\(shard shard_00001.h5 [0-9]*\) .*/\1 not-a-checksum/' "$work/bad/step_00000004/manifest.txt"
+    expect_load_error "the checksum 'not-a-checksum' of shard_00001.h5 is not 16 hexadecimal digits" ;;
+  blank_latest)
+    damaged_copy
+    printf '\n  \n' > "$work/bad/latest"
+    ALLOW_FAIL=1 train 2 "$work/x.jsonl" "$work/bad" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 \
+      && fail "trained although latest is blank"
+    cat "$work/last.log"
+    [ "$(grep -c "dtrain: error: .*'$work/bad/latest' is empty or unreadable" "$work/last.log")" -eq 1 ] || fail "no single error naming latest"
+    [ ! -s "$work/x.jsonl" ] || fail "a step was trained" ;;
+  other_model)
+    damaged_copy
+    ALLOW_FAIL=1 train 2 "$work/x.jsonl" "$work/bad" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 \
+      --model.num_layers=2 --model.num_attention_heads=8 && fail "resumed a checkpoint of another model"
+    cat "$work/last.log"
+    grep -q "dtrain: error: .*checkpoint '$work/bad/step_00000004' was saved for another model" "$work/last.log" || fail "no model error"
+    grep -q "model.num_layers = 4 in the checkpoint, 2 in this run" "$work/last.log" || fail "num_layers not named"
+    grep -q "model.num_attention_heads = 4 in the checkpoint, 8 in this run" "$work/last.log" || fail "heads not named"
+    # Layout and batch keys may differ: the same checkpoint resumes at another layout and batch.
+    train 2 "$work/y.jsonl" "$work/bad" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=2 \
+      --model.global_batch_size=4 --training.train_iters=5
+    grep -q "resumed from .*step_00000004 at step 4" "$work/last.log" || fail "did not resume at another layout and batch" ;;
   keep_last)
     train 2 "$work/l.jsonl" "$work/ckL" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 \
       --training.train_iters=8 --checkpoint.keep_last=2
