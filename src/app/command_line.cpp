@@ -13,7 +13,7 @@ namespace {
 
 po::options_description common_options(CommandLine& cl) {
   po::options_description d("Options");
-  d.add_options()("help,h", po::bool_switch(&cl.help), "print this help (and every input key) and exit")(
+  d.add_options()("help,h", po::bool_switch(&cl.help), "print this help and exit")(
       "version", po::bool_switch(&cl.version), "print the version and whether the CUDA backend is built");
   return d;
 }
@@ -33,7 +33,7 @@ po::options_description generate_options(CommandLine& cl) {
                   "weights file (model-final.h5 or ckpt-consolidate --out); default checkpoint.dir/model-final.h5")(
       "prompt", po::value(&g.prompt)->value_name("TEXT"), "text to continue (default: a newline)")(
       "tokens", po::value(&g.tokens)->value_name("N")->default_value(g.tokens), "tokens to generate")(
-      "temperature", po::value(&g.temperature)->value_name("T")->default_value(g.temperature), "sampling temperature; 0 = greedy")(
+      "temperature", po::value(&g.temperature)->value_name("T")->default_value(g.temperature, "0.8"), "sampling temperature; 0 = greedy")(
       "seed", po::value<std::uint64_t>()->value_name("N")->notifier([&g](std::uint64_t s) { g.seed = s; }),
       "sampling seed (default: training.seed)");
   return d;
