@@ -74,7 +74,10 @@ std::string command_usage(CommandLine::Command command) {
           "       dtrain --help | --version\n"
           "Launch with srun (srun --mpi=pmix dtrain input.ini) or mpirun (mpirun -np 4 dtrain input.ini).\n"
           "Any input key can be overridden on the command line as --section.key=value.\n\n"
-       << train_options(cl);
+       << train_options(cl)
+       << "\nThe step line's MFU: model FLOPs per token (6 x the parameters in matrix multiplies, plus the causal\n"
+          "half of attention, 6 x num_layers x seq_length x hidden_size) times tokens/s, over the job's peak: single-\n"
+          "precision GEMM measured once at start-up on all the cores each node gives the job, summed over nodes.\n";
   }
   return os.str();
 }

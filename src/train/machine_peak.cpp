@@ -1,46 +1,133 @@
-// BLAS thread configuration and the sgemm ceiling measurement.
+// BLAS thread configuration and the per-node sgemm peak.
 #include "train/machine_peak.hpp"
 
 #include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
-#include <vector>
+
+#include "common/error.hpp"
+#include "runtime/machine.hpp"
 
 namespace dtrain {
+namespace {
 
-int configure_blas_threads(int threads_per_rank, int local_ranks) {
-  int threads = threads_per_rank;
+using Clock = std::chrono::steady_clock;
+
+// Best GFLOP/s of n x n x n sgemm calls over `seconds` on the calling thread.
+double best_sgemm_gflops(int n, double seconds) {
+  std::vector<float> a(static_cast<std::size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size(), 0.0f);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  double best = 0.0;
+  const auto stop = Clock::now() + std::chrono::duration<double>(seconds);
+  do {
+    const auto t0 = Clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, 2.0 * n * n * static_cast<double>(n) / dt / 1e9);
+  } while (Clock::now() < stop);
+  return best;
+}
+
+// A barrier that sleeps while it waits: Open MPI's blocking barrier spins, and a rank spinning on a
+// core would take it from the measurement.
+void sleeping_barrier(MPI_Comm comm) {
+  MPI_Request req;
+  MPI_CHECK(MPI_Ibarrier(comm, &req));
+  for (int done = 0;;) {
+    MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort: unpinned if not allowed
+}
+
+}  // namespace
+
+int configure_blas_threads(int requested, int rank_cores, int node_cores, int local_ranks, std::string& warning) {
+  int threads = requested;
+  const char* origin = "system.threads_per_rank";
   if (threads <= 0) {
     const char* slurm = std::getenv("SLURM_CPUS_PER_TASK");
     threads = slurm ? std::atoi(slurm) : 0;
+    origin = "SLURM_CPUS_PER_TASK";
   }
   if (threads <= 0) {
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    threads = std::max(1, cores / std::max(1, local_ranks));
+    threads = std::max(1, node_cores / std::max(1, local_ranks));
+    origin = nullptr;
   }
+  if (threads > rank_cores) {
+    if (origin)
+      warning = std::string(origin) + "=" + std::to_string(threads) + " is more than the " + std::to_string(rank_cores) +
+                " core(s) this rank may run on; using " + std::to_string(rank_cores) + " BLAS thread(s)";
+    threads = rank_cores;
+  }
+  threads = std::max(1, threads);
   openblas_set_num_threads(threads);
   return threads;
 }
 
-double measure_sgemm_gflops(int n, double seconds, bool sustained) {
-  std::vector<float> a(static_cast<std::size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size(), 0.0f);
-  using clock = std::chrono::steady_clock;
-  double best = 0.0, calls = 0.0;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-  const auto start = clock::now();
-  const auto stop = start + std::chrono::duration<double>(seconds);
-  do {
-    const auto t0 = clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
-    best = std::max(best, 2.0 * n * n * static_cast<double>(n) / dt / 1e9);
-    calls += 1.0;
-  } while (clock::now() < stop);
-  if (!sustained) return best;
-  return calls * 2.0 * n * n * static_cast<double>(n) / std::chrono::duration<double>(clock::now() - start).count() / 1e9;
+double sgemm_peak_gflops(const std::vector<int>& cpus, int restore_threads, double seconds) {
+  const int n = 1024;
+  // Every core at once, one single-threaded GEMM each.
+  openblas_set_num_threads(1);
+  std::vector<double> per_core(cpus.size(), 0.0);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < cpus.size(); ++i)
+    threads.emplace_back([&, i] {
+      pin_to(cpus[i]);
+      per_core[i] = best_sgemm_gflops(n, seconds);
+    });
+  for (auto& t : threads) t.join();
+  double together = 0.0;
+  for (double g : per_core) together += g;
+  // One GEMM threaded over all of them.
+  openblas_set_num_threads(static_cast<int>(cpus.size()));
+  const double threaded = best_sgemm_gflops(2 * n, seconds / 2);
+  openblas_set_num_threads(restore_threads);
+  return std::max(together, threaded);
+}
+
+ComputeBudget measure_compute(MPI_Comm world, int threads_per_rank, Watchdog* watchdog) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(world, &rank));
+  MPI_Comm node;
+  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+  int local_rank = 0, local_size = 1;
+  MPI_CHECK(MPI_Comm_rank(node, &local_rank));
+  MPI_CHECK(MPI_Comm_size(node, &local_size));
+  // The node's cores: the union of its ranks' affinity masks.
+  std::vector<unsigned char> mask(CPU_SETSIZE, 0), all(CPU_SETSIZE, 0);
+  const std::vector<int> mine = affinity_cpus();
+  for (int c : mine) mask[static_cast<std::size_t>(c)] = 1;
+  MPI_CHECK(MPI_Allreduce(mask.data(), all.data(), CPU_SETSIZE, MPI_UNSIGNED_CHAR, MPI_MAX, node));
+  std::vector<int> node_cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (all[static_cast<std::size_t>(c)]) node_cpus.push_back(c);
+
+  ComputeBudget b;
+  b.node_cores = std::max(1, static_cast<int>(node_cpus.size()));
+  b.threads = configure_blas_threads(threads_per_rank, std::max(1, static_cast<int>(mine.size())), b.node_cores, local_size, b.warning);
+  double node_peak = 0.0;
+  {
+    auto w = watch(watchdog, {"measuring the node's sgemm peak", "node", -1, 0});
+    sleeping_barrier(node);  // nobody else computes (or spins) on the node meanwhile
+    if (local_rank == 0) node_peak = sgemm_peak_gflops(node_cpus.empty() ? mine : node_cpus, b.threads, 0.5);
+    sleeping_barrier(node);
+  }
+  MPI_CHECK(MPI_Allreduce(&node_peak, &b.job_peak_gflops, 1, MPI_DOUBLE, MPI_SUM, world));
+  MPI_CHECK(MPI_Comm_free(&node));
+  return b;
 }
 
 }  // namespace dtrain

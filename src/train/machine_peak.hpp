@@ -1,15 +1,36 @@
-// The compute ceiling of this rank: single-precision GEMM throughput measured with the BLAS threads the
-// rank uses, so MFU is "fraction of what this machine's sgemm can do", not of a datasheet number.
+// The compute a job has and uses on CPU: BLAS threads per rank (never more than the cores the rank
+// may run on), and the job's peak for MFU: per node, single-precision GEMM measured once on all the
+// cores the job's ranks on that node may use, summed over the nodes. One measurement per node, by one
+// rank while the others wait, so ranks sharing cores never share (and under-count) the peak.
 #pragma once
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/watchdog.hpp"
 
 namespace dtrain {
 
-// BLAS threads for this rank: system.threads_per_rank if > 0, else SLURM_CPUS_PER_TASK, else the
-// node's cores divided by the ranks on it (at least 1). Sets them in OpenBLAS and returns the count.
-int configure_blas_threads(int threads_per_rank, int local_ranks);
+// Threads for this rank: `requested` if > 0, else SLURM_CPUS_PER_TASK, else its fair share of the
+// node's cores (node_cores / ranks on the node); capped at the cores it may run on, with a warning
+// when a request is capped. Sets them in OpenBLAS and returns the count.
+int configure_blas_threads(int requested, int rank_cores, int node_cores, int local_ranks, std::string& warning);
 
-// GFLOP/s of cblas_sgemm on n x n x n over roughly `seconds` of repeats: the best single call, or
-// (sustained) all calls over the whole time, which is what a rank gets when it shares cores.
-double measure_sgemm_gflops(int n, double seconds, bool sustained = false);
+// GFLOP/s of single-precision GEMM on `cpus` together: the larger of (one single-threaded GEMM
+// pinned to each CPU, all at once, summed) and (one GEMM using all of them). Best calls over about
+// `seconds`, so the result is a ceiling. Restores OpenBLAS's thread count.
+double sgemm_peak_gflops(const std::vector<int>& cpus, int restore_threads, double seconds);
+
+struct ComputeBudget {
+  int threads = 1;              // BLAS threads of this rank
+  int node_cores = 1;           // cores the job's ranks on this rank's node may use
+  double job_peak_gflops = 0;   // sum over nodes of sgemm_peak_gflops(node cores)
+  std::string warning;          // non-empty when the requested threads were capped
+};
+
+// Collective over world: threads for every rank and the job's peak. The measurement is reported to
+// the watchdog, so a rank stuck in it is named.
+ComputeBudget measure_compute(MPI_Comm world, int threads_per_rank, Watchdog* watchdog);
 
 }  // namespace dtrain

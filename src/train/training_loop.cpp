@@ -18,17 +18,6 @@
 #include "train/trainer.hpp"
 
 namespace dtrain {
-namespace {
-
-double mean_over(MPI_Comm comm, double v) {
-  double sum = 0.0;
-  int size = 1;
-  MPI_CHECK(MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, comm));
-  MPI_CHECK(MPI_Comm_size(comm, &size));
-  return sum / size;
-}
-
-}  // namespace
 
 int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env, const kernels::KernelTable& k,
                  const std::string& config_text) {
@@ -36,9 +25,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   Watchdog watchdog(env.world_rank, cfg.system.collective_timeout_s, cfg.system.step_timeout_s);
   Trace trace(world, cfg.logging.trace_file);
   const ParallelState ps(world, layout, &watchdog, &trace);
-  const int threads = configure_blas_threads(cfg.system.threads_per_rank, env.local_size);
-  // The job's ceiling: every rank runs sgemm at the same time, so ranks sharing cores share the peak.
-  const double peak_gflops = mean_over(world, measure_sgemm_gflops(512, 0.5, /*sustained=*/true));
+  const ComputeBudget compute = measure_compute(world, cfg.system.threads_per_rank, &watchdog);
 
   Trainer trainer(cfg, plan, ps, k);
   const bool rank0 = env.world_rank == 0;
@@ -47,11 +34,13 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   const double tokens_per_step = static_cast<double>(cfg.model.global_batch_size) * cfg.model.seq_length;
   char head[512];
   std::snprintf(head, sizeof head,
-                "dtrain: %d ranks (tp=%d pp=%d dp=%d), %zu parameters on rank 0, %d micro-batches of %d x %d tokens, "
-                "%d BLAS thread(s)/rank, sgemm ceiling %.1f GFLOP/s/rank, %.3f GFLOP/token",
-                env.world_size, plan.sizes.tp, plan.sizes.pp, plan.sizes.dp, trainer.model().table().total(),
-                plan.num_micro_batches, plan.micro_batch, cfg.model.seq_length, threads, peak_gflops, flops_per_token / 1e9);
+                "dtrain: %d ranks (tp=%d pp=%d dp=%d) on %d node(s), %zu parameters on rank 0, %d micro-batches of %d x %d tokens, "
+                "%d BLAS thread(s)/rank, peak %.1f GFLOP/s (sgemm on all %d core(s) of each node), %.3f GFLOP/token",
+                env.world_size, plan.sizes.tp, plan.sizes.pp, plan.sizes.dp, env.num_nodes, trainer.model().table().total(),
+                plan.num_micro_batches, plan.micro_batch, cfg.model.seq_length, compute.threads, compute.job_peak_gflops,
+                compute.node_cores, flops_per_token / 1e9);
   log.message(head);
+  if (!compute.warning.empty()) log.message("warning: " + compute.warning);
   for (const auto& w : plan.warnings) log.message("warning: " + w);
   Checkpointing checkpoints(world, cfg, plan, config_text, log);
   const int first_step = checkpoints.resume(trainer);
@@ -91,7 +80,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
       rec.bubble = window_bubble / window_steps;
       rec.predicted_bubble = plan.bubble;
       rec.tokens_per_s = tokens_per_step / rec.step_seconds;
-      rec.mfu = rec.tokens_per_s * flops_per_token / (peak_gflops * 1e9 * env.world_size);
+      rec.mfu = rec.tokens_per_s * flops_per_token / (compute.job_peak_gflops * 1e9);
       rec.elapsed_s = std::chrono::duration<double>(clock::now() - start).count();
       rec.eta_s = rec.elapsed_s / (step + 1 - first_step) * (total - step - 1);
       log.step_line(rec);

@@ -18,6 +18,7 @@
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
 #include "plan/model_flops.hpp"
+#include "runtime/machine.hpp"
 #include "train/machine_peak.hpp"
 
 using namespace dtrain;
@@ -58,9 +59,13 @@ int run(int argc, char** argv) {
   }
   if (threads < 1 || steps < 1 || repeats < 1) throw UserError("train_throughput: --threads, --steps and --repeats must be >= 1");
   kernels::HostRuntime host_kernels;
-  configure_blas_threads(threads, 1);
-  const double ceiling = measure_sgemm_gflops(1024, 1.0);
-  std::printf("sgemm ceiling (1024^3, %d thread(s), best of 1 s): %.1f GFLOP/s\n", threads, ceiling);
+  std::string warning;
+  threads = configure_blas_threads(threads, cores_available(), cores_available(), 1, warning);
+  if (!warning.empty()) std::printf("warning: %s\n", warning.c_str());
+  std::vector<int> cpus = affinity_cpus();
+  cpus.resize(std::min(cpus.size(), static_cast<std::size_t>(threads)));
+  const double ceiling = sgemm_peak_gflops(cpus, threads, 1.0);
+  std::printf("sgemm ceiling (%d core(s), best calls over 1 s): %.1f GFLOP/s\n", threads, ceiling);
   std::printf("FLOPs/token = 6 x matmul parameters + 6 x layers x T x d (causal attention: half of 12 x L x T x d)\n");
   std::printf("%-18s %10s %12s %12s %10s %9s\n", "config", "tokens/s", "ms/step med", "ms/step min", "GFLOP/s", "of sgemm");
 

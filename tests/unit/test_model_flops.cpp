@@ -1,0 +1,15 @@
+// The MFU FLOP convention (plan/model_flops.hpp), computed by hand for a small attention-heavy model.
+#include <catch2/catch.hpp>
+
+#include "config/load.hpp"
+#include "plan/model_flops.hpp"
+
+using namespace dtrain;
+
+TEST_CASE("model FLOPs per token count matrix multiplies and the causal half of attention", "[plan]") {
+  const Config c = load_config("[model]\nnum_layers=2\nhidden_size=32\nnum_attention_heads=1\nseq_length=2048\nvocab_size=256\n",
+                               "flops", {});
+  // Matmul parameters: 2 x (3*32^2 + 32^2 + 2*32*128) + 256*32 = 2 x 12288 + 8192 = 32768; x 6 = 196608.
+  // Attention, causal half: 6 x 2 layers x 2048 x 32 = 786432 (a full count would be twice that).
+  CHECK(model_flops_per_token(c) == 196608.0 + 786432.0);
+}
