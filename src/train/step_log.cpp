@@ -41,7 +41,8 @@ void StepLog::step_line(const StepRecord& r) {
 
 void StepLog::metrics(const StepRecord& r) {
   if (!active_ || !metrics_) return;
-  std::fprintf(metrics_.get(), "{\"step\": %d, \"loss\": %.17g, \"lr\": %.6e, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.5f, \"step_s\": %.5f, \"elapsed_s\": %.2f",
+  // Full precision for the quantities a program may compare (losses, learning rate, gradient norm).
+  std::fprintf(metrics_.get(), "{\"step\": %d, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"mfu\": %.5f, \"step_s\": %.5f, \"elapsed_s\": %.2f",
                r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.mfu, r.step_seconds, r.elapsed_s);
   if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.17g", *r.val_loss);
   if (r.pipelined) std::fprintf(metrics_.get(), ", \"bubble\": %.5f, \"predicted_bubble\": %.5f", r.bubble, r.predicted_bubble);

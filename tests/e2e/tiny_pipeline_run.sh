@@ -18,6 +18,16 @@ first=$(grep -o '"loss": [0-9.]*' "$work/metrics.jsonl" | head -1 | awk '{print 
 last=$(grep -o '"loss": [0-9.]*' "$work/metrics.jsonl" | tail -1 | awk '{print $2}')
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || fail "loss did not fall ($first -> $last)"
 grep -q '"val_loss"' "$work/metrics.jsonl" || fail "no val_loss in the metrics file"
+# The metrics file is for programs: losses, learning rate and gradient norm at full (17-digit) precision.
+python3 - "$work/metrics.jsonl" <<'PY' || fail "metrics are not JSON lines at full precision"
+import json, sys
+for line in open(sys.argv[1]):
+    raw = {k.strip().strip('"'): v.strip() for k, v in (item.split(":", 1) for item in line.strip()[1:-1].split(","))}
+    json.loads(line)
+    for key in ("loss", "lr", "grad_norm"):
+        digits = raw[key].lstrip("-").replace(".", "").split("e")[0].lstrip("0")
+        assert len(digits) >= 15, (key, raw[key])
+PY
 grep -aEq "busy time per step across 4 ranks: min [0-9.]+ / median [0-9.]+ / max [0-9.]+ s; slowest rank [0-3]" <<<"$out" || fail "no straggler report"
 [ -s "$work/ckpt/model-final.h5" ] || fail "no final weights"
 grep -aq '^sample: ' <<<"$out" || fail "no sample text"
