@@ -75,6 +75,17 @@ std::uint64_t Hasher::digest() const {
   return h;
 }
 
+bool all_finite(const float* data, std::size_t n) {
+  // An exponent of all ones is NaN or infinity; the branch-free loop vectorises.
+  std::uint32_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, data + i, 4);
+    bad |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
 std::uint64_t hash64(const void* data, std::size_t bytes) {
   Hasher h;
   h.update(data, bytes);
@@ -206,6 +217,9 @@ std::string File::attr_string(const std::string& name, const std::string& object
 }
 
 void File::write_floats(const std::string& name, const float* data, const std::vector<std::int64_t>& shape) {
+  std::size_t n = 1;
+  for (auto d : shape) n *= static_cast<std::size_t>(d);
+  if (!all_finite(data, n)) fail("dataset " + name + " holds non-finite values (NaN or infinity); they are never published");
   Quiet q;
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Handle lcpl{H5Pcreate(H5P_LINK_CREATE), H5Pclose};

@@ -30,7 +30,7 @@ class File {
   std::string attr_string(const std::string& name, const std::string& object = "/") const;
   std::vector<std::int64_t> attr_ints(const std::string& name, const std::string& object = "/") const;
 
-  // Float datasets of any shape (parent groups created as needed).
+  // Float datasets of any shape (parent groups created as needed). Non-finite values are refused.
   void write_floats(const std::string& name, const float* data, const std::vector<std::int64_t>& shape);
   std::vector<float> read_floats(const std::string& name, std::vector<std::int64_t>* shape = nullptr) const;
   // Names of the datasets under a group, recursively ("param/wte/0", ...).
@@ -58,6 +58,8 @@ class Hasher {
   std::uint64_t total_ = 0;
 };
 std::uint64_t hash64(const void* data, std::size_t bytes);
+// True when no value is NaN or infinite.
+bool all_finite(const float* data, std::size_t n);
 std::string hex64(std::uint64_t v);
 // The inverse of hex64: exactly 16 hexadecimal digits. False (v untouched) for anything else.
 bool parse_hex64(const std::string& text, std::uint64_t& v);

@@ -2,6 +2,7 @@
 #include "train/trainer.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <thread>
 
@@ -103,6 +104,16 @@ StepResult Trainer::train_step(int step) {
         if (lo < hi && rp.counted[i]) sq += k_.sum_squares(grads.data() + lo, static_cast<long>(hi - lo));
       }
   r.grad_norm = std::sqrt(sum_over_world(sq));
+  // Every rank holds the same loss and norm: all stop here together, before the optimizer step.
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "step %d: the loss is %g and the gradient norm %g; training stops before the optimizer step, and "
+                  "nothing from this step is saved (the last checkpoint, if any, is untouched); lower optimizer.lr, set "
+                  "optimizer.clip_grad, or check the data",
+                  step + 1, r.loss, r.grad_norm);
+    throw UserError(buf);
+  }
   if (cfg_.optimizer.clip_grad > 0 && r.grad_norm > cfg_.optimizer.clip_grad) {
     const float factor = static_cast<float>(cfg_.optimizer.clip_grad / (r.grad_norm + 1e-6));
     for (const auto& range : rp.optimizer_ranges) k_.scale(grads.data() + range.begin, factor, static_cast<long>(range.end - range.begin));

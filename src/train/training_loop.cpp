@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "ckpt/weights_file.hpp"
+#include "common/collective_check.hpp"
 #include "common/error.hpp"
 #include "model/generate.hpp"
 #include "plan/model_flops.hpp"
@@ -106,13 +107,14 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   std::unique_ptr<GptModel> full;
   if (rank0) full = std::make_unique<GptModel>(whole_model_plan(cfg, 1), nullptr, k);
   trainer.gather_full_model(rank0 ? full->params().data() : nullptr);
-  if (rank0 && !cfg.checkpoint.dir.empty()) {
+  const std::string weights = cfg.checkpoint.dir.empty() ? "" : cfg.checkpoint.dir + "/model-final.h5";
+  collective_check(world, [&] {
+    if (!rank0 || weights.empty()) return;
     std::error_code ec;
     std::filesystem::create_directories(cfg.checkpoint.dir, ec);
-    const std::string path = cfg.checkpoint.dir + "/model-final.h5";
-    write_weights(path, full->table(), full->params());
-    log.message("wrote final weights to " + path + " (dtrain generate INPUT.ini --weights " + path + ")");
-  }
+    write_weights(weights, full->table(), full->params());
+  });
+  if (!weights.empty()) log.message("wrote final weights to " + weights + " (dtrain generate INPUT.ini --weights " + weights + ")");
   if (rank0) log.message("sample: " + generate_text(*full, "\n", 240, 0.8, cfg.training.seed));
   return 0;
 }

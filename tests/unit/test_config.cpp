@@ -143,3 +143,20 @@ TEST_CASE("the help text lists every key with its default", "[config]") {
   const Config back = load_config(config_as_ini(t), "round-trip", {});
   CHECK(back.model.hidden_size == 96);
 }
+
+TEST_CASE("non-finite and out-of-range hyperparameters are all named at once", "[config]") {
+  const Config c = load_config(kIni, "t.ini",
+                               {"--optimizer.lr=nan", "--optimizer.beta1=nan", "--optimizer.beta2=2", "--optimizer.eps=0",
+                                "--optimizer.weight_decay=-1", "--optimizer.warmup_iters=-3", "--optimizer.clip_grad=-1",
+                                "--system.collective_timeout_s=nan", "--system.step_timeout_s=-1", "--training.eval_iters=0",
+                                "--checkpoint.keep_last=0"});
+  const std::string e = error_of([&] { validate_config(c); });
+  for (const char* key : {"optimizer.lr=nan", "optimizer.beta1=nan", "optimizer.beta2=2", "optimizer.eps=0", "optimizer.weight_decay=-1",
+                          "optimizer.warmup_iters=-3", "optimizer.clip_grad=-1", "system.collective_timeout_s=nan",
+                          "system.step_timeout_s=-1", "training.eval_iters=0", "checkpoint.keep_last=0"}) {
+    INFO(key);
+    CHECK(contains(e, key));
+  }
+  Config ok = load_config(kIni, "t.ini", {"--optimizer.min_lr=0.5", "--optimizer.lr=0.1"});
+  CHECK(contains(error_of([&] { validate_config(ok); }), "optimizer.min_lr=0.5 is larger than optimizer.lr=0.1"));
+}
