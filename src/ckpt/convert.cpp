@@ -1,12 +1,11 @@
 // consolidate / reshard / verify: offline checkpoint work split over the ranks of a communicator.
 #include "ckpt/convert.hpp"
 
-#include <hdf5.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <random>
 
+#include "ckpt/h5_file.hpp"
 #include "ckpt/shard.hpp"
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
@@ -53,52 +52,39 @@ void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::strin
     if (kinds.size() == 1) throw UserError("checkpoint '" + reader.dir() + "' holds no optimizer state");
   }
   const std::string tmp = out + ".tmp";
-  hid_t fapl = H5_CHECK(H5Pcreate(H5P_FILE_ACCESS));
-  H5_CHECK(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL));
-  hid_t file = -1;
-  H5E_BEGIN_TRY { file = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl); }
-  H5E_END_TRY;
-  H5Pclose(fapl);
-  if (file < 0) throw UserError("cannot create '" + tmp + "' (directory missing or not writable)");
-  hid_t lcpl = H5_CHECK(H5Pcreate(H5P_LINK_CREATE));
-  H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
-  // Creating datasets is collective: every rank creates all of them, then writes its own share.
-  std::vector<hid_t> datasets;
-  for (const auto& kind : kinds)
-    for (const auto& name : names) {
-      const auto shape = reader.global_shape(name);
-      std::vector<hsize_t> dims(shape.begin(), shape.end());
-      const hid_t space = H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-      const std::string path = kind == "param" ? name : "optimizer/" + kind + "/" + name;
-      datasets.push_back(H5_CHECK(H5Dcreate2(file, path.c_str(), H5T_IEEE_F32LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT)));
-      H5Sclose(space);
-    }
-  H5Pclose(lcpl);
-  collective_check(comm, [&] {
-    std::size_t i = 0;
+  try {
+    h5::File file = h5::File::create_parallel(tmp, comm);
+    // Creating datasets is collective: every rank creates all of them, then writes its own share.
+    std::vector<h5::Dataset> datasets;
     for (const auto& kind : kinds)
-      for (const auto& name : names) {
-        if (static_cast<int>(i % size) == rank) {
-          const std::vector<float> values = reader.global_tensor(kind, name);
-          if (H5Dwrite(datasets[i], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
-            throw UserError("cannot write " + kind + " of '" + name + "' to '" + tmp + "' (disk full?)");
-          if (progress) progress(static_cast<int>(i + 1), static_cast<int>(datasets.size()), kind + " " + name);
-        }
-        ++i;
-      }
-  });
-  for (hid_t d : datasets) H5Dclose(d);
-  const auto& m = reader.meta();
-  // Attributes are collective too; every rank writes the same values.
-  const hid_t scalar = H5_CHECK(H5Screate(H5S_SCALAR));
-  const hid_t attr = H5_CHECK(H5Acreate2(file, "step", H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT));
-  H5_CHECK(H5Awrite(attr, H5T_NATIVE_INT64, &m.step));
-  H5Aclose(attr);
-  H5Sclose(scalar);
-  if (H5Fclose(file) < 0) throw UserError("cannot close '" + tmp + "' (disk full?)");
-  collective_check(comm, [&] {
-    if (rank == 0 && std::rename(tmp.c_str(), out.c_str()) != 0) throw UserError("cannot rename '" + tmp + "' to '" + out + "'");
-  });
+      for (const auto& name : names)
+        datasets.push_back(file.create_dataset(kind == "param" ? name : "optimizer/" + kind + "/" + name, reader.global_shape(name)));
+    try {
+      collective_check(comm, [&] {
+        std::size_t i = 0;
+        for (const auto& kind : kinds)
+          for (const auto& name : names) {
+            if (static_cast<int>(i % size) == rank) {
+              datasets[i].write(reader.global_tensor(kind, name).data());
+              if (progress) progress(static_cast<int>(i + 1), static_cast<int>(datasets.size()), kind + " " + name);
+            }
+            ++i;
+          }
+      });
+    } catch (const UserError&) {
+      file.mark_failed();  // on every rank: the file is discarded collectively
+      throw;
+    }
+    datasets.clear();
+    file.set_attr("step", reader.meta().step);  // attributes are collective: every rank writes the same value
+    file.close();
+    collective_check(comm, [&] {
+      if (rank == 0 && std::rename(tmp.c_str(), out.c_str()) != 0) throw UserError("cannot rename '" + tmp + "' to '" + out + "'");
+    });
+  } catch (const UserError&) {
+    if (rank == 0) std::remove(tmp.c_str());
+    throw;
+  }
 }
 
 void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout& L, const std::string& out_dir,

@@ -1,8 +1,10 @@
-// Small RAII helpers over the HDF5 C API for checkpoint files. Every failure becomes a UserError that
-// names the file and what was being done, so a bad or missing file is reported, never a crash; HDF5's
-// own stack printing is silenced while these run.
+// Small RAII helpers over the HDF5 C API for checkpoint and weights files: every HDF5 call of the
+// project goes through them. Every failure becomes a UserError that names the file, what was being
+// done, HDF5's own cause and the call's line, so a bad or missing file or a full disk is reported,
+// never a crash; HDF5's own stack printing is off.
 #pragma once
 #include <hdf5.h>
+#include <mpi.h>
 
 #include <cstdint>
 #include <string>
@@ -10,15 +12,46 @@
 
 namespace dtrain::h5 {
 
+class File;
+
+// One float dataset of a writable file, open until destroyed.
+class Dataset {
+ public:
+  Dataset(Dataset&& o) noexcept : file_(o.file_), id_(o.id_), name_(std::move(o.name_)), count_(o.count_) { o.id_ = -1; }
+  Dataset(const Dataset&) = delete;
+  ~Dataset();
+  // Writes the whole dataset (count values); non-finite values are refused. Independent I/O in a
+  // parallel file.
+  void write(const float* data);
+
+ private:
+  friend class File;
+  Dataset(const File* file, hid_t id, std::string name, std::size_t count) : file_(file), id_(id), name_(std::move(name)), count_(count) {}
+  const File* file_;
+  hid_t id_;
+  std::string name_;
+  std::size_t count_;
+};
+
 class File {
  public:
   static File create(const std::string& path);      // truncates
+  // Collective over comm: one file written by all its ranks (MPI-IO). Dataset creation, attributes
+  // and close are collective; Dataset::write is not.
+  static File create_parallel(const std::string& path, MPI_Comm comm);
   static File open_read(const std::string& path);
   File(File&& o) noexcept;
   File& operator=(File&&) = delete;
   File(const File&) = delete;
   ~File();
-  void close();  // flushes; throws on failure (a full disk shows here)
+  // Flushes and closes; throws on failure (a full disk shows here). Collective for a parallel file:
+  // if the flush failed on any rank, every rank discards the file and throws.
+  void close();
+  // A file this process created and that failed to write (disk full, I/O error) is discarded when
+  // destroyed: its space is freed before HDF5 closes it, so that closing cannot fail in turn. (HDF5
+  // 1.10 leaves a file whose close failed half-open, and crashes at MPI_Finalize closing it again.)
+  // A parallel file must be marked failed on every rank (the discard is collective).
+  void mark_failed() const { failed_ = true; }
   hid_t id() const { return id_; }
   const std::string& path() const { return path_; }
 
@@ -31,39 +64,25 @@ class File {
   std::vector<std::int64_t> attr_ints(const std::string& name, const std::string& object = "/") const;
 
   // Float datasets of any shape (parent groups created as needed). Non-finite values are refused.
+  Dataset create_dataset(const std::string& name, const std::vector<std::int64_t>& shape);
   void write_floats(const std::string& name, const float* data, const std::vector<std::int64_t>& shape);
   std::vector<float> read_floats(const std::string& name, std::vector<std::int64_t>* shape = nullptr) const;
   // Names of the datasets under a group, recursively ("param/wte/0", ...).
   std::vector<std::string> list_datasets(const std::string& group = "/") const;
 
  private:
-  File(hid_t id, std::string path) : id_(id), path_(std::move(path)) {}
-  [[noreturn]] void fail(const std::string& what) const;
+  friend class Dataset;
+  File(hid_t id, std::string path, bool writable, MPI_Comm comm = MPI_COMM_NULL)
+      : id_(id), path_(std::move(path)), writable_(writable), comm_(comm) {}
+  // Throws UserError naming the file, what failed, HDF5's own cause (when it is a library failure) and
+  // the line of h5_file.cpp; marks the file failed.
+  [[noreturn]] void fail(const std::string& what, int line, bool library_error = true) const;
+  void discard();  // truncates the (failed, writable) file to nothing, then closes it
   hid_t id_;
   std::string path_;
+  bool writable_;
+  MPI_Comm comm_;  // MPI_COMM_NULL for a serial file
+  mutable bool failed_ = false;
 };
-
-// The checksum of datasets and shard files: a 64-bit hash over a byte stream, four independent
-// multiply-rotate lanes over 8-byte words (several GB/s, so checking never dominates checkpoint I/O).
-class Hasher {
- public:
-  void update(const void* data, std::size_t bytes);
-  std::uint64_t digest() const;
-
- private:
-  void block(const unsigned char* p);  // 32 bytes
-  std::uint64_t lanes_[4] = {0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull, 0x85EBCA77C2B2AE63ull};
-  unsigned char tail_[32] = {};
-  std::size_t tail_len_ = 0;
-  std::uint64_t total_ = 0;
-};
-std::uint64_t hash64(const void* data, std::size_t bytes);
-// True when no value is NaN or infinite.
-bool all_finite(const float* data, std::size_t n);
-std::string hex64(std::uint64_t v);
-// The inverse of hex64: exactly 16 hexadecimal digits. False (v untouched) for anything else.
-bool parse_hex64(const std::string& text, std::uint64_t& v);
-// Hash of a whole file's bytes (and its size); throws UserError if unreadable.
-std::uint64_t file_hash(const std::string& path, std::uint64_t* size = nullptr);
 
 }  // namespace dtrain::h5

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/checksum.hpp"
 #include "ckpt/h5_file.hpp"
 #include "ckpt/shard.hpp"
 #include "common/error.hpp"

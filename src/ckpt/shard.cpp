@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "ckpt/checksum.hpp"
 #include "ckpt/h5_file.hpp"
 #include "common/error.hpp"
 #include "dtrain_config.hpp"

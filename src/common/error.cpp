@@ -1,7 +1,6 @@
-// fatal() and the checked-call reporters: one message naming rank, call, place and cause, then abort.
+// fatal() and the MPI checked-call reporter: one message naming rank, call, place and cause, then abort.
 #include "common/error.hpp"
 
-#include <hdf5.h>
 #include <mpi.h>
 
 #include <cstdio>
@@ -19,12 +18,6 @@ int world_rank_or_minus_one() {
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   return rank;
-}
-
-herr_t collect_hdf5_message(unsigned n, const H5E_error2_t* err, void* out) {
-  auto* text = static_cast<std::string*>(out);
-  if (n == 0 && err->desc) *text = err->desc;  // the innermost cause
-  return 0;
 }
 
 }  // namespace
@@ -47,13 +40,6 @@ void check_mpi(int rc, const char* call, const char* file, int line) {
   int len = 0;
   MPI_Error_string(rc, text, &len);
   fatal(std::string("MPI call failed at ") + file + ":" + std::to_string(line) + ": " + call + ": " + text);
-}
-
-void check_hdf5(long long rc, const char* call, const char* file, int line) {
-  if (rc >= 0) return;
-  std::string cause = "unknown HDF5 error";
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect_hdf5_message, &cause);
-  fatal(std::string("HDF5 call failed at ") + file + ":" + std::to_string(line) + ": " + call + ": " + cause);
 }
 
 }  // namespace dtrain

@@ -3,7 +3,8 @@
 //   main() catches it; rank 0 prints it once and every rank exits with kUserErrorExit.
 // - fatal(): anything a single rank discovers (I/O, library failure, bad data). It prints the message
 //   prefixed with the rank and calls MPI_Abort, so srun/mpirun end every rank: no hang.
-// - Checked-call macros for MPI and HDF5 report the call, file:line and the library's own message.
+// - The checked-call macro for MPI reports the call, file:line and the library's own message (HDF5
+//   calls go through ckpt/h5_file, whose errors name the file, the cause and the line).
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -21,20 +22,9 @@ class UserError : public std::runtime_error {
 // Prints "dtrain: rank R: error: <message>" on stderr and ends the whole job.
 [[noreturn]] void fatal(const std::string& message);
 
-// Implementation of the checked-call macros.
+// Implementation of the checked-call macro.
 void check_mpi(int rc, const char* call, const char* file, int line);
-void check_hdf5(long long rc, const char* call, const char* file, int line);
 
 }  // namespace dtrain
 
 #define MPI_CHECK(call) ::dtrain::check_mpi((call), #call, __FILE__, __LINE__)
-// HDF5 calls return a negative herr_t/hid_t on failure; the value is passed through on success.
-#define H5_CHECK(call) ::dtrain::check_hdf5_value((call), #call, __FILE__, __LINE__)
-
-namespace dtrain {
-template <typename T>
-T check_hdf5_value(T rc, const char* call, const char* file, int line) {
-  check_hdf5(static_cast<long long>(rc), call, file, line);
-  return rc;
-}
-}  // namespace dtrain

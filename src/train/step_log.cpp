@@ -2,6 +2,8 @@
 #include "train/step_log.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "common/error.hpp"
@@ -18,7 +20,7 @@ std::string format_duration(double s) {
   return buf;
 }
 
-StepLog::StepLog(bool active, const std::string& path) : active_(active) {
+StepLog::StepLog(bool active, const std::string& path) : active_(active), metrics_path_(path) {
   if (!active_ || path.empty()) return;
   const auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
@@ -46,8 +48,12 @@ void StepLog::metrics(const StepRecord& r) {
                r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.mfu, r.step_seconds, r.elapsed_s);
   if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.17g", *r.val_loss);
   if (r.pipelined) std::fprintf(metrics_.get(), ", \"bubble\": %.5f, \"predicted_bubble\": %.5f", r.bubble, r.predicted_bubble);
-  std::fprintf(metrics_.get(), "}\n");
-  std::fflush(metrics_.get());
+  const bool written = std::fprintf(metrics_.get(), "}\n") > 0 && std::fflush(metrics_.get()) == 0 && !std::ferror(metrics_.get());
+  if (!written && !metrics_failed_) {
+    metrics_failed_ = true;  // training goes on; the user hears about it once
+    message("warning: cannot write the metrics file '" + metrics_path_ + "' (" + std::strerror(errno) +
+            "); metrics lines from step " + std::to_string(r.step) + " on are lost (the step lines still show them)");
+  }
 }
 
 void StepLog::stragglers(MPI_Comm world, double busy, const std::vector<std::string>& node_of_rank) {

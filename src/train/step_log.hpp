@@ -23,7 +23,8 @@ struct StepRecord {
 
 class StepLog {
  public:
-  // Active on world rank 0 only; opens (appends to) the metrics file when a path is given.
+  // Active on world rank 0 only; opens (appends to) the metrics file when a path is given. A metrics
+  // line that cannot be written is a warning, once; training goes on.
   StepLog(bool active, const std::string& metrics_path);
   void step_line(const StepRecord& r);
   void metrics(const StepRecord& r);
@@ -34,7 +35,9 @@ class StepLog {
 
  private:
   bool active_;
+  std::string metrics_path_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> metrics_{nullptr, &std::fclose};
+  bool metrics_failed_ = false;  // warned once already
 };
 
 std::string format_duration(double seconds);

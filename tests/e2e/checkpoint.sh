@@ -18,7 +18,11 @@
 #   other_model          resuming a 4-layer, 4-head checkpoint with num_layers=2 or num_attention_heads=8 is an
 #                        error naming every model key that differs
 #   keep_last            only the newest keep_last checkpoints stay, latest names the newest
-#   disk_full            a save on a full filesystem fails cleanly; the last checkpoint still loads
+#   disk_full            a save on a full filesystem fails cleanly on every rank (exit 2, no crash); the last
+#                        checkpoint still loads
+#   final_weights_disk_full  model-final.h5 on a full filesystem: one error, no HDF5 stack, no temporary left
+#   consolidate_disk_full  ckpt-consolidate --out on a full filesystem under mpirun: exit 2 on every rank, nothing left
+#   metrics_disk_full    a metrics file that cannot be written is one warning; training completes
 set -u
 case_name=$1 dtrain=$2 tool=$3 consolidate=$4 src=$5
 here=$(dirname "$0")
@@ -36,6 +40,17 @@ train() {
   local rc=$?
   [ "${ALLOW_FAIL:-0}" = 1 ] || [ $rc -eq 0 ] || { cat "$work/last.log"; fail "training exited $rc"; }
   return $rc
+}
+# train_exit_codes NP ARGS...: like train, but every rank runs to its own end and the exit codes of all
+# ranks are printed as "rank-exit R CODE"; returns 0 when every rank exited 2 (one clear error).
+train_exit_codes() {
+  local np=$1; shift
+  OMPI_MCA_orte_abort_on_non_zero_status=0 timeout -k 5 120 mpirun -np "$np" bash -c '"$@"; echo "rank-exit $OMPI_COMM_WORLD_RANK $?"' _ \
+    "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --model.global_batch_size=8 --model.micro_batch_size=2 \
+    --training.train_iters=4 --training.eval_interval=0 --logging.log_interval=1 --checkpoint.save_interval=2 \
+    --checkpoint.keep_last=4 "$@" > "$work/last.log" 2>&1
+  cat "$work/last.log" | grep -v '^step'
+  [ "$(grep -c "^rank-exit [0-9]* 2$" "$work/last.log")" -eq "$np" ]
 }
 losses() { grep -o '"loss": [0-9.e+-]*' "$1" | awk '{print $2}'; }
 big=(--system.tensor_model_parallel_size=2 --system.pipeline_model_parallel_size=2 --system.use_distributed_optimizer=true)
@@ -190,14 +205,40 @@ PY
   disk_full)
     mkdir -p "$work/small"
     mount -t tmpfs -o size=14m tmpfs "$work/small" 2>/dev/null || { echo "SKIP: cannot mount a small tmpfs here"; exit 77; }
-    ALLOW_FAIL=1 train 2 "$work/f.jsonl" "$work/small/ck" --system.tensor_model_parallel_size=1 \
-      --system.pipeline_model_parallel_size=1 && fail "a save on a full disk succeeded"
-    cat "$work/last.log"
+    train_exit_codes 2 "--checkpoint.dir=$work/small/ck" --system.tensor_model_parallel_size=1 \
+      --system.pipeline_model_parallel_size=1 || fail "not every rank exited 2 after a save on a full disk (a crash?)"
     grep -q "dtrain: error: .*checkpoint save of step 4 failed; the previous checkpoint is untouched" "$work/last.log" ||
       fail "no clear error for the full disk"
     [ "$(cat "$work/small/ck/latest")" = step_00000002 ] || fail "latest is not the step-2 checkpoint"
     ls -a "$work/small/ck" | grep -q '^\.tmp' && fail "the failed save left its temporary behind"
     "$consolidate" "$work/small/ck" --verify > /dev/null || fail "the last checkpoint does not verify" ;;
+  final_weights_disk_full)
+    # Room for the last checkpoint (about 10 MB) but not for model-final.h5 (about 3.4 MB more).
+    mkdir -p "$work/small"
+    mount -t tmpfs -o size=12m tmpfs "$work/small" 2>/dev/null || { echo "SKIP: cannot mount a small tmpfs here"; exit 77; }
+    train_exit_codes 2 "--checkpoint.dir=$work/small/ck" --system.tensor_model_parallel_size=1 \
+      --system.pipeline_model_parallel_size=1 --checkpoint.save_interval=0 || fail "not every rank exited 2"
+    [ "$(grep -c "dtrain: error: .*the final weights were not written: HDF5 file '$work/small/ck/model-final.h5.tmp'" "$work/last.log")" -eq 1 ] ||
+      fail "no single clear error for the final weights"
+    grep -q "HDF5-DIAG" "$work/last.log" && fail "HDF5's own error stack was printed"
+    ls -a "$work/small/ck" | grep -q 'model-final' && fail "a model-final file was left behind: $(ls "$work/small/ck")"
+    [ "$(cat "$work/small/ck/latest")" = step_00000004 ] || fail "the last checkpoint was not published" ;;
+  consolidate_disk_full)
+    # A consolidated file of 10 MB on a 4 MB filesystem, written by 2 ranks (parallel HDF5).
+    train 2 "$work/c.jsonl" "$work/ckC" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1
+    mkdir -p "$work/small"
+    mount -t tmpfs -o size=4m tmpfs "$work/small" 2>/dev/null || { echo "SKIP: cannot mount a small tmpfs here"; exit 77; }
+    OMPI_MCA_orte_abort_on_non_zero_status=0 timeout -k 5 60 mpirun -np 2 bash -c '"$@"; echo "rank-exit $OMPI_COMM_WORLD_RANK $?"' _ \
+      "$consolidate" "$work/ckC" --out "$work/small/C.h5" --optimizer > "$work/cons.log" 2>&1
+    grep -v '^  \[' "$work/cons.log"
+    [ "$(grep -c '^rank-exit [01] 2$' "$work/cons.log")" -eq 2 ] || fail "not every rank exited 2 (a crash?)"
+    grep -q "ckpt-consolidate: error: .*(disk full?)" "$work/cons.log" || fail "no clear error"
+    grep -q "HDF5-DIAG" "$work/cons.log" && fail "HDF5's own error stack was printed"
+    [ -z "$(ls -A "$work/small")" ] || fail "left behind: $(ls "$work/small")" ;;
+  metrics_disk_full)
+    train 2 /dev/full "$work/ckM" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1
+    [ "$(grep -c "^warning: cannot write the metrics file '/dev/full' (No space left on device)" "$work/last.log")" -eq 1 ] ||
+      { cat "$work/last.log"; fail "no single warning about the metrics file"; } ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
 echo PASS
