@@ -54,16 +54,13 @@ struct IoStats {
   std::string path;
 };
 
+// Collective: a random checkpoint id, the same on every rank of comm.
+std::uint64_t new_checkpoint_id(MPI_Comm comm);
+
 // Collective: writes and publishes step `meta.step` under dir; removes the oldest published checkpoints
-// beyond keep_last. Throws UserError on every rank if any rank failed (the previous checkpoint stays).
+// beyond keep_last (ckpt/directory.hpp: by publication order, never `latest`). Throws UserError on every rank if any rank failed (the previous checkpoint stays).
 IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,
                         int keep_last);
-
-// Rank 0: removes temporaries of interrupted saves (".tmp-*") in dir. Returns how many.
-int remove_stale_temporaries(const std::string& dir);
-// The published checkpoint `latest` names; "" if there is no `latest` (a fresh start). A `latest`
-// that exists but names nothing is a UserError naming it: checkpoints are never skipped silently.
-std::string latest_checkpoint(const std::string& dir);
 
 // The pieces of a checkpoint directory, verified against its manifest.
 class CheckpointReader {

@@ -3,8 +3,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <random>
 
+#include "ckpt/directory.hpp"
 #include "ckpt/h5_file.hpp"
 #include "ckpt/shard.hpp"
 #include "common/collective_check.hpp"
@@ -106,10 +106,7 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
   CheckpointMeta meta = reader.meta();
   meta.tp = L.tp, meta.pp = L.pp, meta.dp = L.dp, meta.v = L.v, meta.cp = 1;
   meta.distributed_optimizer = L.distributed_optimizer ? 1 : 0;
-  unsigned long long id = 0;
-  if (rank == 0) id = std::random_device{}() * 4294967296ull + std::random_device{}();
-  MPI_CHECK(MPI_Bcast(&id, 1, MPI_UNSIGNED_LONG_LONG, 0, comm));
-  meta.checkpoint_id = id;
+  meta.checkpoint_id = new_checkpoint_id(comm);
   const std::string step = step_dir_name(meta.step);
   const std::string tmp = out_dir + "/.tmp-" + step + "-reshard";
   collective_check(comm, [&] {

@@ -34,9 +34,10 @@ TensorSpec geometry(const std::vector<std::int64_t>& global, const std::vector<s
 }  // namespace
 
 CheckpointReader::CheckpointReader(const std::string& step_dir, bool verify_files) : dir_(step_dir) {
-  std::uint64_t id = 0;
-  std::int64_t step = 0;
-  const auto records = read_manifest(dir_ + "/manifest.txt", id, step);
+  const Manifest manifest = read_manifest(dir_ + "/manifest.txt");
+  const std::uint64_t id = manifest.checkpoint_id;
+  const std::int64_t step = manifest.step;
+  const auto& records = manifest.shards;
   if (records.empty()) throw UserError("checkpoint '" + dir_ + "' lists no shards in its manifest");
   for (const auto& r : records) {
     const std::string path = dir_ + "/" + r.file;

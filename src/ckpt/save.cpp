@@ -8,8 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/directory.hpp"
 #include "ckpt/shard.hpp"
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
@@ -29,42 +31,15 @@ void maybe_die_in_save(int rank, std::int64_t step) {
   if (colon != std::string::npos && std::atoi(spec.c_str()) == rank && std::atoll(spec.c_str() + colon + 1) == step) raise(SIGKILL);
 }
 
-void prune(const std::string& dir, int keep_last) {
-  std::vector<std::string> steps;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0) steps.push_back(e.path().string());
-  std::sort(steps.begin(), steps.end());
-  const std::size_t keep = static_cast<std::size_t>(std::max(1, keep_last));  // never the newest
-  for (std::size_t i = 0; i + keep < steps.size(); ++i) {
-    std::error_code ec;
-    fs::remove_all(steps[i], ec);
-  }
-}
-
 }  // namespace
 
-int remove_stale_temporaries(const std::string& dir) {
-  int removed = 0;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return 0;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().filename().string().rfind(".tmp-", 0) == 0) {
-      fs::remove_all(e.path(), ec);
-      ++removed;
-    }
-  return removed;
-}
-
-std::string latest_checkpoint(const std::string& dir) {
-  const std::string path = dir + "/latest";
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return "";
-  std::ifstream in(path);
-  std::string name;
-  if (!(in >> name))
-    throw UserError("'" + path + "' is empty or unreadable, so the checkpoint to resume from is unknown; write the name of a " +
-                    "step directory into it (e.g. step_00000100), or set checkpoint.load to a step directory");
-  return dir + "/" + name;
+std::uint64_t new_checkpoint_id(MPI_Comm comm) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  unsigned long long id = 0;
+  if (rank == 0) id = std::random_device{}() * 4294967296ull + std::random_device{}();
+  MPI_CHECK(MPI_Bcast(&id, 1, MPI_UNSIGNED_LONG_LONG, 0, comm));
+  return id;
 }
 
 IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,
@@ -105,7 +80,7 @@ IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const Checkpoint
   collective_check(world, [&] {
     if (rank != 0) return;
     stats.bytes = publish_checkpoint(tmp, dir, meta, all);
-    prune(dir, keep_last);
+    prune_checkpoints(dir, keep_last);
   });
   MPI_CHECK(MPI_Bcast(&stats.bytes, 1, MPI_DOUBLE, 0, world));
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

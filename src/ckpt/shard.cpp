@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "ckpt/checksum.hpp"
+#include "ckpt/directory.hpp"
 #include "ckpt/h5_file.hpp"
 #include "common/error.hpp"
 #include "dtrain_config.hpp"
@@ -110,14 +111,17 @@ std::string shard_file_name(int rank) {
 
 double publish_checkpoint(const std::string& tmp, const std::string& dir, const CheckpointMeta& meta,
                           const std::vector<unsigned long long>& triples) {
-  std::vector<ShardRecord> shards;
+  Manifest m;
+  m.checkpoint_id = meta.checkpoint_id;
+  m.step = meta.step;
+  m.sequence = next_publication_sequence(dir);
   double bytes = 0.0;
   for (std::size_t r = 0; 3 * r < triples.size(); ++r)
     if (triples[3 * r]) {
-      shards.push_back({shard_file_name(static_cast<int>(r)), triples[3 * r + 1], triples[3 * r + 2]});
+      m.shards.push_back({shard_file_name(static_cast<int>(r)), triples[3 * r + 1], triples[3 * r + 2]});
       bytes += static_cast<double>(triples[3 * r + 1]);
     }
-  write_manifest(tmp + "/manifest.txt", meta, shards);
+  write_manifest(tmp + "/manifest.txt", m);
   fsync_path(tmp);
   const std::string final_dir = dir + "/" + step_dir_name(meta.step);
   std::error_code ec;
@@ -128,39 +132,42 @@ double publish_checkpoint(const std::string& tmp, const std::string& dir, const 
   return bytes;
 }
 
-void write_manifest(const std::string& path, const CheckpointMeta& meta, const std::vector<ShardRecord>& shards) {
+void write_manifest(const std::string& path, const Manifest& m) {
   std::ostringstream os;
   os << "dtrain-checkpoint-manifest " << kCheckpointFormat << "\n"
-     << "checkpoint_id " << h5::hex64(meta.checkpoint_id) << "\n"
-     << "step " << meta.step << "\n"
-     << "shards " << shards.size() << "\n";
-  for (const auto& s : shards) os << "shard " << s.file << " " << s.bytes << " " << h5::hex64(s.hash) << "\n";
+     << "checkpoint_id " << h5::hex64(m.checkpoint_id) << "\n"
+     << "step " << m.step << "\n"
+     << "sequence " << m.sequence << "\n"
+     << "shards " << m.shards.size() << "\n";
+  for (const auto& s : m.shards) os << "shard " << s.file << " " << s.bytes << " " << h5::hex64(s.hash) << "\n";
   write_file_atomically(path, os.str());
 }
 
-std::vector<ShardRecord> read_manifest(const std::string& path, std::uint64_t& id, std::int64_t& step) {
+Manifest read_manifest(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw UserError("checkpoint manifest '" + path + "' is missing: the directory is not a published checkpoint");
   std::string word;
   int format = 0;
   std::size_t count = 0;
-  std::vector<ShardRecord> shards;
+  Manifest m;
   auto bad = [&](const std::string& why) { return UserError("checkpoint manifest '" + path + "' is malformed: " + why); };
   if (!(in >> word >> format) || word != "dtrain-checkpoint-manifest") throw bad("no header");
   if (format != kCheckpointFormat) throw bad("format " + std::to_string(format) + ", this dtrain reads " + std::to_string(kCheckpointFormat));
   std::string hex;
   if (!(in >> word >> hex) || word != "checkpoint_id") throw bad("no checkpoint_id");
-  if (!h5::parse_hex64(hex, id)) throw bad("checkpoint_id '" + hex + "' is not 16 hexadecimal digits");
-  if (!(in >> word >> step) || word != "step") throw bad("no step");
-  if (!(in >> word >> count) || word != "shards") throw bad("no shard count");
+  if (!h5::parse_hex64(hex, m.checkpoint_id)) throw bad("checkpoint_id '" + hex + "' is not 16 hexadecimal digits");
+  if (!(in >> word >> m.step) || word != "step") throw bad("no step");
+  if (!(in >> word)) throw bad("no shard count");
+  if (word == "sequence" && !(in >> m.sequence >> word)) throw bad("no publication sequence");
+  if (word != "shards" || !(in >> count)) throw bad("no shard count");
   for (std::size_t i = 0; i < count; ++i) {
     ShardRecord r;
     if (!(in >> word >> r.file >> r.bytes >> hex) || word != "shard") throw bad("shard line " + std::to_string(i + 1));
     if (!h5::parse_hex64(hex, r.hash))
       throw bad("the checksum '" + hex + "' of " + r.file + " is not 16 hexadecimal digits");
-    shards.push_back(r);
+    m.shards.push_back(r);
   }
-  return shards;
+  return m;
 }
 
 }  // namespace dtrain

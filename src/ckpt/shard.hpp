@@ -19,15 +19,25 @@ struct ShardRecord {
 bool write_shard(const std::string& path, const CheckpointMeta& meta, const RankState& state, int writer_rank,
                  ShardRecord& record);
 
-void write_manifest(const std::string& path, const CheckpointMeta& meta, const std::vector<ShardRecord>& shards);
+// manifest.txt of a step directory: the checkpoint id, the step, the publication sequence (the order
+// in which checkpoints were published in their directory, by whichever run; absent in older
+// checkpoints, read as 0) and every shard with its size and checksum.
+struct Manifest {
+  std::uint64_t checkpoint_id = 0;
+  std::int64_t step = 0;
+  std::int64_t sequence = 0;
+  std::vector<ShardRecord> shards;
+};
+void write_manifest(const std::string& path, const Manifest& manifest);
 // Parses a manifest; throws UserError naming the file when it is missing or malformed.
-std::vector<ShardRecord> read_manifest(const std::string& path, std::uint64_t& checkpoint_id, std::int64_t& step);
+Manifest read_manifest(const std::string& path);
 
 std::string step_dir_name(std::int64_t step);  // "step_00000100"
 std::string shard_file_name(int rank);          // "shard_00003.h5"
 
 // The last act of a save, on one process: the manifest from (wrote, bytes, hash) triples per writer
-// rank, the temporary directory renamed to <dir>/step_..., `latest` replaced. Returns the shard bytes.
+// rank (with the next publication sequence of dir), the temporary directory renamed to
+// <dir>/step_..., `latest` replaced. Returns the shard bytes.
 double publish_checkpoint(const std::string& tmp, const std::string& dir, const CheckpointMeta& meta,
                           const std::vector<unsigned long long>& triples);
 

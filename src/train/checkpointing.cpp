@@ -4,10 +4,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <random>
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/compatibility.hpp"
+#include "ckpt/directory.hpp"
 #include "ckpt/convert.hpp"
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
@@ -33,6 +33,18 @@ Checkpointing::Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPl
   }
 }
 
+void Checkpointing::warn_about_other_checkpoints(const std::string& resume_path) const {
+  const std::string& dir = cfg_.checkpoint.dir;
+  if (dir.empty()) return;
+  const auto existing = published_checkpoints(dir);
+  const std::string latest = latest_checkpoint(dir);
+  if (existing.empty() || (!latest.empty() && latest == resume_path)) return;
+  log_.message("warning: checkpoint.dir '" + dir + "' already holds " + std::to_string(existing.size()) + " checkpoint(s)" +
+               (latest.empty() ? std::string() : " (latest: " + latest + ")") + " that this run does not resume from; its saves "
+               "are published after them and become latest, and checkpoint.keep_last=" + std::to_string(cfg_.checkpoint.keep_last) +
+               " removes the oldest publications first, whichever run made them");
+}
+
 std::string Checkpointing::load_path() const {
   const CheckpointLoad& load = cfg_.checkpoint.load;
   switch (load.mode) {
@@ -46,7 +58,9 @@ std::string Checkpointing::load_path() const {
 int Checkpointing::resume(Trainer& trainer) {
   std::string path;
   collective_check(world_, [&] {
-    if (rank_ == 0) path = load_path();
+    if (rank_ != 0) return;
+    path = load_path();
+    warn_about_other_checkpoints(path);
   });
   broadcast_string(world_, path);
   if (path.empty()) return 0;
@@ -87,10 +101,7 @@ void Checkpointing::save(Trainer& trainer, int steps_done) {
   meta.distributed_optimizer = cfg_.system.use_distributed_optimizer ? 1 : 0;
   meta.config_text = config_text_;
   meta.version = DTRAIN_VERSION;
-  unsigned long long id = 0;
-  if (rank_ == 0) id = std::random_device{}() * 4294967296ull + std::random_device{}();
-  MPI_CHECK(MPI_Bcast(&id, 1, MPI_UNSIGNED_LONG_LONG, 0, world_));
-  meta.checkpoint_id = id;
+  meta.checkpoint_id = new_checkpoint_id(world_);
   if (rank_ == 0) {
     std::error_code ec;
     std::filesystem::create_directories(cfg_.checkpoint.dir, ec);

@@ -23,6 +23,8 @@ class Checkpointing {
 
  private:
   std::string load_path() const;
+  // Rank 0: a warning when checkpoint.dir holds checkpoints this run does not resume from.
+  void warn_about_other_checkpoints(const std::string& resume_path) const;
   MPI_Comm world_;
   const Config& cfg_;
   TrainingPlan plan_;

@@ -17,6 +17,8 @@
 #   blank_latest         an empty `latest` with checkpoint.load=auto is an error naming it, never a fresh start
 #   other_model          resuming a 4-layer, 4-head checkpoint with num_layers=2 or num_attention_heads=8 is an
 #                        error naming every model key that differs
+#   fresh_run_in_used_dir  load=none in a directory holding later steps of another run: the new save is latest,
+#                        pruning (by publication order) keeps it, it verifies and resumes
 #   keep_last            only the newest keep_last checkpoints stay, latest names the newest
 #   disk_full            a save on a full filesystem fails cleanly on every rank (exit 2, no crash); the last
 #                        checkpoint still loads
@@ -196,6 +198,21 @@ PY
     train 2 "$work/y.jsonl" "$work/bad" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=2 \
       --model.global_batch_size=4 --training.train_iters=5
     grep -q "resumed from .*step_00000004 at step 4" "$work/last.log" || fail "did not resume at another layout and batch" ;;
+  fresh_run_in_used_dir)
+    # A directory with step_8 and step_10 of an earlier run (keep_last=2); a fresh run (load=none) saves
+    # step 4 there: step_4 becomes latest and survives pruning, it verifies, and load=auto resumes it.
+    one=(--system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 --checkpoint.keep_last=2)
+    train 2 "$work/a.jsonl" "$work/ckU" "${one[@]}" --training.train_iters=10
+    [ "$(ls "$work/ckU" | grep '^step_' | tr '\n' ' ')" = "step_00000008 step_00000010 " ] || fail "setup: $(ls "$work/ckU")"
+    train 2 "$work/b.jsonl" "$work/ckU" "${one[@]}" --training.train_iters=4 --checkpoint.save_interval=4 --checkpoint.load=none
+    grep -q "warning: checkpoint.dir '$work/ckU' already holds 2 checkpoint(s) (latest: $work/ckU/step_00000010) that this run does not resume from" \
+      "$work/last.log" || { cat "$work/last.log"; fail "no warning about the earlier run's checkpoints"; }
+    [ "$(cat "$work/ckU/latest")" = step_00000004 ] || fail "latest is $(cat "$work/ckU/latest")"
+    [ -d "$work/ckU/step_00000004" ] || fail "the new latest was pruned: $(ls "$work/ckU")"
+    [ "$(ls "$work/ckU" | grep '^step_' | tr '\n' ' ')" = "step_00000004 step_00000010 " ] || fail "kept $(ls "$work/ckU")"
+    "$consolidate" "$work/ckU" --verify > /dev/null || fail "--verify of the directory fails"
+    train 2 "$work/c.jsonl" "$work/ckU" "${one[@]}" --training.train_iters=6
+    grep -q "resumed from .*step_00000004 at step 4" "$work/last.log" || fail "load=auto did not resume the new latest" ;;
   keep_last)
     train 2 "$work/l.jsonl" "$work/ckL" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 \
       --training.train_iters=8 --checkpoint.keep_last=2

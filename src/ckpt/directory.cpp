@@ -1,0 +1,81 @@
+// Checkpoint directory bookkeeping: manifests' sequence numbers, latest, pruning, stale temporaries.
+#include "ckpt/directory.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "ckpt/shard.hpp"
+#include "common/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace dtrain {
+
+std::vector<PublishedCheckpoint> published_checkpoints(const std::string& dir) {
+  std::vector<PublishedCheckpoint> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || name.rfind("step_", 0) != 0) continue;
+    PublishedCheckpoint c;
+    c.name = name;
+    try {
+      const Manifest m = read_manifest(e.path().string() + "/manifest.txt");
+      c.step = m.step;
+      c.sequence = m.sequence;
+    } catch (const UserError&) {
+      // Unreadable: oldest of all, so it is pruned first.
+    }
+    out.push_back(c);
+  }
+  std::sort(out.begin(), out.end(), [](const PublishedCheckpoint& a, const PublishedCheckpoint& b) {
+    return a.sequence != b.sequence ? a.sequence < b.sequence : a.name < b.name;
+  });
+  return out;
+}
+
+std::int64_t next_publication_sequence(const std::string& dir) {
+  std::int64_t most = 0;
+  for (const auto& c : published_checkpoints(dir)) most = std::max(most, c.sequence);
+  return most + 1;
+}
+
+void prune_checkpoints(const std::string& dir, int keep_last) {
+  const auto all = published_checkpoints(dir);
+  const std::string latest = latest_checkpoint(dir);
+  const std::size_t keep = static_cast<std::size_t>(std::max(1, keep_last));
+  for (std::size_t i = 0; i + keep < all.size(); ++i) {
+    const std::string path = dir + "/" + all[i].name;
+    if (path == latest) continue;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+}
+
+int remove_stale_temporaries(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return 0;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(".tmp-", 0) == 0) {
+      fs::remove_all(e.path(), ec);
+      ++removed;
+    }
+  return removed;
+}
+
+std::string latest_checkpoint(const std::string& dir) {
+  const std::string path = dir + "/latest";
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return "";
+  std::ifstream in(path);
+  std::string name;
+  if (!(in >> name))
+    throw UserError("'" + path + "' is empty or unreadable, so the checkpoint to resume from is unknown; write the name of a " +
+                    "step directory into it (e.g. step_00000100), or set checkpoint.load to a step directory");
+  return dir + "/" + name;
+}
+
+}  // namespace dtrain

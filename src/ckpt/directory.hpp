@@ -1,0 +1,34 @@
+// A checkpoint directory's bookkeeping (checkpoint.dir): the published step directories in the order
+// they were published, `latest`, temporaries of interrupted saves, and pruning.
+//
+// The order of checkpoints is the order of publication (each manifest's sequence number), not the
+// step number: a run started afresh (checkpoint.load=none) in a directory that already holds a later
+// step of another run publishes after it, becomes `latest`, and keep_last prunes the oldest
+// publications first, whichever run made them. Pruning never removes what `latest` names.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+struct PublishedCheckpoint {
+  std::string name;           // "step_00000100"
+  std::int64_t step = 0;
+  std::int64_t sequence = -1;  // publication order; -1 when the manifest cannot be read
+};
+
+// The published checkpoints of dir, oldest publication first (ties by step). Pure reading.
+std::vector<PublishedCheckpoint> published_checkpoints(const std::string& dir);
+// The sequence number the next publication in dir takes.
+std::int64_t next_publication_sequence(const std::string& dir);
+// Removes the oldest publications beyond keep_last (at least 1), never the one `latest` names.
+void prune_checkpoints(const std::string& dir, int keep_last);
+
+// Removes temporaries of interrupted saves (".tmp-*") in dir. Returns how many.
+int remove_stale_temporaries(const std::string& dir);
+// The published checkpoint `latest` names; "" if there is no `latest` (a fresh start). A `latest`
+// that exists but names nothing is a UserError naming it: checkpoints are never skipped silently.
+std::string latest_checkpoint(const std::string& dir);
+
+}  // namespace dtrain
