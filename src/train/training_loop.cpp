@@ -49,6 +49,14 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     log.message("training is already complete (step " + std::to_string(first_step) + " of " +
                 std::to_string(cfg.training.train_iters) + "); raise training.train_iters to go on, or set checkpoint.load=none");
 
+  // A stop signal received during start-up (handlers are installed first thing in main): nothing has
+  // been trained since the last checkpoint, so there is nothing to save.
+  if (const int sig = agree_on_stop_signal(world)) {
+    log.message(std::string("dtrain: received ") + signal_name(sig) + " before the first step; nothing to save" +
+                (first_step > 0 ? " (step " + std::to_string(first_step) + " is already checkpointed)" : std::string()) +
+                "; exiting with code " + std::to_string(kPreemptedExit) + " so the job can be requeued");
+    return kPreemptedExit;
+  }
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   double window_seconds = 0.0, window_bubble = 0.0, window_busy = 0.0;
