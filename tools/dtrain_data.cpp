@@ -148,14 +148,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const UserError& e) {
-    std::cerr << "dtrain-data: error: " << e.what() << "\n";
-    return dtrain::kUserErrorExit;
-  } catch (const std::exception& e) {
-    std::cerr << "dtrain-data: error: " << e.what() << "\n";
-    return dtrain::kFatalExit;
-  }
-}
+int main(int argc, char** argv) { return dtrain::run_tool("dtrain-data", argc, argv, run); }

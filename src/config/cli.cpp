@@ -2,6 +2,7 @@
 #include "config/cli.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "common/error.hpp"
@@ -23,6 +24,18 @@ po::variables_map parse_command_line_options(int argc, const char* const* argv, 
     throw UserError(std::string(e.what()) + "; see '" + program + " --help'");
   }
   return values;
+}
+
+int run_tool(const char* program, int argc, char** argv, int (*run)(int, char**)) {
+  try {
+    return run(argc, argv);
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return kUserErrorExit;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return kFatalExit;
+  }
 }
 
 }  // namespace dtrain

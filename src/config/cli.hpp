@@ -15,4 +15,8 @@ boost::program_options::variables_map parse_command_line_options(
     int argc, const char* const* argv, int first, const boost::program_options::options_description& options,
     const boost::program_options::positional_options_description& positional, const std::string& program);
 
+// main() of a tool without MPI: runs run(argc, argv); a UserError prints "<program>: error: ..." and
+// exits 2, any other exception exits 1 the same way.
+int run_tool(const char* program, int argc, char** argv, int (*run)(int, char**));
+
 }  // namespace dtrain

@@ -128,11 +128,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const UserError& e) {
-    std::fprintf(stderr, "train_throughput: error: %s\n", e.what());
-    return kUserErrorExit;
-  }
-}
+int main(int argc, char** argv) { return run_tool("train_throughput", argc, argv, run); }
