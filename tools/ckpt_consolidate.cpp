@@ -8,7 +8,9 @@
 #include <hdf5.h>
 #include <mpi.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -19,6 +21,7 @@
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
 #include "config/cli.hpp"
+#include "config/validate.hpp"
 
 using namespace dtrain;
 
@@ -35,22 +38,22 @@ ReshardLayout parse_layout(const std::string& spec) {
   std::stringstream ss(spec);
   for (std::string item; std::getline(ss, item, ',');) {
     const auto eq = item.find('=');
-    const std::string key = item.substr(0, eq);
-    int value = 0;
-    try {
-      value = std::stoi(item.substr(eq + 1));
-    } catch (...) {
-      throw UserError("--reshard: '" + item + "' is not key=number");
-    }
-    if (eq == std::string::npos || value < 0) throw UserError("--reshard: '" + item + "' is not key=number");
-    if (key == "tp") l.tp = value;
-    else if (key == "pp") l.pp = value;
-    else if (key == "dp") l.dp = value;
-    else if (key == "v") l.v = value;
+    const std::string key = item.substr(0, eq), text = eq == std::string::npos ? "" : item.substr(eq + 1);
+    char* end = nullptr;
+    errno = 0;
+    const long value = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE || value < 0 || value > kMaxRanks)
+      throw UserError("--reshard: '" + item + "' is not key=N with 0 <= N <= " + std::to_string(kMaxRanks));
+    if (key == "tp") l.tp = static_cast<int>(value);
+    else if (key == "pp") l.pp = static_cast<int>(value);
+    else if (key == "dp") l.dp = static_cast<int>(value);
+    else if (key == "v") l.v = static_cast<int>(value);
     else if (key == "zero") l.distributed_optimizer = value != 0;
     else throw UserError("--reshard: unknown key '" + key + "' (tp, pp, dp, v, zero)");
   }
   if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.v < 1) throw UserError("--reshard: sizes must be at least 1");
+  if (static_cast<long>(l.tp) * l.pp * l.dp > kMaxRanks)
+    throw UserError("--reshard: tp x pp x dp is more than " + std::to_string(kMaxRanks) + " ranks");
   return l;
 }
 
@@ -81,7 +84,12 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
   if (ckpt.empty() || (!info && !do_verify && out.empty()))
     throw UserError("nothing to do: give a checkpoint and --info, --verify, --out or --reshard; see 'ckpt-consolidate --help'");
   if (!reshard_spec.empty() && out.empty()) throw UserError("--reshard needs --out DIR");
-  const std::string dir = resolve_checkpoint(ckpt);
+  // Rank 0 resolves `latest` once, so every rank reads the same checkpoint.
+  std::string dir;
+  collective_check(comm, [&] {
+    if (rank == 0) dir = resolve_checkpoint(ckpt);
+  });
+  broadcast_string(comm, dir);
   std::unique_ptr<CheckpointReader> reader;
   collective_check(comm, [&] { reader = std::make_unique<CheckpointReader>(dir, /*verify_files=*/rank == 0 && do_verify); });
   const CheckpointMeta& m = reader->meta();
@@ -132,7 +140,10 @@ int main(int argc, char** argv) {
   try {
     code = run(argc, argv, MPI_COMM_WORLD, rank);
   } catch (const UserError& e) {
-    if (rank == 0) std::fprintf(stderr, "ckpt-consolidate: error: %s\n", e.what());
+    if (rank == 0) {
+      std::istringstream lines(e.what());
+      for (std::string line; std::getline(lines, line);) std::fprintf(stderr, "ckpt-consolidate: error: %s\n", line.c_str());
+    }
     code = kUserErrorExit;
   } catch (const std::exception& e) {
     fatal(std::string("ckpt-consolidate: unexpected failure: ") + e.what());

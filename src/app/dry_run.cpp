@@ -66,12 +66,12 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
               plan.bubble, 100.0 * plan.bubble);
   for (const auto& w : plan.warnings) std::printf("  warning: %s\n", w.c_str());
 
-  std::printf("== memory per rank (MiB) ==\n  %-6s %10s %10s %10s %12s %10s\n", "stage", "params", "grads", "optimizer",
-              "activations", "total");
+  std::printf("== memory per rank (MiB) ==\n  %-6s %10s %10s %10s %12s %10s %10s\n", "stage", "params", "grads", "optimizer",
+              "activations", "buffers", "total");
   for (int st = 0; st < s.pp; ++st) {
     const auto& m = plan.stage_memory[st];
-    std::printf("  %-6d %10.2f %10.2f %10.2f %12.2f %10.2f\n", st, mb(m.params), mb(m.grads), mb(m.optimizer),
-                mb(m.activations), mb(m.total()));
+    std::printf("  %-6d %10.2f %10.2f %10.2f %12.2f %10.2f %10.2f\n", st, mb(m.params), mb(m.grads), mb(m.optimizer),
+                mb(m.activations), mb(m.buffers), mb(m.total()));
   }
   std::printf("dry run complete: configuration is valid for %d ranks\n", env.world_size);
   std::fflush(stdout);

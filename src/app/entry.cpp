@@ -74,10 +74,19 @@ MemoryLimit node_share(const LaunchEnv& env) {
   return {node / std::max(1, env.local_size), source};
 }
 
-MemoryLimit memory_limit(const Config& cfg, const LaunchEnv& env) {
+// Collective: the smallest memory a rank of the job may use, so every rank plans with the same limit.
+MemoryLimit memory_limit(MPI_Comm world, const Config& cfg, const LaunchEnv& env) {
   if (cfg.system.memory_budget_gb > 0)
     return {cfg.system.memory_budget_gb * 1e9, "system.memory_budget_gb=" + std::to_string(cfg.system.memory_budget_gb)};
-  return node_share(env);
+  MemoryLimit mine = node_share(env);
+  struct {
+    double bytes;
+    int rank;
+  } local{mine.bytes, env.world_rank}, lowest{0.0, 0};
+  MPI_CHECK(MPI_Allreduce(&local, &lowest, 1, MPI_DOUBLE_INT, MPI_MINLOC, world));
+  broadcast_string(world, mine.source, lowest.rank);
+  mine.bytes = lowest.bytes;
+  return mine;
 }
 
 const kernels::KernelTable& kernels_for(const Config& cfg, const LaunchEnv& env) {
@@ -114,7 +123,7 @@ int run(int argc, char** argv, MPI_Comm world) {
   validate_config(cfg);
   OptionTable table(cfg);  // views the loaded values, for reports and checkpoints
   if (cl.command == CommandLine::Command::generate) return run_generate(cfg, env, cl.generate, kernels_for(cfg, env));
-  const TrainingPlan plan = make_plan(cfg, size, memory_limit(cfg, env));
+  const TrainingPlan plan = make_plan(cfg, size, memory_limit(world, cfg, env));
   if (cl.dry_run) {
     print_dry_run(world, table, cfg, plan, env);
     return 0;

@@ -10,7 +10,7 @@
 // flat_begin (where in that slice the piece starts) and hash64 (checksum of the values). Any layout
 // finds its slice by mapping pieces to global element indices, so a checkpoint loads on any
 // (tp, pp, dp, distributed optimizer, v). Root attributes carry the format version, checkpoint id,
-// step, consumed samples, layout, dtrain version and (shard 0) the resolved configuration.
+// step, consumed samples, layout, dtrain version and the resolved configuration.
 // A save is written under a temporary name and published (renamed, then `latest` replaced) only after
 // every rank reported success; a failure or a kill at any moment leaves the last checkpoint untouched.
 #pragma once
@@ -85,6 +85,8 @@ class CheckpointReader {
     std::int64_t flat_begin = 0, count = 0;
     std::uint64_t hash = 0;
   };
+  // UserError unless the piece's shapes, offset and start describe a slice inside its tensor.
+  static void check_piece_geometry(const Piece& p, const std::string& path);
   std::string dir_;
   CheckpointMeta meta_;
   std::vector<std::string> shards_;
@@ -96,7 +98,7 @@ class CheckpointReader {
 void load_rank_state(const CheckpointReader& reader, RankState& state);
 
 // Writes a sharded checkpoint for a layout from a reader: every rank of the new layout's shard, as if
-// saved by that layout (ckpt-consolidate --reshard). Sequential, one process.
+// saved by that layout (ckpt-consolidate --reshard).
 struct ReshardLayout {
   int tp = 1, pp = 1, dp = 1, v = 1;
   bool distributed_optimizer = false;

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "ckpt/directory.hpp"
 #include "ckpt/h5_file.hpp"
@@ -10,6 +11,7 @@
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
 #include "config/load.hpp"
+#include "plan/layout_checks.hpp"
 #include "plan/rank_layout.hpp"
 #include "plan/training_plan.hpp"
 
@@ -52,36 +54,40 @@ void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::strin
     if (kinds.size() == 1) throw UserError("checkpoint '" + reader.dir() + "' holds no optimizer state");
   }
   const std::string tmp = out + ".tmp";
+  // Every step on the shared file is agreed over comm, so a failure anywhere is a failure everywhere
+  // and every rank discards the file together (the discard is collective).
+  std::optional<h5::File> file;
+  std::vector<h5::Dataset> datasets;
   try {
-    h5::File file = h5::File::create_parallel(tmp, comm);
+    collective_check(comm, [&] { file.emplace(h5::File::create_parallel(tmp, comm)); });
     // Creating datasets is collective: every rank creates all of them, then writes its own share.
-    std::vector<h5::Dataset> datasets;
-    for (const auto& kind : kinds)
-      for (const auto& name : names)
-        datasets.push_back(file.create_dataset(kind == "param" ? name : "optimizer/" + kind + "/" + name, reader.global_shape(name)));
-    try {
-      collective_check(comm, [&] {
-        std::size_t i = 0;
-        for (const auto& kind : kinds)
-          for (const auto& name : names) {
-            if (static_cast<int>(i % size) == rank) {
-              datasets[i].write(reader.global_tensor(kind, name).data());
-              if (progress) progress(static_cast<int>(i + 1), static_cast<int>(datasets.size()), kind + " " + name);
-            }
-            ++i;
+    collective_check(comm, [&] {
+      for (const auto& kind : kinds)
+        for (const auto& name : names)
+          datasets.push_back(file->create_dataset(kind == "param" ? name : "optimizer/" + kind + "/" + name, reader.global_shape(name)));
+    });
+    collective_check(comm, [&] {
+      std::size_t i = 0;
+      for (const auto& kind : kinds)
+        for (const auto& name : names) {
+          if (static_cast<int>(i % size) == rank) {
+            datasets[i].write(reader.global_tensor(kind, name).data());
+            if (progress) progress(static_cast<int>(i + 1), static_cast<int>(datasets.size()), kind + " " + name);
           }
-      });
-    } catch (const UserError&) {
-      file.mark_failed();  // on every rank: the file is discarded collectively
-      throw;
-    }
+          ++i;
+        }
+    });
     datasets.clear();
-    file.set_attr("step", reader.meta().step);  // attributes are collective: every rank writes the same value
-    file.close();
+    collective_check(comm, [&] { file->set_attr("step", reader.meta().step); });  // the same value on every rank
+    file->close();  // agrees on the outcome itself
+    file.reset();
     collective_check(comm, [&] {
       if (rank == 0 && std::rename(tmp.c_str(), out.c_str()) != 0) throw UserError("cannot rename '" + tmp + "' to '" + out + "'");
     });
   } catch (const UserError&) {
+    datasets.clear();
+    if (file) file->mark_failed();
+    file.reset();
     if (rank == 0) std::remove(tmp.c_str());
     throw;
   }
@@ -91,12 +97,19 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
              const Progress& progress) {
   const int rank = rank_of(comm), size = size_of(comm);
   Config cfg = checkpoint_config(reader);
-  const int world = L.tp * L.pp * L.dp;
-  if (cfg.model.num_layers % (L.pp * L.v) != 0 || cfg.model.num_attention_heads % L.tp != 0 || cfg.model.vocab_size % L.tp != 0 ||
-      cfg.ffn_hidden() % L.tp != 0)
-    throw UserError("--reshard tp=" + std::to_string(L.tp) + ",pp=" + std::to_string(L.pp) + ",v=" + std::to_string(L.v) +
-                    " does not fit the model (layers " + std::to_string(cfg.model.num_layers) + ", heads " +
-                    std::to_string(cfg.model.num_attention_heads) + ", vocab " + std::to_string(cfg.model.vocab_size) + ")");
+  // The new layout must fit the model as a run on it would have to (the same checks, the same words).
+  cfg.system.tensor_model_parallel_size = L.tp;
+  cfg.system.pipeline_model_parallel_size = L.pp;
+  cfg.system.virtual_pipeline_model_parallel_size = L.v;
+  cfg.system.sequence_parallel = false;
+  cfg.model.micro_batch_size.automatic = true;  // the batch is the resuming run's business
+  const int world = L.tp * L.pp * L.dp;  // bounded by parse_layout
+  try {
+    check_layout(cfg, world);
+  } catch (const UserError& e) {
+    throw UserError("--reshard tp=" + std::to_string(L.tp) + ",pp=" + std::to_string(L.pp) + ",dp=" + std::to_string(L.dp) +
+                    ",v=" + std::to_string(L.v) + " does not fit the checkpoint's model:\n" + e.what());
+  }
   // The plan of the new layout: which tensors, slices and optimizer ranges each of its ranks holds.
   TrainingPlan target;
   target.sizes.tp = L.tp, target.sizes.pp = L.pp, target.sizes.dp = L.dp;

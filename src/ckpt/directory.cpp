@@ -26,12 +26,13 @@ std::vector<PublishedCheckpoint> published_checkpoints(const std::string& dir) {
       c.step = m.step;
       c.sequence = m.sequence;
     } catch (const UserError&) {
-      // Unreadable: oldest of all, so it is pruned first.
+      continue;  // not something this dtrain can identify (another format, a copy, an I/O error): left alone
     }
     out.push_back(c);
   }
   std::sort(out.begin(), out.end(), [](const PublishedCheckpoint& a, const PublishedCheckpoint& b) {
-    return a.sequence != b.sequence ? a.sequence < b.sequence : a.name < b.name;
+    if (a.sequence != b.sequence) return a.sequence < b.sequence;
+    return a.step != b.step ? a.step < b.step : a.name < b.name;
   });
   return out;
 }
@@ -48,8 +49,8 @@ void prune_checkpoints(const std::string& dir, int keep_last) {
   const std::size_t keep = static_cast<std::size_t>(std::max(1, keep_last));
   for (std::size_t i = 0; i + keep < all.size(); ++i) {
     const std::string path = dir + "/" + all[i].name;
-    if (path == latest) continue;
     std::error_code ec;
+    if (!latest.empty() && fs::equivalent(path, latest, ec)) continue;  // however `latest` spells it
     fs::remove_all(path, ec);
   }
 }

@@ -13,12 +13,13 @@
 namespace dtrain {
 
 struct PublishedCheckpoint {
-  std::string name;           // "step_00000100"
+  std::string name;          // "step_00000100"
   std::int64_t step = 0;
-  std::int64_t sequence = -1;  // publication order; -1 when the manifest cannot be read
+  std::int64_t sequence = 0;  // publication order (0 for checkpoints older than the sequence)
 };
 
-// The published checkpoints of dir, oldest publication first (ties by step). Pure reading.
+// The published checkpoints of dir, oldest publication first (ties by step, then name). Step
+// directories whose manifest cannot be read are not listed, so nothing prunes them. Pure reading.
 std::vector<PublishedCheckpoint> published_checkpoints(const std::string& dir);
 // The sequence number the next publication in dir takes.
 std::int64_t next_publication_sequence(const std::string& dir);
@@ -27,8 +28,8 @@ void prune_checkpoints(const std::string& dir, int keep_last);
 
 // Removes temporaries of interrupted saves (".tmp-*") in dir. Returns how many.
 int remove_stale_temporaries(const std::string& dir);
-// The published checkpoint `latest` names; "" if there is no `latest` (a fresh start). A `latest`
-// that exists but names nothing is a UserError naming it: checkpoints are never skipped silently.
+// The published checkpoint `latest` names; "" if there is no `latest` (a fresh start). An empty
+// `latest` is a UserError naming it: checkpoints are never skipped silently.
 std::string latest_checkpoint(const std::string& dir);
 
 }  // namespace dtrain

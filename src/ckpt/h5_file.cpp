@@ -109,17 +109,20 @@ void File::discard() {
   id_ = -1;
 }
 
+// A parallel file's ranks agree on every outcome: if any failed, all did.
+bool File::agreed(bool ok) const {
+  int all = ok ? 1 : 0;
+  if (comm_ != MPI_COMM_NULL) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, comm_));
+  return all == 1;
+}
+
 void File::close() {
   if (id_ < 0) return;
   Quiet q;
-  int flushed = H5Fflush(id_, H5F_SCOPE_GLOBAL) >= 0 ? 1 : 0;
-  if (comm_ != MPI_COMM_NULL) MPI_Allreduce(MPI_IN_PLACE, &flushed, 1, MPI_INT, MPI_MIN, comm_);
-  if (!flushed) fail("closing (disk full?)", __LINE__);  // the destructor discards it
-  if (H5Fclose(id_) < 0) {
-    id_ = -1;
-    fail("closing (disk full?)", __LINE__);
-  }
+  if (!agreed(H5Fflush(id_, H5F_SCOPE_GLOBAL) >= 0)) fail("closing (disk full?)", __LINE__);  // the destructor discards it
+  const bool closed = agreed(H5Fclose(id_) >= 0);
   id_ = -1;
+  if (!closed) fail("closing (disk full?)", __LINE__);
 }
 
 void File::fail(const std::string& what, int line, bool library_error) const {

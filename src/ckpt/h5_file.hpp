@@ -78,6 +78,7 @@ class File {
   // the line of h5_file.cpp; marks the file failed.
   [[noreturn]] void fail(const std::string& what, int line, bool library_error = true) const;
   void discard();  // truncates the (failed, writable) file to nothing, then closes it
+  bool agreed(bool ok) const;  // ok on every rank of a parallel file (collective); ok itself otherwise
   hid_t id_;
   std::string path_;
   bool writable_;

@@ -33,6 +33,18 @@ TensorSpec geometry(const std::vector<std::int64_t>& global, const std::vector<s
 
 }  // namespace
 
+void CheckpointReader::check_piece_geometry(const Piece& p, const std::string& path) {
+  const auto bad = [&](const std::string& why) {
+    return UserError("checkpoint shard '" + path + "': dataset " + p.dataset + " " + why + " (corrupt)");
+  };
+  const std::size_t dims = p.global_shape.size();
+  if (dims == 0 || p.local_shape.size() != dims || p.local_offset.size() != dims) throw bad("has inconsistent shape attributes");
+  for (std::size_t d = 0; d < dims; ++d)
+    if (p.global_shape[d] < 1 || p.local_shape[d] < 1 || p.local_offset[d] < 0 || p.local_offset[d] + p.local_shape[d] > p.global_shape[d])
+      throw bad("describes a slice outside its tensor");
+  if (p.flat_begin < 0 || p.flat_begin > product(p.local_shape)) throw bad("starts outside its slice");
+}
+
 CheckpointReader::CheckpointReader(const std::string& step_dir, bool verify_files) : dir_(step_dir) {
   const Manifest manifest = read_manifest(dir_ + "/manifest.txt");
   const std::uint64_t id = manifest.checkpoint_id;
@@ -86,6 +98,7 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool verify_file
       p.local_shape = f.attr_ints("local_shape", ds);
       p.local_offset = f.attr_ints("local_offset", ds);
       p.flat_begin = f.attr_int("flat_begin", ds);
+      check_piece_geometry(p, path);
       const std::string hash = f.attr_string("hash64", ds);
       if (!h5::parse_hex64(hash, p.hash))
         throw UserError("checkpoint shard '" + path + "': dataset " + ds + " has a malformed checksum '" + hash + "' (corrupt)");

@@ -77,11 +77,20 @@ IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const Checkpoint
   std::vector<unsigned long long> all(static_cast<std::size_t>(3) * size);
   MPI_CHECK(MPI_Gather(local, 3, MPI_UNSIGNED_LONG_LONG, all.data(), 3, MPI_UNSIGNED_LONG_LONG, 0, world));
   IoStats stats;
-  collective_check(world, [&] {
-    if (rank != 0) return;
-    stats.bytes = publish_checkpoint(tmp, dir, meta, all);
-    prune_checkpoints(dir, keep_last);
-  });
+  try {
+    collective_check(world, [&] {
+      if (rank != 0) return;
+      stats.bytes = publish_checkpoint(tmp, dir, meta, all);
+      prune_checkpoints(dir, keep_last);
+    });
+  } catch (const UserError& e) {
+    if (rank == 0) {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);  // unpublished shards (gone already if the rename happened)
+    }
+    throw UserError(std::string("checkpoint save of step ") + std::to_string(meta.step) +
+                    " failed while publishing; the previous checkpoint is untouched: " + e.what());
+  }
   MPI_CHECK(MPI_Bcast(&stats.bytes, 1, MPI_DOUBLE, 0, world));
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats.path = final_dir;

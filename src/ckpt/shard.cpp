@@ -2,9 +2,12 @@
 #include "ckpt/shard.hpp"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -125,10 +128,22 @@ double publish_checkpoint(const std::string& tmp, const std::string& dir, const 
   fsync_path(tmp);
   const std::string final_dir = dir + "/" + step_dir_name(meta.step);
   std::error_code ec;
-  std::filesystem::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
-  if (std::rename(tmp.c_str(), final_dir.c_str()) != 0) throw UserError("cannot publish '" + final_dir + "'");
+  if (std::filesystem::exists(final_dir, ec)) {
+    // A checkpoint of the same step (an earlier attempt, another run) is swapped out in one atomic
+    // step, so `latest` never names a missing or half-deleted directory; it is removed last.
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) != 0) {
+      // The filesystem cannot exchange: move the old one aside, then move the new one in.
+      const std::string aside = tmp + "-replaced";
+      if (std::rename(final_dir.c_str(), aside.c_str()) != 0 || std::rename(tmp.c_str(), final_dir.c_str()) != 0)
+        throw UserError("cannot publish '" + final_dir + "' (" + std::strerror(errno) + ")");
+      std::filesystem::rename(aside, tmp, ec);
+    }
+  } else if (std::rename(tmp.c_str(), final_dir.c_str()) != 0) {
+    throw UserError("cannot publish '" + final_dir + "' (" + std::strerror(errno) + ")");
+  }
   fsync_path(dir);
   write_file_atomically(dir + "/latest", step_dir_name(meta.step) + "\n");
+  std::filesystem::remove_all(tmp, ec);  // the replaced checkpoint, if there was one
   return bytes;
 }
 
@@ -157,6 +172,7 @@ Manifest read_manifest(const std::string& path) {
   if (!(in >> word >> hex) || word != "checkpoint_id") throw bad("no checkpoint_id");
   if (!h5::parse_hex64(hex, m.checkpoint_id)) throw bad("checkpoint_id '" + hex + "' is not 16 hexadecimal digits");
   if (!(in >> word >> m.step) || word != "step") throw bad("no step");
+  if (m.step < 0 || m.step > 2147483647) throw bad("step " + std::to_string(m.step) + " is out of range");
   if (!(in >> word)) throw bad("no shard count");
   if (word == "sequence" && !(in >> m.sequence >> word)) throw bad("no publication sequence");
   if (word != "shards" || !(in >> count)) throw bad("no shard count");

@@ -33,7 +33,7 @@ struct SystemConfig {
   bool overlap_param_gather = false;
   PipelineSchedule pipeline_schedule = PipelineSchedule::one_f_one_b;
   double max_bubble_fraction = 0.25;
-  double memory_budget_gb = 0.0;   // 0 = no limit
+  double memory_budget_gb = 0.0;   // 0 = the node's memory over its ranks
   std::string rank_order = "tp-cp-dp-pp";
   double collective_timeout_s = 300.0;
   double step_timeout_s = 600.0;

@@ -55,7 +55,9 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("system.overlap_param_gather", &s.overlap_param_gather, "overlap the distributed optimizer's parameter all-gather with the next forward");
   add("system.pipeline_schedule", &s.pipeline_schedule, "1f1b, interleaved or afab (all-forward-all-backward)");
   add("system.max_bubble_fraction", &s.max_bubble_fraction, "largest predicted pipeline bubble that micro_batch_size=auto accepts");
-  add("system.memory_budget_gb", &s.memory_budget_gb, "per-rank memory budget in GB for micro_batch_size=auto; 0 = no limit");
+  add("system.memory_budget_gb", &s.memory_budget_gb,
+      "memory a rank may use, in GB; the plan (and micro_batch_size=auto) must fit it; 0 = the node's memory "
+      "(or the job's cgroup limit) divided by the ranks on the node");
   add("system.rank_order", &s.rank_order, "rank order of the parallel axes, fastest first (tp, cp, dp, pp)");
   add("system.collective_timeout_s", &s.collective_timeout_s, "a collective or transfer taking longer aborts the job, naming the rank");
   add("system.step_timeout_s", &s.step_timeout_s, "a training step taking longer aborts the job, naming the rank");

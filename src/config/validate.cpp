@@ -18,13 +18,6 @@ std::string s(double v) {
   return os.str();
 }
 
-std::string divisors(long n) {
-  std::string out;
-  for (long d = 1; d <= n && d <= 1 << 20; ++d)
-    if (n % d == 0) out += (out.empty() ? "" : ", ") + s(d);
-  return out;
-}
-
 class Problems {
  public:
   void add(const std::string& line) { lines_.push_back(line); }
@@ -52,6 +45,13 @@ class Problems {
 
 }  // namespace
 
+std::string divisor_list(long n) {
+  std::string out;
+  for (long d = 1; d <= n && d <= 1 << 20; ++d)
+    if (n % d == 0) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  return out;
+}
+
 void validate_config(const Config& c) {
   Problems p;
   const auto& m = c.model;
@@ -68,7 +68,7 @@ void validate_config(const Config& c) {
   if (m.num_experts > 1) p.add("model.num_experts=" + s(static_cast<long>(m.num_experts)) + ": mixture-of-experts is not supported yet; set it to 0");
   if (m.hidden_size >= 1 && m.num_attention_heads >= 1 && m.hidden_size % m.num_attention_heads != 0)
     p.add("model.hidden_size=" + s(static_cast<long>(m.hidden_size)) + " is not divisible by model.num_attention_heads=" +
-          s(static_cast<long>(m.num_attention_heads)) + "; use a head count among: " + divisors(m.hidden_size));
+          s(static_cast<long>(m.num_attention_heads)) + "; use a head count among: " + divisor_list(m.hidden_size));
 
   const auto& y = c.system;
   p.range("system.tensor_model_parallel_size", y.tensor_model_parallel_size, 1, kMaxRanks);

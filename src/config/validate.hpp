@@ -3,6 +3,8 @@
 // (divisibility by the parallel sizes, memory) are the plan's (plan/layout_checks.hpp). Every problem
 // becomes one line naming the key and the fix; all of them are reported together in one UserError.
 #pragma once
+#include <string>
+
 #include "config/config.hpp"
 
 namespace dtrain {
@@ -20,5 +22,8 @@ constexpr long kMaxSteps = 2147483647;
 
 // Throws UserError listing every problem found.
 void validate_config(const Config& cfg);
+
+// "1, 2, 4, 8": the divisors of n, for messages that suggest a size.
+std::string divisor_list(long n);
 
 }  // namespace dtrain

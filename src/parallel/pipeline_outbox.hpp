@@ -32,7 +32,6 @@ class PipelineOutbox {
   // Completes every send; returns the seconds spent waiting. Each wait is reported to the watchdog
   // with the peer and micro-batch it is for.
   double complete_all(Watchdog* watchdog, Trace* trace);
-  std::size_t buffers() const { return messages_.size(); }
 
  private:
   struct Message {

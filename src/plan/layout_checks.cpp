@@ -5,19 +5,13 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "config/validate.hpp"
 #include "plan/rank_layout.hpp"
 
 namespace dtrain {
 namespace {
 
 std::string s(long v) { return std::to_string(v); }
-
-std::string divisors(long n) {
-  std::string out;
-  for (long d = 1; d <= n && d <= 1 << 20; ++d)
-    if (n % d == 0) out += (out.empty() ? "" : ", ") + s(d);
-  return out;
-}
 
 }  // namespace
 
@@ -34,14 +28,14 @@ void check_layout(const Config& c, int world) {
       errs.push_back(std::string(key) + "=" + s(size) + " is larger than the " + s(world) + " ranks of this job");
       sizes_fit = false;
     }
-  const long model_parallel = sizes_fit ? tp * cp * pp : 0;  // each <= world <= 2^20: no overflow
+  const long model_parallel = sizes_fit ? tp * cp * pp : 0;  // each <= kMaxRanks = 2^20 (validated): no overflow
   if (sizes_fit && world % model_parallel != 0)
     errs.push_back("system.tensor_model_parallel_size=" + s(tp) + " x system.pipeline_model_parallel_size=" + s(pp) +
                    " x system.context_parallel_size=" + s(cp) + " = " + s(model_parallel) + " does not divide the " + s(world) +
-                   " ranks of this job; choose sizes whose product is one of: " + divisors(world));
+                   " ranks of this job; choose sizes whose product is one of: " + divisor_list(world));
   if (m.num_attention_heads % tp != 0)
     errs.push_back("model.num_attention_heads=" + s(m.num_attention_heads) + " is not divisible by system.tensor_model_parallel_size=" +
-                   s(tp) + "; use a tp among: " + divisors(m.num_attention_heads));
+                   s(tp) + "; use a tp among: " + divisor_list(m.num_attention_heads));
   if (m.vocab_size % tp != 0)
     errs.push_back("model.vocab_size=" + s(m.vocab_size) + " is not divisible by system.tensor_model_parallel_size=" + s(tp) +
                    "; pad the vocabulary to a multiple of " + s(tp) + " (e.g. " + s((m.vocab_size + tp - 1) / tp * tp) + ")");
@@ -50,7 +44,7 @@ void check_layout(const Config& c, int world) {
   if (m.num_layers % (pp * v) != 0)
     errs.push_back("model.num_layers=" + s(m.num_layers) + " is not divisible by system.pipeline_model_parallel_size=" + s(pp) +
                    (v > 1 ? " x system.virtual_pipeline_model_parallel_size=" + s(v) : std::string()) +
-                   "; use num_layers a multiple of " + s(pp * v) + " or pp" + (v > 1 ? "*v" : "") + " among: " + divisors(m.num_layers));
+                   "; use num_layers a multiple of " + s(pp * v) + " or pp" + (v > 1 ? "*v" : "") + " among: " + divisor_list(m.num_layers));
   if (y.sequence_parallel && m.seq_length % tp != 0)
     errs.push_back("system.sequence_parallel needs model.seq_length=" + s(m.seq_length) + " divisible by tensor_model_parallel_size=" + s(tp));
   try {

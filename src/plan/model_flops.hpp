@@ -4,7 +4,7 @@
 //   + 6 x layers x T x C for attention (QK^T and attention-times-V), counted for the causal half:
 //     a causal model needs only the lower triangle, and dtrain's kernels compute only that.
 // Recomputation and the optimizer are not counted (model FLOPs, not hardware FLOPs). With this count
-// and a peak measured on all cores (or a device's data-sheet peak), MFU cannot exceed 100%.
+// and a peak measured on all cores of each node, MFU cannot exceed 100%.
 #pragma once
 #include "config/config.hpp"
 

@@ -1,6 +1,8 @@
 // make_rank_plan: the table, the arena cuts and the activation layout of one rank.
 #include "plan/rank_plan.hpp"
 
+#include <algorithm>
+
 #include "plan/pipeline_schedule.hpp"
 #include "plan/training_plan.hpp"
 
@@ -9,7 +11,7 @@ namespace dtrain {
 std::size_t MemoryEstimate::total() const {
   constexpr std::size_t kMax = static_cast<std::size_t>(-1) / 2;
   std::size_t sum = 0;
-  for (std::size_t x : {params, grads, optimizer, activations}) sum = sum > kMax - x ? kMax : sum + x;
+  for (std::size_t x : {params, grads, optimizer, activations, buffers}) sum = sum > kMax - x ? kMax : sum + x;
   return sum;
 }
 
@@ -18,7 +20,8 @@ const char* MemoryEstimate::biggest_term() const {
   std::size_t most = params;
   if (grads > most) most = grads, name = "grads";
   if (optimizer > most) most = optimizer, name = "optimizer";
-  if (activations > most) name = "activations";
+  if (activations > most) most = activations, name = "activations";
+  if (buffers > most) name = "buffers";
   return name;
 }
 
@@ -30,7 +33,20 @@ MemoryEstimate RankPlan::memory() const {
   e.grads = bytes(arena_size);
   e.optimizer = 2 * bytes(optimizer_elements());  // AdamW first and second moments
   e.activations = bytes(activations.floats());
+  // Tokens and targets of every micro-batch (ints), the received gradient, and the outbox: a stage
+  // has about as many sends in flight as activations (measured far below that; not a bound).
+  const ActivationDims& d = activations.dims;
+  const std::size_t tokens = 2 * static_cast<std::size_t>(micro_batches) * static_cast<std::size_t>(d.N());
+  const std::size_t message = static_cast<std::size_t>(d.Ns()) * static_cast<std::size_t>(d.C);
+  const std::size_t messages = sizes.pp > 1 ? static_cast<std::size_t>(activations.slots) + 2 : 1;
+  e.buffers = bytes(tokens) + bytes(messages * message);
   return e;
+}
+
+std::size_t RankPlan::largest_message() const {
+  std::size_t most = static_cast<std::size_t>(activations.dims.N()) * static_cast<std::size_t>(activations.dims.C);
+  for (const auto& b : buckets) most = std::max(most, b.range.end - b.range.begin);
+  return most;
 }
 
 RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coords& c) {
@@ -58,6 +74,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   r.activations.blocks_per_slot = m.num_layers / (s.pp * v);
   r.activations.head = r.part.head;
   r.activations.slots = max_in_flight(plan.schedule, s.pp, plan.num_micro_batches, v, c.pp);
+  r.micro_batches = plan.num_micro_batches;
   return r;
 }
 

@@ -20,8 +20,9 @@ struct TrainingPlan;
 
 struct MemoryEstimate {  // bytes on one rank
   std::size_t params = 0, grads = 0, optimizer = 0, activations = 0;
+  std::size_t buffers = 0;  // the step's token batch and the pipeline's message buffers (an estimate)
   std::size_t total() const;
-  const char* biggest_term() const;  // "params", "grads", "optimizer" or "activations"
+  const char* biggest_term() const;  // "params", "grads", "optimizer", "activations" or "buffers"
 };
 
 struct RankPlan {
@@ -37,6 +38,7 @@ struct RankPlan {
   std::vector<int> sequence_parallel_tensors;  // tensors whose gradients are partial over TP (LayerNorms with SP)
   int tied_embedding = -1;                    // wte, when the other end of the pipeline holds a copy
   ActivationLayout activations;
+  int micro_batches = 1;                      // m: the step's micro-batches this rank holds tokens for
 
   // Checkpoint writers: parameters from data-parallel rank 0; optimizer moments from every data-parallel
   // rank under the distributed optimizer (each its slices), else from rank 0. Indices are table order.
@@ -44,6 +46,9 @@ struct RankPlan {
   bool writes_moments(std::size_t tensor) const { return (distributed_optimizer || coords.dp == 0) && counted[tensor]; }
   std::size_t optimizer_elements() const { return total_elements(optimizer_ranges); }
   MemoryEstimate memory() const;
+  // Elements of the largest single collective or transfer of a step: a gradient bucket, or a full
+  // (N, C) activation of the tensor-parallel collectives. MPI counts are ints, so it must fit one.
+  std::size_t largest_message() const;
 };
 
 // The plan of the rank at `coords` under `plan`.

@@ -23,12 +23,6 @@ long global_index(const TensorSpec& t, long i) {
   return g;
 }
 
-long TensorSpec::global_numel() const {
-  long n = 1;
-  for (long d : global_shape) n *= d;
-  return n;
-}
-
 std::vector<std::vector<int>> chunk_layers(int num_layers, int pp, int v, int stage) {
   const int k = num_layers / (pp * v);
   std::vector<std::vector<int>> chunks(v);

@@ -38,7 +38,6 @@ struct TensorSpec {
   float init_std = 0.0f;
   std::size_t offset = 0;          // element offset in the parameter arena
   std::size_t numel = 0;           // elements of the local slice
-  long global_numel() const;
 };
 
 // What part of the model a rank holds: v chunks of consecutive blocks (v = 1 without interleaving).

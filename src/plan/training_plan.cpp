@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "common/error.hpp"
 #include "plan/layout_checks.hpp"
@@ -34,13 +35,16 @@ TrainingPlan plan_for(const Config& c, const ParallelSizes& s, int mb) {
   return p;
 }
 
-// Fills stage_memory from the rank plans of (tp 0, dp 0, stage) for every stage.
+// Fills stage_memory and largest_message from the rank plans of (tp 0, dp 0, stage) for every stage.
 void plan_memory(const Config& c, TrainingPlan& p) {
   p.stage_memory.clear();
+  p.largest_message = 0;
   for (int stage = 0; stage < p.sizes.pp; ++stage) {
     Coords at;
     at.pp = stage;
-    p.stage_memory.push_back(make_rank_plan(c, p, at).memory());
+    const RankPlan rp = make_rank_plan(c, p, at);
+    p.stage_memory.push_back(rp.memory());
+    p.largest_message = std::max(p.largest_message, rp.largest_message());
   }
 }
 
@@ -54,7 +58,11 @@ std::string memory_problem(const TrainingPlan& p, const MemoryLimit& limit) {
     if (p.stage_memory[st].total() > p.stage_memory[worst].total()) worst = st;
   const MemoryEstimate& m = p.stage_memory[worst];
   const std::string biggest = m.biggest_term();
-  const double term = biggest == "params" ? m.params : biggest == "grads" ? m.grads : biggest == "optimizer" ? m.optimizer : m.activations;
+  const double term = biggest == "params"      ? m.params
+                      : biggest == "grads"     ? m.grads
+                      : biggest == "optimizer" ? m.optimizer
+                      : biggest == "buffers"   ? m.buffers
+                                               : m.activations;
   return "the plan needs " + gb(static_cast<double>(m.total())) + " per rank on pipeline stage " + std::to_string(worst) +
          " (the biggest term: " + biggest + " " + gb(term) + "), more than the " + gb(limit.bytes) + " a rank can use (" +
          limit.source + "); use more ranks (tensor or pipeline parallelism), a smaller model.micro_batch_size, "
@@ -102,6 +110,10 @@ TrainingPlan make_plan(const Config& c, int world, const MemoryLimit& limit) {
     }
     if (!found) {
       TrainingPlan smallest = plan_for(c, s, 1);
+      if (!schedule_ok(smallest))
+        throw UserError("model.micro_batch_size=auto: even micro_batch_size=1 gives " + std::to_string(smallest.num_micro_batches) +
+                        " micro-batches, and the interleaved schedule needs at least pipeline_model_parallel_size=" +
+                        std::to_string(s.pp) + "; raise model.global_batch_size");
       plan_memory(c, smallest);
       throw UserError("model.micro_batch_size=auto: no micro-batch meets system.max_bubble_fraction=" +
                       std::to_string(c.system.max_bubble_fraction) + (limit.bytes > 0 ? " and the memory limit (" + limit.source + ")" : std::string()) +
@@ -127,6 +139,10 @@ TrainingPlan make_plan(const Config& c, int world, const MemoryLimit& limit) {
                     std::to_string(kMaxChunkForwards) + " chunk-forwards; raise model.micro_batch_size");
   if (plan.stage_memory.empty()) plan_memory(c, plan);
   if (!fits(plan, limit)) throw UserError(memory_problem(plan, limit));
+  if (plan.largest_message > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw UserError("one collective of this plan moves " + std::to_string(plan.largest_message) +
+                    " values (a block's gradients, or a micro-batch's activations), more than the 2^31-1 an MPI "
+                    "message can count; use tensor parallelism, a smaller model.micro_batch_size or seq_length");
   if (s.pp > 1 && m < 4 * s.pp) {
     char buf[200];
     std::snprintf(buf, sizeof buf,

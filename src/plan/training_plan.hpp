@@ -28,6 +28,7 @@ struct TrainingPlan {
   int num_micro_batches = 1;     // m: gradient-accumulation steps per optimizer step
   double bubble = 0.0;
   std::vector<MemoryEstimate> stage_memory;  // per pipeline stage, at tp rank 0 and dp rank 0 (the largest)
+  std::size_t largest_message = 0;           // elements; RankPlan::largest_message over the stages
   std::vector<std::string> warnings;
   std::size_t peak_memory() const;
 };

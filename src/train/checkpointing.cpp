@@ -37,8 +37,14 @@ void Checkpointing::warn_about_other_checkpoints(const std::string& resume_path)
   const std::string& dir = cfg_.checkpoint.dir;
   if (dir.empty()) return;
   const auto existing = published_checkpoints(dir);
-  const std::string latest = latest_checkpoint(dir);
-  if (existing.empty() || (!latest.empty() && latest == resume_path)) return;
+  if (existing.empty()) return;
+  std::string latest;
+  try {
+    latest = latest_checkpoint(dir);
+  } catch (const UserError&) {
+    latest = dir + "/latest (empty)";  // only checkpoint.load=auto must read it; this run does not
+  }
+  if (!latest.empty() && latest == resume_path) return;
   log_.message("warning: checkpoint.dir '" + dir + "' already holds " + std::to_string(existing.size()) + " checkpoint(s)" +
                (latest.empty() ? std::string() : " (latest: " + latest + ")") + " that this run does not resume from; its saves "
                "are published after them and become latest, and checkpoint.keep_last=" + std::to_string(cfg_.checkpoint.keep_last) +

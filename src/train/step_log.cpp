@@ -26,7 +26,11 @@ StepLog::StepLog(bool active, const std::string& path) : active_(active), metric
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   metrics_.reset(std::fopen(path.c_str(), "a"));
-  if (!metrics_) fatal("cannot open logging.metrics_file '" + path + "' for appending");
+  if (!metrics_) {
+    metrics_failed_ = true;  // only rank 0 opens it: a warning, not an error that one rank alone would raise
+    message("warning: cannot open logging.metrics_file '" + path + "' for appending (" + std::strerror(errno) +
+            "); no metrics lines will be written (the step lines still show them)");
+  }
 }
 
 void StepLog::step_line(const StepRecord& r) {

@@ -142,7 +142,10 @@ void Trainer::gather_full_model(float* whole) {
     const std::size_t base = one.table.get(t.name).offset;
     for (std::size_t e = 0; e < t.numel; ++e) mine[base + global_index(t, static_cast<long>(e))] = params[t.offset + e];
   }
-  MPI_CHECK(MPI_Reduce(mine.data(), whole, static_cast<int>(one.arena_size), MPI_FLOAT, MPI_SUM, 0, ps_.world()));
+  const std::size_t chunk = std::size_t{1} << 30;  // MPI counts are ints
+  for (std::size_t at = 0; at < one.arena_size; at += chunk)
+    MPI_CHECK(MPI_Reduce(mine.data() + at, ps_.world_rank() == 0 ? whole + at : nullptr,
+                         static_cast<int>(std::min(chunk, one.arena_size - at)), MPI_FLOAT, MPI_SUM, 0, ps_.world()));
 }
 
 RankState Trainer::rank_state() {

@@ -129,6 +129,14 @@ case $case_name in
       h5diff "$work/C.h5" "$work/R.h5" > "$work/diff.txt" || { head "$work/diff.txt"; fail "consolidate(reshard(C, $y)) differs"; }
       echo "  $y: consolidated tensors identical"
     done
+    # Layouts that cannot exist are refused before any work (sizes overflowing 32 bits, trailing junk).
+    for bad in "pp=65536,v=65536" "tp=2x" "tp=3,pp=2,dp=1"; do
+      "$consolidate" "$work/ckA" --reshard "$bad" --out "$work/rsbad" > "$work/rsbad.log" 2>&1
+      rc=$?
+      cat "$work/rsbad.log"
+      [ $rc -eq 2 ] || fail "--reshard $bad exited $rc, not 2"
+      grep -q "ckpt-consolidate: error: .*--reshard" "$work/rsbad.log" || fail "--reshard $bad: no clear error"
+    done
     h5dump -n "$work/C.h5" | grep -q 'dataset    /h3.qkv_w' || fail "h5dump does not list h3.qkv_w"
     h5dump -H -d /wte "$work/C.h5" | grep -q 'DATASPACE  SIMPLE { ( 256, 128 )' || fail "h5dump: wte is not 256 x 128"
     /usr/bin/python3 - "$work/C.h5" <<'PY' || fail "h5py could not read the consolidated file"
@@ -185,7 +193,11 @@ PY
       && fail "trained although latest is blank"
     cat "$work/last.log"
     [ "$(grep -c "dtrain: error: .*'$work/bad/latest' is empty or unreadable" "$work/last.log")" -eq 1 ] || fail "no single error naming latest"
-    [ ! -s "$work/x.jsonl" ] || fail "a step was trained" ;;
+    [ ! -s "$work/x.jsonl" ] || fail "a step was trained"
+    # The fix the message suggests works: a step directory, or load=none, never read latest.
+    train 2 "$work/y.jsonl" "$work/bad" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 \
+      "--checkpoint.load=$work/bad/step_00000004" --training.train_iters=5
+    grep -q "resumed from .*step_00000004 at step 4" "$work/last.log" || fail "could not resume from a path with a blank latest" ;;
   other_model)
     damaged_copy
     ALLOW_FAIL=1 train 2 "$work/x.jsonl" "$work/bad" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 \

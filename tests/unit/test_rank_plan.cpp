@@ -54,6 +54,8 @@ TEST_CASE("rank plan of the whole model on one rank", "[plan][rank_plan]") {
   CHECK(m.grads == 3904 * 4);
   CHECK(m.optimizer == 2 * 3904 * 4);
   CHECK(m.activations == 3200 * 4);
+  // Buffers: tokens and targets of m = 8 micro-batches (2 x 8 x 4 ints) and one (4,8) message.
+  CHECK(m.buffers == (2 * 8 * 4 + 32) * 4);
   CHECK(std::string(m.biggest_term()) == "optimizer");
 }
 
