@@ -34,8 +34,21 @@ struct Handle {  // closes any hid_t with the matching close function
   }
 };
 
+// The innermost error's description, on one line: for a failed system call HDF5 writes a long
+// record ("file write failed: time = ..., errno = 28, error message = 'No space left on device', ...");
+// keep its first words and the system's message.
 herr_t innermost(unsigned n, const H5E_error2_t* err, void* out) {
-  if (n == 0 && err->desc && *err->desc) *static_cast<std::string*>(out) = err->desc;
+  if (n != 0 || !err->desc || !*err->desc) return 0;
+  std::string desc = err->desc;
+  const std::string marker = "error message = '";
+  const auto at = desc.find(marker);
+  std::string detail;
+  if (at != std::string::npos) {
+    const auto begin = at + marker.size(), end = desc.find('\'', begin);
+    detail = desc.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  }
+  desc = desc.substr(0, std::min(desc.find(':'), desc.find('\n')));
+  *static_cast<std::string*>(out) = detail.empty() ? desc : desc + ": " + detail;
   return 0;
 }
 
