@@ -3,19 +3,17 @@
 // arena) plus the embedding and head ranges. Without system.overlap_grad_reduce every bucket is reduced after the
 // last micro-batch; with it, a block's bucket starts reducing (non-blocking) as soon as the block's
 // backward has run for the last micro-batch. With system.use_distributed_optimizer (ZeRO-1) each
-// bucket is reduce-scattered: data-parallel rank r owns the r-th slice of every bucket, updates it,
-// and the slices are all-gathered back into full parameters.
+// bucket is reduce-scattered: data-parallel rank r owns the r-th of the dp equal slices of every
+// bucket, updates it, and the slices are all-gathered back into full parameters.
 // Before a bucket leaves, the gradients that are partial over tensor-parallel ranks (LayerNorm under
 // sequence parallelism) are summed over the TP group, and the tied embedding over the embedding group.
 #pragma once
-#include <mpi.h>
-
 #include <cstddef>
 #include <vector>
 
+#include "comm/parallel_state.hpp"
 #include "plan/rank_plan.hpp"
 #include "runtime/arena.hpp"
-#include "runtime/parallel_state.hpp"
 
 namespace dtrain {
 
@@ -23,7 +21,6 @@ class GradSync {
  public:
   // The buckets, slices and partial-sum tensors of `plan`, over the rank's parameter and gradient arenas.
   GradSync(const RankPlan& plan, Arena& params, Arena& grads, const ParallelState& ps, bool overlap, int num_micro_batches);
-  ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 
@@ -42,9 +39,8 @@ class GradSync {
  private:
   struct Bucket {
     ArenaRange range;
-    int layer;                       // -1 for the embedding and head ranges
-    std::vector<int> counts, displs;  // per data-parallel rank slice (distributed optimizer)
-    MPI_Request grad_req = MPI_REQUEST_NULL, param_req = MPI_REQUEST_NULL;
+    int layer;                            // -1 for the embedding and head ranges
+    CommRequest grad_req, param_req;      // reductions and gathers in flight
   };
   void prepare(Bucket& b);           // tensor-parallel and embedding-group sums
   void start_reduce(Bucket& b, bool non_blocking);

@@ -15,8 +15,7 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(PipelineStage& stage, const ParallelState& ps, StageActions actions, int m, int chunks,
-                                   bool synchronous_sends)
+PipelineExecutor::PipelineExecutor(PipelineStage& stage, const ParallelState& ps, StageActions actions, int m, int chunks)
     : compute_(stage),
       ps_(ps),
       actions_(std::move(actions)),
@@ -25,17 +24,13 @@ PipelineExecutor::PipelineExecutor(PipelineStage& stage, const ParallelState& ps
       p_(ps.layout().sizes().pp),
       stage_(ps.coords().pp),
       grad_in_(stage.message_floats()),
-      outbox_(stage.message_floats(), synchronous_sends),
+      outbox_(ps.pp(), stage.message_floats()),
       forward_only_(std::none_of(actions_.begin(), actions_.end(), [](const PipelineAction& a) { return a.kind == PipelineAction::backward; })) {
   const int needed = forward_only_ ? 1 : peak_in_flight(actions_);
   if (compute_.slots() < needed)
     fatal("pipeline executor: the stage has " + std::to_string(compute_.slots()) + " activation slots, the schedule needs " +
           std::to_string(needed));
-  int tag_ub = 32767, flag = 0;
-  int* attr = nullptr;
-  MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag));
-  if (flag && attr) tag_ub = *attr;
-  if ((static_cast<long>(m_) * v_ * p_ + 1) * 2 > tag_ub)
+  if ((static_cast<long>(m_) * v_ * p_ + 1) * 2 > ps.pp().max_tag())
     throw UserError("too many micro-batches (" + std::to_string(m_) + ") for MPI message tags; raise model.micro_batch_size");
 }
 
@@ -50,8 +45,8 @@ PipelineStepStats PipelineExecutor::run() {
   free_slots_.clear();
   for (int s = compute_.slots() - 1; s >= 0; --s) free_slots_.push_back(s);
   slot_of_.clear();
-  const MPI_Comm comm = ps_.pp().comm();
-  const int count = static_cast<int>(compute_.message_floats());
+  Communicator& pp = ps_.pp();
+  const std::size_t count = compute_.message_floats();
   const int last_virtual = v_ * p_ - 1;
 
   for (const PipelineAction& a : actions_) {
@@ -64,9 +59,7 @@ PipelineStepStats PipelineExecutor::run() {
       if (vs > 0) {  // activation from the previous virtual stage
         const int src = stage_ > 0 ? stage_ - 1 : p_ - 1;
         const auto t0 = Clock::now();
-        auto w = watch(ps_.watchdog(), {"recv activation", "pp", ps_.pp().world_ranks()[src], count * 4L, a.micro_batch, stage_});
-        Trace::Span span(ps_.trace(), "recv act mb" + std::to_string(a.micro_batch), "p2p");
-        MPI_CHECK(MPI_Recv(compute_.input(slot), count, MPI_FLOAT, src, tag(a.micro_batch, vs, 0), comm, MPI_STATUS_IGNORE));
+        pp.recv(compute_.input(slot), count, DType::f32, src, tag(a.micro_batch, vs, 0), {"recv activation", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
       {
@@ -79,8 +72,7 @@ PipelineStepStats PipelineExecutor::run() {
         const int dst = stage_ < p_ - 1 ? stage_ + 1 : 0;
         const float* out = compute_.output(slot, a.chunk);
         std::copy(out, out + count, outbox_.buffer());
-        outbox_.send(dst, tag(a.micro_batch, vs + 1, 0), comm,
-                     {"send activation", "pp", ps_.pp().world_ranks()[dst], count * 4L, a.micro_batch, stage_});
+        outbox_.send(dst, tag(a.micro_batch, vs + 1, 0), {"send activation", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
       if (forward_only_) {
@@ -94,9 +86,7 @@ PipelineStepStats PipelineExecutor::run() {
       if (vs < last_virtual) {  // gradient from the next virtual stage
         const int src = stage_ < p_ - 1 ? stage_ + 1 : 0;
         const auto t1 = Clock::now();
-        auto w = watch(ps_.watchdog(), {"recv gradient", "pp", ps_.pp().world_ranks()[src], count * 4L, a.micro_batch, stage_});
-        Trace::Span span(ps_.trace(), "recv grad mb" + std::to_string(a.micro_batch), "p2p");
-        MPI_CHECK(MPI_Recv(grad_in_.data(), count, MPI_FLOAT, src, tag(a.micro_batch, vs, 1), comm, MPI_STATUS_IGNORE));
+        pp.recv(grad_in_.data(), count, DType::f32, src, tag(a.micro_batch, vs, 1), {"recv gradient", a.micro_batch, stage_});
         st.wait_seconds += since(t1);
         output_grad = grad_in_.data();
       }
@@ -111,15 +101,14 @@ PipelineStepStats PipelineExecutor::run() {
         t0 = Clock::now();
         Trace::Span span(ps_.trace(), "send grad mb" + std::to_string(a.micro_batch), "p2p");
         const int dst = stage_ > 0 ? stage_ - 1 : p_ - 1;
-        outbox_.send(dst, tag(a.micro_batch, vs - 1, 1), comm,
-                     {"send gradient", "pp", ps_.pp().world_ranks()[dst], count * 4L, a.micro_batch, stage_});
+        outbox_.send(dst, tag(a.micro_batch, vs - 1, 1), {"send gradient", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
       slot_of_.erase({a.micro_batch, a.chunk});
       free_slots_.push_back(slot);
     }
   }
-  st.wait_seconds += outbox_.complete_all(ps_.watchdog(), ps_.trace());
+  st.wait_seconds += outbox_.complete_all(ps_.trace());
   st.total_seconds = since(step_start);
   return st;
 }

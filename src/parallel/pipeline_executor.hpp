@@ -5,8 +5,6 @@
 // go out through the outbox and are completed only after the stage's last action. A run is therefore
 // the execution with unbounded buffers that simulate_schedule() proves deadlock-free.
 #pragma once
-#include <mpi.h>
-
 #include <map>
 #include <utility>
 #include <vector>
@@ -14,7 +12,7 @@
 #include "parallel/pipeline_outbox.hpp"
 #include "parallel/pipeline_stage.hpp"
 #include "plan/pipeline_schedule.hpp"
-#include "runtime/parallel_state.hpp"
+#include "comm/parallel_state.hpp"
 
 namespace dtrain {
 
@@ -27,9 +25,7 @@ struct PipelineStepStats {
 class PipelineExecutor {
  public:
   // `stage` holds at least one activation slot per in-flight activation of `actions`.
-  // synchronous_sends: MPI_Issend (tests that prove no schedule relies on MPI buffering).
-  PipelineExecutor(PipelineStage& stage, const ParallelState& ps, StageActions actions, int num_micro_batches, int chunks,
-                   bool synchronous_sends);
+  PipelineExecutor(PipelineStage& stage, const ParallelState& ps, StageActions actions, int num_micro_batches, int chunks);
 
   // One pass over the actions. A list of forwards only (evaluation) frees each slot right after use.
   PipelineStepStats run();

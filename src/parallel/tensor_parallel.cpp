@@ -1,22 +1,18 @@
-// TensorParallel: the collectives behind the f/g operators, through the group's MPI communicator.
+// TensorParallel: the collectives behind the f/g operators, through the group's communicator.
 #include "parallel/tensor_parallel.hpp"
 
 #include <algorithm>
-
-#include "common/error.hpp"
 
 namespace dtrain {
 
 void TensorParallel::all_reduce(float* x, long n) const {
   if (size() == 1) return;
-  auto w = watch(watchdog_, {"allreduce (sum)", "tp", -1, n * 4L});
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(n), MPI_FLOAT, MPI_SUM, group_.comm()));
+  group_.all_reduce(x, static_cast<std::size_t>(n), DType::f32, ReduceOp::sum, {"tensor-parallel all-reduce (sum)"});
 }
 
 void TensorParallel::all_reduce_max(float* x, long n) const {
   if (size() == 1) return;
-  auto w = watch(watchdog_, {"allreduce (max)", "tp", -1, n * 4L});
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(n), MPI_FLOAT, MPI_MAX, group_.comm()));
+  group_.all_reduce(x, static_cast<std::size_t>(n), DType::f32, ReduceOp::max, {"tensor-parallel all-reduce (max)"});
 }
 
 void TensorParallel::all_gather_rows(float* full, const float* shard, long rows, int cols) const {
@@ -25,8 +21,7 @@ void TensorParallel::all_gather_rows(float* full, const float* shard, long rows,
     if (full != shard) std::copy(shard, shard + count, full);
     return;
   }
-  auto w = watch(watchdog_, {"allgather", "tp", -1, count * 4L});
-  MPI_CHECK(MPI_Allgather(shard, static_cast<int>(count), MPI_FLOAT, full, static_cast<int>(count), MPI_FLOAT, group_.comm()));
+  group_.all_gather(shard, full, static_cast<std::size_t>(count), DType::f32, {"sequence-parallel all-gather"});
 }
 
 void TensorParallel::reduce_scatter_rows(float* shard, const float* full, long rows, int cols) const {
@@ -35,8 +30,7 @@ void TensorParallel::reduce_scatter_rows(float* shard, const float* full, long r
     if (full != shard) std::copy(full, full + count, shard);
     return;
   }
-  auto w = watch(watchdog_, {"reduce-scatter", "tp", -1, count * 4L * size()});
-  MPI_CHECK(MPI_Reduce_scatter_block(full, shard, static_cast<int>(count), MPI_FLOAT, MPI_SUM, group_.comm()));
+  group_.reduce_scatter(full, shard, static_cast<std::size_t>(count), DType::f32, {"sequence-parallel reduce-scatter"});
 }
 
 }  // namespace dtrain

@@ -8,14 +8,13 @@
 //   scatter_to_sp_region       forward: reduce-scatter    backward: all-gather rows
 // The identities are not functions: the model simply does nothing there.
 #pragma once
-#include "runtime/comm_group.hpp"
-#include "runtime/watchdog.hpp"
+#include "comm/communicator.hpp"
 
 namespace dtrain {
 
 class TensorParallel {
  public:
-  TensorParallel(const CommGroup& tp, Watchdog* watchdog) : group_(tp), watchdog_(watchdog) {}
+  explicit TensorParallel(Communicator& tp) : group_(tp) {}
   int size() const { return group_.size(); }
   int rank() const { return group_.rank(); }
 
@@ -28,8 +27,7 @@ class TensorParallel {
   void reduce_scatter_rows(float* shard, const float* full, long rows, int cols) const;
 
  private:
-  const CommGroup& group_;
-  Watchdog* watchdog_;
+  Communicator& group_;
 };
 
 }  // namespace dtrain

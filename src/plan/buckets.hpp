@@ -14,20 +14,19 @@ namespace dtrain {
 // 16 x `multiple` (the data-parallel size, so the distributed optimizer's slices stay aligned).
 std::size_t padded_arena_size(const TensorTable& table, int multiple);
 
-// The bucket layout of an arena: [0, first block) for the embeddings, one range per block
-// (alignment gaps included), [end of last block, arena end) for the head. `layer` is -1 for the
-// first and last.
+// The bucket layout of an arena: one range per group of tensors of one layer (the embedding before
+// the first block, each block, the head after the last), from the group's first tensor to the next
+// group's (alignment gaps included; the last to the arena's end). `layer` is -1 for the embedding
+// and head. With a table aligned to 16 x dp (TensorTable's bucket_alignment) and an arena padded
+// the same way, every bucket splits into dp equal, aligned slices.
 struct BucketSpan {
   ArenaRange range;
   int layer;
 };
 std::vector<BucketSpan> gradient_buckets(const TensorTable& table, std::size_t arena_size);
 
-// Data-parallel rank r's slice of a range of n elements: counts split as evenly as possible.
-std::vector<int> slice_counts(std::size_t n, int dp);
-
-// Arena ranges the optimizer of data-parallel rank r updates: everything, or (distributed) its
-// slice of every bucket.
+// Arena ranges the optimizer of data-parallel rank r updates: everything, or (distributed) the r-th
+// of the dp equal slices of every bucket.
 std::vector<ArenaRange> optimizer_ranges(const std::vector<BucketSpan>& buckets, std::size_t arena_size, int dp, int r,
                                          bool distributed);
 

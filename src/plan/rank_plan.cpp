@@ -54,7 +54,8 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   const int v = plan.virtual_stages;
   const StagePart part = stage_part(cfg.model.num_layers, s.pp, v, c.pp);
   RankPlan r{c, s, cfg.system.use_distributed_optimizer, part,
-             TensorTable(ModelShape::from(cfg.model, cfg.ffn_hidden()), part, s.tp, c.tp), 0, {}, {}, {}, {}, -1, {}};
+             TensorTable(ModelShape::from(cfg.model, cfg.ffn_hidden()), part, s.tp, c.tp, 16 * static_cast<std::size_t>(s.dp)),
+             0, {}, {}, {}, {}, -1, {}};
   r.arena_size = padded_arena_size(r.table, s.dp);
   r.buckets = gradient_buckets(r.table, r.arena_size);
   r.optimizer_ranges = optimizer_ranges(r.buckets, r.arena_size, s.dp, c.dp, r.distributed_optimizer);

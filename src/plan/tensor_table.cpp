@@ -45,8 +45,8 @@ StagePart stage_part(int num_layers, int pp, int v, int stage) {
   return part;
 }
 
-TensorTable::TensorTable(const ModelShape& s, const StagePart& part, int tp_size, int tp_rank)
-    : tp_size_(tp_size), tp_rank_(tp_rank) {
+TensorTable::TensorTable(const ModelShape& s, const StagePart& part, int tp_size, int tp_rank, std::size_t bucket_alignment)
+    : tp_size_(tp_size), tp_rank_(tp_rank), bucket_alignment_(bucket_alignment) {
   const long C = s.hidden, F = s.ffn, V = s.vocab, T = s.seq_length;
   const float std_w = 0.02f;
   // GPT-2: residual-stream projections scaled by 1/sqrt(2 * layers).
@@ -96,8 +96,11 @@ void TensorTable::add(std::string name, std::vector<long> shape, int split_dim, 
   t.init_std = std;
   t.numel = 1;
   for (long d : t.local_shape) t.numel *= static_cast<std::size_t>(d);
-  // 16-float (64-byte) alignment keeps every tensor on its own cache line for SIMD kernels.
-  total_ = (total_ + 15) / 16 * 16;
+  // 16-float (64-byte) alignment keeps every tensor on its own cache line for SIMD kernels; a new
+  // group (another layer) starts a new gradient bucket.
+  const bool new_group = !tensors_.empty() && tensors_.back().layer != layer;
+  const std::size_t align = new_group ? bucket_alignment_ : 16;
+  total_ = (total_ + align - 1) / align * align;
   t.offset = total_;
   total_ += t.numel;
   tensors_.push_back(std::move(t));

@@ -55,7 +55,10 @@ StagePart stage_part(int num_layers, int pp, int v, int stage);
 
 class TensorTable {
  public:
-  TensorTable(const ModelShape& shape, const StagePart& part, int tp_size, int tp_rank);
+  // Tensors start on 16-float boundaries; each layer's group of tensors (and the embedding and head
+  // groups) on a multiple of bucket_alignment (16 x the data-parallel size), so that gradient buckets
+  // split into equal, aligned data-parallel slices.
+  TensorTable(const ModelShape& shape, const StagePart& part, int tp_size, int tp_rank, std::size_t bucket_alignment = 16);
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
   const TensorSpec& get(const std::string& name) const;
   const TensorSpec* find(const std::string& name) const;
@@ -64,6 +67,7 @@ class TensorTable {
  private:
   void add(std::string name, std::vector<long> shape, int split_dim, int layer, bool decay, InitKind init, float std);
   int tp_size_, tp_rank_;
+  std::size_t bucket_alignment_;
   std::vector<TensorSpec> tensors_;
   std::size_t total_ = 0;
 };

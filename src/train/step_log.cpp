@@ -60,11 +60,10 @@ void StepLog::metrics(const StepRecord& r) {
   }
 }
 
-void StepLog::stragglers(MPI_Comm world, double busy, const std::vector<std::string>& node_of_rank) {
-  int size = 1;
-  MPI_CHECK(MPI_Comm_size(world, &size));
+void StepLog::stragglers(Communicator& world, double busy, const std::vector<std::string>& node_of_rank) {
+  const int size = world.size();
   std::vector<double> all(static_cast<std::size_t>(size));
-  MPI_CHECK(MPI_Gather(&busy, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, world));
+  world.all_gather(&busy, all.data(), 1, DType::f64, {"gather busy times (straggler report)"});
   if (!active_ || size == 1) return;
   std::vector<double> sorted = all;
   std::sort(sorted.begin(), sorted.end());

@@ -1,12 +1,12 @@
 // What a user watches during training: the rank-0 step line and the JSON-lines metrics file.
 #pragma once
-#include <mpi.h>
-
 #include <cstdio>
 #include <vector>
 #include <memory>
 #include <optional>
 #include <string>
+
+#include "comm/communicator.hpp"
 
 namespace dtrain {
 
@@ -31,7 +31,7 @@ class StepLog {
   void message(const std::string& text);
   // Every rank's busy (non-communication) time per step over the last interval: min / median / max
   // and the slowest rank. Collective; printed by rank 0.
-  void stragglers(MPI_Comm world, double busy_seconds_per_step, const std::vector<std::string>& node_of_rank);
+  void stragglers(Communicator& world, double busy_seconds_per_step, const std::vector<std::string>& node_of_rank);
 
  private:
   bool active_;

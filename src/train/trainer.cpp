@@ -32,9 +32,9 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       plan_(plan),
       ps_(ps),
       k_(k),
-      train_data_(open_checked(ps.world(), cfg, "train")),
-      val_data_(cfg.training.eval_interval > 0 ? open_checked(ps.world(), cfg, "val") : nullptr),
-      tp_(ps.tp(), ps.watchdog()),
+      train_data_(open_checked(ps.world_comm(), cfg, "train")),
+      val_data_(cfg.training.eval_interval > 0 ? open_checked(ps.world_comm(), cfg, "val") : nullptr),
+      tp_(ps.tp()),
       model_(make_rank_plan(cfg, plan, ps.coords()), &tp_, k),
       grad_sync_(model_.plan(), model_.params(), model_.grads(), ps, cfg.system.overlap_grad_reduce, plan.num_micro_batches),
       adamw_(model_.plan(), cfg.optimizer, k),
@@ -42,10 +42,10 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       targets_(tokens_.size()),
       stage_(model_),
       train_exec_(stage_, ps, schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.virtual_stages, ps.coords().pp),
-                  plan.num_micro_batches, plan.virtual_stages, cfg.debug.synchronous_sends),
+                  plan.num_micro_batches, plan.virtual_stages),
       eval_exec_(stage_, ps,
                  forward_only(schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.virtual_stages, ps.coords().pp)),
-                 plan.num_micro_batches, plan.virtual_stages, cfg.debug.synchronous_sends) {
+                 plan.num_micro_batches, plan.virtual_stages) {
   model_.init_parameters(cfg.training.seed);
   model_.set_block_backward_hook([this](int layer) { grad_sync_.block_backward_done(layer); });
   if (cfg.system.use_distributed_optimizer && cfg.system.overlap_param_gather)
@@ -63,10 +63,8 @@ void Trainer::load_batches(const TokenFile& file, const std::string& stream, std
 }
 
 double Trainer::sum_over_world(double v) const {
-  double total = 0.0;
-  auto w = watch(ps_.watchdog(), {"allreduce (loss/norm)", "world", -1, 8});
-  MPI_CHECK(MPI_Allreduce(&v, &total, 1, MPI_DOUBLE, MPI_SUM, ps_.world()));
-  return total;
+  ps_.world().all_reduce(&v, 1, DType::f64, ReduceOp::sum, {"allreduce (loss/norm)"});
+  return v;
 }
 
 StepResult Trainer::train_step(int step) {
@@ -142,10 +140,10 @@ void Trainer::gather_full_model(float* whole) {
     const std::size_t base = one.table.get(t.name).offset;
     for (std::size_t e = 0; e < t.numel; ++e) mine[base + global_index(t, static_cast<long>(e))] = params[t.offset + e];
   }
-  const std::size_t chunk = std::size_t{1} << 30;  // MPI counts are ints
+  const std::size_t chunk = std::size_t{1} << 30;  // below MPI's int counts
   for (std::size_t at = 0; at < one.arena_size; at += chunk)
-    MPI_CHECK(MPI_Reduce(mine.data() + at, ps_.world_rank() == 0 ? whole + at : nullptr,
-                         static_cast<int>(std::min(chunk, one.arena_size - at)), MPI_FLOAT, MPI_SUM, 0, ps_.world()));
+    ps_.world().reduce(mine.data() + at, ps_.world_rank() == 0 ? whole + at : nullptr, std::min(chunk, one.arena_size - at),
+                       DType::f32, 0, {"gather the final weights"});
 }
 
 RankState Trainer::rank_state() {

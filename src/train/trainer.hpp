@@ -18,7 +18,7 @@
 #include "parallel/pipeline_executor.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "plan/training_plan.hpp"
-#include "runtime/parallel_state.hpp"
+#include "comm/parallel_state.hpp"
 #include "train/model_stage.hpp"
 
 namespace dtrain {

@@ -11,10 +11,10 @@
 #include "common/error.hpp"
 #include "model/generate.hpp"
 #include "plan/model_flops.hpp"
-#include "runtime/parallel_state.hpp"
+#include "comm/parallel_state.hpp"
 #include "runtime/stop_signal.hpp"
 #include "train/checkpointing.hpp"
-#include "train/machine_peak.hpp"
+#include "runtime/compute_budget.hpp"
 #include "train/step_log.hpp"
 #include "train/trainer.hpp"
 
@@ -25,7 +25,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   const RankLayout layout(plan.sizes, cfg.system.rank_order);
   Watchdog watchdog(env.world_rank, cfg.system.collective_timeout_s, cfg.system.step_timeout_s);
   Trace trace(world, cfg.logging.trace_file);
-  const ParallelState ps(world, layout, &watchdog, &trace);
+  const ParallelState ps(world, layout, CommOptions{cfg.debug.synchronous_sends}, &watchdog, &trace);
   const ComputeBudget compute = measure_compute(world, cfg.system.threads_per_rank, &watchdog);
 
   Trainer trainer(cfg, plan, ps, k);
@@ -95,7 +95,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
       log.step_line(rec);
       if (rec.val_loss) log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) + " | val loss " + std::to_string(*rec.val_loss));
       log.metrics(rec);
-      log.stragglers(world, window_busy / window_steps, node_of_rank);
+      log.stragglers(ps.world(), window_busy / window_steps, node_of_rank);
       window_seconds = window_bubble = window_busy = 0.0;
       window_steps = 0;
     }

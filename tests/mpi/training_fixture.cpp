@@ -7,7 +7,7 @@
 
 #include "data/token_file.hpp"
 #include "plan/training_plan.hpp"
-#include "runtime/parallel_state.hpp"
+#include "comm/parallel_state.hpp"
 
 namespace dtrain::testing {
 
@@ -50,7 +50,7 @@ RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trai
   MPI_Comm_rank(comm, &rank);
   // A deadlock or a stuck collective ends the job with a report instead of hanging the test.
   Watchdog watchdog(rank, cfg.system.collective_timeout_s, 0.0);
-  const ParallelState ps(comm, RankLayout(plan.sizes, cfg.system.rank_order), &watchdog);
+  const ParallelState ps(comm, RankLayout(plan.sizes, cfg.system.rank_order), CommOptions{cfg.debug.synchronous_sends}, &watchdog);
   Trainer trainer(cfg, plan, ps, kernels::kernel_table(kernels::Backend::host));
   RunResult r;
   for (int s = 0; s < cfg.training.train_iters; ++s) r.losses.push_back(trainer.train_step(s).loss);

@@ -38,7 +38,7 @@ TEST_CASE("rank plan of the whole model on one rank", "[plan][rank_plan]") {
   CHECK(p.buckets[0].range.end == 160);
   CHECK(p.buckets[1].range.end == 1088);  // block 0 with its alignment gap
   CHECK(p.buckets[4].range.begin == 2944);
-  CHECK(p.buckets[4].range.end == 3864);
+  CHECK(p.buckets[4].range.end == 3872);  // the head's group starts the next bucket
   CHECK(p.buckets[5].range.end == 3904);
   REQUIRE(p.optimizer_ranges.size() == 1);
   CHECK(p.optimizer_elements() == 3904);
@@ -77,12 +77,12 @@ TEST_CASE("rank plan of tp rank 1, last stage, dp rank 1 of tp=2 pp=2 dp=2 with 
   CHECK(offset_of(p, "h3.ln1_w") == 576);
   CHECK(p.table.total() == 1112);
   CHECK(p.arena_size == 1120);  // padded to 16 x dp
-  // Buckets [0,64) [64,576) [576,1080) [1080,1120); dp rank 1 owns the upper half of each:
-  // [32,64) [320,576) [828,1080) [1100,1120) = 32 + 256 + 252 + 20.
+  // Groups start on multiples of 16 x dp = 32, so the buckets are [0,64) [64,576) [576,1088)
+  // [1088,1120); dp rank 1 owns the upper half of each: [32,64) [320,576) [832,1088) [1104,1120).
   REQUIRE(p.optimizer_ranges.size() == 4);
   CHECK(p.optimizer_ranges[1].begin == 320);
-  CHECK(p.optimizer_ranges[2].begin == 828);
-  CHECK(p.optimizer_ranges[3].begin == 1100);
+  CHECK(p.optimizer_ranges[2].begin == 832);
+  CHECK(p.optimizer_ranges[3].begin == 1104);
   CHECK(p.optimizer_elements() == 560);
   // tp rank 1 counts only split tensors, and never the last stage's copy of the tied embedding.
   const auto& t = p.table.tensors();

@@ -19,7 +19,7 @@
 #include "optim/adamw.hpp"
 #include "plan/model_flops.hpp"
 #include "runtime/machine.hpp"
-#include "train/machine_peak.hpp"
+#include "runtime/compute_budget.hpp"
 
 using namespace dtrain;
 

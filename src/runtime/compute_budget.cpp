@@ -1,5 +1,5 @@
 // BLAS thread configuration and the per-node sgemm peak.
-#include "train/machine_peak.hpp"
+#include "runtime/compute_budget.hpp"
 
 #include <cblas.h>
 #include <pthread.h>

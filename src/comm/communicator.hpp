@@ -1,0 +1,100 @@
+// The communication layer: everything the parallel code needs from a group of ranks (a tensor-,
+// data- or pipeline-parallel group, the embedding group, the world), behind one interface with two
+// backends: MPI (host buffers, or device buffers staged through pinned host memory) and NCCL (device
+// buffers). Every operation reports itself to the hang watchdog and the trace inside the layer, so a
+// call site says once what it waits for (a CommLabel) and the report adds the group, the peer, the
+// bytes.
+//
+// Counts are elements. A call completes now (Completion::now, the default) or returns a CommRequest
+// to wait on (Completion::later), which the caller waits for before touching the buffer. Every rank
+// of a group calls the collectives in the same order.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+enum class DType { f32, f64, i32, bf16 };
+std::size_t dtype_bytes(DType t);
+
+enum class ReduceOp { sum, max };
+enum class Completion { now, later };
+
+// What a call is for, as the watchdog and the trace name it ("allreduce gradients", "recv activation").
+struct CommLabel {
+  const char* what = "";
+  int micro_batch = -1;
+  int stage = -1;
+};
+
+// An operation in flight. wait() completes it (reported to the watchdog while it waits); test()
+// advances it and says whether it is complete. An empty request is complete. Destroying a pending
+// request waits for it.
+class CommRequest {
+ public:
+  struct Impl {
+    virtual ~Impl() = default;
+    virtual bool test() = 0;
+    virtual void wait() = 0;
+  };
+  CommRequest() = default;
+  explicit CommRequest(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  CommRequest(CommRequest&&) noexcept = default;
+  CommRequest& operator=(CommRequest&& o) noexcept;
+  ~CommRequest();
+  bool pending() const { return impl_ != nullptr; }
+  bool test();
+  void wait();
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  const std::string& name() const { return name_; }  // "tp", "dp", "pp", "embedding", "world", ...
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::vector<int>& world_ranks() const { return world_ranks_; }  // world rank of each group rank
+
+  // buf (count) <- the reduction over the group of every rank's buf.
+  virtual CommRequest all_reduce(void* buf, std::size_t count, DType t, ReduceOp op, const CommLabel& label,
+                                 Completion c = Completion::now) = 0;
+  // recv (size x count) <- every rank's send (count), in rank order.
+  virtual void all_gather(const void* send, void* recv, std::size_t count, DType t, const CommLabel& label) = 0;
+  // recv (count) <- this rank's block of the sum over the group of send (size x count).
+  virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType t, const CommLabel& label) = 0;
+  // In place over buf (size x count): afterwards block r (elements [r*count, (r+1)*count)) of rank r holds
+  // the sum over the group of everyone's block r; the other blocks are undefined.
+  virtual CommRequest reduce_scatter_in_place(void* buf, std::size_t count, DType t, const CommLabel& label,
+                                              Completion c = Completion::now) = 0;
+  // In place over buf (size x count): afterwards every block r holds rank r's block r.
+  virtual CommRequest all_gather_in_place(void* buf, std::size_t count, DType t, const CommLabel& label,
+                                          Completion c = Completion::now) = 0;
+  virtual void broadcast(void* buf, std::size_t count, DType t, int root, const CommLabel& label) = 0;
+  // recv (count, on root only) <- the sum over the group of send.
+  virtual void reduce(const void* send, void* recv, std::size_t count, DType t, int root, const CommLabel& label) = 0;
+
+  // Point to point with the group's rank `peer`; tags below max_tag(). A send may complete before its
+  // receive is posted (MPI may buffer it) or only when it is matched: callers never rely on either.
+  virtual void recv(void* buf, std::size_t count, DType t, int peer, int tag, const CommLabel& label) = 0;
+  virtual CommRequest send(const void* buf, std::size_t count, DType t, int peer, int tag, const CommLabel& label) = 0;
+  virtual long max_tag() const = 0;
+
+ protected:
+  Communicator(std::string name, std::vector<int> world_ranks) : name_(std::move(name)), world_ranks_(std::move(world_ranks)) {}
+  void set_position(int rank, int size) {
+    rank_ = rank;
+    size_ = size;
+  }
+
+ private:
+  std::string name_;
+  int rank_ = 0, size_ = 1;
+  std::vector<int> world_ranks_;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,58 @@
+// The parallel state of a rank: its coordinates on the grid and one communicator per axis (tp, cp,
+// dp, pp), the embedding group (first and last pipeline stage; absent on the other stages) and the
+// world, all from the communication layer. Built once from (world communicator, RankLayout), passed
+// by const reference; no globals. Destroy it before MPI_Finalize.
+#pragma once
+#include <mpi.h>
+
+#include <memory>
+
+#include "comm/communicator.hpp"
+#include "plan/rank_layout.hpp"
+#include "runtime/trace.hpp"
+#include "runtime/watchdog.hpp"
+
+namespace dtrain {
+
+struct CommOptions {
+  bool synchronous_sends = false;  // debug.synchronous_sends
+};
+
+class ParallelState {
+ public:
+  // Collective over `world`: one communicator per axis, the embedding group and the world. watchdog
+  // and trace (optional) see every operation of these communicators.
+  ParallelState(MPI_Comm world, const RankLayout& layout, const CommOptions& options = {}, Watchdog* watchdog = nullptr,
+                Trace* trace = nullptr);
+  ~ParallelState();
+
+  const RankLayout& layout() const { return layout_; }
+  MPI_Comm world_comm() const { return world_comm_; }  // for start-up, configuration and checkpoint I/O
+  Watchdog* watchdog() const { return watchdog_; }
+  Trace* trace() const { return trace_; }
+  int world_rank() const { return world_rank_; }
+  const Coords& coords() const { return coords_; }
+  Communicator& group(Axis a) const { return *groups_[static_cast<int>(a)]; }
+  Communicator& tp() const { return group(Axis::tp); }
+  Communicator& cp() const { return group(Axis::cp); }
+  Communicator& dp() const { return group(Axis::dp); }
+  Communicator& pp() const { return group(Axis::pp); }
+  Communicator& world() const { return *world_; }
+  // The first and last pipeline stage of this rank's pipeline (the tied embedding); null elsewhere.
+  Communicator* embedding() const { return embedding_.get(); }
+
+  bool is_first_stage() const { return coords_.pp == 0; }
+  bool is_last_stage() const { return coords_.pp == layout_.sizes().pp - 1; }
+
+ private:
+  RankLayout layout_;
+  MPI_Comm world_comm_;
+  Watchdog* watchdog_;
+  Trace* trace_;
+  int world_rank_ = 0;
+  Coords coords_;
+  std::unique_ptr<Communicator> groups_[4];
+  std::unique_ptr<Communicator> embedding_, world_;
+};
+
+}  // namespace dtrain
