@@ -1,29 +1,46 @@
-// The one kernel header: declares every kernel of kernel_api.inc in each backend's namespace
-// (dtrain::kernels::host, and dtrain::kernels::cuda in CUDA builds) and defines KernelTable, the
-// dispatch table through which the model calls whichever backend runs. The model never names a backend.
+// The one kernel header: declares every kernel of kernel_api.inc, for both storage types (float and
+// bf16), in each backend's namespace (dtrain::kernels::host, and dtrain::kernels::cuda in CUDA builds),
+// and defines KernelTable<KT>, the dispatch table through which the model calls whichever backend
+// runs. The model never names a backend.
 #pragma once
+
+#include "common/bf16.hpp"
+#include "kernels/backend.hpp"
 
 namespace dtrain::kernels {
 
 #define DTRAIN_KERNEL(ret, name, args) ret name args;
 namespace host {
+#define KT float
 #include "kernels/kernel_api.inc"
-}
+#undef KT
+#define KT ::dtrain::bf16
+#include "kernels/kernel_api.inc"
+#undef KT
+}  // namespace host
 namespace cuda {
+#define KT float
 #include "kernels/kernel_api.inc"
-}
+#undef KT
+#define KT ::dtrain::bf16
+#include "kernels/kernel_api.inc"
+#undef KT
+}  // namespace cuda
 #undef DTRAIN_KERNEL
 
-enum class Backend { host, cuda };
-
+template <typename Storage>
 struct KernelTable {
+#define KT Storage
 #define DTRAIN_KERNEL(ret, name, args) ret(*name) args;
 #include "kernels/kernel_api.inc"
 #undef DTRAIN_KERNEL
+#undef KT
   Backend backend;
 };
 
-// The table of a backend. Asking for cuda in a build without CUDA is a fatal error.
-const KernelTable& kernel_table(Backend backend);
+// The table of a backend for storage type Storage (float or bf16). Asking for cuda in a build without
+// CUDA is a fatal error.
+template <typename Storage>
+const KernelTable<Storage>& kernel_table(Backend backend);
 
 }  // namespace dtrain::kernels

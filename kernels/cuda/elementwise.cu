@@ -1,78 +1,112 @@
-// CUDA twins of the elementwise kernels of kernel_api.inc (GELU, residual, scale, AdamW), with the
-// host signatures. Launched on the default stream; pointers are device memory.
-#include <cuda_runtime.h>
-
-#include <cmath>
-
+// CUDA backend: the elementwise kernels (GELU, residual add, copy, zero, fill, scale, narrow, widen).
+// GELU is the tanh approximation written as x * sigmoid(2u) like the host's, with no cancellation and
+// no inf * 0 for large |x|.
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
 
 namespace dtrain::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-inline int blocks_for(long n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+constexpr float kGeluS = 0.7978845608028654f;  // sqrt(2/pi)
+constexpr float kGeluC = 0.044715f;
 
-__device__ inline float gelu_tanh(float x) {
-  const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-  return 0.5f * x * (1.0f + tanhf(u));
+#define DTRAIN_FOR_EACH_ELEMENT const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x; if (i >= n) return
+
+template <typename KT>
+__global__ void gelu_forward_kernel(KT* out, const KT* inp, long n) {
+  DTRAIN_FOR_EACH_ELEMENT;
+  const float x = ld(inp[i]);
+  const float u = kGeluS * (x + kGeluC * x * x * x);
+  out[i] = st<KT>(x / (1.0f + expf(-2.0f * u)));
 }
 
-__global__ void gelu_forward_kernel(float* out, const float* inp, long n) {
-  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = gelu_tanh(inp[i]);
+template <typename KT>
+__global__ void gelu_backward_kernel(KT* dinp, const KT* inp, const KT* dout, long n) {
+  DTRAIN_FOR_EACH_ELEMENT;
+  const float x = ld(inp[i]);
+  const float u = kGeluS * (x + kGeluC * x * x * x);
+  const float du = kGeluS * (1.0f + 3.0f * kGeluC * x * x);
+  const float e = expf(-2.0f * u);
+  const float s = 1.0f / (1.0f + e);
+  const float es = 1.0f / (1.0f + 1.0f / e);  // 1 - s, finite for e = 0 and e = inf
+  dinp[i] = st<KT>(ld(dout[i]) * (s + 2.0f * x * es * s * du));
 }
 
-__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, long n) {
-  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float x = inp[i];
-  const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-  const float t = tanhf(u);
-  const float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
-  dinp[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+template <typename KT>
+__global__ void residual_kernel(KT* out, const KT* a, const KT* b, long n) {
+  DTRAIN_FOR_EACH_ELEMENT;
+  out[i] = st<KT>(ld(a[i]) + ld(b[i]));
 }
 
-__global__ void residual_forward_kernel(float* out, const float* a, const float* b, long n) {
-  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a[i] + b[i];
+__global__ void fill_kernel(float* x, float value, long n) {
+  DTRAIN_FOR_EACH_ELEMENT;
+  x[i] = value;
 }
 
 __global__ void scale_kernel(float* x, float factor, long n) {
-  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) x[i] *= factor;
+  DTRAIN_FOR_EACH_ELEMENT;
+  x[i] *= factor;
 }
 
-__global__ void adamw_kernel(float* param, float* m, float* v, const float* grad, long n, float lr, float beta1,
-                             float beta2, float eps, float weight_decay, float bc1, float bc2) {
-  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float g = grad[i];
-  const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-  const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-  m[i] = mi;
-  v[i] = vi;
-  param[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + weight_decay * param[i]);
+template <typename To, typename From>
+__global__ void convert_kernel(To* out, const From* inp, long n) {
+  DTRAIN_FOR_EACH_ELEMENT;
+  out[i] = st<To>(ld(inp[i]));
+}
+
+template <typename KT>
+void gelu_fw(KT* out, const KT* inp, long n) {
+  gelu_forward_kernel<<<blocks_for(n), kThreads>>>(out, inp, n);
+  DTRAIN_LAUNCH_CHECK();
+}
+template <typename KT>
+void gelu_bw(KT* dinp, const KT* inp, const KT* dout, long n) {
+  gelu_backward_kernel<<<blocks_for(n), kThreads>>>(dinp, inp, dout, n);
+  DTRAIN_LAUNCH_CHECK();
+}
+template <typename KT>
+void residual(KT* out, const KT* a, const KT* b, long n) {
+  residual_kernel<<<blocks_for(n), kThreads>>>(out, a, b, n);
+  DTRAIN_LAUNCH_CHECK();
+}
+template <typename To, typename From>
+void convert(To* out, const From* inp, long n) {
+  if (static_cast<const void*>(out) == static_cast<const void*>(inp) || n == 0) return;  // fp32 -> fp32 in place
+  convert_kernel<<<blocks_for(n), kThreads>>>(out, inp, n);
+  DTRAIN_LAUNCH_CHECK();
+}
+template <typename KT>
+void copy_n(KT* out, const KT* inp, long n) {
+  if (out != inp && n > 0) CUDA_CHECK(cudaMemcpyAsync(out, inp, sizeof(KT) * n, cudaMemcpyDeviceToDevice, 0));
+}
+template <typename KT>
+void zero_n(KT* x, long n) {
+  if (n > 0) CUDA_CHECK(cudaMemsetAsync(x, 0, sizeof(KT) * n, 0));
 }
 
 }  // namespace
 
-void gelu_forward(float* out, const float* inp, long n) { gelu_forward_kernel<<<blocks_for(n), kThreads>>>(out, inp, n); }
-
-void gelu_backward(float* dinp, const float* inp, const float* dout, long n) {
-  gelu_backward_kernel<<<blocks_for(n), kThreads>>>(dinp, inp, dout, n);
+void gelu_forward(float* out, const float* inp, long n) { gelu_fw(out, inp, n); }
+void gelu_forward(bf16* out, const bf16* inp, long n) { gelu_fw(out, inp, n); }
+void gelu_backward(float* dinp, const float* inp, const float* dout, long n) { gelu_bw(dinp, inp, dout, n); }
+void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, long n) { gelu_bw(dinp, inp, dout, n); }
+void residual_forward(float* out, const float* inp1, const float* inp2, long n) { residual(out, inp1, inp2, n); }
+void residual_forward(bf16* out, const bf16* inp1, const bf16* inp2, long n) { residual(out, inp1, inp2, n); }
+void copy(float* out, const float* inp, long n) { copy_n(out, inp, n); }
+void copy(bf16* out, const bf16* inp, long n) { copy_n(out, inp, n); }
+void zero(float* x, long n) { zero_n(x, n); }
+void zero(bf16* x, long n) { zero_n(x, n); }
+void fill(float* x, float value, long n) {
+  fill_kernel<<<blocks_for(n), kThreads>>>(x, value, n);
+  DTRAIN_LAUNCH_CHECK();
 }
-
-void residual_forward(float* out, const float* inp1, const float* inp2, long n) {
-  residual_forward_kernel<<<blocks_for(n), kThreads>>>(out, inp1, inp2, n);
+void scale(float* x, float factor, long n) {
+  scale_kernel<<<blocks_for(n), kThreads>>>(x, factor, n);
+  DTRAIN_LAUNCH_CHECK();
 }
-
-void scale(float* x, float factor, long n) { scale_kernel<<<blocks_for(n), kThreads>>>(x, factor, n); }
-
-void adamw_update(float* param, float* m, float* v, const float* grad, long n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, int t) {
-  const float bc1 = 1.0f - std::pow(beta1, static_cast<float>(t));
-  const float bc2 = 1.0f - std::pow(beta2, static_cast<float>(t));
-  adamw_kernel<<<blocks_for(n), kThreads>>>(param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
-}
+void narrow(float* out, const float* inp, long n) { convert(out, inp, n); }
+void narrow(bf16* out, const float* inp, long n) { convert(out, inp, n); }
+void widen(float* out, const float* inp, long n) { convert(out, inp, n); }
+void widen(float* out, const bf16* inp, long n) { convert(out, inp, n); }
 
 }  // namespace dtrain::kernels::cuda

@@ -69,57 +69,59 @@ void attention_forward(float* out /*(B,T,NH*HD)*/, float* att /*(B,NH,T,T)*/, co
       });
 }
 
-void attention_backward(float* dqkv /*(B,T,3*NH*HD)*/, float* scratch /*(T,T)*/, const float* dout /*(B,T,NH*HD)*/,
+void attention_backward(float* dqkv /*(B,T,3*NH*HD)*/, float* scratch /*(NH,T,T)*/, const float* dout /*(B,T,NH*HD)*/,
                         const float* qkv /*(B,T,3*NH*HD)*/, const float* att /*(B,NH,T,T)*/, int B, int T, int NH,
                         int HD) {
   const int C = NH * HD;
   const int C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  // One (T,T) scratch: the (b, h) pairs run one after another.
-  for (long bh = 0; bh < static_cast<long>(B) * NH; ++bh) {
-    const long b = bh / NH;
-    const int h = static_cast<int>(bh % NH);
-    const long base = b * T * C3 + h * HD;
-    const float* q = qkv + base;                   // (T,HD), row stride C3
-    const float* k = q + C;                        // (T,HD), row stride C3
-    const float* v = q + 2 * C;                    // (T,HD), row stride C3
-    float* dq = dqkv + base;                       // (T,HD), row stride C3
-    float* dk = dq + C;                            // (T,HD), row stride C3
-    float* dv = dq + 2 * C;                        // (T,HD), row stride C3
-    const float* p = att + bh * T * T;             // (T,T), zero above the diagonal
-    const float* dout_h = dout + b * T * C + h * HD;   // (T,HD), row stride C
-    float* ds = scratch;                           // (T,T): dP, then dS in place
-    for (int i0 = 0; i0 < T; i0 += kBlock) {
-      const int i1 = i0 + kBlock < T ? i0 + kBlock : T;
-      const int bs = i1 - i0;
-      // dP[i0:i1, 0:i1] = dO[i0:i1] V[0:i1]^T
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, i1, HD, 1.0f, dout_h + static_cast<long>(i0) * C, C,
-                  v, C3, 0.0f, ds + static_cast<long>(i0) * T, T);
-      // dS = P * (dP - rowsum(P * dP)) * scale on j <= i; zero on i < j < i1.
-      for (int i = i0; i < i1; ++i) {
-        const float* __restrict__ pr = p + static_cast<long>(i) * T;   // (T)
-        float* __restrict__ dr = ds + static_cast<long>(i) * T;         // (T)
-        const int len = i + 1;
-        const float dot = lane_dot(pr, dr, len);
-        for (int j = 0; j < len; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
-        for (int j = len; j < i1; ++j) dr[j] = 0.0f;
-      }
-      // dQ[i0:i1] = dS[i0:i1, 0:i1] K[0:i1]
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bs, HD, i1, 1.0f, ds + static_cast<long>(i0) * T, T, k,
-                  C3, 0.0f, dq + static_cast<long>(i0) * C3, C3);
-    }
-    for (int j0 = 0; j0 < T; j0 += kBlock) {
-      const int j1 = j0 + kBlock < T ? j0 + kBlock : T;
-      const int bs = j1 - j0;
-      const long corner = static_cast<long>(j0) * T + j0;
-      // dV[j0:j1] = P[j0:T, j0:j1]^T dO[j0:T]   (P[i, j] = 0 for i < j)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bs, HD, T - j0, 1.0f, p + corner, T,
-                  dout_h + static_cast<long>(j0) * C, C, 0.0f, dv + static_cast<long>(j0) * C3, C3);
-      // dK[j0:j1] = dS[j0:T, j0:j1]^T Q[j0:T]
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bs, HD, T - j0, 1.0f, ds + corner, T,
-                  q + static_cast<long>(j0) * C3, C3, 0.0f, dk + static_cast<long>(j0) * C3, C3);
-    }
-  }
+  // A (T,T) scratch block per head: the heads of one sample run in parallel, the samples one after another.
+  for (long b = 0; b < B; ++b)
+    Kokkos::parallel_for(
+        "attention_backward", HostRange(0, NH), KOKKOS_LAMBDA(const long hh) {
+          const int h = static_cast<int>(hh);
+          const long bh = b * NH + h;
+          const long base = b * T * C3 + h * HD;
+          const float* q = qkv + base;                   // (T,HD), row stride C3
+          const float* k = q + C;                        // (T,HD), row stride C3
+          const float* v = q + 2 * C;                    // (T,HD), row stride C3
+          float* dq = dqkv + base;                       // (T,HD), row stride C3
+          float* dk = dq + C;                            // (T,HD), row stride C3
+          float* dv = dq + 2 * C;                        // (T,HD), row stride C3
+          const float* p = att + bh * T * T;             // (T,T), zero above the diagonal
+          const float* dout_h = dout + b * T * C + h * HD;   // (T,HD), row stride C
+          float* ds = scratch + static_cast<long>(h) * T * T;   // (T,T): dP, then dS in place
+          for (int i0 = 0; i0 < T; i0 += kBlock) {
+            const int i1 = i0 + kBlock < T ? i0 + kBlock : T;
+            const int bs = i1 - i0;
+            // dP[i0:i1, 0:i1] = dO[i0:i1] V[0:i1]^T
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, i1, HD, 1.0f, dout_h + static_cast<long>(i0) * C, C,
+                        v, C3, 0.0f, ds + static_cast<long>(i0) * T, T);
+            // dS = P * (dP - rowsum(P * dP)) * scale on j <= i; zero on i < j < i1.
+            for (int i = i0; i < i1; ++i) {
+              const float* __restrict__ pr = p + static_cast<long>(i) * T;   // (T)
+              float* __restrict__ dr = ds + static_cast<long>(i) * T;         // (T)
+              const int len = i + 1;
+              const float dot = lane_dot(pr, dr, len);
+              for (int j = 0; j < len; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
+              for (int j = len; j < i1; ++j) dr[j] = 0.0f;
+            }
+            // dQ[i0:i1] = dS[i0:i1, 0:i1] K[0:i1]
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bs, HD, i1, 1.0f, ds + static_cast<long>(i0) * T, T, k,
+                        C3, 0.0f, dq + static_cast<long>(i0) * C3, C3);
+          }
+          for (int j0 = 0; j0 < T; j0 += kBlock) {
+            const int j1 = j0 + kBlock < T ? j0 + kBlock : T;
+            const int bs = j1 - j0;
+            const long corner = static_cast<long>(j0) * T + j0;
+            // dV[j0:j1] = P[j0:T, j0:j1]^T dO[j0:T]   (P[i, j] = 0 for i < j)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bs, HD, T - j0, 1.0f, p + corner, T,
+                        dout_h + static_cast<long>(j0) * C, C, 0.0f, dv + static_cast<long>(j0) * C3, C3);
+            // dK[j0:j1] = dS[j0:T, j0:j1]^T Q[j0:T]
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bs, HD, T - j0, 1.0f, ds + corner, T,
+                        q + static_cast<long>(j0) * C3, C3, 0.0f, dk + static_cast<long>(j0) * C3, C3);
+          }
+        });
 }
 
 }  // namespace dtrain::kernels::host

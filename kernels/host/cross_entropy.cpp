@@ -1,8 +1,10 @@
 // Host backend: softmax cross-entropy over a vocabulary that may be split across ranks
-// (xent_row_max, xent_row_sum_exp, xent_target_logit, xent_backward). The exp is the vectorised
+// (xent_row_max, xent_row_sum_exp, xent_target_logit, xent_loss, xent_backward). The exp is the vectorised
 // fast_exp of host_math.hpp: rows can be 50k wide.
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
+
+#include <cmath>
 
 namespace dtrain::kernels::host {
 
@@ -28,6 +30,16 @@ void xent_target_logit(float* target_logit /*(N)*/, const float* logits /*(N,V)*
         const int col = targets[i] - vocab_start;
         target_logit[i] = (col >= 0 && col < V) ? logits[i * V + col] : 0.0f;
       });
+}
+
+double xent_loss(float* lse /*(N)*/, const float* row_max /*(N)*/, const float* row_sum /*(N)*/,
+                 const float* target_logit /*(N)*/, long N) {
+  double loss = 0.0;
+  for (long i = 0; i < N; ++i) {
+    lse[i] = row_max[i] + std::log(row_sum[i]);
+    loss += static_cast<double>(lse[i]) - target_logit[i];
+  }
+  return loss;
 }
 
 void xent_backward(float* dlogits /*(N,V)*/, const float* logits /*(N,V)*/, const float* lse /*(N)*/,

@@ -1,4 +1,5 @@
-// Host backend: dense layer out = inp @ weight^T + bias (matmul_forward, matmul_backward), on CBLAS sgemm.
+// Host backend: dense layer out = inp @ weight^T + bias (matmul_forward, matmul_backward, and their
+// wide-output forms, which in fp32 are the same), on CBLAS sgemm.
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
 
@@ -39,6 +40,17 @@ void matmul_backward(float* dinp /*(N,IC) or null*/, float* dweight /*(OC,IC)*/,
     const float* __restrict__ d = dout + i * OC;   // (OC)
     for (int j = 0; j < OC; ++j) db[j] += d[j];
   }
+}
+
+void matmul_forward_wide(float* out /*(N,OC)*/, const float* inp /*(N,IC)*/, const float* weight /*(OC,IC)*/,
+                         const float* bias /*(OC) or null*/, long N, int IC, int OC) {
+  matmul_forward(out, inp, weight, bias, N, IC, OC);
+}
+
+void matmul_backward_wide(float* dinp /*(N,IC)*/, float* dweight /*(OC,IC)*/, float* dbias /*(OC) or null*/,
+                          const float* dout /*(N,OC)*/, const float* inp /*(N,IC)*/, const float* weight /*(OC,IC)*/,
+                          long N, int IC, int OC) {
+  matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
 }
 
 }  // namespace dtrain::kernels::host

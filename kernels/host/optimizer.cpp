@@ -1,8 +1,11 @@
-// Host backend: optimizer kernels (sum_squares, scale, adamw_update).
+// Host backend: optimizer and precision kernels on float vectors (sum_squares, scale, fill,
+// adamw_update, and the fp32 cases of narrow and widen). The bf16 compute copy of adamw_update is in
+// bf16.cpp.
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
 
 #include <cmath>
+#include <cstring>
 
 namespace dtrain::kernels::host {
 
@@ -36,8 +39,19 @@ void scale(float* x /*(n)*/, float factor, long n) {
       });
 }
 
-void adamw_update(float* param /*(n)*/, float* m /*(n)*/, float* v /*(n)*/, const float* grad /*(n)*/, long n,
-                  float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
+void fill(float* x /*(n)*/, float value, long n) {
+  for (long i = 0; i < n; ++i) x[i] = value;
+}
+
+void narrow(float* out /*(n)*/, const float* inp /*(n)*/, long n) {
+  if (out != inp) std::memcpy(out, inp, sizeof(float) * static_cast<std::size_t>(n));
+}
+
+void widen(float* out /*(n)*/, const float* inp /*(n)*/, long n) { narrow(out, inp, n); }
+
+void adamw_update(float* master /*(n)*/, float* copy /*(n) or null*/, float* m /*(n)*/, float* v /*(n)*/,
+                  const float* grad /*(n)*/, long n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                  int t) {
   // Bias corrections folded into multipliers once (in double, then rounded): no pow or division by
   // them per element.
   const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta1), t)));
@@ -49,7 +63,7 @@ void adamw_update(float* param /*(n)*/, float* m /*(n)*/, float* v /*(n)*/, cons
       "adamw_update", HostRange(0, chunks), KOKKOS_LAMBDA(const long ch) {
         const long begin = ch * kChunk;
         const long end = begin + kChunk < n ? begin + kChunk : n;
-        float* __restrict__ p = param;       // (n)
+        float* __restrict__ p = master;      // (n)
         float* __restrict__ mm = m;          // (n)
         float* __restrict__ vv = v;          // (n)
         const float* __restrict__ g = grad;  // (n)
@@ -64,6 +78,7 @@ void adamw_update(float* param /*(n)*/, float* m /*(n)*/, float* v /*(n)*/, cons
           p[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * p[i]);
         }
       });
+  if (copy && copy != master) narrow(copy, master, n);
 }
 
 }  // namespace dtrain::kernels::host

@@ -1,6 +1,8 @@
-// Host backend: residual add (residual_forward).
+// Host backend: residual add and copies (residual_forward, copy, zero).
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
+
+#include <cstring>
 
 namespace dtrain::kernels::host {
 
@@ -16,5 +18,11 @@ void residual_forward(float* out /*(n)*/, const float* inp1 /*(n)*/, const float
         for (long i = begin; i < end; ++i) out[i] = inp1[i] + inp2[i];
       });
 }
+
+void copy(float* out /*(n)*/, const float* inp /*(n)*/, long n) {
+  if (out != inp) std::memcpy(out, inp, sizeof(float) * static_cast<std::size_t>(n));
+}
+
+void zero(float* x /*(n)*/, long n) { std::memset(x, 0, sizeof(float) * static_cast<std::size_t>(n)); }
 
 }  // namespace dtrain::kernels::host

@@ -24,7 +24,7 @@
 #include "dtrain_config.hpp"
 #include "kernels/host_runtime.hpp"
 #include "plan/training_plan.hpp"
-#include "runtime/cuda_device.hpp"
+#include "runtime/placement.hpp"
 #include "runtime/launch_env.hpp"
 #include "runtime/machine.hpp"
 #include "runtime/stop_signal.hpp"
@@ -75,10 +75,16 @@ MemoryLimit node_share(const LaunchEnv& env) {
 }
 
 // Collective: the smallest memory a rank of the job may use, so every rank plans with the same limit.
-MemoryLimit memory_limit(MPI_Comm world, const Config& cfg, const LaunchEnv& env) {
+MemoryLimit memory_limit(MPI_Comm world, const Config& cfg, const LaunchEnv& env, const Placement& placement) {
   if (cfg.system.memory_budget_gb > 0)
     return {cfg.system.memory_budget_gb * 1e9, "system.memory_budget_gb=" + std::to_string(cfg.system.memory_budget_gb)};
   MemoryLimit mine = node_share(env);
+  if (placement.backend == kernels::Backend::cuda) {
+    char source[160];
+    std::snprintf(source, sizeof source, "%.1f GB of GPU memory per rank on node %s; set system.memory_budget_gb to override",
+                  placement.gpu_memory_share / 1e9, env.node_name.c_str());
+    mine = {placement.gpu_memory_share, source};
+  }
   struct {
     double bytes;
     int rank;
@@ -87,14 +93,6 @@ MemoryLimit memory_limit(MPI_Comm world, const Config& cfg, const LaunchEnv& env
   broadcast_string(world, mine.source, lowest.rank);
   mine.bytes = lowest.bytes;
   return mine;
-}
-
-const kernels::KernelTable& kernels_for(const Config& cfg, const LaunchEnv& env) {
-  if (cfg.system.device == Device::cuda) {
-    select_cuda_device(env, /*allow_shared_gpu=*/false);
-    return kernels::kernel_table(kernels::Backend::cuda);
-  }
-  return kernels::kernel_table(kernels::Backend::host);
 }
 
 int run(int argc, char** argv, MPI_Comm world) {
@@ -122,13 +120,15 @@ int run(int argc, char** argv, MPI_Comm world) {
   Config cfg = load_config(ini, cl.input, cl.overrides);
   validate_config(cfg);
   OptionTable table(cfg);  // views the loaded values, for reports and checkpoints
-  if (cl.command == CommandLine::Command::generate) return run_generate(cfg, env, cl.generate, kernels_for(cfg, env));
-  const TrainingPlan plan = make_plan(cfg, size, memory_limit(world, cfg, env));
+  // A dry run plans on any machine (a login node has no GPU): it does not select devices.
+  const Placement placement = cl.dry_run ? Placement{} : place_ranks(world, cfg.system.device, cfg.system.comm_backend, env);
+  if (cl.command == CommandLine::Command::generate) return run_generate(cfg, env, cl.generate, placement.backend);
+  const TrainingPlan plan = make_plan(cfg, size, memory_limit(world, cfg, env, placement));
   if (cl.dry_run) {
     print_dry_run(world, table, cfg, plan, env);
     return 0;
   }
-  return run_training(world, cfg, plan, env, kernels_for(cfg, env), config_as_ini(table));
+  return run_training(world, cfg, plan, env, placement, config_as_ini(table));
 }
 
 }  // namespace

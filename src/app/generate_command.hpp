@@ -2,12 +2,13 @@
 #pragma once
 #include "app/command_line.hpp"
 #include "config/config.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/backend.hpp"
 #include "runtime/launch_env.hpp"
 
 namespace dtrain {
 
 // Prints the prompt and its continuation; returns the exit code. UserError on a bad weights file.
-int run_generate(const Config& cfg, const LaunchEnv& env, const GenerateOptions& options, const kernels::KernelTable& k);
+// Runs on the device of `backend` in cfg.system.precision.
+int run_generate(const Config& cfg, const LaunchEnv& env, const GenerateOptions& options, kernels::Backend backend);
 
 }  // namespace dtrain

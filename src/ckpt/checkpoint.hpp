@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,14 +40,25 @@ struct CheckpointMeta {
   std::uint64_t checkpoint_id = 0;     // random per save: a shard or manifest from another save is refused
 };
 
-// One rank's state as the checkpoint sees it: its plan says which tensors and optimizer ranges it
-// holds and which of them it writes.
+// One rank's state as the checkpoint sees it, in fp32 host memory: its plan says which tensors and
+// optimizer ranges it holds and which of them it writes. "param" pieces hold the fp32 weights an
+// optimizer updates: the parameters themselves in an fp32 run (written from data-parallel rank 0, a
+// piece per tensor), the master weights in a bf16 run (written like the moments, by the owner of each
+// optimizer range). A checkpoint therefore loads into either precision and any layout.
 struct RankState {
   const RankPlan* plan = nullptr;
-  float* params = nullptr;                 // parameter arena
+  float* params = nullptr;                 // (arena_size) the parameters, arena order
+  float* master = nullptr;                 // bf16 runs: fp32 master weights, back to back over the
+                                           // optimizer ranges; null when params are the master (fp32)
   float* moments[2] = {nullptr, nullptr};  // AdamW first/second moments, back to back over the optimizer
                                            // ranges; null when there is no optimizer state
 };
+
+// Every piece a rank writes: kind (index into kPieceKinds), tensor, the piece's number within the
+// tensor, its values, and where in the tensor's slice it starts (flat) and how many elements it has.
+using PieceVisitor = std::function<void(int kind, const TensorSpec& t, int index, const float* data, std::int64_t flat_begin,
+                                        std::int64_t count)>;
+void for_each_piece(const RankState& state, const PieceVisitor& visit);
 
 struct IoStats {
   double seconds = 0.0;

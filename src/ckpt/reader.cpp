@@ -156,6 +156,24 @@ std::vector<float> CheckpointReader::global_tensor(const std::string& kind, cons
   return global;
 }
 
+namespace {
+
+// packed (back to back over the plan's optimizer ranges) <- the elements of tensor t in them, from the
+// global tensor `global`.
+void fill_packed(const RankPlan& plan, const TensorSpec& t, const std::vector<float>& global, float* packed) {
+  std::size_t at = 0;
+  for (const auto& r : plan.optimizer_ranges) {
+    const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
+    if (lo < hi)
+      for_each_run(t, static_cast<long>(lo - t.offset), static_cast<long>(hi - lo), [&](long li, long gi, long len) {
+        std::copy_n(global.begin() + gi, len, packed + at + (t.offset + li - r.begin));
+      });
+    at += r.end - r.begin;
+  }
+}
+
+}  // namespace
+
 void load_rank_state(const CheckpointReader& reader, RankState& st) {
   for (const auto& t : st.plan->table.tensors()) {
     const std::string& name = t.name;
@@ -165,19 +183,9 @@ void load_rank_state(const CheckpointReader& reader, RankState& st) {
     const std::vector<float> p = reader.global_tensor("param", name);
     for_each_run(t, 0, static_cast<long>(t.numel),
                  [&](long li, long gi, long len) { std::copy_n(p.begin() + gi, len, st.params + t.offset + li); });
-    for (int k = 0; k < 2; ++k) {
-      if (!st.moments[k]) continue;
-      const std::vector<float> m = reader.global_tensor(kPieceKinds[1 + k], name);
-      std::size_t moment = 0;
-      for (const auto& r : st.plan->optimizer_ranges) {
-        const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
-        if (lo < hi)
-          for_each_run(t, static_cast<long>(lo - t.offset), static_cast<long>(hi - lo), [&](long li, long gi, long len) {
-            std::copy_n(m.begin() + gi, len, st.moments[k] + moment + (t.offset + li - r.begin));
-          });
-        moment += r.end - r.begin;
-      }
-    }
+    if (st.master) fill_packed(*st.plan, t, p, st.master);
+    for (int k = 0; k < 2; ++k)
+      if (st.moments[k]) fill_packed(*st.plan, t, reader.global_tensor(kPieceKinds[1 + k], name), st.moments[k]);
   }
 }
 

@@ -59,12 +59,33 @@ void write_piece(h5::File& f, const std::string& kind, const TensorSpec& t, int 
 
 }  // namespace
 
-bool write_shard(const std::string& path, const CheckpointMeta& meta, const RankState& st, int writer_rank, ShardRecord& rec) {
+void for_each_piece(const RankState& st, const PieceVisitor& visit) {
   const RankPlan& plan = *st.plan;
   const auto& tensors = plan.table.tensors();
-  const bool with_moments = st.moments[0] != nullptr;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSpec& t = tensors[i];
+    if (!st.master && plan.writes_params(i)) visit(0, t, 0, st.params + t.offset, 0, static_cast<std::int64_t>(t.numel));
+    if (!plan.writes_moments(i)) continue;
+    std::size_t packed = 0;  // offset of the current range in the packed per-range buffers
+    int index = 0;
+    for (const auto& r : plan.optimizer_ranges) {
+      const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
+      if (lo < hi) {
+        const std::size_t at = packed + (lo - r.begin);
+        const auto flat = static_cast<std::int64_t>(lo - t.offset), count = static_cast<std::int64_t>(hi - lo);
+        if (st.master) visit(0, t, index, st.master + at, flat, count);
+        for (int k = 0; k < 2; ++k)
+          if (st.moments[k]) visit(1 + k, t, index, st.moments[k] + at, flat, count);
+        ++index;
+      }
+      packed += r.end - r.begin;
+    }
+  }
+}
+
+bool write_shard(const std::string& path, const CheckpointMeta& meta, const RankState& st, int writer_rank, ShardRecord& rec) {
   bool any = false;
-  for (std::size_t i = 0; i < tensors.size(); ++i) any = any || plan.writes_params(i) || (with_moments && plan.writes_moments(i));
+  for_each_piece(st, [&](int, const TensorSpec&, int, const float*, std::int64_t, std::int64_t) { any = true; });
   if (!any) return false;
   h5::File f = h5::File::create(path);
   f.set_attr("format", kCheckpointFormat);
@@ -77,22 +98,9 @@ bool write_shard(const std::string& path, const CheckpointMeta& meta, const Rank
   f.set_attr("dtrain_version", std::string(DTRAIN_VERSION));
   f.set_attr("writer_rank", writer_rank);
   f.set_attr("config", meta.config_text);
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const TensorSpec& t = tensors[i];
-    if (plan.writes_params(i)) write_piece(f, "param", t, 0, st.params + t.offset, 0, static_cast<std::int64_t>(t.numel));
-    if (!with_moments || !plan.writes_moments(i)) continue;
-    std::size_t moment = 0;
-    int index = 0;
-    for (const auto& r : plan.optimizer_ranges) {
-      const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
-      if (lo < hi)
-        for (int k = 0; k < 2; ++k)
-          write_piece(f, kPieceKinds[1 + k], t, index, st.moments[k] + moment + (lo - r.begin),
-                      static_cast<std::int64_t>(lo - t.offset), static_cast<std::int64_t>(hi - lo));
-      index += lo < hi ? 1 : 0;
-      moment += r.end - r.begin;
-    }
-  }
+  for_each_piece(st, [&](int kind, const TensorSpec& t, int index, const float* data, std::int64_t flat, std::int64_t count) {
+    write_piece(f, kPieceKinds[kind], t, index, data, flat, count);
+  });
   f.close();
   fsync_path(path);
   rec.file = path.substr(path.rfind('/') + 1);

@@ -4,14 +4,15 @@
 #pragma once
 #include <string>
 
-#include "runtime/arena.hpp"
 #include "plan/tensor_table.hpp"
 
 namespace dtrain {
 
-// Writes every tensor of `table` (which must be unsharded) via a temporary file renamed into place.
-void write_weights(const std::string& path, const TensorTable& table, const Arena& params);
-// Reads every tensor of `table`; a missing dataset or a shape mismatch is a UserError naming both.
-void read_weights(const std::string& path, const TensorTable& table, Arena& params);
+// Writes every tensor of `table` (which must be unsharded) from fp32 values in arena order (host), via
+// a temporary file renamed into place.
+void write_weights(const std::string& path, const TensorTable& table, const float* values);
+// Reads every tensor of `table` into values (table.total() floats, arena order); a missing dataset or
+// a shape mismatch is a UserError naming both.
+void read_weights(const std::string& path, const TensorTable& table, float* values);
 
 }  // namespace dtrain

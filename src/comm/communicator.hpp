@@ -14,10 +14,23 @@
 #include <string>
 #include <vector>
 
+#include "common/bf16.hpp"
+
 namespace dtrain {
 
 enum class DType { f32, f64, i32, bf16 };
 std::size_t dtype_bytes(DType t);
+// The DType of a C++ element type.
+template <typename T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() { return DType::f32; }
+template <>
+constexpr DType dtype_of<double>() { return DType::f64; }
+template <>
+constexpr DType dtype_of<int>() { return DType::i32; }
+template <>
+constexpr DType dtype_of<bf16>() { return DType::bf16; }
 
 enum class ReduceOp { sum, max };
 enum class Completion { now, later };

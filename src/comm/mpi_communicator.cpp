@@ -1,6 +1,8 @@
-// MpiCommunicator: each operation is one MPI call, wrapped in the watchdog scope and the trace span.
+// MpiCommunicator: each operation is one MPI call, wrapped in the watchdog scope and the trace span,
+// on the caller's buffers or on pinned host copies of them.
 #include "comm/mpi_communicator.hpp"
 
+#include <array>
 #include <climits>
 #include <cstring>
 #include <functional>
@@ -10,26 +12,45 @@
 namespace dtrain {
 namespace {
 
+// bf16 reductions: widen, combine in fp32, round once (what NCCL does for bf16).
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const bf16* a = static_cast<const bf16*>(in);
+  bf16* b = static_cast<bf16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = to_bf16(to_float(a[i]) + to_float(b[i]));
+}
+void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  const bf16* a = static_cast<const bf16*>(in);
+  bf16* b = static_cast<bf16*>(inout);
+  for (int i = 0; i < *len; ++i)
+    if (to_float(a[i]) > to_float(b[i])) b[i] = a[i];
+}
+
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
     case DType::f32: return MPI_FLOAT;
     case DType::f64: return MPI_DOUBLE;
     case DType::i32: return MPI_INT;
-    case DType::bf16: return MPI_UINT16_T;  // moved, never reduced by MPI (reductions of bf16 are refused)
+    case DType::bf16: return MPI_UINT16_T;  // moved as bits; reduced by bf16_sum / bf16_max
   }
   return MPI_BYTE;
 }
 
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
+MPI_Op mpi_op(ReduceOp op, DType t) {
+  if (t != DType::bf16) return op == ReduceOp::max ? MPI_MAX : MPI_SUM;
+  // Created once, after MPI_Init (the first communicator is built after it); freed by MPI_Finalize.
+  static const std::array<MPI_Op, 2> ops = [] {
+    MPI_Op sum, max;
+    MPI_CHECK(MPI_Op_create(&bf16_sum, /*commute=*/1, &sum));
+    MPI_CHECK(MPI_Op_create(&bf16_max, /*commute=*/1, &max));
+    return std::array<MPI_Op, 2>{sum, max};
+  }();
+  return ops[op == ReduceOp::max ? 1 : 0];
+}
 
 int checked_count(std::size_t count) {
   if (count > static_cast<std::size_t>(INT_MAX))
     fatal("internal error: an MPI message of " + std::to_string(count) + " elements (the plan keeps them below 2^31)");
   return static_cast<int>(count);
-}
-
-void check_reducible(DType t) {
-  if (t == DType::bf16) fatal("internal error: MPI cannot reduce bf16 values; reduce them in fp32");
 }
 
 // A request on an MPI_Request: wait and test report to the watchdog; `then` runs once it completed.
@@ -64,12 +85,34 @@ class MpiRequest final : public CommRequest::Impl {
 
 }  // namespace
 
+StagingPool::Lease StagingPool::acquire(std::size_t bytes) {
+  int free_slot = -1;
+  for (std::size_t i = 0; i < slots_.size(); ++i)
+    if (!slots_[i]->busy && slots_[i]->buffer.bytes() >= bytes) {
+      free_slot = static_cast<int>(i);
+      break;
+    }
+  if (free_slot < 0) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->buffer = PinnedBuffer(device_, bytes);
+    free_slot = static_cast<int>(slots_.size()) - 1;
+  }
+  Slot& s = *slots_[static_cast<std::size_t>(free_slot)];
+  s.busy = true;
+  return {s.buffer.as<void>(), free_slot};
+}
+
+void StagingPool::release(int slot) { slots_.at(static_cast<std::size_t>(slot))->busy = false; }
+
 MpiCommunicator::MpiCommunicator(std::string name, MPI_Comm parent, int color, int key, std::vector<int> world_ranks,
-                                 Watchdog* watchdog, Trace* trace, bool synchronous_sends)
+                                 Watchdog* watchdog, Trace* trace, bool synchronous_sends, Device& buffers, bool stage_through_host)
     : Communicator(std::move(name), std::move(world_ranks)),
       watchdog_(watchdog),
       trace_(trace),
-      synchronous_sends_(synchronous_sends) {
+      synchronous_sends_(synchronous_sends),
+      buffers_(buffers),
+      staged_(!buffers.is_host() || stage_through_host),
+      pool_(buffers) {
   MPI_CHECK(MPI_Comm_split(parent, color, key, &comm_));
   if (comm_ == MPI_COMM_NULL) fatal("internal error: a communicator was built for a rank outside its group");
   int rank = 0, size = 0;
@@ -98,99 +141,155 @@ CommRequest MpiCommunicator::pending(MPI_Request request, const CommLabel& label
   return CommRequest(std::make_unique<MpiRequest>(request, watchdog_, info(label, peer, bytes), std::move(then)));
 }
 
+MpiCommunicator::HostView MpiCommunicator::host_view(const void* device_ptr, std::size_t bytes, bool copy_in) {
+  if (!staged_) return {const_cast<void*>(device_ptr), -1};
+  const StagingPool::Lease lease = pool_.acquire(bytes);
+  if (copy_in && bytes > 0) buffers_.copy(lease.data, device_ptr, bytes);
+  return {lease.data, lease.slot};
+}
+
+void MpiCommunicator::done(const HostView& v, void* device_ptr, std::size_t out_offset, std::size_t out_bytes) {
+  if (v.slot < 0) return;
+  if (device_ptr && out_bytes > 0) buffers_.copy(static_cast<char*>(device_ptr) + out_offset, static_cast<char*>(v.data) + out_offset, out_bytes);
+  pool_.release(v.slot);
+}
+
 CommRequest MpiCommunicator::all_reduce(void* buf, std::size_t count, DType t, ReduceOp op, const CommLabel& label, Completion c) {
-  check_reducible(t);
   const int n = checked_count(count);
+  const std::size_t bytes = count * dtype_bytes(t);
+  const HostView h = host_view(buf, bytes, true);
   if (c == Completion::later) {
     MPI_Request req;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, mpi_type(t), mpi_op(op), comm_, &req));
-    return pending(req, label, -1, count * dtype_bytes(t));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(op, t), comm_, &req));
+    return pending(req, label, -1, bytes, [this, h, buf, bytes] { done(h, buf, 0, bytes); });
   }
-  auto w = watch(watchdog_, info(label, -1, count * dtype_bytes(t)));
-  Trace::Span span(trace_, label.what, "comm");
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, mpi_type(t), mpi_op(op), comm_));
+  {
+    auto w = watch(watchdog_, info(label, -1, bytes));
+    Trace::Span span(trace_, label.what, "comm");
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(op, t), comm_));
+  }
+  done(h, buf, 0, bytes);
   return {};
 }
 
 void MpiCommunicator::all_gather(const void* send, void* recv, std::size_t count, DType t, const CommLabel& label) {
   const int n = checked_count(count);
-  auto w = watch(watchdog_, info(label, -1, count * dtype_bytes(t) * static_cast<std::size_t>(size())));
-  Trace::Span span(trace_, label.what, "comm");
-  MPI_CHECK(MPI_Allgather(send, n, mpi_type(t), recv, n, mpi_type(t), comm_));
+  const std::size_t bytes = count * dtype_bytes(t), all = bytes * static_cast<std::size_t>(size());
+  const HostView hs = host_view(send, bytes, true), hr = host_view(recv, all, false);
+  {
+    auto w = watch(watchdog_, info(label, -1, all));
+    Trace::Span span(trace_, label.what, "comm");
+    MPI_CHECK(MPI_Allgather(hs.data, n, mpi_type(t), hr.data, n, mpi_type(t), comm_));
+  }
+  done(hs, nullptr, 0, 0);
+  done(hr, recv, 0, all);
 }
 
 void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t count, DType t, const CommLabel& label) {
-  check_reducible(t);
   const int n = checked_count(count);
-  auto w = watch(watchdog_, info(label, -1, count * dtype_bytes(t) * static_cast<std::size_t>(size())));
-  Trace::Span span(trace_, label.what, "comm");
-  MPI_CHECK(MPI_Reduce_scatter_block(send, recv, n, mpi_type(t), MPI_SUM, comm_));
+  const std::size_t bytes = count * dtype_bytes(t), all = bytes * static_cast<std::size_t>(size());
+  const HostView hs = host_view(send, all, true), hr = host_view(recv, bytes, false);
+  {
+    auto w = watch(watchdog_, info(label, -1, all));
+    Trace::Span span(trace_, label.what, "comm");
+    MPI_CHECK(MPI_Reduce_scatter_block(hs.data, hr.data, n, mpi_type(t), mpi_op(ReduceOp::sum, t), comm_));
+  }
+  done(hs, nullptr, 0, 0);
+  done(hr, recv, 0, bytes);
 }
 
 CommRequest MpiCommunicator::reduce_scatter_in_place(void* buf, std::size_t count, DType t, const CommLabel& label, Completion c) {
-  check_reducible(t);
   const int n = checked_count(count);
   // MPI's in-place reduce-scatter leaves the result at the start of the buffer; it moves to this
   // rank's block so that arena offsets keep meaning the same tensor element.
-  const std::size_t bytes = count * dtype_bytes(t);
-  char* base = static_cast<char*>(buf);
-  char* mine = base + bytes * static_cast<std::size_t>(rank());
-  auto move_home = [base, mine, bytes] {
-    if (mine != base) std::memmove(mine, base, bytes);
+  const std::size_t bytes = count * dtype_bytes(t), all = bytes * static_cast<std::size_t>(size());
+  const std::size_t mine = bytes * static_cast<std::size_t>(rank());
+  const HostView h = host_view(buf, all, true);
+  auto finish = [this, h, buf, bytes, mine] {
+    char* base = static_cast<char*>(h.data);
+    if (mine != 0) std::memmove(base + mine, base, bytes);
+    done(h, buf, mine, bytes);
   };
   if (c == Completion::later) {
     MPI_Request req;
-    MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, n, mpi_type(t), MPI_SUM, comm_, &req));
-    return pending(req, label, -1, bytes * static_cast<std::size_t>(size()), move_home);
+    MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(ReduceOp::sum, t), comm_, &req));
+    return pending(req, label, -1, all, finish);
   }
-  auto w = watch(watchdog_, info(label, -1, bytes * static_cast<std::size_t>(size())));
-  Trace::Span span(trace_, label.what, "comm");
-  MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, n, mpi_type(t), MPI_SUM, comm_));
-  move_home();
+  {
+    auto w = watch(watchdog_, info(label, -1, all));
+    Trace::Span span(trace_, label.what, "comm");
+    MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(ReduceOp::sum, t), comm_));
+  }
+  finish();
   return {};
 }
 
 CommRequest MpiCommunicator::all_gather_in_place(void* buf, std::size_t count, DType t, const CommLabel& label, Completion c) {
   const int n = checked_count(count);
-  const std::size_t bytes = count * dtype_bytes(t) * static_cast<std::size_t>(size());
+  const std::size_t bytes = count * dtype_bytes(t), all = bytes * static_cast<std::size_t>(size());
+  const HostView h = host_view(buf, all, false);
+  const std::size_t mine = bytes * static_cast<std::size_t>(rank());
+  if (h.slot >= 0 && bytes > 0) buffers_.copy(static_cast<char*>(h.data) + mine, static_cast<const char*>(buf) + mine, bytes);
   if (c == Completion::later) {
     MPI_Request req;
-    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, mpi_type(t), buf, n, mpi_type(t), comm_, &req));
-    return pending(req, label, -1, bytes);
+    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, mpi_type(t), h.data, n, mpi_type(t), comm_, &req));
+    return pending(req, label, -1, all, [this, h, buf, all] { done(h, buf, 0, all); });
   }
-  auto w = watch(watchdog_, info(label, -1, bytes));
-  Trace::Span span(trace_, label.what, "comm");
-  MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, mpi_type(t), buf, n, mpi_type(t), comm_));
+  {
+    auto w = watch(watchdog_, info(label, -1, all));
+    Trace::Span span(trace_, label.what, "comm");
+    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, mpi_type(t), h.data, n, mpi_type(t), comm_));
+  }
+  done(h, buf, 0, all);
   return {};
 }
 
 void MpiCommunicator::broadcast(void* buf, std::size_t count, DType t, int root, const CommLabel& label) {
-  auto w = watch(watchdog_, info(label, root, count * dtype_bytes(t)));
-  Trace::Span span(trace_, label.what, "comm");
-  MPI_CHECK(MPI_Bcast(buf, checked_count(count), mpi_type(t), root, comm_));
+  const std::size_t bytes = count * dtype_bytes(t);
+  const HostView h = host_view(buf, bytes, rank() == root);
+  {
+    auto w = watch(watchdog_, info(label, root, bytes));
+    Trace::Span span(trace_, label.what, "comm");
+    MPI_CHECK(MPI_Bcast(h.data, checked_count(count), mpi_type(t), root, comm_));
+  }
+  done(h, buf, 0, rank() == root ? 0 : bytes);
 }
 
 void MpiCommunicator::reduce(const void* send, void* recv, std::size_t count, DType t, int root, const CommLabel& label) {
-  check_reducible(t);
-  auto w = watch(watchdog_, info(label, root, count * dtype_bytes(t)));
-  Trace::Span span(trace_, label.what, "comm");
-  MPI_CHECK(MPI_Reduce(send, rank() == root ? recv : nullptr, checked_count(count), mpi_type(t), MPI_SUM, root, comm_));
+  const std::size_t bytes = count * dtype_bytes(t);
+  const bool is_root = rank() == root;
+  const HostView hs = host_view(send, bytes, true);
+  const HostView hr = is_root ? host_view(recv, bytes, false) : HostView{nullptr, -1};
+  {
+    auto w = watch(watchdog_, info(label, root, bytes));
+    Trace::Span span(trace_, label.what, "comm");
+    MPI_CHECK(MPI_Reduce(hs.data, hr.data, checked_count(count), mpi_type(t), mpi_op(ReduceOp::sum, t), root, comm_));
+  }
+  done(hs, nullptr, 0, 0);
+  if (is_root) done(hr, recv, 0, bytes);
 }
 
 void MpiCommunicator::recv(void* buf, std::size_t count, DType t, int peer, int tag, const CommLabel& label) {
-  auto w = watch(watchdog_, info(label, peer, count * dtype_bytes(t)));
-  Trace::Span span(trace_, label.what, "p2p");
-  MPI_CHECK(MPI_Recv(buf, checked_count(count), mpi_type(t), peer, tag, comm_, MPI_STATUS_IGNORE));
+  const std::size_t bytes = count * dtype_bytes(t);
+  const HostView h = host_view(buf, bytes, false);
+  {
+    auto w = watch(watchdog_, info(label, peer, bytes));
+    Trace::Span span(trace_, label.what, "p2p");
+    MPI_CHECK(MPI_Recv(h.data, checked_count(count), mpi_type(t), peer, tag, comm_, MPI_STATUS_IGNORE));
+  }
+  done(h, buf, 0, bytes);
 }
 
 CommRequest MpiCommunicator::send(const void* buf, std::size_t count, DType t, int peer, int tag, const CommLabel& label) {
   MPI_Request req;
   const int n = checked_count(count);
+  const std::size_t bytes = count * dtype_bytes(t);
+  const HostView h = host_view(buf, bytes, true);
   if (synchronous_sends_)
-    MPI_CHECK(MPI_Issend(buf, n, mpi_type(t), peer, tag, comm_, &req));
+    MPI_CHECK(MPI_Issend(h.data, n, mpi_type(t), peer, tag, comm_, &req));
   else
-    MPI_CHECK(MPI_Isend(buf, n, mpi_type(t), peer, tag, comm_, &req));
-  return pending(req, label, peer, count * dtype_bytes(t));
+    MPI_CHECK(MPI_Isend(h.data, n, mpi_type(t), peer, tag, comm_, &req));
+  return pending(req, label, peer, bytes, [this, h] { done(h, nullptr, 0, 0); });
 }
 
 }  // namespace dtrain

@@ -1,9 +1,10 @@
-// ParallelState: communicators from the pure RankLayout, one split per axis.
+// ParallelState: communicators from the pure RankLayout, one split per axis, of the chosen backend.
 #include "comm/parallel_state.hpp"
 
 #include <numeric>
 
 #include "comm/mpi_communicator.hpp"
+#include "comm/nccl_communicator.hpp"
 #include "common/error.hpp"
 
 namespace dtrain {
@@ -16,8 +17,13 @@ ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, const Com
   if (size != layout_.world_size())
     fatal("layout needs " + std::to_string(layout_.world_size()) + " ranks but the job has " + std::to_string(size));
   coords_ = layout_.coords_of(world_rank_);
-  auto make = [&](const char* name, int color, int key, std::vector<int> members) {
-    return std::make_unique<MpiCommunicator>(name, world, color, key, std::move(members), watchdog, trace, options.synchronous_sends);
+  Device& buffers = options.device ? *options.device : host_device();
+  if (options.nccl && buffers.is_host()) fatal("internal error: NCCL communicators over host memory");
+  // A group of the parallel code: NCCL or MPI, over the device's buffers.
+  auto make = [&](const char* name, int color, int key, std::vector<int> members) -> std::unique_ptr<Communicator> {
+    if (options.nccl) return make_nccl_communicator(name, world, color, key, std::move(members), watchdog, trace);
+    return std::make_unique<MpiCommunicator>(name, world, color, key, std::move(members), watchdog, trace, options.synchronous_sends,
+                                             buffers, options.stage_through_host);
   };
   for (Axis a : kAllAxes)
     groups_[static_cast<int>(a)] = make(axis_name(a), layout_.group_index(a, world_rank_), coords_[a], layout_.group_of(a, world_rank_));
@@ -30,7 +36,8 @@ ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, const Com
   }
   std::vector<int> everyone(static_cast<std::size_t>(size));
   std::iota(everyone.begin(), everyone.end(), 0);
-  world_ = make("world", 0, world_rank_, everyone);
+  world_ = std::make_unique<MpiCommunicator>("world", world, 0, world_rank_, everyone, watchdog, trace, options.synchronous_sends,
+                                             host_device(), false);
 }
 
 ParallelState::~ParallelState() = default;

@@ -1,6 +1,6 @@
 // The parallel state of a rank: its coordinates on the grid and one communicator per axis (tp, cp,
 // dp, pp), the embedding group (first and last pipeline stage; absent on the other stages) and the
-// world, all from the communication layer. Built once from (world communicator, RankLayout), passed
+// world, all from the communication layer (MPI or NCCL for the groups, MPI for the world). Built once from (world communicator, RankLayout), passed
 // by const reference; no globals. Destroy it before MPI_Finalize.
 #pragma once
 #include <mpi.h>
@@ -9,6 +9,7 @@
 
 #include "comm/communicator.hpp"
 #include "plan/rank_layout.hpp"
+#include "runtime/device.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/watchdog.hpp"
 
@@ -16,6 +17,11 @@ namespace dtrain {
 
 struct CommOptions {
   bool synchronous_sends = false;  // debug.synchronous_sends
+  // Where the buffers of the tp, cp, dp, pp and embedding groups live (null: the host). The world
+  // communicator always moves host values (losses, norms, start-up and checkpoint agreement).
+  Device* device = nullptr;
+  bool nccl = false;                // NCCL for those groups (device must be a GPU), else MPI
+  bool stage_through_host = false;  // tests: the MPI backend's staging path on host memory
 };
 
 class ParallelState {

@@ -35,8 +35,17 @@ const char* to_string(PipelineSchedule v) {
   return "?";
 }
 
-std::ostream& operator<<(std::ostream& os, Device v) { return os << (v == Device::cuda ? "cuda" : "cpu"); }
+std::ostream& operator<<(std::ostream& os, ComputeDevice v) { return os << (v == ComputeDevice::cuda ? "cuda" : "cpu"); }
+std::ostream& operator<<(std::ostream& os, CommBackend v) {
+  switch (v) {
+    case CommBackend::automatic: return os << "auto";
+    case CommBackend::nccl: return os << "nccl";
+    case CommBackend::mpi: return os << "mpi";
+  }
+  return os;
+}
 std::ostream& operator<<(std::ostream& os, PipelineSchedule v) { return os << to_string(v); }
+std::ostream& operator<<(std::ostream& os, Precision v) { return os << (v == Precision::bf16 ? "bf16" : "fp32"); }
 std::ostream& operator<<(std::ostream& os, const MicroBatchSize& v) {
   if (v.automatic) return os << "auto";
   return os << v.value;
@@ -50,11 +59,19 @@ std::ostream& operator<<(std::ostream& os, const CheckpointLoad& v) {
   return os;
 }
 
-void validate(boost::any& out, const std::vector<std::string>& values, Device*, int) {
+void validate(boost::any& out, const std::vector<std::string>& values, ComputeDevice*, int) {
   const std::string& s = single(out, values);
-  if (s == "cpu") out = Device::cpu;
-  else if (s == "cuda") out = Device::cuda;
+  if (s == "cpu") out = ComputeDevice::cpu;
+  else if (s == "cuda") out = ComputeDevice::cuda;
   else bad_word(s, "cpu or cuda");
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, CommBackend*, int) {
+  const std::string& s = single(out, values);
+  if (s == "auto") out = CommBackend::automatic;
+  else if (s == "nccl") out = CommBackend::nccl;
+  else if (s == "mpi") out = CommBackend::mpi;
+  else bad_word(s, "auto, nccl or mpi");
 }
 
 void validate(boost::any& out, const std::vector<std::string>& values, PipelineSchedule*, int) {
@@ -63,6 +80,13 @@ void validate(boost::any& out, const std::vector<std::string>& values, PipelineS
   else if (s == "interleaved") out = PipelineSchedule::interleaved;
   else if (s == "afab") out = PipelineSchedule::afab;
   else bad_word(s, "1f1b, interleaved or afab");
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, Precision*, int) {
+  const std::string& s = single(out, values);
+  if (s == "fp32") out = Precision::fp32;
+  else if (s == "bf16") out = Precision::bf16;
+  else bad_word(s, "fp32 or bf16");
 }
 
 void validate(boost::any& out, const std::vector<std::string>& values, MicroBatchSize*, int) {

@@ -10,7 +10,16 @@
 
 namespace dtrain {
 
-enum class Device { cpu, cuda };
+// system.device: where a rank computes.
+enum class ComputeDevice { cpu, cuda };
+
+// system.comm_backend: what moves the data between ranks. auto = NCCL when every rank computes on a
+// GPU of its own, else MPI (with device buffers staged through pinned host memory).
+enum class CommBackend { automatic, nccl, mpi };
+
+// system.precision: the storage of the model's compute tensors (weights, activations, messages).
+// Master weights, gradients and optimizer state are fp32 in both.
+enum class Precision { fp32, bf16 };
 
 enum class PipelineSchedule {
   one_f_one_b,  // "1f1b": Megatron's non-interleaved 1F1B
@@ -30,15 +39,19 @@ struct CheckpointLoad {
   std::string path;
 };
 
-std::ostream& operator<<(std::ostream& os, Device v);
+std::ostream& operator<<(std::ostream& os, ComputeDevice v);
+std::ostream& operator<<(std::ostream& os, CommBackend v);
 std::ostream& operator<<(std::ostream& os, PipelineSchedule v);
+std::ostream& operator<<(std::ostream& os, Precision v);
 std::ostream& operator<<(std::ostream& os, const MicroBatchSize& v);
 std::ostream& operator<<(std::ostream& os, const CheckpointLoad& v);
 const char* to_string(PipelineSchedule v);
 
 // Boost.ProgramOptions parsers (found by argument-dependent lookup).
-void validate(boost::any& out, const std::vector<std::string>& values, Device*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, ComputeDevice*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, CommBackend*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, PipelineSchedule*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, Precision*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, MicroBatchSize*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, CheckpointLoad*, int);
 

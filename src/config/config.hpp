@@ -21,7 +21,9 @@ struct ModelConfig {
 };
 
 struct SystemConfig {
-  Device device = Device::cpu;
+  ComputeDevice device = ComputeDevice::cpu;
+  CommBackend comm_backend = CommBackend::automatic;
+  Precision precision = Precision::fp32;
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
   int virtual_pipeline_model_parallel_size = 1;

@@ -42,7 +42,13 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("model.num_experts", &m.num_experts, "mixture-of-experts experts; 0 = dense MLP (MoE is not supported yet)");
 
   auto& s = c.system;
-  add("system.device", &s.device, "cpu or cuda");
+  add("system.device", &s.device, "cpu or cuda (one GPU per rank: local rank modulo the visible GPUs)");
+  add("system.comm_backend", &s.comm_backend,
+      "auto, nccl or mpi: auto = NCCL with device=cuda when every rank has a GPU of its own, else MPI (GPU buffers "
+      "staged through pinned host memory; how several ranks share one GPU)");
+  add("system.precision", &s.precision,
+      "fp32, or bf16: bf16 weights, activations and messages for compute (fp32 arithmetic), fp32 master weights, "
+      "gradients and optimizer state; checkpoints hold the fp32 master weights either way");
   add("system.tensor_model_parallel_size", &s.tensor_model_parallel_size, "tensor-parallel ranks tp");
   add("system.pipeline_model_parallel_size", &s.pipeline_model_parallel_size, "pipeline stages pp");
   add("system.virtual_pipeline_model_parallel_size", &s.virtual_pipeline_model_parallel_size,

@@ -90,6 +90,8 @@ void validate_config(const Config& c) {
   p.real("system.collective_timeout_s", y.collective_timeout_s, 0, 1e9, false, false, "a number of seconds >= 0 (0 = no limit)");
   p.real("system.step_timeout_s", y.step_timeout_s, 0, 1e9, false, false, "a number of seconds >= 0 (0 = no limit)");
   p.range("system.threads_per_rank", y.threads_per_rank, 0, 4096, "0 = automatic");
+  if (y.comm_backend == CommBackend::nccl && y.device != ComputeDevice::cuda)
+    p.add("system.comm_backend=nccl needs system.device=cuda (NCCL moves GPU memory); use comm_backend=mpi or auto on CPUs");
 
   const auto& t = c.training;
   p.range("training.train_iters", t.train_iters, 0, kMaxSteps);

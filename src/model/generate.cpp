@@ -18,15 +18,25 @@ std::string generate_text(GptModel& model, const std::string& prompt, int num_to
   if (context.empty()) context.push_back('\n');
   std::string out;
   std::vector<double> probs(static_cast<std::size_t>(d.Vl));
-  // The batch: the last T tokens of the context (zeros after it; causal attention never looks there).
+  std::vector<float> row(static_cast<std::size_t>(d.Vl));
+  // The batch: the last T tokens of the context (zeros after it; causal attention never looks there),
+  // copied to the model's device for each pass.
   std::vector<int> tokens(static_cast<std::size_t>(d.N()), 0), targets(tokens.size(), 0);
-  const MicroBatch batch{tokens.data(), targets.data()};
+  Device& device = model.device();
+  Arena on_device(device, device.is_host() ? 0 : 2 * tokens.size() * sizeof(int));
+  const MicroBatch batch = device.is_host() ? MicroBatch{tokens.data(), targets.data()}
+                                            : MicroBatch{on_device.as<int>(), on_device.as<int>() + tokens.size()};
   for (int n = 0; n < num_tokens; ++n) {
     const int len = std::min<int>(static_cast<int>(context.size()), d.T);
     std::fill(tokens.begin(), tokens.end(), 0);
     std::copy(context.end() - len, context.end(), tokens.begin());
+    if (!device.is_host()) {
+      device.copy(on_device.data(), tokens.data(), tokens.size() * sizeof(int));
+      device.copy(on_device.as<int>() + tokens.size(), targets.data(), targets.size() * sizeof(int));
+    }
     model.forward(0, 0, batch);
-    const float* logits = model.logits(0) + static_cast<long>(len - 1) * d.Vl;
+    model.logits_row(0, len - 1, row.data());
+    const float* logits = row.data();
     int next = static_cast<int>(std::max_element(logits, logits + d.Vl) - logits);
     if (temperature > 0) {
       double total = 0.0;

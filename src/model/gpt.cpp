@@ -1,130 +1,197 @@
-// GptModel forward/backward for one micro-batch on one rank, in llm.c's order of kernels.
+// GptModelImpl<T>: forward/backward for one micro-batch on one rank, in llm.c's order of kernels, for
+// storage type T (float or bf16); the factory that picks T from the plan; the initial weights.
 #include "model/gpt.hpp"
 
-#include <algorithm>
-#include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "common/counter_rng.hpp"
+#include "kernels/kernels.hpp"
+#include "model/activations.hpp"
 
 namespace dtrain {
+namespace {
 
-GptModel::GptModel(const RankPlan& plan, const TensorParallel* tp, const kernels::KernelTable& k)
-    : k_(k),
-      tp_(tp && tp->size() > 1 ? tp : nullptr),
-      plan_(plan),
-      blocks_per_chunk_(plan.activations.blocks_per_slot),
-      params_(plan.arena_size),
-      grads_(plan.arena_size),
-      acts_(plan.activations),
-      vocab_start_(plan.coords.tp * plan.activations.dims.Vl),
-      bias_owner_(plan.coords.tp == 0) {
-  p_ = views(params_);
-  g_ = views(grads_);
-}
+template <typename T>
+struct BlockParams {
+  T *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
+};
+template <typename T>
+struct ModelParams {
+  T* wte = nullptr;  // (Vl,C)
+  T* wpe = nullptr;  // (T,C)
+  std::vector<BlockParams<T>> blocks;  // in the order of part.layers()
+  T* lnf_w = nullptr;
+  T* lnf_b = nullptr;
+};
 
-ModelParams GptModel::views(Arena& arena) const {
-  ModelParams v;
-  const TensorTable& table = plan_.table;
-  auto at = [&](const std::string& name) { return arena.data() + table.get(name).offset; };
+// Pointers to every tensor of `plan`'s table in an arena of element type T.
+template <typename T>
+ModelParams<T> views(const RankPlan& plan, T* base) {
+  ModelParams<T> v;
+  const TensorTable& table = plan.table;
+  auto at = [&](const std::string& name) { return base + table.get(name).offset; };
   if (table.find("wte")) v.wte = at("wte");
   if (table.find("wpe")) v.wpe = at("wpe");
-  for (int l : plan_.part.layers()) {
+  for (int l : plan.part.layers()) {
     const std::string h = "h" + std::to_string(l) + ".";
     v.blocks.push_back({at(h + "ln1_w"), at(h + "ln1_b"), at(h + "qkv_w"), at(h + "qkv_b"), at(h + "proj_w"),
                         at(h + "proj_b"), at(h + "ln2_w"), at(h + "ln2_b"), at(h + "fc_w"), at(h + "fc_b"),
                         at(h + "fcproj_w"), at(h + "fcproj_b")});
   }
-  if (plan_.part.head) {
+  if (plan.part.head) {
     v.lnf_w = at("lnf_w");
     v.lnf_b = at("lnf_b");
   }
   return v;
 }
 
-void GptModel::init_parameters(std::uint64_t seed) {
-  for (const auto& t : plan_.table.tensors()) {
-    float* w = params_.data() + t.offset;
-    const std::uint64_t key = rng::key_of(seed, t.name);
-    for (long i = 0; i < static_cast<long>(t.numel); ++i) {
-      switch (t.init) {
-        case InitKind::zeros: w[i] = 0.0f; break;
-        case InitKind::ones: w[i] = 1.0f; break;
-        case InitKind::normal: w[i] = t.init_std * rng::normal(key, static_cast<std::uint64_t>(global_index(t, i))); break;
-      }
-    }
+template <typename T>
+class GptModelImpl final : public GptModel {
+ public:
+  GptModelImpl(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend)
+      : GptModel(plan, device_for(backend)),
+        k_(kernels::kernel_table<T>(backend)),
+        tp_(tp && tp->size() > 1 ? tp : nullptr),
+        blocks_per_chunk_(plan.activations.blocks_per_slot),
+        p_(views(plan_, params_.as<T>())),
+        g_(views(plan_, grads_.as<float>())),
+        acts_(plan.activations, device()),
+        vocab_start_(plan.coords.tp * plan.activations.dims.Vl),
+        bias_owner_(plan.coords.tp == 0) {}
+
+  double forward(int slot, int chunk, const MicroBatch& batch) override;
+  void backward(int slot, int chunk, const MicroBatch& batch, float loss_scale, const void* output_grad, void* input_grad) override;
+  void* stage_input(int slot) override { return acts_.slot(slot).stage_input; }
+  const void* stage_output(int slot, int) override { return block_input(acts_.slot(slot), blocks_per_chunk_); }
+  void logits_row(int slot, long row, float* out) override;
+  void set_parameters(const float* values) override;
+  void get_parameters(float* values) override;
+  int num_slots() const override { return acts_.num_slots(); }
+
+ private:
+  bool sp() const { return dims().seq_shards > 1; }
+  int first_block(int chunk) const { return chunk * blocks_per_chunk_; }
+  // Where the fp32 partial sums for a result in `dest` go: dest itself in fp32 runs, else the wide scratch.
+  static float* wide_or(T* dest, float* wide) {
+    if constexpr (std::is_same_v<T, float>)
+      return dest;
+    else
+      return wide;
   }
-}
+  // The partial sums of a row-parallel output whose reduced rows land in `out` (Ns,C): (N,C).
+  float* partial_for(T* out) {
+    Scratch<T>& sc = acts_.scratch();
+    return sp() ? wide_or(sc.rows_full, sc.partial) : wide_or(out, sc.partial);
+  }
+  // LayerNorm of Ns rows into the full (N,C) `out` (all-gathered over the sequence when sharded).
+  void norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b);
+  // The gradient of a LayerNorm output (N,C fp32 partial sums over tp) into the residual-stream gradient.
+  void norm_backward(T* dres, float* dw, float* db, float* dout_partial, const T* x, const T* w, const float* mean,
+                     const float* rstd);
+  // Row-parallel output: (N,C) fp32 partial sums reduced over tp and rounded into `out` (Ns,C).
+  void reduce_rows(T* out, float* partial);
+  // The residual-stream gradient as full rows (N,C): gathered when sharded, else dres itself.
+  const T* full_rows_grad();
+  void block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a);
+  void block_backward(const BlockParams<T>& p, const BlockParams<float>& g, const T* x, BlockActs<T>& a);
+  T* block_input(SlotActs<T>& s, int i) { return i == 0 ? s.stage_input : s.blocks[static_cast<std::size_t>(i) - 1].res2; }
 
-const float* GptModel::stage_output(int slot, int) { return block_input(acts_.slot(slot), blocks_per_chunk_); }
+  const kernels::KernelTable<T>& k_;
+  const TensorParallel* tp_;
+  int blocks_per_chunk_;
+  ModelParams<T> p_;
+  ModelParams<float> g_;
+  Activations<T> acts_;
+  int vocab_start_;
+  bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
+};
 
-void GptModel::norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b) {
-  const ActivationDims& d = acts_.dims();
+template <typename T>
+void GptModelImpl<T>::norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b) {
+  const ActivationDims& d = dims();
   if (!sp()) {
     k_.layernorm_forward(out, mean, rstd, x, w, b, d.N(), d.C);
     return;
   }
-  float* shard = acts_.scratch().rows_shard;
+  T* shard = acts_.scratch().rows_shard;
   k_.layernorm_forward(shard, mean, rstd, x, w, b, d.Ns(), d.C);
   tp_->all_gather_rows(out, shard, d.Ns(), d.C);
 }
 
-void GptModel::norm_backward(float* dres, float* dw, float* db, float* dout_full, const float* x, const float* w,
-                             const float* mean, const float* rstd) {
-  const ActivationDims& d = acts_.dims();
+template <typename T>
+void GptModelImpl<T>::norm_backward(T* dres, float* dw, float* db, float* dout_partial, const T* x, const T* w,
+                                    const float* mean, const float* rstd) {
+  const ActivationDims& d = dims();
+  Scratch<T>& sc = acts_.scratch();
   if (sp()) {
-    float* shard = acts_.scratch().rows_shard;
-    tp_->reduce_scatter_rows(shard, dout_full, d.Ns(), d.C);
-    k_.layernorm_backward(dres, dw, db, shard, x, w, mean, rstd, d.Ns(), d.C);
+    float* shard = wide_or(sc.rows_shard, sc.partial_shard);
+    tp_->reduce_scatter_rows(shard, dout_partial, d.Ns(), d.C);
+    k_.narrow(sc.rows_shard, shard, d.Ns() * d.C);
+    k_.layernorm_backward(dres, dw, db, sc.rows_shard, x, w, mean, rstd, d.Ns(), d.C);
     return;
   }
-  if (tp_) tp_->all_reduce(dout_full, d.N() * d.C);
-  k_.layernorm_backward(dres, dw, db, dout_full, x, w, mean, rstd, d.N(), d.C);
+  if (tp_) tp_->all_reduce(dout_partial, d.N() * d.C);
+  k_.narrow(sc.dln, dout_partial, d.N() * d.C);
+  k_.layernorm_backward(dres, dw, db, sc.dln, x, w, mean, rstd, d.N(), d.C);
 }
 
-void GptModel::reduce_rows(float* out, float* partial) {
-  const ActivationDims& d = acts_.dims();
-  if (sp())
-    tp_->reduce_scatter_rows(out, partial, d.Ns(), d.C);
-  else if (tp_)
-    tp_->all_reduce(partial, d.N() * d.C);  // partial is out
+template <typename T>
+void GptModelImpl<T>::reduce_rows(T* out, float* partial) {
+  const ActivationDims& d = dims();
+  if (sp()) {
+    float* shard = wide_or(out, acts_.scratch().partial_shard);
+    tp_->reduce_scatter_rows(shard, partial, d.Ns(), d.C);
+    k_.narrow(out, shard, d.Ns() * d.C);
+    return;
+  }
+  if (tp_) tp_->all_reduce(partial, d.N() * d.C);
+  k_.narrow(out, partial, d.N() * d.C);
 }
 
-const float* GptModel::full_rows_grad() {
-  const ActivationDims& d = acts_.dims();
-  Scratch& sc = acts_.scratch();
+template <typename T>
+const T* GptModelImpl<T>::full_rows_grad() {
+  const ActivationDims& d = dims();
+  Scratch<T>& sc = acts_.scratch();
   if (!sp()) return sc.dres;
   tp_->all_gather_rows(sc.rows_full, sc.dres, d.Ns(), d.C);
   return sc.rows_full;
 }
 
-void GptModel::block_forward(const BlockParams& p, const float* x, BlockActs& a) {
-  const ActivationDims& d = acts_.dims();
+template <typename T>
+void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a) {
+  const ActivationDims& d = dims();
   const long N = d.N();
-  float* partial;
   norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
   k_.matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, d.C, 3 * d.Cl);
   k_.attention_forward(a.atty, a.att, a.qkv, d.B, d.T, d.NHl, d.Cl / d.NHl);
-  partial = sp() ? acts_.scratch().rows_full : a.res1;
-  k_.matmul_forward(partial, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
+  float* partial = partial_for(a.res1);
+  k_.matmul_forward_wide(partial, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
   reduce_rows(a.res1, partial);
   k_.residual_forward(a.res1, a.res1, x, d.Ns() * d.C);
   norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, p.ln2_w, p.ln2_b);
   k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, N, d.C, d.Fl);
   k_.gelu_forward(a.fch_gelu, a.fch, N * d.Fl);
-  partial = sp() ? acts_.scratch().rows_full : a.res2;
-  k_.matmul_forward(partial, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, N, d.Fl, d.C);
+  partial = partial_for(a.res2);
+  k_.matmul_forward_wide(partial, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, N, d.Fl, d.C);
   reduce_rows(a.res2, partial);
   k_.residual_forward(a.res2, a.res2, a.res1, d.Ns() * d.C);
 }
 
-double GptModel::forward(int slot, int chunk, const MicroBatch& batch) {
-  SlotActs& s = acts_.slot(slot);
-  const ActivationDims& d = acts_.dims();
+template <typename T>
+double GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
+  SlotActs<T>& s = acts_.slot(slot);
+  const ActivationDims& d = dims();
   const long N = d.N();
   if (chunk == 0 && plan_.part.embedding) {
-    float* partial = sp() ? acts_.scratch().rows_full : s.stage_input;
+    // Vocab-parallel embedding: each row is nonzero on the rank holding its token (plus wpe on tp rank 0),
+    // so the sum over the group is exact in either precision.
+    T* partial = sp() ? acts_.scratch().rows_full : s.stage_input;
     k_.embedding_forward(partial, batch.tokens, p_.wte, bias_owner_ ? p_.wpe : nullptr, vocab_start_, d.B, d.T, d.C, d.Vl);
-    reduce_rows(s.stage_input, partial);
+    if (sp())
+      tp_->reduce_scatter_rows(s.stage_input, partial, d.Ns(), d.C);
+    else if (tp_)
+      tp_->all_reduce(partial, N * d.C);
   }
   const int base = first_block(chunk);
   for (int i = 0; i < blocks_per_chunk_; ++i) {
@@ -133,7 +200,7 @@ double GptModel::forward(int slot, int chunk, const MicroBatch& batch) {
   }
   if (!(plan_.part.head && chunk == num_chunks() - 1)) return 0.0;
 
-  norm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, stage_output(slot, chunk), p_.lnf_w, p_.lnf_b);
+  norm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, block_input(s, blocks_per_chunk_), p_.lnf_w, p_.lnf_b);
   k_.matmul_forward(s.logits, s.lnf, p_.wte, nullptr, N, d.C, d.Vl);
   // Vocab-parallel softmax: global max, global sum of exponentials, and the target logit from the rank
   // whose vocabulary slice holds it; no rank ever holds full-vocabulary logits.
@@ -145,44 +212,43 @@ double GptModel::forward(int slot, int chunk, const MicroBatch& batch) {
     tp_->all_reduce(s.row_sum, N);
     tp_->all_reduce(s.target_logit, N);
   }
-  double loss = 0.0;
-  for (long i = 0; i < N; ++i) {
-    s.lse[i] = s.row_max[i] + std::log(s.row_sum[i]);
-    loss += static_cast<double>(s.lse[i]) - s.target_logit[i];
-  }
-  return loss;
+  return k_.xent_loss(s.lse, s.row_max, s.row_sum, s.target_logit, N);
 }
 
-void GptModel::block_backward(const BlockParams& p, const BlockParams& g, const float* x, BlockActs& a) {
-  const ActivationDims& d = acts_.dims();
+template <typename T>
+void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<float>& g, const T* x, BlockActs<T>& a) {
+  const ActivationDims& d = dims();
   const long N = d.N();
-  Scratch& sc = acts_.scratch();
+  Scratch<T>& sc = acts_.scratch();
+  float* dln = wide_or(sc.dln, sc.partial);  // (N,C) column-parallel input gradients, partial over tp
   // sc.dres holds the gradient of this block's output; the residual adds pass it through unchanged.
   // Row-parallel biases see the full-row gradient on every rank, so their gradients are complete.
   k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, full_rows_grad(), a.fch_gelu, p.fcproj_w, N, d.Fl, d.C);
   k_.gelu_backward(sc.dfch, a.fch, sc.dfch2, N * d.Fl);
-  k_.matmul_backward(sc.dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d.C, d.Fl);
-  norm_backward(sc.dres, g.ln2_w, g.ln2_b, sc.dln, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
+  k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d.C, d.Fl);
+  norm_backward(sc.dres, g.ln2_w, g.ln2_b, dln, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
   k_.matmul_backward(sc.datty, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
   k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.qkv, a.att, d.B, d.T, d.NHl, d.Cl / d.NHl);
-  k_.matmul_backward(sc.dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, 3 * d.Cl);
-  norm_backward(sc.dres, g.ln1_w, g.ln1_b, sc.dln, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);
+  k_.matmul_backward_wide(dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, 3 * d.Cl);
+  norm_backward(sc.dres, g.ln1_w, g.ln1_b, dln, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);
 }
 
-void GptModel::backward(int slot, int chunk, const MicroBatch& batch, float loss_scale, const float* output_grad,
-                        float* input_grad) {
-  SlotActs& s = acts_.slot(slot);
-  const ActivationDims& d = acts_.dims();
+template <typename T>
+void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, float loss_scale, const void* output_grad,
+                               void* input_grad) {
+  SlotActs<T>& s = acts_.slot(slot);
+  const ActivationDims& d = dims();
   const long N = d.N(), rows = d.Ns() * d.C;
-  Scratch& sc = acts_.scratch();
+  Scratch<T>& sc = acts_.scratch();
   if (plan_.part.head && chunk == num_chunks() - 1) {
-    for (long i = 0; i < N; ++i) sc.dloss[i] = loss_scale;
+    float* dlnf = wide_or(sc.dln, sc.partial);
+    k_.fill(sc.dloss, loss_scale, N);
     k_.xent_backward(s.logits, s.logits, s.lse, batch.targets, sc.dloss, vocab_start_, N, d.Vl);
-    k_.matmul_backward(sc.dln, g_.wte, nullptr, s.logits, s.lnf, p_.wte, N, d.C, d.Vl);
-    std::fill(sc.dres, sc.dres + rows, 0.0f);
-    norm_backward(sc.dres, g_.lnf_w, g_.lnf_b, sc.dln, stage_output(slot, chunk), p_.lnf_w, s.lnf_mean, s.lnf_rstd);
+    k_.matmul_backward_wide(dlnf, g_.wte, nullptr, s.logits, s.lnf, p_.wte, N, d.C, d.Vl);
+    k_.zero(sc.dres, rows);
+    norm_backward(sc.dres, g_.lnf_w, g_.lnf_b, dlnf, block_input(s, blocks_per_chunk_), p_.lnf_w, s.lnf_mean, s.lnf_rstd);
   } else {
-    std::copy(output_grad, output_grad + rows, sc.dres);
+    k_.copy(sc.dres, static_cast<const T*>(output_grad), rows);
   }
   const int base = first_block(chunk);
   for (int i = blocks_per_chunk_ - 1; i >= 0; --i) {
@@ -192,7 +258,65 @@ void GptModel::backward(int slot, int chunk, const MicroBatch& batch, float loss
   if (chunk == 0 && plan_.part.embedding)
     k_.embedding_backward(g_.wte, g_.wpe, full_rows_grad(), batch.tokens, vocab_start_, d.B, d.T, d.C, d.Vl);
   else
-    std::copy(sc.dres, sc.dres + rows, input_grad);
+    k_.copy(static_cast<T*>(input_grad), sc.dres, rows);
+}
+
+template <typename T>
+void GptModelImpl<T>::logits_row(int slot, long row, float* out) {
+  const int V = dims().Vl;
+  std::vector<T> staged(static_cast<std::size_t>(V));
+  device().copy(staged.data(), acts_.slot(slot).logits + row * V, sizeof(T) * staged.size());
+  kernels::host::widen(out, staged.data(), V);
+}
+
+template <typename T>
+void GptModelImpl<T>::set_parameters(const float* values) {
+  const long n = static_cast<long>(plan_.arena_size);
+  if (device().is_host()) {
+    kernels::host::narrow(params_.as<T>(), values, n);
+    return;
+  }
+  std::vector<T> staged(plan_.arena_size);
+  kernels::host::narrow(staged.data(), values, n);
+  device().copy(params_.data(), staged.data(), sizeof(T) * staged.size());
+}
+
+template <typename T>
+void GptModelImpl<T>::get_parameters(float* values) {
+  const long n = static_cast<long>(plan_.arena_size);
+  if (device().is_host()) {
+    kernels::host::widen(values, params_.as<T>(), n);
+    return;
+  }
+  std::vector<T> staged(plan_.arena_size);
+  device().copy(staged.data(), params_.data(), sizeof(T) * staged.size());
+  kernels::host::widen(values, staged.data(), n);
+}
+
+}  // namespace
+
+GptModel::GptModel(const RankPlan& plan, Device& device)
+    : plan_(plan),
+      params_(device, plan.arena_size * plan.compute_type_bytes()),
+      grads_(device, plan.arena_size * sizeof(float)) {}
+
+std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend) {
+  if (plan.precision == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend);
+  return std::make_unique<GptModelImpl<float>>(plan, tp, backend);
+}
+
+void init_parameters(const TensorTable& table, std::uint64_t seed, float* values) {
+  for (const auto& t : table.tensors()) {
+    float* w = values + t.offset;
+    const std::uint64_t key = rng::key_of(seed, t.name);
+    for (long i = 0; i < static_cast<long>(t.numel); ++i) {
+      switch (t.init) {
+        case InitKind::zeros: w[i] = 0.0f; break;
+        case InitKind::ones: w[i] = 1.0f; break;
+        case InitKind::normal: w[i] = t.init_std * rng::normal(key, static_cast<std::uint64_t>(global_index(t, i))); break;
+      }
+    }
+  }
 }
 
 }  // namespace dtrain

@@ -1,18 +1,21 @@
 // GptModel: the part of a GPT decoder one rank holds (the model chunks of its pipeline stage, its
 // tensor-parallel slice), its parameter and gradient arenas, activation slots, and the forward and
-// backward pass of one micro-batch through one chunk.
+// backward pass of one micro-batch through one chunk, on the rank's device and in the run's precision.
 // Pre-LN blocks: x -> x + proj(attn(ln1(x))) -> (.) + fcproj(gelu(fc(ln2(.)))); final LN; LM head tied
 // to the token embedding; softmax cross-entropy. All compute goes through the kernel table.
 // Tensor parallelism follows Megatron: column-parallel qkv and fc, row-parallel proj and fcproj,
 // vocab-parallel embedding and cross-entropy; with sequence parallelism the residual stream and the
 // LayerNorms hold N/tp rows, and all-gather / reduce-scatter replace the all-reduces.
+// Precision (system.precision): the compute weights, activations and the messages between stages are
+// of the storage type (fp32 or bf16); parameter gradients, statistics and the loss are fp32, and
+// tensor-parallel partial sums are reduced in fp32 and rounded once, like the unsplit layer.
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <vector>
+#include <memory>
 
-#include "kernels/kernels.hpp"
-#include "model/activations.hpp"
+#include "comm/communicator.hpp"
+#include "kernels/backend.hpp"
 #include "model/micro_batch.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "plan/rank_plan.hpp"
@@ -20,80 +23,64 @@
 
 namespace dtrain {
 
-struct BlockParams {
-  float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
-};
-struct ModelParams {
-  float* wte = nullptr;  // (Vl,C)
-  float* wpe = nullptr;  // (T,C)
-  std::vector<BlockParams> blocks;  // in the order of part.layers()
-  float* lnf_w = nullptr;
-  float* lnf_b = nullptr;
-};
-
 class GptModel {
  public:
-  // The model part, arenas and activation slots `plan` describes. tp may be null (one rank per
-  // tensor-parallel group).
-  GptModel(const RankPlan& plan, const TensorParallel* tp, const kernels::KernelTable& k);
+  virtual ~GptModel() = default;
+  GptModel(const GptModel&) = delete;
+  GptModel& operator=(const GptModel&) = delete;
 
-  // Weights from the counter-based RNG keyed by (seed, tensor name, global element index).
-  void init_parameters(std::uint64_t seed);
-
-  // Forward of micro-batch `batch` in `slot` through `chunk`. The first chunk of the first stage embeds
-  // batch.tokens; other chunks read stage_input(slot). Returns the sum of the token losses after the
-  // last chunk of the last stage, else 0 (the chunk's output is stage_output(slot, chunk)).
-  double forward(int slot, int chunk, const MicroBatch& batch);
+  // Forward of micro-batch `batch` (device memory) in `slot` through `chunk`. The first chunk of the
+  // first stage embeds batch.tokens; other chunks read stage_input(slot). Returns the sum of the token
+  // losses after the last chunk of the last stage, else 0 (the chunk's output is stage_output(slot, chunk)).
+  virtual double forward(int slot, int chunk, const MicroBatch& batch) = 0;
   // Backward of that micro-batch through `chunk`. On the head, every token's loss is weighted by
   // loss_scale; elsewhere output_grad (Ns,C) is the gradient arriving from the next stage. Writes the
   // gradient of the chunk's input to input_grad (Ns,C), except on the first chunk of the first stage
-  // (null there). Accumulates parameter gradients.
-  void backward(int slot, int chunk, const MicroBatch& batch, float loss_scale, const float* output_grad, float* input_grad);
+  // (null there). Accumulates parameter gradients. Both buffers hold message_type() elements.
+  virtual void backward(int slot, int chunk, const MicroBatch& batch, float loss_scale, const void* output_grad,
+                        void* input_grad) = 0;
+  virtual void* stage_input(int slot) = 0;                    // (Ns,C)
+  virtual const void* stage_output(int slot, int chunk) = 0;  // (Ns,C)
+  // Row `row` of slot's logits (after a forward through the head) as fp32 on the host.
+  virtual void logits_row(int slot, long row, float* out /*(Vl)*/) = 0;
+
+  // The parameters as fp32 values on the host, in arena order (plan().arena_size elements): set rounds
+  // them to the storage type on the device, get widens them back.
+  virtual void set_parameters(const float* values) = 0;
+  virtual void get_parameters(float* values) = 0;
+
   // Called after each block's backward with its global layer index (gradient-ready hook).
   void set_block_backward_hook(std::function<void(int)> hook) { backward_hook_ = std::move(hook); }
   // Called before each block's forward with its global layer index (parameters-ready hook).
   void set_block_forward_hook(std::function<void(int)> hook) { forward_hook_ = std::move(hook); }
 
-  float* stage_input(int slot) { return acts_.slot(slot).stage_input; }  // (Ns,C)
-  const float* stage_output(int slot, int chunk);                       // (Ns,C)
-  const float* logits(int slot) { return acts_.slot(slot).logits; }     // (N,Vl) after a forward through the head
-
   const RankPlan& plan() const { return plan_; }
   const TensorTable& table() const { return plan_.table; }
   const StagePart& part() const { return plan_.part; }
-  Arena& params() { return params_; }
-  Arena& grads() { return grads_; }
-  const ActivationDims& dims() const { return acts_.dims(); }
+  const ActivationDims& dims() const { return plan_.activations.dims; }
   int num_chunks() const { return static_cast<int>(plan_.part.chunks.size()); }
-  int num_slots() const { return acts_.num_slots(); }
+  virtual int num_slots() const = 0;
+  Device& device() const { return params_.device(); }
+  DType compute_type() const { return plan_.precision == Precision::bf16 ? DType::bf16 : DType::f32; }
+  Arena& params() { return params_; }  // the compute weights: arena_size elements of compute_type()
+  Arena& grads() { return grads_; }    // fp32, arena_size elements
+  // One activation or gradient between pipeline stages: (Ns,C) elements of compute_type().
+  std::size_t message_count() const { return static_cast<std::size_t>(dims().Ns()) * static_cast<std::size_t>(dims().C); }
 
- private:
-  ModelParams views(Arena& arena) const;
-  bool sp() const { return acts_.dims().seq_shards > 1; }
-  int first_block(int chunk) const { return chunk * blocks_per_chunk_; }
-  // LayerNorm of Ns rows into the full (N,C) `out` (all-gathered over the sequence when sharded).
-  void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b);
-  // Gradient of a LayerNorm output (N,C, partial over tp) into the residual-stream gradient dres.
-  void norm_backward(float* dres, float* dw, float* db, float* dout_full, const float* x, const float* w,
-                     const float* mean, const float* rstd);
-  // Row-parallel output (N,C partial sums in `partial`) reduced into the residual stream `out` (Ns,C).
-  void reduce_rows(float* out, float* partial);
-  // The residual-stream gradient as full rows (N,C): gathered when sharded, else dres itself.
-  const float* full_rows_grad();
-  void block_forward(const BlockParams& p, const float* x, BlockActs& a);
-  void block_backward(const BlockParams& p, const BlockParams& g, const float* x, BlockActs& a);
-  float* block_input(SlotActs& s, int i) { return i == 0 ? s.stage_input : s.blocks[static_cast<std::size_t>(i) - 1].res2; }
-
-  const kernels::KernelTable& k_;
-  const TensorParallel* tp_;
+ protected:
+  GptModel(const RankPlan& plan, Device& device);
   RankPlan plan_;
-  int blocks_per_chunk_;
   Arena params_, grads_;
-  ModelParams p_, g_;
-  Activations acts_;
-  int vocab_start_;
-  bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
   std::function<void(int)> forward_hook_, backward_hook_;
 };
+
+// The model `plan` describes, in plan.precision, on the device of `backend`. tp may be null (one rank
+// per tensor-parallel group).
+std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend);
+
+// Initial weights of every tensor of `table` (values: table.total() fp32 on the host, arena order) from
+// the counter-based RNG keyed by (seed, tensor name, global element index): every layout starts from
+// the same global weights.
+void init_parameters(const TensorTable& table, std::uint64_t seed, float* values);
 
 }  // namespace dtrain

@@ -1,11 +1,12 @@
 // AdamW over ranges of a rank's parameter arena: the whole arena, or (distributed optimizer) this
-// rank's slices. First and second moments are stored only for those ranges, back to back. Weight
-// decay applies only to tensors marked for it (not biases or LayerNorm).
+// rank's slices. First and second moments are stored only for those ranges, back to back, on the
+// model's device. In a bf16 run the optimizer also keeps the fp32 master weights of those ranges
+// (back to back like the moments): it updates them and rounds them into the bf16 compute weights in
+// the same kernel; in an fp32 run the parameters are the master weights. Weight decay applies only to
+// tensors marked for it (not biases or LayerNorm).
 #pragma once
-#include <vector>
-
 #include "config/config.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/backend.hpp"
 #include "plan/rank_plan.hpp"
 #include "runtime/arena.hpp"
 
@@ -13,18 +14,23 @@ namespace dtrain {
 
 class AdamW {
  public:
-  // Moments for the plan's optimizer ranges.
-  AdamW(const RankPlan& plan, const OptimizerConfig& cfg, const kernels::KernelTable& k);
-  // One update of the owned ranges with learning rate lr; t is the 1-based step count.
+  // Zero moments (and master weights) for the plan's optimizer ranges on the device of `backend`.
+  AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend backend);
+  // bf16 runs: the master weights from fp32 values of the whole arena (host, arena order). No-op in fp32.
+  void set_master(const float* values);
+  // One update of the owned ranges with learning rate lr; t is the 1-based step count. params holds
+  // plan.precision elements, grads fp32.
   void step(Arena& params, const Arena& grads, double lr, int t);
+  bool has_master() const { return master_.data() != nullptr; }
+  Arena& master() { return master_; }  // empty in fp32 runs
   Arena& first_moment() { return m_; }
   Arena& second_moment() { return v_; }
 
  private:
   const RankPlan& plan_;
   OptimizerConfig cfg_;
-  const kernels::KernelTable& k_;
-  Arena m_, v_;
+  kernels::Backend backend_;
+  Arena master_, m_, v_;
 };
 
 }  // namespace dtrain

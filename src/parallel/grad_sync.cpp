@@ -15,7 +15,7 @@ GradSync::GradSync(const RankPlan& plan, Arena& params, Arena& grads, const Para
 void GradSync::start_step() { std::fill(backward_counts_.begin(), backward_counts_.end(), 0); }
 
 void GradSync::prepare(Bucket& b) {
-  float* g = grads_.data();
+  float* g = grads_.as<float>();
   const auto& tensors = plan_.table.tensors();
   auto in_bucket = [&](const TensorSpec* t) { return t && t->offset >= b.range.begin && t->offset < b.range.end; };
   for (int i : plan_.sequence_parallel_tensors) {
@@ -34,7 +34,7 @@ void GradSync::start_reduce(Bucket& b, bool non_blocking) {
   Communicator& dp = ps_.dp();
   const std::size_t n = b.range.end - b.range.begin;
   if (dp.size() == 1 || n == 0) return;
-  float* g = grads_.data() + b.range.begin;
+  float* g = grads_.as<float>() + b.range.begin;
   // Open MPI's non-blocking collectives are several times slower than its blocking ones on large
   // buffers, so they are used only when there is backward work to overlap with.
   const Completion when = non_blocking ? Completion::later : Completion::now;
@@ -66,7 +66,10 @@ void GradSync::gather_params(bool overlap) {
   for (auto& b : buckets_) {
     const std::size_t n = b.range.end - b.range.begin;
     if (n == 0) continue;
-    b.param_req = dp.all_gather_in_place(params_.data() + b.range.begin, n / static_cast<std::size_t>(dp.size()), DType::f32,
+    // The compute weights (fp32 or bf16) of each slice, as its owner's optimizer left them.
+    char* first = static_cast<char*>(params_.data()) + b.range.begin * plan_.compute_type_bytes();
+    b.param_req = dp.all_gather_in_place(first, n / static_cast<std::size_t>(dp.size()),
+                                         plan_.precision == Precision::bf16 ? DType::bf16 : DType::f32,
                                          {"all-gather updated parameters"}, Completion::later);
   }
   if (!overlap) wait_all_params();

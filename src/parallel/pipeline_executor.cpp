@@ -23,8 +23,8 @@ PipelineExecutor::PipelineExecutor(PipelineStage& stage, const ParallelState& ps
       v_(chunks),
       p_(ps.layout().sizes().pp),
       stage_(ps.coords().pp),
-      grad_in_(stage.message_floats()),
-      outbox_(ps.pp(), stage.message_floats()),
+      grad_in_(stage.device(), stage.message_count() * dtype_bytes(stage.message_type())),
+      outbox_(ps.pp(), stage.device(), stage.message_type(), stage.message_count()),
       forward_only_(std::none_of(actions_.begin(), actions_.end(), [](const PipelineAction& a) { return a.kind == PipelineAction::backward; })) {
   const int needed = forward_only_ ? 1 : peak_in_flight(actions_);
   if (compute_.slots() < needed)
@@ -46,7 +46,9 @@ PipelineStepStats PipelineExecutor::run() {
   for (int s = compute_.slots() - 1; s >= 0; --s) free_slots_.push_back(s);
   slot_of_.clear();
   Communicator& pp = ps_.pp();
-  const std::size_t count = compute_.message_floats();
+  const std::size_t count = compute_.message_count();
+  const DType type = compute_.message_type();
+  Device& device = compute_.device();
   const int last_virtual = v_ * p_ - 1;
 
   for (const PipelineAction& a : actions_) {
@@ -59,7 +61,7 @@ PipelineStepStats PipelineExecutor::run() {
       if (vs > 0) {  // activation from the previous virtual stage
         const int src = stage_ > 0 ? stage_ - 1 : p_ - 1;
         const auto t0 = Clock::now();
-        pp.recv(compute_.input(slot), count, DType::f32, src, tag(a.micro_batch, vs, 0), {"recv activation", a.micro_batch, stage_});
+        pp.recv(compute_.input(slot), count, type, src, tag(a.micro_batch, vs, 0), {"recv activation", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
       {
@@ -70,8 +72,7 @@ PipelineStepStats PipelineExecutor::run() {
         const auto t0 = Clock::now();
         Trace::Span span(ps_.trace(), "send act mb" + std::to_string(a.micro_batch), "p2p");
         const int dst = stage_ < p_ - 1 ? stage_ + 1 : 0;
-        const float* out = compute_.output(slot, a.chunk);
-        std::copy(out, out + count, outbox_.buffer());
+        device.copy(outbox_.buffer(), compute_.output(slot, a.chunk), count * dtype_bytes(type));
         outbox_.send(dst, tag(a.micro_batch, vs + 1, 0), {"send activation", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
@@ -82,16 +83,16 @@ PipelineStepStats PipelineExecutor::run() {
     } else {
       const int slot = slot_of_.at({a.micro_batch, a.chunk});
       if (Watchdog* wd = ps_.watchdog()) wd->phase("backward", a.micro_batch, a.chunk, stage_);
-      const float* output_grad = nullptr;
+      const void* output_grad = nullptr;
       if (vs < last_virtual) {  // gradient from the next virtual stage
         const int src = stage_ < p_ - 1 ? stage_ + 1 : 0;
         const auto t1 = Clock::now();
-        pp.recv(grad_in_.data(), count, DType::f32, src, tag(a.micro_batch, vs, 1), {"recv gradient", a.micro_batch, stage_});
+        pp.recv(grad_in_.data(), count, type, src, tag(a.micro_batch, vs, 1), {"recv gradient", a.micro_batch, stage_});
         st.wait_seconds += since(t1);
         output_grad = grad_in_.data();
       }
       auto t0 = Clock::now();
-      float* input_grad = vs > 0 ? outbox_.buffer() : nullptr;
+      void* input_grad = vs > 0 ? outbox_.buffer() : nullptr;
       st.wait_seconds += since(t0);
       {
         Trace::Span span(ps_.trace(), "B mb" + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk), "backward");

@@ -40,7 +40,7 @@ class PipelineExecutor {
   int m_, v_, p_, stage_;
   std::vector<int> free_slots_;
   std::map<std::pair<int, int>, int> slot_of_;  // (micro-batch, chunk) -> slot
-  std::vector<float> grad_in_;                  // (Ns,C) gradient received from the next stage
+  Arena grad_in_;                               // (Ns,C) gradient received from the next stage
   PipelineOutbox outbox_;                       // (Ns,C) activations and gradients on their way out
   bool forward_only_;                           // evaluation: each slot is freed right after its forward
 };

@@ -5,20 +5,20 @@
 
 namespace dtrain {
 
-float* PipelineOutbox::buffer() {
+void* PipelineOutbox::buffer() {
   for (std::size_t i = 0; i < messages_.size(); ++i)
     if (messages_[i].request.test()) {
       current_ = i;
       return messages_[i].data.data();
     }
-  messages_.push_back({std::vector<float>(floats_), CommRequest()});
+  messages_.push_back({Arena(device_, count_ * dtype_bytes(type_)), CommRequest()});
   current_ = messages_.size() - 1;
   return messages_.back().data.data();
 }
 
 void PipelineOutbox::send(int dest, int tag, const CommLabel& label) {
   Message& m = messages_.at(current_);
-  m.request = pp_.send(m.data.data(), floats_, DType::f32, dest, tag, label);
+  m.request = pp_.send(m.data.data(), count_, type_, dest, tag, label);
 }
 
 double PipelineOutbox::complete_all(Trace* trace) {

@@ -6,7 +6,8 @@
 //   reduce_from_tp_region      forward: all-reduce        backward: identity
 //   gather_from_sp_region      forward: all-gather rows   backward: reduce-scatter rows
 //   scatter_to_sp_region       forward: reduce-scatter    backward: all-gather rows
-// The identities are not functions: the model simply does nothing there.
+// The identities are not functions: the model simply does nothing there. Elements are T = float or
+// bf16 (buffers on the rank's device); the model sums partial results in fp32 and moves bf16 rows.
 #pragma once
 #include "comm/communicator.hpp"
 
@@ -19,12 +20,15 @@ class TensorParallel {
   int rank() const { return group_.rank(); }
 
   // f backward / g forward: x (n) summed over the group, in place.
-  void all_reduce(float* x /*(n)*/, long n) const;
+  template <typename T>
+  void all_reduce(T* x /*(n)*/, long n) const;
   void all_reduce_max(float* x /*(n)*/, long n) const;
   // full (size*rows, cols) <- every rank's shard (rows, cols), in rank order.
-  void all_gather_rows(float* full, const float* shard, long rows, int cols) const;
+  template <typename T>
+  void all_gather_rows(T* full, const T* shard, long rows, int cols) const;
   // shard (rows, cols) <- this rank's block of the sum over the group of full (size*rows, cols).
-  void reduce_scatter_rows(float* shard, const float* full, long rows, int cols) const;
+  template <typename T>
+  void reduce_scatter_rows(T* shard, const T* full, long rows, int cols) const;
 
  private:
   Communicator& group_;

@@ -1,12 +1,16 @@
 // The activation memory of a rank, laid out once: per "slot" (one micro-batch of one model chunk in
 // flight) every tensor the backward pass reads, plus scratch buffers shared by all slots. One carving
-// function both counts the floats (for the plan and the memory estimate) and hands out the pointers
-// (for the model), so the two can never disagree.
+// function both counts the bytes (for the plan and the memory estimate) and hands out the pointers
+// (for the model), so the two can never disagree. Activations are of the run's storage type T (float
+// or bf16); statistics (LayerNorm mean and rstd, the softmax's max, sum, log-sum-exp) are float.
 // Sizes are per rank: N = B*T token rows, Ns = rows of the residual stream held here (N, or N/tp with
 // sequence parallelism), Cl = C/tp, Fl = F/tp, NHl = NH/tp, Vl = V/tp.
 #pragma once
 #include <cstddef>
+#include <type_traits>
 #include <vector>
+
+#include "config/choices.hpp"
 
 namespace dtrain {
 
@@ -17,29 +21,31 @@ struct ActivationDims {
   long Ns() const { return N() / seq_shards; }
 };
 
+template <typename T>
 struct BlockActs {
   float* ln1_mean;  // (Ns)
   float* ln1_rstd;  // (Ns)
-  float* ln1;       // (N,C)   LayerNorm output, gathered over the sequence when sharded
-  float* qkv;       // (N,3*Cl)
-  float* atty;      // (N,Cl)
-  float* att;       // (B,NHl,T,T)
-  float* res1;      // (Ns,C)  residual stream after attention
+  T* ln1;           // (N,C)   LayerNorm output, gathered over the sequence when sharded
+  T* qkv;           // (N,3*Cl)
+  T* atty;          // (N,Cl)
+  T* att;           // (B,NHl,T,T)
+  T* res1;          // (Ns,C)  residual stream after attention
   float* ln2_mean;  // (Ns)
   float* ln2_rstd;  // (Ns)
-  float* ln2;       // (N,C)
-  float* fch;       // (N,Fl)
-  float* fch_gelu;  // (N,Fl)
-  float* res2;      // (Ns,C)  block output
+  T* ln2;           // (N,C)
+  T* fch;           // (N,Fl)
+  T* fch_gelu;      // (N,Fl)
+  T* res2;          // (Ns,C)  block output
 };
 
+template <typename T>
 struct SlotActs {
-  float* stage_input;     // (Ns,C) embedding output, or the activation received from the previous stage
-  std::vector<BlockActs> blocks;
+  T* stage_input;         // (Ns,C) embedding output, or the activation received from the previous stage
+  std::vector<BlockActs<T>> blocks;
   float* lnf_mean;        // (Ns)     head only
   float* lnf_rstd;        // (Ns)
-  float* lnf;             // (N,C)
-  float* logits;          // (N,Vl)  reused for dlogits
+  T* lnf;                 // (N,C)
+  T* logits;              // (N,Vl)  reused for dlogits
   float* row_max;         // (N)
   float* row_sum;         // (N)
   float* lse;             // (N)
@@ -47,17 +53,22 @@ struct SlotActs {
 };
 
 // Buffers shared by all slots, used by one forward or backward pass at a time.
+template <typename T>
 struct Scratch {
-  float* dres;        // (Ns,C) gradient of the residual stream
-  float* rows_full;   // (N,C)  partial sums before a reduction / gathered gradients
-  float* rows_shard;  // (Ns,C) LayerNorm output before gathering / reduced gradients
-  float* dln;         // (N,C)
-  float* datty;       // (N,Cl)
-  float* dqkv;        // (N,3*Cl)
-  float* dfch;        // (N,Fl)
-  float* dfch2;       // (N,Fl)
-  float* dtt;         // (T,T) attention scratch
+  T* dres;            // (Ns,C) gradient of the residual stream
+  T* rows_full;       // (N,C)  partial sums before a reduction / gathered gradients
+  T* rows_shard;      // (Ns,C) LayerNorm output before gathering / reduced gradients
+  T* dln;             // (N,C)
+  T* datty;           // (N,Cl)
+  T* dqkv;            // (N,3*Cl)
+  T* dfch;            // (N,Fl)
+  T* dfch2;           // (N,Fl)
+  T* dtt;             // (NHl,T,T) attention scratch
   float* dloss;       // (N) per-token loss weight
+  // bf16 runs: the fp32 partial sums of tensor-parallel layers before they are reduced and rounded
+  // (row-parallel outputs, column-parallel input gradients). fp32 runs sum in the T buffers (null here).
+  float* partial;        // (N,C)
+  float* partial_shard;  // (Ns,C) this rank's rows of the reduced partial sums (sequence parallel)
 };
 
 // The shape of a rank's activation arena.
@@ -66,11 +77,13 @@ struct ActivationLayout {
   int blocks_per_slot = 0;  // blocks of one model chunk
   bool head = false;        // the slots also hold the final norm and the logits
   int slots = 0;
-  std::size_t floats() const;  // the whole arena (16-float aligned pieces)
+  Precision precision = Precision::fp32;
+  std::size_t bytes() const;  // the whole arena (64-byte aligned pieces)
 };
 
-// Carves `base` into the slots and scratch of `layout`; returns the floats used. With a null base it
-// only counts (the pointers are then null).
-std::size_t carve_activations(float* base, const ActivationLayout& layout, std::vector<SlotActs>& slots, Scratch& scratch);
+// Carves `base` into the slots and scratch of `layout` (T matching layout.precision); returns the bytes
+// used. With a null base it only counts (the pointers are then null).
+template <typename T>
+std::size_t carve_activations(void* base, const ActivationLayout& layout, std::vector<SlotActs<T>>& slots, Scratch<T>& scratch);
 
 }  // namespace dtrain

@@ -27,19 +27,21 @@ const char* MemoryEstimate::biggest_term() const {
 
 MemoryEstimate RankPlan::memory() const {
   constexpr std::size_t kMax = static_cast<std::size_t>(-1) / 8;
-  auto bytes = [](std::size_t floats) { return floats > kMax ? kMax * 4 : floats * sizeof(float); };
+  auto bytes = [](std::size_t n, std::size_t each) { return n > kMax ? kMax * each : n * each; };
+  const std::size_t compute = compute_type_bytes();
   MemoryEstimate e;
-  e.params = bytes(arena_size);
-  e.grads = bytes(arena_size);
-  e.optimizer = 2 * bytes(optimizer_elements());  // AdamW first and second moments
-  e.activations = bytes(activations.floats());
+  e.params = bytes(arena_size, compute);
+  e.grads = bytes(arena_size, 4);
+  // AdamW first and second moments, and in a bf16 run the fp32 master weights, of the owned ranges.
+  e.optimizer = (precision == Precision::bf16 ? 3 : 2) * bytes(optimizer_elements(), 4);
+  e.activations = activations.bytes();
   // Tokens and targets of every micro-batch (ints), the received gradient, and the outbox: a stage
   // has about as many sends in flight as activations (measured far below that; not a bound).
   const ActivationDims& d = activations.dims;
   const std::size_t tokens = 2 * static_cast<std::size_t>(micro_batches) * static_cast<std::size_t>(d.N());
   const std::size_t message = static_cast<std::size_t>(d.Ns()) * static_cast<std::size_t>(d.C);
   const std::size_t messages = sizes.pp > 1 ? static_cast<std::size_t>(activations.slots) + 2 : 1;
-  e.buffers = bytes(tokens) + bytes(messages * message);
+  e.buffers = bytes(tokens, 4) + bytes(messages * message, compute);
   return e;
 }
 
@@ -53,7 +55,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   const ParallelSizes& s = plan.sizes;
   const int v = plan.virtual_stages;
   const StagePart part = stage_part(cfg.model.num_layers, s.pp, v, c.pp);
-  RankPlan r{c, s, cfg.system.use_distributed_optimizer, part,
+  RankPlan r{c, s, cfg.system.use_distributed_optimizer, cfg.system.precision, part,
              TensorTable(ModelShape::from(cfg.model, cfg.ffn_hidden()), part, s.tp, c.tp, 16 * static_cast<std::size_t>(s.dp)),
              0, {}, {}, {}, {}, -1, {}};
   r.arena_size = padded_arena_size(r.table, s.dp);
@@ -75,6 +77,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   r.activations.blocks_per_slot = m.num_layers / (s.pp * v);
   r.activations.head = r.part.head;
   r.activations.slots = max_in_flight(plan.schedule, s.pp, plan.num_micro_batches, v, c.pp);
+  r.activations.precision = cfg.system.precision;
   r.micro_batches = plan.num_micro_batches;
   return r;
 }

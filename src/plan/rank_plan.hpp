@@ -19,7 +19,10 @@ namespace dtrain {
 struct TrainingPlan;
 
 struct MemoryEstimate {  // bytes on one rank
-  std::size_t params = 0, grads = 0, optimizer = 0, activations = 0;
+  std::size_t params = 0;      // the compute weights (fp32 or bf16)
+  std::size_t grads = 0;       // fp32
+  std::size_t optimizer = 0;   // AdamW moments (and the fp32 master weights of a bf16 run) of the owned ranges
+  std::size_t activations = 0;
   std::size_t buffers = 0;  // the step's token batch and the pipeline's message buffers (an estimate)
   std::size_t total() const;
   const char* biggest_term() const;  // "params", "grads", "optimizer", "activations" or "buffers"
@@ -29,6 +32,7 @@ struct RankPlan {
   Coords coords;
   ParallelSizes sizes;
   bool distributed_optimizer = false;
+  Precision precision = Precision::fp32;     // storage of the compute weights, activations and messages
   StagePart part;                             // model chunks of this pipeline stage
   TensorTable table;                          // tensors, their slices and arena offsets
   std::size_t arena_size = 0;                 // elements of the parameter and of the gradient arena
@@ -45,6 +49,7 @@ struct RankPlan {
   bool writes_params(std::size_t tensor) const { return coords.dp == 0 && counted[tensor]; }
   bool writes_moments(std::size_t tensor) const { return (distributed_optimizer || coords.dp == 0) && counted[tensor]; }
   std::size_t optimizer_elements() const { return total_elements(optimizer_ranges); }
+  std::size_t compute_type_bytes() const { return precision == Precision::bf16 ? 2 : 4; }
   MemoryEstimate memory() const;
   // Elements of the largest single collective or transfer of a step: a gradient bucket, or a full
   // (N, C) activation of the tensor-parallel collectives. MPI counts are ints, so it must fit one.

@@ -1,36 +1,53 @@
-// An arena: one 64-byte-aligned allocation of floats, carved into tensors by offset tables.
-// dtrain allocates four per rank (parameters, gradients, optimizer moments, activations), all before
+// An arena: one allocation of a device's memory (host or GPU), carved into tensors by offset tables.
+// dtrain allocates a few per rank (parameters, gradients, optimizer state, activations), all before
 // the first step; the training loop never allocates.
 #pragma once
 #include <cstddef>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <new>
+
+#include "runtime/device.hpp"
 
 namespace dtrain {
 
 class Arena {
  public:
   Arena() = default;
-  explicit Arena(std::size_t count) : count_(count) {
-    const std::size_t bytes = ((count * sizeof(float) + 63) / 64) * 64;
-    data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes > 0 ? bytes : 64)));
-    if (!data_) throw std::bad_alloc();
-    std::memset(data_.get(), 0, bytes > 0 ? bytes : 64);
+  // bytes = 0 gives an empty arena (null data).
+  Arena(Device& device, std::size_t bytes) : device_(&device), data_(bytes ? device.allocate(bytes) : nullptr), bytes_(bytes) {}
+  Arena(Arena&& o) noexcept : device_(o.device_), data_(o.data_), bytes_(o.bytes_) { o.data_ = nullptr; }
+  Arena& operator=(Arena&& o) noexcept {
+    if (this != &o) {
+      release();
+      device_ = o.device_, data_ = o.data_, bytes_ = o.bytes_;
+      o.data_ = nullptr;
+    }
+    return *this;
   }
-  float* data() { return data_.get(); }
-  const float* data() const { return data_.get(); }
-  std::size_t size() const { return count_; }
-  std::size_t bytes() const { return count_ * sizeof(float); }
-  void zero() { std::memset(data_.get(), 0, bytes()); }
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena() { release(); }
+
+  template <typename T>
+  T* as() {
+    return static_cast<T*>(data_);
+  }
+  template <typename T>
+  const T* as() const {
+    return static_cast<const T*>(data_);
+  }
+  void zero() { device_->zero(data_, bytes_); }
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  Device& device() const { return *device_; }
 
  private:
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> data_;
-  std::size_t count_ = 0;
+  void release() {
+    if (data_) device_->release(data_);
+    data_ = nullptr;
+  }
+  Device* device_ = nullptr;
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
 };
 
 }  // namespace dtrain

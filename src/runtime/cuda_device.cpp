@@ -1,13 +1,83 @@
-// select_cuda_device for CUDA builds: count devices, pick local_rank % count, check a cuBLAS handle works.
+// The CUDA device of a rank (memory, pinned staging, copies) and select_cuda_device: count devices,
+// pick local_rank % count.
 #include "runtime/cuda_device.hpp"
 
+#include <map>
 #include <string>
 
-#include "runtime/cuda_check.hpp"
+#include "common/cuda_check.hpp"
+#include "runtime/device.hpp"
 
 namespace dtrain {
+namespace {
 
-int select_cuda_device(const LaunchEnv& env, bool allow_shared_gpu) {
+// Device memory from cudaMalloc (zero-filled), pinned host memory from cudaMallocHost, copies with
+// cudaMemcpy (unified addressing tells the direction). Allocations happen at start-up; the peak is
+// what this process asked for.
+class CudaDevice final : public Device {
+ public:
+  kernels::Backend backend() const override { return kernels::Backend::cuda; }
+  void* allocate(std::size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t rc = cudaMalloc(&p, bytes > 0 ? bytes : 1);
+    if (rc != cudaSuccess) {
+      std::size_t free_bytes = 0, total = 0;
+      cudaGetLastError();
+      cudaMemGetInfo(&free_bytes, &total);
+      fatal("out of GPU memory allocating " + std::to_string(bytes >> 20) + " MiB (" + std::to_string(in_use_ >> 20) +
+            " MiB allocated by this rank, " + std::to_string(free_bytes >> 20) + " of " + std::to_string(total >> 20) +
+            " MiB free on the GPU): " + cudaGetErrorString(rc) +
+            "; use system.precision=bf16, more tensor or pipeline parallelism, a smaller micro_batch_size, or "
+            "system.use_distributed_optimizer=true");
+    }
+    CUDA_CHECK(cudaMemset(p, 0, bytes));
+    in_use_ += bytes;
+    peak_ = in_use_ > peak_ ? in_use_ : peak_;
+    sizes_[p] = bytes;
+    return p;
+  }
+  void release(void* p) noexcept override {
+    auto it = sizes_.find(p);
+    if (it != sizes_.end()) {
+      in_use_ -= it->second;
+      sizes_.erase(it);
+    }
+    cudaFree(p);
+  }
+  void* allocate_pinned(std::size_t bytes) override {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMallocHost(&p, bytes > 0 ? bytes : 1));
+    return p;
+  }
+  void release_pinned(void* p) noexcept override { cudaFreeHost(p); }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    if (dst != src && bytes > 0) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  }
+  void zero(void* p, std::size_t bytes) override {
+    if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, 0));
+  }
+  void synchronize() override { CUDA_CHECK(cudaDeviceSynchronize()); }
+  std::size_t peak_bytes() const override { return peak_; }
+
+ private:
+  std::size_t in_use_ = 0, peak_ = 0;
+  std::map<void*, std::size_t> sizes_;
+};
+
+}  // namespace
+
+Device& cuda_device() {
+  static CudaDevice device;
+  return device;
+}
+
+std::size_t gpu_memory_bytes() {
+  std::size_t free_bytes = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  return total;
+}
+
+CudaSelection select_cuda_device(const LaunchEnv& env, bool allow_shared_gpu) {
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess || count == 0)
@@ -15,13 +85,14 @@ int select_cuda_device(const LaunchEnv& env, bool allow_shared_gpu) {
           (rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices") + "); use system.device=cpu or run on a GPU node");
   if (env.local_size > count && !allow_shared_gpu)
     fatal(std::to_string(env.local_size) + " ranks on node " + env.node_name + " but only " + std::to_string(count) +
-          " GPUs; start at most one rank per GPU (srun --ntasks-per-node=" + std::to_string(count) + ")");
-  const int device = device_for_local_rank(env.local_rank, count);
-  CUDA_CHECK(cudaSetDevice(device));
-  cublasHandle_t handle;
-  CUBLAS_CHECK(cublasCreate(&handle));
-  CUBLAS_CHECK(cublasDestroy(handle));
-  return device;
+          " GPUs and NCCL cannot share a GPU between ranks; start at most one rank per GPU (srun --ntasks-per-node=" +
+          std::to_string(count) + ") or set system.comm_backend=mpi");
+  CudaSelection s;
+  s.count = count;
+  s.device = device_for_local_rank(env.local_rank, count);
+  s.shared = env.local_size > count;
+  CUDA_CHECK(cudaSetDevice(s.device));
+  return s;
 }
 
 }  // namespace dtrain

@@ -1,11 +1,22 @@
 // GPU selection for device=cuda: one device per local rank (local rank modulo visible devices), with
-// clear errors for no GPU and for more local ranks than GPUs. Returns -1 in builds without CUDA.
+// clear errors for no GPU and for more local ranks than GPUs when they may not share.
 #pragma once
+#include <cstddef>
+
 #include "runtime/launch_env.hpp"
 
 namespace dtrain {
 
-// Selects and returns this rank's device; fatal() with an explanation when impossible.
-int select_cuda_device(const LaunchEnv& env, bool allow_shared_gpu);
+struct CudaSelection {
+  int device = -1;      // the GPU this rank uses
+  int count = 0;        // GPUs visible on its node
+  bool shared = false;  // other ranks of the node use the same GPU
+};
+
+// Selects this rank's device; fatal() with an explanation when impossible (no GPU; more ranks than
+// GPUs on a node unless allow_shared_gpu). Fatal in builds without CUDA.
+CudaSelection select_cuda_device(const LaunchEnv& env, bool allow_shared_gpu);
+// Total memory of the selected GPU, in bytes.
+std::size_t gpu_memory_bytes();
 
 }  // namespace dtrain

@@ -1,11 +1,18 @@
-// select_cuda_device for builds without CUDA: device=cuda is rejected with the fix.
+// select_cuda_device, cuda_device and gpu_memory_bytes for builds without CUDA: device=cuda is rejected with the fix.
 #include "common/error.hpp"
 #include "runtime/cuda_device.hpp"
+#include "runtime/device.hpp"
 
 namespace dtrain {
 
-int select_cuda_device(const LaunchEnv&, bool) {
+namespace {
+[[noreturn]] void no_cuda() {
   fatal("system.device=cuda but this dtrain was built without CUDA; rebuild with nvcc on PATH or use system.device=cpu");
 }
+}  // namespace
+
+CudaSelection select_cuda_device(const LaunchEnv&, bool) { no_cuda(); }
+Device& cuda_device() { no_cuda(); }
+std::size_t gpu_memory_bytes() { no_cuda(); }
 
 }  // namespace dtrain

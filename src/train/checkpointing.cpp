@@ -78,8 +78,9 @@ int Checkpointing::resume(Trainer& trainer) {
     // Rank 0 checks every shard file against the manifest; every rank checks what it reads.
     const CheckpointReader reader(path, /*verify_files=*/rank_ == 0);
     check_same_model(checkpoint_config(reader), cfg_, path);
-    RankState st = trainer.rank_state();
+    RankState st = trainer.state_to_load();
     load_rank_state(reader, st);
+    trainer.load_state(st);
     step = reader.meta().step;
     bytes = reader.total_bytes();
     meta = reader.meta();
@@ -114,7 +115,7 @@ void Checkpointing::save(Trainer& trainer, int steps_done) {
   }
   auto w = watch(trainer.watchdog(), {"checkpoint save", "world", -1, 0});
   Trace::Span span(trainer.trace(), "checkpoint save", "io");
-  const IoStats st = save_checkpoint(world_, cfg_.checkpoint.dir, meta, trainer.rank_state(), cfg_.checkpoint.keep_last);
+  const IoStats st = save_checkpoint(world_, cfg_.checkpoint.dir, meta, trainer.state_to_save(), cfg_.checkpoint.keep_last);
   log_.message("checkpoint: saved step " + std::to_string(steps_done) + " to " + st.path + ": " + rate(st.bytes, st.seconds));
 }
 

@@ -10,11 +10,6 @@ void ModelStage::bind(const int* tokens, const int* targets, float loss_scale, s
   before_forward_ = std::move(before_forward);
 }
 
-std::size_t ModelStage::message_floats() const {
-  const ActivationDims& d = model_.dims();
-  return static_cast<std::size_t>(d.Ns()) * static_cast<std::size_t>(d.C);
-}
-
 MicroBatch ModelStage::batch(int micro_batch) const {
   const long offset = static_cast<long>(micro_batch) * model_.dims().N();
   return {tokens_ + offset, targets_ + offset};
@@ -25,7 +20,7 @@ double ModelStage::forward(int slot, int chunk, int micro_batch) {
   return model_.forward(slot, chunk, batch(micro_batch));
 }
 
-void ModelStage::backward(int slot, int chunk, int micro_batch, const float* output_grad, float* input_grad) {
+void ModelStage::backward(int slot, int chunk, int micro_batch, const void* output_grad, void* input_grad) {
   model_.backward(slot, chunk, batch(micro_batch), loss_scale_, output_grad, input_grad);
 }
 

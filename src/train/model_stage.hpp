@@ -12,16 +12,18 @@ class ModelStage final : public PipelineStage {
  public:
   explicit ModelStage(GptModel& model) : model_(model) {}
 
-  // The micro-batches of the next run: tokens and targets, each (m, B, T); every token loss is weighted
-  // by loss_scale. before_forward(micro_batch), when set, runs before each forward (fault injection).
+  // The micro-batches of the next run: tokens and targets, each (m, B, T) in device memory; every token
+  // loss is weighted by loss_scale. before_forward(micro_batch), when set, runs before each forward (fault injection).
   void bind(const int* tokens, const int* targets, float loss_scale, std::function<void(int)> before_forward = {});
 
   int slots() const override { return model_.num_slots(); }
-  std::size_t message_floats() const override;
-  float* input(int slot) override { return model_.stage_input(slot); }
+  DType message_type() const override { return model_.compute_type(); }
+  std::size_t message_count() const override { return model_.message_count(); }
+  Device& device() const override { return model_.device(); }
+  void* input(int slot) override { return model_.stage_input(slot); }
   double forward(int slot, int chunk, int micro_batch) override;
-  const float* output(int slot, int chunk) override { return model_.stage_output(slot, chunk); }
-  void backward(int slot, int chunk, int micro_batch, const float* output_grad, float* input_grad) override;
+  const void* output(int slot, int chunk) override { return model_.stage_output(slot, chunk); }
+  void backward(int slot, int chunk, int micro_batch, const void* output_grad, void* input_grad) override;
 
  private:
   MicroBatch batch(int micro_batch) const;

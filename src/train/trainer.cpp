@@ -27,39 +27,48 @@ std::unique_ptr<TokenFile> open_checked(MPI_Comm world, const Config& cfg, const
 
 }  // namespace
 
-Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, const kernels::KernelTable& k)
+Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, kernels::Backend backend)
     : cfg_(cfg),
       plan_(plan),
       ps_(ps),
-      k_(k),
+      k32_(kernels::kernel_table<float>(backend)),
       train_data_(open_checked(ps.world_comm(), cfg, "train")),
       val_data_(cfg.training.eval_interval > 0 ? open_checked(ps.world_comm(), cfg, "val") : nullptr),
       tp_(ps.tp()),
-      model_(make_rank_plan(cfg, plan, ps.coords()), &tp_, k),
-      grad_sync_(model_.plan(), model_.params(), model_.grads(), ps, cfg.system.overlap_grad_reduce, plan.num_micro_batches),
-      adamw_(model_.plan(), cfg.optimizer, k),
-      tokens_(static_cast<std::size_t>(plan.num_micro_batches) * static_cast<std::size_t>(model_.dims().N())),
-      targets_(tokens_.size()),
-      stage_(model_),
+      model_(make_gpt_model(make_rank_plan(cfg, plan, ps.coords()), &tp_, backend)),
+      grad_sync_(model_->plan(), model_->params(), model_->grads(), ps, cfg.system.overlap_grad_reduce, plan.num_micro_batches),
+      adamw_(model_->plan(), cfg.optimizer, backend),
+      batch_elements_(static_cast<std::size_t>(plan.num_micro_batches) * static_cast<std::size_t>(model_->dims().N())),
+      host_batch_(model_->device(), 2 * batch_elements_ * sizeof(int)),
+      batch_(model_->device().is_host() ? Arena() : Arena(model_->device(), 2 * batch_elements_ * sizeof(int))),
+      stage_(*model_),
       train_exec_(stage_, ps, schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.virtual_stages, ps.coords().pp),
                   plan.num_micro_batches, plan.virtual_stages),
       eval_exec_(stage_, ps,
                  forward_only(schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.virtual_stages, ps.coords().pp)),
                  plan.num_micro_batches, plan.virtual_stages) {
-  model_.init_parameters(cfg.training.seed);
-  model_.set_block_backward_hook([this](int layer) { grad_sync_.block_backward_done(layer); });
+  {
+    std::vector<float> initial(model_->plan().arena_size);
+    init_parameters(model_->table(), cfg.training.seed, initial.data());
+    model_->set_parameters(initial.data());
+    adamw_.set_master(initial.data());  // bf16: the exact fp32 initial values, not their rounding
+  }
+  model_->set_block_backward_hook([this](int layer) { grad_sync_.block_backward_done(layer); });
   if (cfg.system.use_distributed_optimizer && cfg.system.overlap_param_gather)
-    model_.set_block_forward_hook([this](int layer) { grad_sync_.wait_params(layer); });
+    model_->set_block_forward_hook([this](int layer) { grad_sync_.wait_params(layer); });
 }
 
 void Trainer::load_batches(const TokenFile& file, const std::string& stream, std::uint64_t step) {
-  const long per_micro_batch = model_.dims().N();
+  const long per_micro_batch = model_->dims().N();
+  int* tokens = host_batch_.as<int>();
+  int* targets = tokens + batch_elements_;
   for (int mb = 0; mb < plan_.num_micro_batches; ++mb) {
     // Global sample index: this data-parallel rank's block of the global batch, micro-batch mb within it.
     const std::uint64_t first = static_cast<std::uint64_t>(ps_.coords().dp * plan_.num_micro_batches + mb) * plan_.micro_batch;
     fill_samples(file, cfg_.training.seed, stream, step, first, plan_.micro_batch, cfg_.model.seq_length,
-                 tokens_.data() + mb * per_micro_batch, targets_.data() + mb * per_micro_batch);
+                 tokens + mb * per_micro_batch, targets + mb * per_micro_batch);
   }
+  if (batch_.data()) model_->device().copy(batch_.data(), tokens, 2 * batch_elements_ * sizeof(int));
 }
 
 double Trainer::sum_over_world(double v) const {
@@ -70,7 +79,7 @@ double Trainer::sum_over_world(double v) const {
 StepResult Trainer::train_step(int step) {
   const double tokens = static_cast<double>(cfg_.model.global_batch_size) * cfg_.model.seq_length;
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
-  Arena& grads = model_.grads();
+  Arena& grads = model_->grads();
   grad_sync_.wait_params(-1);
   grads.zero();
   grad_sync_.start_step();
@@ -78,7 +87,7 @@ StepResult Trainer::train_step(int step) {
   // Fault injection (debug.stall_*): this rank stops making progress in its first forward of the
   // step, as a wedged GPU or node would.
   const bool stall = ps_.world_rank() == cfg_.debug.stall_rank && step + 1 == cfg_.debug.stall_at_step;
-  stage_.bind(tokens_.data(), targets_.data(), static_cast<float>(1.0 / tokens), [stall](int) {
+  stage_.bind(batch_tokens(), batch_targets(), static_cast<float>(1.0 / tokens), [stall](int) {
     while (stall) std::this_thread::sleep_for(std::chrono::seconds(1));
   });
   const PipelineStepStats st = train_exec_.run();
@@ -91,7 +100,7 @@ StepResult Trainer::train_step(int step) {
   r.loss = sum_over_world(loss_owner ? st.loss_sum : 0.0) / tokens;
   // Squared norm over the gradients this rank is responsible for: its optimizer ranges (all of them on
   // data-parallel rank 0 when the optimizer is not distributed), each tensor counted on one rank only.
-  const RankPlan& rp = model_.plan();
+  const RankPlan& rp = model_->plan();
   const auto& tensors = rp.table.tensors();
   double sq = 0.0;
   if (cfg_.system.use_distributed_optimizer || ps_.coords().dp == 0)
@@ -99,7 +108,7 @@ StepResult Trainer::train_step(int step) {
       for (std::size_t i = 0; i < tensors.size(); ++i) {
         const TensorSpec& t = tensors[i];
         const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
-        if (lo < hi && rp.counted[i]) sq += k_.sum_squares(grads.data() + lo, static_cast<long>(hi - lo));
+        if (lo < hi && rp.counted[i]) sq += k32_.sum_squares(grads.as<float>() + lo, static_cast<long>(hi - lo));
       }
   r.grad_norm = std::sqrt(sum_over_world(sq));
   // Every rank holds the same loss and norm: all stop here together, before the optimizer step.
@@ -114,12 +123,13 @@ StepResult Trainer::train_step(int step) {
   }
   if (cfg_.optimizer.clip_grad > 0 && r.grad_norm > cfg_.optimizer.clip_grad) {
     const float factor = static_cast<float>(cfg_.optimizer.clip_grad / (r.grad_norm + 1e-6));
-    for (const auto& range : rp.optimizer_ranges) k_.scale(grads.data() + range.begin, factor, static_cast<long>(range.end - range.begin));
+    for (const auto& range : rp.optimizer_ranges)
+      k32_.scale(grads.as<float>() + range.begin, factor, static_cast<long>(range.end - range.begin));
   }
   r.lr = learning_rate(cfg_.optimizer, step, cfg_.training.train_iters);
   {
     Trace::Span span(ps_.trace(), "optimizer", "optimizer");
-    adamw_.step(model_.params(), grads, r.lr, step + 1);
+    adamw_.step(model_->params(), grads, r.lr, step + 1);
   }
   grad_sync_.gather_params(cfg_.system.overlap_param_gather);
   // Measured bubble: every rank's waiting fraction, averaged (all ranks of a stage wait alike).
@@ -128,32 +138,72 @@ StepResult Trainer::train_step(int step) {
 }
 
 void Trainer::gather_full_model(float* whole) {
-  grad_sync_.wait_all_params();
+  const RankState st = state_to_save();
   const RankPlan one = whole_model_plan(cfg_, 1);
-  std::vector<float> mine(one.arena_size, 0.0f);  // my slices at their global places, zeros elsewhere
-  const float* params = model_.params().data();
-  const RankPlan& rp = model_.plan();
-  const auto& tensors = rp.table.tensors();
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const TensorSpec& t = tensors[i];
-    if (!rp.writes_params(i)) continue;
+  std::vector<float> mine(one.arena_size, 0.0f);  // my pieces at their global places, zeros elsewhere
+  for_each_piece(st, [&](int kind, const TensorSpec& t, int, const float* data, std::int64_t flat, std::int64_t count) {
+    if (kind != 0) return;
     const std::size_t base = one.table.get(t.name).offset;
-    for (std::size_t e = 0; e < t.numel; ++e) mine[base + global_index(t, static_cast<long>(e))] = params[t.offset + e];
-  }
+    for_each_run(t, static_cast<long>(flat), static_cast<long>(count), [&](long li, long gi, long len) {
+      std::copy_n(data + (li - flat), len, mine.begin() + static_cast<long>(base) + gi);
+    });
+  });
   const std::size_t chunk = std::size_t{1} << 30;  // below MPI's int counts
   for (std::size_t at = 0; at < one.arena_size; at += chunk)
     ps_.world().reduce(mine.data() + at, ps_.world_rank() == 0 ? whole + at : nullptr, std::min(chunk, one.arena_size - at),
                        DType::f32, 0, {"gather the final weights"});
 }
 
-RankState Trainer::rank_state() {
+namespace {
+
+// A pinned host buffer of `floats` elements (allocated on first use).
+float* staging(PinnedBuffer& buffer, Device& device, std::size_t floats) {
+  if (buffer.bytes() != floats * sizeof(float)) buffer = PinnedBuffer(device, floats * sizeof(float));
+  return buffer.as<float>();
+}
+
+}  // namespace
+
+RankState Trainer::host_state() {
   grad_sync_.wait_all_params();
+  Device& device = model_->device();
+  const RankPlan& rp = model_->plan();
   RankState st;
-  st.plan = &model_.plan();
-  st.params = model_.params().data();
-  st.moments[0] = adamw_.first_moment().data();
-  st.moments[1] = adamw_.second_moment().data();
+  st.plan = &rp;
+  // fp32 arenas on the host are used in place; anything else gets a pinned fp32 copy.
+  auto view = [&](Arena& arena, PinnedBuffer& buffer) {
+    return device.is_host() ? arena.as<float>() : staging(buffer, device, arena.bytes() / sizeof(float));
+  };
+  const bool params_in_place = device.is_host() && rp.precision == Precision::fp32;
+  st.params = params_in_place ? model_->params().as<float>() : staging(staged_params_, device, rp.arena_size);
+  if (adamw_.has_master()) st.master = view(adamw_.master(), staged_master_);
+  st.moments[0] = view(adamw_.first_moment(), staged_moments_[0]);
+  st.moments[1] = view(adamw_.second_moment(), staged_moments_[1]);
   return st;
+}
+
+RankState Trainer::state_to_save() {
+  RankState st = host_state();
+  if (st.params != model_->params().data()) model_->get_parameters(st.params);
+  Device& device = model_->device();
+  if (!device.is_host()) {
+    if (st.master) device.copy(st.master, adamw_.master().data(), adamw_.master().bytes());
+    device.copy(st.moments[0], adamw_.first_moment().data(), adamw_.first_moment().bytes());
+    device.copy(st.moments[1], adamw_.second_moment().data(), adamw_.second_moment().bytes());
+  }
+  return st;
+}
+
+RankState Trainer::state_to_load() { return host_state(); }
+
+void Trainer::load_state(const RankState& st) {
+  if (st.params != model_->params().data()) model_->set_parameters(st.params);
+  Device& device = model_->device();
+  if (!device.is_host()) {
+    if (st.master) device.copy(adamw_.master().data(), st.master, adamw_.master().bytes());
+    device.copy(adamw_.first_moment().data(), st.moments[0], adamw_.first_moment().bytes());
+    device.copy(adamw_.second_moment().data(), st.moments[1], adamw_.second_moment().bytes());
+  }
 }
 
 double Trainer::evaluate() {
@@ -163,7 +213,7 @@ double Trainer::evaluate() {
   double loss_sum = 0.0;
   for (int it = 0; it < cfg_.training.eval_iters; ++it) {
     load_batches(*val_data_, "val", static_cast<std::uint64_t>(it));
-    stage_.bind(tokens_.data(), targets_.data(), 0.0f);
+    stage_.bind(batch_tokens(), batch_targets(), 0.0f);
     loss_sum += eval_exec_.run().loss_sum;
   }
   const double tokens = static_cast<double>(cfg_.training.eval_iters) * cfg_.model.global_batch_size * cfg_.model.seq_length;

@@ -33,37 +33,53 @@ struct StepResult {
 class Trainer {
  public:
   // Collective: opens the data files on every rank (a problem on any rank is a UserError on all). The
-  // validation file is opened only when training.eval_interval > 0.
-  Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, const kernels::KernelTable& k);
+  // validation file is opened only when training.eval_interval > 0. Computes on the device of `backend`
+  // in cfg.system.precision.
+  Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, kernels::Backend backend);
 
   StepResult train_step(int step);  // 0-based step
   double evaluate();                // mean validation loss over training.eval_iters global batches
-  GptModel& model() { return model_; }
-  const RankPlan& rank_plan() const { return model_.plan(); }
+  GptModel& model() { return *model_; }
+  const RankPlan& rank_plan() const { return model_->plan(); }
   Watchdog* watchdog() const { return ps_.watchdog(); }
   Trace* trace() const { return ps_.trace(); }
-  // Collective: assembles the global weights on world rank 0 into `whole` (the parameter arena of
-  // whole_model_plan(), null on the other ranks).
+  // Collective: assembles the global fp32 weights (the master weights of a bf16 run) on world rank 0
+  // into `whole` (arena order of whole_model_plan(), null on the other ranks).
   void gather_full_model(float* whole);
-  // The state a checkpoint saves and restores (parameters, optimizer moments; the plan says who writes what).
-  RankState rank_state();
+  // The state a checkpoint saves (fp32, host memory; the plan says who writes what), copied from the
+  // device when it lives there.
+  RankState state_to_save();
+  // Host buffers for a checkpoint to fill (load_rank_state), then load_state() to take them in.
+  RankState state_to_load();
+  void load_state(const RankState& filled);
 
  private:
-  // The rank's micro-batches of `step` of a data stream, into tokens_ and targets_.
+  // The rank's micro-batches of `step` of a data stream, on the device (batch_tokens(), batch_targets()).
   void load_batches(const TokenFile& file, const std::string& stream, std::uint64_t step);
+  const int* batch_tokens() { return device_batch(); }
+  const int* batch_targets() { return device_batch() + batch_elements_; }
+  int* device_batch() { return batch_.data() ? batch_.as<int>() : host_batch_.as<int>(); }
   double sum_over_world(double v) const;
+  // Host views of the state (the arenas themselves on the host, else staged copies).
+  RankState host_state();
 
   const Config& cfg_;
   TrainingPlan plan_;
   const ParallelState& ps_;
-  const kernels::KernelTable& k_;
+  const kernels::KernelTable<float>& k32_;  // fp32 vector kernels (norms, clipping) of the device
   // Opened before the model is built, so bad data fails fast, before any large allocation.
   std::unique_ptr<TokenFile> train_data_, val_data_;
   TensorParallel tp_;
-  GptModel model_;
+  std::unique_ptr<GptModel> model_;
   GradSync grad_sync_;
   AdamW adamw_;
-  std::vector<int> tokens_, targets_;  // (m, B, T): this rank's share of the step's global batch
+  // This rank's share of the step's global batch: tokens then targets, each (m, B, T); read into the
+  // pinned host buffer and copied to the device (the same memory on the host).
+  std::size_t batch_elements_;
+  PinnedBuffer host_batch_;
+  Arena batch_;
+  // Host copies of the state for checkpoints on a GPU (fp32 views of bf16 weights on any device).
+  PinnedBuffer staged_params_, staged_master_, staged_moments_[2];
   ModelStage stage_;
   PipelineExecutor train_exec_, eval_exec_;
 };

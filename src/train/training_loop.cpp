@@ -20,24 +20,30 @@
 
 namespace dtrain {
 
-int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env, const kernels::KernelTable& k,
+int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env, const Placement& placement,
                  const std::string& config_text) {
+  const kernels::Backend backend = placement.backend;
   const RankLayout layout(plan.sizes, cfg.system.rank_order);
   Watchdog watchdog(env.world_rank, cfg.system.collective_timeout_s, cfg.system.step_timeout_s);
   Trace trace(world, cfg.logging.trace_file);
-  const ParallelState ps(world, layout, CommOptions{cfg.debug.synchronous_sends}, &watchdog, &trace);
+  CommOptions comm;
+  comm.synchronous_sends = cfg.debug.synchronous_sends;
+  comm.device = &device_for(backend);
+  comm.nccl = placement.nccl;
+  const ParallelState ps(world, layout, comm, &watchdog, &trace);
   const ComputeBudget compute = measure_compute(world, cfg.system.threads_per_rank, &watchdog);
 
-  Trainer trainer(cfg, plan, ps, k);
+  Trainer trainer(cfg, plan, ps, backend);
   const bool rank0 = env.world_rank == 0;
   StepLog log(rank0, cfg.logging.metrics_file);
   const double flops_per_token = model_flops_per_token(cfg);
   const double tokens_per_step = static_cast<double>(cfg.model.global_batch_size) * cfg.model.seq_length;
   char head[512];
   std::snprintf(head, sizeof head,
-                "dtrain: %d ranks (tp=%d pp=%d dp=%d) on %d node(s), %zu parameters on rank 0, %d micro-batches of %d x %d tokens, "
+                "dtrain: %d ranks (tp=%d pp=%d dp=%d) on %d node(s), %s, %s, %zu parameters on rank 0, %d micro-batches of %d x %d tokens, "
                 "%d BLAS thread(s)/rank, peak %.1f GFLOP/s (sgemm on all %d core(s) of each node), %.3f GFLOP/token",
-                env.world_size, plan.sizes.tp, plan.sizes.pp, plan.sizes.dp, env.num_nodes, trainer.model().table().total(),
+                env.world_size, plan.sizes.tp, plan.sizes.pp, plan.sizes.dp, env.num_nodes, placement.description.c_str(),
+                cfg.system.precision == Precision::bf16 ? "bf16" : "fp32", trainer.model().table().total(),
                 plan.num_micro_batches, plan.micro_batch, cfg.model.seq_length, compute.threads, compute.job_peak_gflops,
                 compute.node_cores, flops_per_token / 1e9);
   log.message(head);
@@ -111,19 +117,23 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     if (checkpoints.due(step + 1, last)) checkpoints.save(trainer, step + 1);
   }
 
-  // The whole model on rank 0: final weights for `dtrain generate`, and a text sample.
-  std::unique_ptr<GptModel> full;
-  if (rank0) full = std::make_unique<GptModel>(whole_model_plan(cfg, 1), nullptr, k);
-  trainer.gather_full_model(rank0 ? full->params().data() : nullptr);
+  // The whole model on rank 0: final fp32 weights for `dtrain generate`, and a text sample.
+  const RankPlan whole = whole_model_plan(cfg, 1);
+  std::vector<float> weights_values(rank0 ? whole.arena_size : 0);
+  trainer.gather_full_model(rank0 ? weights_values.data() : nullptr);
   const std::string weights = cfg.checkpoint.dir.empty() ? "" : cfg.checkpoint.dir + "/model-final.h5";
   collective_check(world, [&] {
     if (!rank0 || weights.empty()) return;
     std::error_code ec;
     std::filesystem::create_directories(cfg.checkpoint.dir, ec);
-    write_weights(weights, full->table(), full->params());
+    write_weights(weights, whole.table, weights_values.data());
   });
   if (!weights.empty()) log.message("wrote final weights to " + weights + " (dtrain generate INPUT.ini --weights " + weights + ")");
-  if (rank0) log.message("sample: " + generate_text(*full, "\n", 240, 0.8, cfg.training.seed));
+  if (rank0) {
+    const std::unique_ptr<GptModel> full = make_gpt_model(whole, nullptr, backend);
+    full->set_parameters(weights_values.data());
+    log.message("sample: " + generate_text(*full, "\n", 240, 0.8, cfg.training.seed));
+  }
   return 0;
 }
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "config/config.hpp"
-#include "kernels/kernels.hpp"
+#include "runtime/placement.hpp"
 #include "plan/training_plan.hpp"
 #include "runtime/launch_env.hpp"
 
@@ -14,7 +14,7 @@ namespace dtrain {
 
 // Collective over world. config_text is the resolved input file (stored in checkpoints). Returns the
 // process exit code: 0 when training is complete, kPreemptedExit after a stop signal.
-int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env, const kernels::KernelTable& k,
+int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env, const Placement& placement,
                  const std::string& config_text);
 
 }  // namespace dtrain

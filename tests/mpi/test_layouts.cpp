@@ -52,7 +52,7 @@ std::vector<Variant> variants_for(int world) {
   return out;
 }
 
-Config config_of(const Variant& v, const std::string& data) {
+Config config_of(const Variant& v, const std::string& data, const std::vector<std::string>& extra) {
   std::vector<std::string> o = {"--data.path=" + data,
                                 "--system.tensor_model_parallel_size=" + std::to_string(v.tp),
                                 "--system.pipeline_model_parallel_size=" + std::to_string(v.pp),
@@ -62,58 +62,41 @@ Config config_of(const Variant& v, const std::string& data) {
                                 "--system.overlap_param_gather=" + std::string(v.distributed && v.overlap ? "true" : "false"),
                                 "--system.pipeline_schedule=" + v.schedule,
                                 "--system.virtual_pipeline_model_parallel_size=" + std::string(v.schedule == "interleaved" ? "2" : "1")};
+  o.insert(o.end(), extra.begin(), extra.end());
   return load_config("[model]\nnum_layers=8\nhidden_size=32\nnum_attention_heads=4\nseq_length=16\nvocab_size=64\n"
                      "global_batch_size=8\nmicro_batch_size=1\n[training]\ntrain_iters=10\neval_iters=1\n"
                      "[optimizer]\nlr=3e-3\nwarmup_iters=2\n", "layout test", o);
 }
 
-// Squared L2 norms (difference, reference) over the global weights, each element counted once.
-std::pair<double, double> weight_distance(Trainer& t, GptModel& ref) {
-  double diff = 0.0, norm = 0.0;
-  GptModel& m = t.model();
-  const auto& tensors = m.table().tensors();
-  for (std::size_t k = 0; k < tensors.size(); ++k) {
-    const TensorSpec& ts = tensors[k];
-    if (!t.rank_plan().writes_params(k)) continue;
-    const TensorSpec& full = ref.table().get(ts.name);
-    for (std::size_t i = 0; i < ts.numel; ++i) {
-      const double r = ref.params().data()[full.offset + global_index(ts, static_cast<long>(i))];
-      const double w = m.params().data()[ts.offset + i];
-      diff += (w - r) * (w - r);
-      norm += r * r;
-    }
-  }
-  return {diff, norm};
+// The global fp32 weights (master weights in bf16) of a trained run, on world rank 0 (empty elsewhere).
+std::vector<float> global_weights(Trainer& t, const Config& cfg, int rank) {
+  std::vector<float> whole(rank == 0 ? whole_model_plan(cfg, 1).arena_size : 0);
+  t.gather_full_model(rank == 0 ? whole.data() : nullptr);
+  return whole;
 }
 
-}  // namespace
-
-TEST_CASE("every layout matches one rank", "[mpi][layouts]") {
+// Trains every variant at the job's rank count and the one-rank reference (computed by every rank on
+// its own, identical everywhere), checks losses and final weights against it and a bit-identical rerun.
+// first_loss_tolerance bounds the loss of the first step (the same weights on every layout), loss_tolerance
+// every step's.
+void check_layouts(const std::vector<Variant>& variants, const std::vector<std::string>& extra, double first_loss_tolerance,
+                   double loss_tolerance, double weights_tolerance) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (variants.empty()) return;
   const std::string data = testing::make_test_data(MPI_COMM_WORLD);
-  const auto variants = variants_for(world);
-  if (variants.empty()) {
-    testing::remove_test_data(MPI_COMM_WORLD, data);
-    return;
-  }
-  // The one-rank reference, computed by every rank on its own (identical everywhere).
-  Config ref_cfg = config_of({1, 1, 1}, data);
-  std::unique_ptr<GptModel> ref_model;
-  const auto reference = testing::train(MPI_COMM_SELF, ref_cfg, [&](Trainer& t) {
-    ref_model = std::make_unique<GptModel>(whole_model_plan(ref_cfg, 1), nullptr, kernels::kernel_table(kernels::Backend::host));
-    std::copy(t.model().params().data(), t.model().params().data() + t.model().params().size(), ref_model->params().data());
-  });
+  const Config ref_cfg = config_of({1, 1, 1}, data, extra);
+  std::vector<float> ref_weights;
+  const auto reference = testing::train(MPI_COMM_SELF, ref_cfg, [&](Trainer& t) { ref_weights = global_weights(t, ref_cfg, 0); });
   double worst_loss = 0.0, worst_weights = 0.0;
   for (const auto& v : variants) {
-    const Config cfg = config_of(v, data);
+    const Config cfg = config_of(v, data, extra);
     double rel_weights = 0.0;
     const auto run = testing::train(MPI_COMM_WORLD, cfg, [&](Trainer& t) {
-      auto [diff, norm] = weight_distance(t, *ref_model);
-      double local[2] = {diff, norm}, total[2] = {0, 0};
-      MPI_Allreduce(local, total, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      rel_weights = std::sqrt(total[0] / total[1]);
+      const std::vector<float> w = global_weights(t, cfg, rank);
+      if (rank == 0) rel_weights = testing::relative_distance(w, ref_weights);
+      MPI_Bcast(&rel_weights, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     });
     const auto again = testing::train(MPI_COMM_WORLD, cfg).losses;
     INFO(v.name());
@@ -123,14 +106,41 @@ TEST_CASE("every layout matches one rank", "[mpi][layouts]") {
       const double rel = std::abs(run.losses[i] - reference.losses[i]) / std::abs(reference.losses[i]);
       worst = std::max(worst, rel);
       INFO("step " << i << ": " << run.losses[i] << " vs one rank " << reference.losses[i]);
-      CHECK(rel <= 1e-4);
+      CHECK(rel <= (i == 0 ? first_loss_tolerance : loss_tolerance));
       CHECK(run.losses[i] == again[i]);  // bit-identical rerun
     }
-    CHECK(rel_weights <= 1e-4);
+    CHECK(rel_weights <= weights_tolerance);
     worst_loss = std::max(worst_loss, worst);
     worst_weights = std::max(worst_weights, rel_weights);
     if (rank == 0) std::printf("layout %-44s max loss deviation %.2e, weights deviation %.2e\n", v.name().c_str(), worst, rel_weights);
   }
   if (rank == 0) std::printf("np=%d: largest loss deviation %.2e, largest weights deviation %.2e\n", world, worst_loss, worst_weights);
   testing::remove_test_data(MPI_COMM_WORLD, data);
+}
+
+}  // namespace
+
+TEST_CASE("every layout matches one rank", "[mpi][layouts]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  check_layouts(variants_for(world), {}, 1e-4, 1e-4, 1e-4);
+}
+
+// bf16 (bf16 storage, fp32 arithmetic on the host): tensor-parallel partial sums are reduced in fp32
+// and rounded once, pipeline stages pass bf16 activations unchanged and gradients are reduced in fp32,
+// so a layout differs from one rank only by fp32 summation order. From the same weights (step 1) that
+// is ~1e-9 of the loss (tolerance 1e-6). Rounding to bf16 then turns some of those last-bit differences
+// into whole bf16 steps (2^-8 relative) of single activations and weights, and Adam's normalised
+// updates carry them on, so later steps differ by up to ~1e-4 (measured: 1e-4 at tp=2, 4e-6 at pp=2 or
+// dp=2, whose losses stay bit-identical for 9 steps); tolerance 1e-3 on losses and 5e-3 on the fp32
+// master weights. A wrong slice or a missing reduction shows as 1e-2 or worse. The acceptance layout
+// is tp=2 pp=2 dp=2 with the distributed optimizer (np=8).
+TEST_CASE("bf16 layouts match one rank in bf16", "[mpi][layouts][bf16]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::vector<Variant> variants;
+  if (world == 8) variants = {{2, 2, 2, false, true}, {2, 2, 2, true, true}, {2, 2, 2, true, true, "interleaved"}};
+  if (world == 4) variants = {{2, 2, 1}, {2, 1, 2, true, true}, {1, 2, 2, false, true}};
+  if (world == 2) variants = {{2, 1, 1, true}, {1, 2, 1}, {1, 1, 2, false, true}};
+  check_layouts(variants, {"--system.precision=bf16"}, 1e-6, 1e-3, 5e-3);
 }

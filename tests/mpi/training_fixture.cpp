@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "data/token_file.hpp"
@@ -41,7 +42,7 @@ void remove_test_data(MPI_Comm comm, const std::string& prefix) {
   if (rank == 0) std::filesystem::remove_all(std::filesystem::path(prefix).parent_path());
 }
 
-RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trainer&)>& inspect) {
+RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trainer&)>& inspect, kernels::Backend backend) {
   int size = 1;
   MPI_Comm_size(comm, &size);
   const Config& cfg = base;
@@ -50,13 +51,25 @@ RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trai
   MPI_Comm_rank(comm, &rank);
   // A deadlock or a stuck collective ends the job with a report instead of hanging the test.
   Watchdog watchdog(rank, cfg.system.collective_timeout_s, 0.0);
-  const ParallelState ps(comm, RankLayout(plan.sizes, cfg.system.rank_order), CommOptions{cfg.debug.synchronous_sends}, &watchdog);
-  Trainer trainer(cfg, plan, ps, kernels::kernel_table(kernels::Backend::host));
+  CommOptions options;
+  options.synchronous_sends = cfg.debug.synchronous_sends;
+  options.device = &device_for(backend);
+  const ParallelState ps(comm, RankLayout(plan.sizes, cfg.system.rank_order), options, &watchdog);
+  Trainer trainer(cfg, plan, ps, backend);
   RunResult r;
   for (int s = 0; s < cfg.training.train_iters; ++s) r.losses.push_back(trainer.train_step(s).loss);
   r.losses.push_back(trainer.evaluate());
   if (inspect) inspect(trainer);
   return r;
+}
+
+double relative_distance(const std::vector<float>& w, const std::vector<float>& ref) {
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    diff += (static_cast<double>(w[i]) - ref[i]) * (static_cast<double>(w[i]) - ref[i]);
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(diff / norm);
 }
 
 }  // namespace dtrain::testing

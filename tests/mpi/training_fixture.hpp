@@ -21,6 +21,12 @@ struct RunResult {
 };
 
 // Trains cfg on the ranks of comm for cfg.training.train_iters steps; calls inspect(trainer) at the end.
-RunResult train(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect = {});
+// On the cuda backend the ranks use the MPI backend of the communication layer (staged through pinned
+// memory), which lets several ranks share one GPU.
+RunResult train(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect = {},
+                kernels::Backend backend = kernels::Backend::host);
+
+// Relative L2 distance |w - ref| / |ref| of two weight vectors.
+double relative_distance(const std::vector<float>& w, const std::vector<float>& ref);
 
 }  // namespace dtrain::testing

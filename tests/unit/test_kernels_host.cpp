@@ -453,7 +453,7 @@ void run_attention_check(int B, int T, int NH, int HD, size_t fd_limit, unsigned
 
   const DVec R = to_double(random_vec(rng, out.size()));
   const Vec Rf(R.begin(), R.end());
-  Vec dqkv(nqkv, kNaN), scratch(static_cast<size_t>(T) * T, kNaN);
+  Vec dqkv(nqkv, kNaN), scratch(static_cast<size_t>(NH) * T * T, kNaN);
   k::attention_backward(dqkv.data(), scratch.data(), Rf.data(), qkv.data(), att.data(), B, T, NH, HD);
   auto loss = [&] { return dot(ref_attention(qkvd, B, T, NH, HD).out, R); };
   check_grad("attention dqkv (=)", loss, qkvd, dqkv, rng, fd_limit);
@@ -706,7 +706,7 @@ TEST_CASE("host adamw_update: one and two steps vs double reference", "[kernels]
   DVec pd = to_double(p), md(n, 0.0), vd(n, 0.0);
   for (int t = 1; t <= 2; ++t) {
     const Vec g = random_vec(rng, n);
-    k::adamw_update(p.data(), m.data(), v.data(), g.data(), n, lr, b1, b2, eps, wd, t);
+    k::adamw_update(p.data(), static_cast<float*>(nullptr), m.data(), v.data(), g.data(), n, lr, b1, b2, eps, wd, t);
     for (long i = 0; i < n; ++i) {
       const double gi = g[i];
       md[i] = double(b1) * md[i] + (1.0 - double(b1)) * gi;

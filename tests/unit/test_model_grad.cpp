@@ -21,38 +21,42 @@ Config tiny_config() {
 
 TEST_CASE("model gradient matches finite differences of the loss", "[model]") {
   const Config cfg = tiny_config();
-  const auto& k = kernels::kernel_table(kernels::Backend::host);
-  GptModel model(whole_model_plan(cfg, 2), nullptr, k);
-  model.init_parameters(7);
+  const RankPlan plan = whole_model_plan(cfg, 2);
+  const std::unique_ptr<GptModel> model = make_gpt_model(plan, nullptr, kernels::Backend::host);
+  std::vector<float> w(plan.arena_size);
+  init_parameters(plan.table, 7, w.data());
   // Larger weights than GPT-2's 0.02 so that every path carries signal above float noise.
   std::mt19937 gen(3);
   std::normal_distribution<float> nd(0.0f, 0.3f);
-  for (const auto& t : model.table().tensors())
-    for (std::size_t i = 0; i < t.numel; ++i) model.params().data()[t.offset + i] += nd(gen);
+  for (const auto& t : plan.table.tensors())
+    for (std::size_t i = 0; i < t.numel; ++i) w[t.offset + i] += nd(gen);
+  model->set_parameters(w.data());
   std::uniform_int_distribution<int> tok(0, 31);
-  std::vector<int> tokens(static_cast<std::size_t>(model.dims().N())), targets(tokens.size());
+  std::vector<int> tokens(static_cast<std::size_t>(model->dims().N())), targets(tokens.size());
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = tok(gen), targets[i] = tok(gen);
   const MicroBatch batch{tokens.data(), targets.data()};
 
-  model.grads().zero();
-  model.forward(0, 0, batch);
-  model.backward(0, 0, batch, 1.0f, nullptr, nullptr);  // gradient of the summed token loss
-  const std::vector<float> grads(model.grads().data(), model.grads().data() + model.grads().size());
+  model->grads().zero();
+  model->forward(0, 0, batch);
+  model->backward(0, 0, batch, 1.0f, nullptr, nullptr);  // gradient of the summed token loss
+  const float* g = model->grads().as<float>();
+  const std::vector<float> grads(g, g + plan.arena_size);
 
   // Float32 forward: the loss sum (~50) carries ~1e-5 absolute noise, so with eps = 1e-2 the central
   // difference is good to ~1e-3 absolute; compare with 2% relative error plus a 2e-3 absolute floor.
   const float eps = 1e-2f;
   int checked = 0;
-  for (const auto& t : model.table().tensors()) {
+  float* p = model->params().as<float>();
+  for (const auto& t : plan.table.tensors()) {
     const std::size_t stride = std::max<std::size_t>(1, t.numel / 6);
     for (std::size_t i = 0; i < t.numel; i += stride) {
-      float& w = model.params().data()[t.offset + i];
-      const float saved = w;
-      w = saved + eps;
-      const double up = model.forward(0, 0, batch);
-      w = saved - eps;
-      const double down = model.forward(0, 0, batch);
-      w = saved;
+      float& x = p[t.offset + i];
+      const float saved = x;
+      x = saved + eps;
+      const double up = model->forward(0, 0, batch);
+      x = saved - eps;
+      const double down = model->forward(0, 0, batch);
+      x = saved;
       const double fd = (up - down) / (2.0 * eps);
       const double an = grads[t.offset + i];
       INFO(t.name << "[" << i << "] analytic " << an << " finite difference " << fd);
@@ -65,11 +69,11 @@ TEST_CASE("model gradient matches finite differences of the loss", "[model]") {
 
 TEST_CASE("initial weights depend only on seed, tensor and global index", "[model]") {
   const Config cfg = tiny_config();
-  const auto& k = kernels::kernel_table(kernels::Backend::host);
-  GptModel a(whole_model_plan(cfg, 2), nullptr, k), b(whole_model_plan(cfg, 2), nullptr, k);
-  a.init_parameters(11);
-  b.init_parameters(11);
-  CHECK(std::equal(a.params().data(), a.params().data() + a.params().size(), b.params().data()));
+  const RankPlan plan = whole_model_plan(cfg, 2);
+  std::vector<float> a(plan.arena_size, -1.0f), b(plan.arena_size, -2.0f);
+  init_parameters(plan.table, 11, a.data());
+  init_parameters(plan.table, 11, b.data());
+  CHECK(a == b);
   // A tensor-parallel slice's global indices address exactly its block of the full tensor.
   const TensorTable half(ModelShape::from(cfg.model, cfg.ffn_hidden()), stage_part(2, 1, 1, 0), 2, 1);
   const TensorSpec& qkv = half.get("h1.qkv_w");  // (3, C, C) split on dim 1: rows C/2..C-1 of q, k and v

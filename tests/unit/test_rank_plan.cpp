@@ -46,17 +46,37 @@ TEST_CASE("rank plan of the whole model on one rank", "[plan][rank_plan]") {
   for (std::size_t i = 0; i < p.table.tensors().size(); ++i) CHECK(p.writes_params(i));
   // Activations, 1 slot, B=1 T=4 (N=4) C=8: per block ln1_mean/rstd 16+16, ln1 32, qkv 96, atty 32,
   // att (1,2,4,4) 32, res1 32, ln2_mean/rstd 16+16, ln2 32, fch 128, fch_gelu 128, res2 32 = 608;
-  // slot = stage_input 32 + 4 x 608 + head (16+16+32+64+16+16+16+16 = 192) = 2656; scratch 544.
+  // slot = stage_input 32 + 4 x 608 + head (16+16+32+64+16+16+16+16 = 192) = 2656; scratch 560 (dres,
+  // rows_full, rows_shard, dln 32 each, datty 32, dqkv 96, dfch, dfch2 128 each, dtt (2,4,4) 32, dloss 16).
   CHECK(p.activations.slots == 1);
-  CHECK(p.activations.floats() == 2656 + 544);
+  CHECK(p.activations.bytes() == 4 * (2656 + 560));
   const MemoryEstimate m = p.memory();
   CHECK(m.params == 3904 * 4);
   CHECK(m.grads == 3904 * 4);
   CHECK(m.optimizer == 2 * 3904 * 4);
-  CHECK(m.activations == 3200 * 4);
+  CHECK(m.activations == 3216 * 4);
   // Buffers: tokens and targets of m = 8 micro-batches (2 x 8 x 4 ints) and one (4,8) message.
   CHECK(m.buffers == (2 * 8 * 4 + 32) * 4);
   CHECK(std::string(m.biggest_term()) == "optimizer");
+}
+
+TEST_CASE("rank plan in bf16: bf16 weights and activations, fp32 gradients, master weights and moments", "[plan][rank_plan]") {
+  const Config c = tiny({"--system.precision=bf16"});
+  const RankPlan p = make_rank_plan(c, make_plan(c, 1), Coords{});
+  CHECK(p.precision == Precision::bf16);
+  CHECK(p.compute_type_bytes() == 2);
+  // In bytes, every piece rounded up to 64. Per block: ln1/ln2 mean and rstd 4 x 64, ln1 (32 bf16) 64,
+  // qkv (96) 192, atty 64, att (32) 64, res1 64, ln2 64, fch (128) 256, fch_gelu 256, res2 64 = 1344.
+  // Slot: stage_input 64 + 4 x 1344 + head (lnf mean, rstd, lnf 64 each, logits (64) 128, four float
+  // rows 4 x 64) = 6016. Scratch: dres, rows_full, rows_shard, dln, datty 64 each, dqkv 192, dfch, dfch2
+  // 256 each, dtt (32) 64, dloss 64, the fp32 partial sums (32 floats) 128 and their shard 128 = 1408.
+  CHECK(p.activations.bytes() == 6016 + 1408);
+  const MemoryEstimate m = p.memory();
+  CHECK(m.params == 3904 * 2);
+  CHECK(m.grads == 3904 * 4);
+  CHECK(m.optimizer == 3 * 3904 * 4);  // master weights, first and second moments
+  CHECK(m.activations == 6016 + 1408);
+  CHECK(m.buffers == 2 * 8 * 4 * 4 + 32 * 2);  // int tokens and targets, one bf16 (4,8) message
 }
 
 TEST_CASE("rank plan of tp rank 1, last stage, dp rank 1 of tp=2 pp=2 dp=2 with the distributed optimizer", "[plan][rank_plan]") {
@@ -98,7 +118,7 @@ TEST_CASE("rank plan of tp rank 1, last stage, dp rank 1 of tp=2 pp=2 dp=2 with 
   // per block 16+16+32+48+16+16+32+16+16+32+64+64+32 = 400; slot = 32 + 2 x 400 + head 160 = 992;
   // scratch 32+32+32+32+16+48+64+64+16+16 = 352.
   CHECK(p.activations.slots == 1);
-  CHECK(p.activations.floats() == 992 + 352);
+  CHECK(p.activations.bytes() == 4 * (992 + 352));
   // Stage 0 holds min(4, 2) = 2 micro-batches.
   at.pp = 0;
   CHECK(make_rank_plan(c, plan, at).activations.slots == 2);

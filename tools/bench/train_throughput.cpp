@@ -1,6 +1,7 @@
 // train_throughput: single-rank training-step speed on fixed GPT shapes, next to this machine's sgemm
 // ceiling measured in the same run. Prints a table and writes JSON.
 //   build/tools/bench/train_throughput [--threads 1] [--steps 6] [--repeats 3] [--json FILE] [--only NAME]
+//                                      [--precision fp32|bf16]
 // A step is forward + backward over the micro-batch and one AdamW update, on random tokens (no data I/O).
 // FLOPs per token: plan/model_flops.hpp (6 x matmul parameters + the causal half of attention).
 #include <algorithm>
@@ -44,17 +45,19 @@ int run(int argc, char** argv) {
   namespace po = boost::program_options;
   int threads = 1, steps = 6, repeats = 3;
   bool help = false;
-  std::string json_path = "train_throughput.json", only;
+  std::string json_path = "train_throughput.json", only, precision = "fp32";
   po::options_description options("Options");
   options.add_options()("help,h", po::bool_switch(&help), "print this help and exit")(
       "threads", po::value(&threads)->default_value(threads), "BLAS threads")(
       "steps", po::value(&steps)->default_value(steps), "timed steps per repeat")(
       "repeats", po::value(&repeats)->default_value(repeats), "repeats")(
       "json", po::value(&json_path)->default_value(json_path), "JSON output file")(
-      "only", po::value(&only), "run one configuration (L6-d384-V256 or L12-d768-V50304)");
+      "only", po::value(&only), "run one configuration (L6-d384-V256 or L12-d768-V50304)")(
+      "precision", po::value(&precision)->default_value(precision), "fp32 or bf16 (host bf16: storage only, fp32 arithmetic)");
   parse_command_line_options(argc, argv, 1, options, {}, "train_throughput");
   if (help) {
-    std::cout << "usage: train_throughput [--threads N] [--steps N] [--repeats N] [--json FILE] [--only NAME]\n" << options;
+    std::cout << "usage: train_throughput [--threads N] [--steps N] [--repeats N] [--json FILE] [--only NAME] [--precision P]\n"
+              << options;
     return 0;
   }
   if (threads < 1 || steps < 1 || repeats < 1) throw UserError("train_throughput: --threads, --steps and --repeats must be >= 1");
@@ -74,20 +77,24 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "train_throughput: cannot write %s\n", json_path.c_str());
     return 1;
   }
-  std::fprintf(json, "{\"threads\": %d, \"sgemm_gflops\": %.2f, \"configs\": [", threads, ceiling);
+  std::fprintf(json, "{\"threads\": %d, \"precision\": \"%s\", \"sgemm_gflops\": %.2f, \"configs\": [", threads, precision.c_str(),
+               ceiling);
   bool first = true;
-  const auto& k = kernels::kernel_table(kernels::Backend::host);
   for (const auto& bc : kConfigs) {
     if (!only.empty() && only != bc.name) continue;
     char ini[512];
     std::snprintf(ini, sizeof ini,
                   "[model]\nnum_layers=%d\nhidden_size=%d\nnum_attention_heads=%d\nseq_length=%d\nvocab_size=%d\n"
-                  "global_batch_size=%d\nmicro_batch_size=%d\n",
-                  bc.layers, bc.hidden, bc.heads, bc.seq, bc.vocab, bc.batch, bc.batch);
+                  "global_batch_size=%d\nmicro_batch_size=%d\n[system]\nprecision=%s\n",
+                  bc.layers, bc.hidden, bc.heads, bc.seq, bc.vocab, bc.batch, bc.batch, precision.c_str());
     const Config cfg = load_config(ini, bc.name, {});
-    GptModel model(whole_model_plan(cfg, bc.batch), nullptr, k);
-    model.init_parameters(1);
-    AdamW adamw(model.plan(), cfg.optimizer, k);
+    const std::unique_ptr<GptModel> owned = make_gpt_model(whole_model_plan(cfg, bc.batch), nullptr, kernels::Backend::host);
+    GptModel& model = *owned;
+    std::vector<float> initial(model.plan().arena_size);
+    init_parameters(model.table(), 1, initial.data());
+    model.set_parameters(initial.data());
+    AdamW adamw(model.plan(), cfg.optimizer, kernels::Backend::host);
+    adamw.set_master(initial.data());
     std::mt19937 gen(1);
     std::uniform_int_distribution<int> tok(0, bc.vocab - 1);
     std::vector<int> inputs(static_cast<std::size_t>(model.dims().N())), targets(inputs.size());

@@ -1,0 +1,122 @@
+// CUDA backend: softmax cross-entropy over a vocabulary that may be split across ranks, a warp per
+// row. xent_loss adds the rows' losses in double in a fixed order (one block, then its threads in
+// order) into a device variable and returns it: the same bits on every run.
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/kernels.hpp"
+
+namespace dtrain::kernels::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kReduceThreads = 1024;
+
+__device__ double g_loss_sum;
+
+template <typename KT>
+__global__ void row_max_kernel(float* row_max, const KT* logits, long N, int V) {
+  const long i = static_cast<long>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
+  if (i >= N) return;
+  float m = -INFINITY;
+  for (int v = threadIdx.x; v < V; v += 32) m = fmaxf(m, ld(logits[i * V + v]));
+  m = warp_max(m);
+  if (threadIdx.x == 0) row_max[i] = m;
+}
+
+template <typename KT>
+__global__ void row_sum_exp_kernel(float* row_sum, const KT* logits, const float* row_max, long N, int V) {
+  const long i = static_cast<long>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
+  if (i >= N) return;
+  const float m = row_max[i];
+  float s = 0.0f;
+  for (int v = threadIdx.x; v < V; v += 32) s += expf(ld(logits[i * V + v]) - m);
+  s = warp_sum(s);
+  if (threadIdx.x == 0) row_sum[i] = s;
+}
+
+template <typename KT>
+__global__ void target_logit_kernel(float* target_logit, const KT* logits, const int* targets, int vocab_start, long N, int V) {
+  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= N) return;
+  const int col = targets[i] - vocab_start;
+  target_logit[i] = col >= 0 && col < V ? ld(logits[i * V + col]) : 0.0f;
+}
+
+__global__ void loss_kernel(float* lse, const float* row_max, const float* row_sum, const float* target_logit, long N) {
+  __shared__ double part[kReduceThreads];
+  double acc = 0.0;
+  for (long i = threadIdx.x; i < N; i += kReduceThreads) {
+    const float l = row_max[i] + logf(row_sum[i]);
+    lse[i] = l;
+    acc += static_cast<double>(l) - target_logit[i];
+  }
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = kReduceThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) g_loss_sum = part[0];
+}
+
+// dlogits[i,v] = (exp(logits[i,v] - lse[i]) - [v is target]) * dloss[i]; (p - 1) * dl on the target.
+template <typename KT>
+__global__ void backward_kernel(KT* dlogits, const KT* logits, const float* lse, const int* targets, const float* dloss,
+                                int vocab_start, long N, int V) {
+  const long e = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= N * V) return;
+  const long i = e / V;
+  const int v = static_cast<int>(e % V);
+  const float p = expf(ld(logits[e]) - lse[i]);
+  dlogits[e] = st<KT>((v == targets[i] - vocab_start ? p - 1.0f : p) * dloss[i]);
+}
+
+template <typename KT>
+void row_max(float* out, const KT* logits, long N, int V) {
+  row_max_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(out, logits, N, V);
+  DTRAIN_LAUNCH_CHECK();
+}
+template <typename KT>
+void row_sum_exp(float* out, const KT* logits, const float* m, long N, int V) {
+  row_sum_exp_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(out, logits, m, N, V);
+  DTRAIN_LAUNCH_CHECK();
+}
+template <typename KT>
+void target_logit(float* out, const KT* logits, const int* targets, int vocab_start, long N, int V) {
+  target_logit_kernel<<<blocks_for(N), kThreads>>>(out, logits, targets, vocab_start, N, V);
+  DTRAIN_LAUNCH_CHECK();
+}
+template <typename KT>
+void xent_bw(KT* dlogits, const KT* logits, const float* lse, const int* targets, const float* dloss, int vocab_start, long N, int V) {
+  backward_kernel<<<blocks_for(N * V), kThreads>>>(dlogits, logits, lse, targets, dloss, vocab_start, N, V);
+  DTRAIN_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void xent_row_max(float* row_max_out, const float* logits, long N, int V) { row_max(row_max_out, logits, N, V); }
+void xent_row_max(float* row_max_out, const bf16* logits, long N, int V) { row_max(row_max_out, logits, N, V); }
+void xent_row_sum_exp(float* row_sum, const float* logits, const float* m, long N, int V) { row_sum_exp(row_sum, logits, m, N, V); }
+void xent_row_sum_exp(float* row_sum, const bf16* logits, const float* m, long N, int V) { row_sum_exp(row_sum, logits, m, N, V); }
+void xent_target_logit(float* t, const float* logits, const int* targets, int vocab_start, long N, int V) {
+  target_logit(t, logits, targets, vocab_start, N, V);
+}
+void xent_target_logit(float* t, const bf16* logits, const int* targets, int vocab_start, long N, int V) {
+  target_logit(t, logits, targets, vocab_start, N, V);
+}
+double xent_loss(float* lse, const float* row_max_in, const float* row_sum, const float* target, long N) {
+  loss_kernel<<<1, kReduceThreads>>>(lse, row_max_in, row_sum, target, N);
+  DTRAIN_LAUNCH_CHECK();
+  double loss = 0.0;
+  CUDA_CHECK(cudaMemcpyFromSymbol(&loss, g_loss_sum, sizeof loss));  // waits for the kernel
+  return loss;
+}
+void xent_backward(float* dlogits, const float* logits, const float* lse, const int* targets, const float* dloss, int vocab_start,
+                   long N, int V) {
+  xent_bw(dlogits, logits, lse, targets, dloss, vocab_start, N, V);
+}
+void xent_backward(bf16* dlogits, const bf16* logits, const float* lse, const int* targets, const float* dloss, int vocab_start,
+                   long N, int V) {
+  xent_bw(dlogits, logits, lse, targets, dloss, vocab_start, N, V);
+}
+
+}  // namespace dtrain::kernels::cuda

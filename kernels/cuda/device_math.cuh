@@ -1,0 +1,91 @@
+// Shared by the CUDA kernels: element loads and stores in either storage type (fp32 arithmetic on
+// both; bf16 rounds to nearest even), launch shapes, warp reductions, a deterministic column
+// reduction, and the cuBLAS GEMM every matmul and attention product goes through. Everything runs on
+// the default stream, the rank's compute stream; the NCCL backend orders its own streams after it.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "common/bf16.hpp"
+#include "common/cuda_check.hpp"
+
+namespace dtrain::kernels::cuda {
+
+constexpr int kThreads = 256;
+// At least one block: an empty launch is a valid no-op rather than a configuration error.
+inline int blocks_for(long n, int threads = kThreads) { return n > 0 ? static_cast<int>((n + threads - 1) / threads) : 1; }
+// Launch check: a bad configuration or a fault of an earlier kernel is reported where it is seen.
+#define DTRAIN_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+
+__device__ __forceinline__ float ld(float x) { return x; }
+__device__ __forceinline__ float ld(::dtrain::bf16 x) { return __uint_as_float(static_cast<unsigned>(x.bits) << 16); }
+template <typename T>
+__device__ __forceinline__ T st(float f);
+template <>
+__device__ __forceinline__ float st<float>(float f) {
+  return f;
+}
+template <>
+__device__ __forceinline__ ::dtrain::bf16 st<::dtrain::bf16>(float f) {
+  return ::dtrain::bf16{__bfloat16_as_ushort(__float2bfloat16_rn(f))};
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// out[c] += sum over rows r < N of f(r, c), for c < C: a 32 x 32 thread block per 32 columns, each
+// thread summing every 32nd row, then the 32 partial sums added in a fixed order. No atomics: the
+// result is the same bits on every run.
+template <typename F>
+__global__ void column_sum_kernel(float* out, long N, int C, F f) {
+  __shared__ float part[32][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  float acc = 0.0f;
+  if (c < C)
+    for (long r = threadIdx.y; r < N; r += 32) acc += f(r, c);
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    float s = 0.0f;
+    for (int y = 0; y < 32; ++y) s += part[y][threadIdx.x];
+    out[c] += s;
+  }
+}
+template <typename F>
+void column_sum(float* out, long N, int C, F f) {
+  column_sum_kernel<<<(C + 31) / 32, dim3(32, 32)>>>(out, N, C, f);
+  DTRAIN_LAUNCH_CHECK();
+}
+
+// The cuBLAS handle of this process (created on first use, on the current device, default stream).
+cublasHandle_t cublas();
+
+template <typename T>
+constexpr cudaDataType_t cuda_type();
+template <>
+constexpr cudaDataType_t cuda_type<float>() {
+  return CUDA_R_32F;
+}
+template <>
+constexpr cudaDataType_t cuda_type<::dtrain::bf16>() {
+  return CUDA_R_16BF;
+}
+
+// Column-major C (m x n, ldc) = alpha * op(A) op(B) + beta * C, `batch` times with the given strides
+// (elements), accumulated in fp32 (CUBLAS_COMPUTE_32F: no TF32, so fp32 runs match the host).
+template <typename TA, typename TC>
+void gemm(bool transa, bool transb, int m, int n, int k, float alpha, const TA* A, int lda, long stride_a, const TA* B, int ldb,
+          long stride_b, float beta, TC* C, int ldc, long stride_c, int batch = 1) {
+  CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas(), transa ? CUBLAS_OP_T : CUBLAS_OP_N, transb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
+                                          &alpha, A, cuda_type<TA>(), lda, stride_a, B, cuda_type<TA>(), ldb, stride_b, &beta, C,
+                                          cuda_type<TC>(), ldc, stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace dtrain::kernels::cuda

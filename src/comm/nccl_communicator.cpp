@@ -1,0 +1,243 @@
+// NcclCommunicator: the communication layer on NCCL. Each group has its own CUDA stream; an operation
+// first makes that stream wait for the compute (default) stream, so it sees every kernel queued before
+// it, and Completion::now makes the compute stream wait for the operation, so later kernels see its
+// result; neither blocks the host. Requests are CUDA events, waited for under the watchdog.
+// Point-to-point: NCCL matches sends and receives between two ranks in the order they are issued and a
+// send completes only when its receive runs. A send is therefore held back and launched together with
+// the next receive of the group, in one ncclGroupStart/End (or on its own when waited for): the
+// pipeline's send-forward/receive-backward pairs progress together, as Megatron's batched isend/irecv.
+#include "comm/nccl_communicator.hpp"
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "common/cuda_check.hpp"
+
+namespace dtrain {
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::i32: return ncclInt32;
+    case DType::bf16: return ncclBfloat16;
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::max ? ncclMax : ncclSum; }
+
+// An event recorded on a stream; destroyed with the last owner.
+struct Event {
+  cudaEvent_t event = nullptr;
+  ~Event() {
+    if (event) cudaEventDestroy(event);
+  }
+};
+std::shared_ptr<Event> record(cudaStream_t stream) {
+  auto e = std::make_shared<Event>();
+  CUDA_CHECK(cudaEventCreateWithFlags(&e->event, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(e->event, stream));
+  return e;
+}
+
+// Waits (host) for an event under the watchdog, then orders the compute stream after it.
+void wait_event(const Event& e, Watchdog* watchdog, const OpInfo& info) {
+  auto w = watch(watchdog, info);
+  for (;;) {
+    const cudaError_t rc = cudaEventQuery(e.event);
+    if (rc == cudaSuccess) break;
+    if (rc != cudaErrorNotReady) CUDA_CHECK(rc);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  CUDA_CHECK(cudaStreamWaitEvent(0, e.event, 0));
+}
+
+class NcclCommunicator;
+
+// A send held back until the group's next receive (or until someone waits for it).
+struct DeferredSend {
+  const void* buf;
+  std::size_t count;
+  DType type;
+  int peer;
+  std::shared_ptr<std::shared_ptr<Event>> done;  // set when launched
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(const std::string& name, MPI_Comm parent, int color, int key, std::vector<int> world_ranks, Watchdog* watchdog,
+                   Trace* trace)
+      : Communicator(name, std::move(world_ranks)), watchdog_(watchdog), trace_(trace) {
+    MPI_Comm group;
+    MPI_CHECK(MPI_Comm_split(parent, color, key, &group));
+    int rank = 0, size = 0;
+    MPI_CHECK(MPI_Comm_rank(group, &rank));
+    MPI_CHECK(MPI_Comm_size(group, &size));
+    set_position(rank, size);
+    ncclUniqueId id;
+    if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, group));
+    MPI_CHECK(MPI_Comm_free(&group));
+    NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~NcclCommunicator() override {
+    if (!deferred_.empty()) launch_group(-1, nullptr, 0, DType::f32, {"send at shutdown"});
+    cudaStreamSynchronize(stream_);
+    ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+  }
+
+  CommRequest all_reduce(void* buf, std::size_t count, DType t, ReduceOp op, const CommLabel& label, Completion c) override {
+    Trace::Span span(trace_, label.what, "comm");
+    after_compute();
+    NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(t), nccl_op(op), comm_, stream_));
+    return finish(label, -1, count * dtype_bytes(t), c);
+  }
+  void all_gather(const void* send, void* recv, std::size_t count, DType t, const CommLabel& label) override {
+    Trace::Span span(trace_, label.what, "comm");
+    after_compute();
+    NCCL_CHECK(ncclAllGather(send, recv, count, nccl_type(t), comm_, stream_));
+    finish(label, -1, count * dtype_bytes(t) * size(), Completion::now);
+  }
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType t, const CommLabel& label) override {
+    Trace::Span span(trace_, label.what, "comm");
+    after_compute();
+    NCCL_CHECK(ncclReduceScatter(send, recv, count, nccl_type(t), ncclSum, comm_, stream_));
+    finish(label, -1, count * dtype_bytes(t) * size(), Completion::now);
+  }
+  CommRequest reduce_scatter_in_place(void* buf, std::size_t count, DType t, const CommLabel& label, Completion c) override {
+    Trace::Span span(trace_, label.what, "comm");
+    after_compute();
+    // NCCL works in place when the result is the rank's own block of the input.
+    char* mine = static_cast<char*>(buf) + count * dtype_bytes(t) * rank();
+    NCCL_CHECK(ncclReduceScatter(buf, mine, count, nccl_type(t), ncclSum, comm_, stream_));
+    return finish(label, -1, count * dtype_bytes(t) * size(), c);
+  }
+  CommRequest all_gather_in_place(void* buf, std::size_t count, DType t, const CommLabel& label, Completion c) override {
+    Trace::Span span(trace_, label.what, "comm");
+    after_compute();
+    const char* mine = static_cast<const char*>(buf) + count * dtype_bytes(t) * rank();
+    NCCL_CHECK(ncclAllGather(mine, buf, count, nccl_type(t), comm_, stream_));
+    return finish(label, -1, count * dtype_bytes(t) * size(), c);
+  }
+  void broadcast(void* buf, std::size_t count, DType t, int root, const CommLabel& label) override {
+    Trace::Span span(trace_, label.what, "comm");
+    after_compute();
+    NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, stream_));
+    finish(label, root, count * dtype_bytes(t), Completion::now);
+  }
+  void reduce(const void* send, void* recv, std::size_t count, DType t, int root, const CommLabel& label) override {
+    Trace::Span span(trace_, label.what, "comm");
+    after_compute();
+    NCCL_CHECK(ncclReduce(send, recv, count, nccl_type(t), ncclSum, root, comm_, stream_));
+    finish(label, root, count * dtype_bytes(t), Completion::now);
+  }
+  void recv(void* buf, std::size_t count, DType t, int peer, int, const CommLabel& label) override {
+    Trace::Span span(trace_, label.what, "p2p");
+    launch_group(peer, buf, count, t, label);
+  }
+  CommRequest send(const void* buf, std::size_t count, DType t, int peer, int, const CommLabel& label) override;
+  long max_tag() const override { return 1L << 30; }  // NCCL matches by order; tags only name messages
+
+  // Launches the held-back sends, with a receive when buf is not null, as one group.
+  void launch_group(int recv_peer, void* buf, std::size_t count, DType t, const CommLabel& label) {
+    after_compute();
+    NCCL_CHECK(ncclGroupStart());
+    for (const auto& s : deferred_) NCCL_CHECK(ncclSend(s.buf, s.count, nccl_type(s.type), s.peer, comm_, stream_));
+    if (buf) NCCL_CHECK(ncclRecv(buf, count, nccl_type(t), recv_peer, comm_, stream_));
+    NCCL_CHECK(ncclGroupEnd());
+    const auto e = record(stream_);
+    for (auto& s : deferred_) *s.done = e;
+    deferred_.clear();
+    if (buf) CUDA_CHECK(cudaStreamWaitEvent(0, e->event, 0));
+    (void)label;
+  }
+
+ private:
+  friend class NcclSendRequest;
+  // The group's stream waits for everything queued on the compute stream so far.
+  void after_compute() {
+    const auto e = record(0);
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, e->event, 0));
+  }
+  CommRequest finish(const CommLabel& label, int peer, std::size_t bytes, Completion c);
+  OpInfo info(const CommLabel& label, int peer, std::size_t bytes) const {
+    return {label.what, name().c_str(), peer >= 0 ? world_ranks()[static_cast<std::size_t>(peer)] : -1, static_cast<long>(bytes),
+            label.micro_batch, label.stage};
+  }
+
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  Watchdog* watchdog_;
+  Trace* trace_;
+  std::vector<DeferredSend> deferred_;
+};
+
+// A collective in flight: its event.
+class NcclRequest final : public CommRequest::Impl {
+ public:
+  NcclRequest(std::shared_ptr<Event> e, Watchdog* watchdog, const OpInfo& info) : e_(std::move(e)), watchdog_(watchdog), info_(info) {}
+  bool test() override {
+    const cudaError_t rc = cudaEventQuery(e_->event);
+    if (rc != cudaSuccess && rc != cudaErrorNotReady) CUDA_CHECK(rc);
+    if (rc == cudaSuccess) CUDA_CHECK(cudaStreamWaitEvent(0, e_->event, 0));
+    return rc == cudaSuccess;
+  }
+  void wait() override { wait_event(*e_, watchdog_, info_); }
+
+ private:
+  std::shared_ptr<Event> e_;
+  Watchdog* watchdog_;
+  OpInfo info_;
+};
+
+// A send: held back until launched; waiting for it launches it first.
+class NcclSendRequest final : public CommRequest::Impl {
+ public:
+  NcclSendRequest(NcclCommunicator& owner, std::shared_ptr<std::shared_ptr<Event>> done, Watchdog* watchdog, const OpInfo& info)
+      : owner_(owner), done_(std::move(done)), watchdog_(watchdog), info_(info) {}
+  bool test() override {
+    if (!*done_) return false;
+    const cudaError_t rc = cudaEventQuery((*done_)->event);
+    if (rc != cudaSuccess && rc != cudaErrorNotReady) CUDA_CHECK(rc);
+    return rc == cudaSuccess;
+  }
+  void wait() override {
+    if (!*done_) owner_.launch_group(-1, nullptr, 0, DType::f32, {"send"});
+    wait_event(**done_, watchdog_, info_);
+  }
+
+ private:
+  NcclCommunicator& owner_;
+  std::shared_ptr<std::shared_ptr<Event>> done_;
+  Watchdog* watchdog_;
+  OpInfo info_;
+};
+
+CommRequest NcclCommunicator::send(const void* buf, std::size_t count, DType t, int peer, int, const CommLabel& label) {
+  auto done = std::make_shared<std::shared_ptr<Event>>();
+  deferred_.push_back({buf, count, t, peer, done});
+  return CommRequest(std::make_unique<NcclSendRequest>(*this, done, watchdog_, info(label, peer, count * dtype_bytes(t))));
+}
+
+CommRequest NcclCommunicator::finish(const CommLabel& label, int peer, std::size_t bytes, Completion c) {
+  auto e = record(stream_);
+  if (c == Completion::now) {
+    CUDA_CHECK(cudaStreamWaitEvent(0, e->event, 0));
+    return {};
+  }
+  return CommRequest(std::make_unique<NcclRequest>(std::move(e), watchdog_, info(label, peer, bytes)));
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(const std::string& name, MPI_Comm parent, int color, int key,
+                                                     std::vector<int> world_ranks, Watchdog* watchdog, Trace* trace) {
+  return std::make_unique<NcclCommunicator>(name, parent, color, key, std::move(world_ranks), watchdog, trace);
+}
+
+}  // namespace dtrain

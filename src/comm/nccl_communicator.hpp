@@ -1,0 +1,20 @@
+// The NCCL backend of the communication layer (CUDA builds): device buffers, one CUDA stream per
+// group ordered after the compute stream, CUDA events as requests. Built collectively over an MPI
+// split of `parent` (the unique id travels over MPI). In builds without CUDA it is a fatal error.
+#pragma once
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "runtime/trace.hpp"
+#include "runtime/watchdog.hpp"
+
+namespace dtrain {
+
+std::unique_ptr<Communicator> make_nccl_communicator(const std::string& name, MPI_Comm parent, int color, int key,
+                                                     std::vector<int> world_ranks, Watchdog* watchdog, Trace* trace);
+
+}  // namespace dtrain

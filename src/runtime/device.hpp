@@ -1,0 +1,65 @@
+// The memory of the device a rank computes on, and copies between it and the host. Host: aligned
+// host memory and memcpy. CUDA: cudaMalloc'd device memory (arenas, allocated once at start), pinned
+// host memory for staging, cudaMemcpy in any direction. Kernels run on the device's memory; whatever
+// the host reads or writes (checkpoints, token batches, the final weights) is copied through host
+// buffers, pinned on a GPU.
+#pragma once
+#include <cstddef>
+
+#include "kernels/backend.hpp"
+
+namespace dtrain {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual kernels::Backend backend() const = 0;
+  bool is_host() const { return backend() == kernels::Backend::host; }
+  virtual void* allocate(std::size_t bytes) = 0;  // zero-filled; never null (fatal when out of memory)
+  virtual void release(void* p) noexcept = 0;
+  virtual void* allocate_pinned(std::size_t bytes) = 0;  // host memory the device copies fastest
+  virtual void release_pinned(void* p) noexcept = 0;
+  // Copies bytes between any two of the device's and the host's memory; done when it returns.
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void zero(void* p, std::size_t bytes) = 0;
+  virtual void synchronize() = 0;  // all work queued on the device is done
+  // Bytes of device memory this process has allocated at most (0 on the host).
+  virtual std::size_t peak_bytes() const = 0;
+};
+
+Device& host_device();
+// The CUDA device selected for this rank (select_cuda_device); fatal in builds without CUDA.
+Device& cuda_device();
+// The device of a kernel backend.
+Device& device_for(kernels::Backend backend);
+
+// Host memory from a device's pinned allocator, released with it.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(Device& device, std::size_t bytes) : device_(&device), data_(device.allocate_pinned(bytes)), bytes_(bytes) {}
+  PinnedBuffer(PinnedBuffer&& o) noexcept : device_(o.device_), data_(o.data_), bytes_(o.bytes_) { o.data_ = nullptr; }
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    if (this != &o) {
+      if (data_) device_->release_pinned(data_);
+      device_ = o.device_, data_ = o.data_, bytes_ = o.bytes_;
+      o.data_ = nullptr;
+    }
+    return *this;
+  }
+  ~PinnedBuffer() {
+    if (data_) device_->release_pinned(data_);
+  }
+  template <typename T>
+  T* as() {
+    return static_cast<T*>(data_);
+  }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  Device* device_ = nullptr;
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,26 @@
+// place_ranks: select the GPU, then agree on the communication backend.
+#include "runtime/placement.hpp"
+
+#include "common/error.hpp"
+#include "runtime/cuda_device.hpp"
+
+namespace dtrain {
+
+Placement place_ranks(MPI_Comm world, ComputeDevice device, CommBackend comm, const LaunchEnv& env) {
+  Placement p;
+  if (device != ComputeDevice::cuda) {
+    p.description = "cpu + mpi";
+    return p;
+  }
+  p.backend = kernels::Backend::cuda;
+  const CudaSelection gpu = select_cuda_device(env, /*allow_shared_gpu=*/comm != CommBackend::nccl);
+  int shared = gpu.shared ? 1 : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, world));
+  p.nccl = comm == CommBackend::nccl || (comm == CommBackend::automatic && !shared);
+  const int ranks_on_gpu = (env.local_size + gpu.count - 1) / gpu.count;
+  p.gpu_memory_share = static_cast<double>(gpu_memory_bytes()) / ranks_on_gpu;
+  p.description = std::string("cuda") + (shared ? " (ranks share GPUs)" : "") + (p.nccl ? " + nccl" : " + mpi (staged through pinned memory)");
+  return p;
+}
+
+}  // namespace dtrain

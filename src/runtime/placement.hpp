@@ -1,0 +1,26 @@
+// Where the ranks compute and what moves their data, from system.device and system.comm_backend:
+// the host and MPI; or a GPU per rank and NCCL (auto, when no two ranks of a node share a GPU, or
+// asked for); or GPUs and MPI with device buffers staged through pinned host memory (asked for, or
+// auto when ranks share a GPU, which NCCL refuses).
+#pragma once
+#include <mpi.h>
+
+#include <string>
+
+#include "config/choices.hpp"
+#include "kernels/backend.hpp"
+#include "runtime/launch_env.hpp"
+
+namespace dtrain {
+
+struct Placement {
+  kernels::Backend backend = kernels::Backend::host;
+  bool nccl = false;
+  std::string description;     // for the start-up line: "cpu + mpi", "cuda + nccl", ...
+  double gpu_memory_share = 0;  // cuda: bytes of GPU memory per rank (its GPU's memory over the ranks on it)
+};
+
+// Collective over world (every rank learns whether any rank shares its GPU).
+Placement place_ranks(MPI_Comm world, ComputeDevice device, CommBackend comm, const LaunchEnv& env);
+
+}  // namespace dtrain

@@ -1,0 +1,257 @@
+// Every CUDA kernel against the host kernel of the same entry of kernel_api.inc, on random inputs, in
+// fp32 and bf16. The measure is normwise: max |cuda - host| / max |host| over each output.
+// Tolerances: fp32 1e-5: both sides are fp32 with fp32 accumulation and differ in summation order
+// only (cuBLAS vs OpenBLAS blocking, warp vs lane reductions: ~sqrt(K) * 6e-8 for K <= 256) and in
+// exp (CUDA expf vs the host's fast_exp, both within a few ulp). bf16 outputs 8e-3 (two bf16 steps):
+// both sides compute in fp32 and round to bf16 once, so an output differs by one rounding step (2^-8
+// relative) wherever the fp32 values straddle a rounding boundary; fp32 outputs of bf16 inputs keep
+// 1e-5. A wrong index or a missing term shows as 1e-1 or worse.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+#include "runtime/arena.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+template <typename T>
+std::vector<T> random_vec(std::mt19937& gen, std::size_t n, float scale = 1.0f) {
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<T> v(n);
+  for (auto& x : v) x = from_float<T>(nd(gen));
+  return v;
+}
+
+// A host vector mirrored in GPU memory.
+template <typename T>
+class OnGpu {
+ public:
+  explicit OnGpu(const std::vector<T>& host) : arena_(cuda_device(), host.size() * sizeof(T)), n_(host.size()) {
+    cuda_device().copy(arena_.data(), host.data(), host.size() * sizeof(T));
+  }
+  T* data() { return arena_.as<T>(); }
+  std::vector<T> get() const {
+    std::vector<T> h(n_);
+    cuda_device().copy(h.data(), arena_.data(), n_ * sizeof(T));
+    return h;
+  }
+
+ private:
+  Arena arena_;
+  std::size_t n_;
+};
+
+template <typename T>
+double normwise(const std::vector<T>& got, const std::vector<T>& want) {
+  double err = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double w = to_float(want[i]), g = to_float(got[i]);
+    err = std::max(err, std::abs(g - w));
+    scale = std::max(scale, std::abs(w));
+    if (std::isnan(g) != std::isnan(w)) return INFINITY;
+  }
+  return scale > 0 ? err / scale : err;
+}
+
+template <typename T>
+constexpr double tolerance() {
+  return std::is_same_v<T, float> ? 1e-5 : 8e-3;
+}
+template <typename T>
+const char* type_name() {
+  return std::is_same_v<T, float> ? "fp32" : "bf16";
+}
+
+// Checks one output and reports the error (the note of every GPU run quotes these lines).
+template <typename T>
+void expect_close(const std::string& what, const std::vector<T>& got, const std::vector<T>& want, double tol = tolerance<T>()) {
+  const double e = normwise(got, want);
+  std::printf("cuda vs host %-40s %s max error %.2e (tolerance %.0e)\n", what.c_str(), type_name<T>(), e, tol);
+  INFO(what << " " << type_name<T>() << ": normwise error " << e);
+  CHECK(e <= tol);
+}
+
+// bf16 attention: the CUDA kernel rounds the scores to bf16 before the softmax (the GEMM writes the
+// probabilities' buffer, as llm.c's bf16 path does); the host keeps them in fp32. A score of size ~3
+// moves by up to 2^-8 * 3, so probabilities differ by ~1%: 3e-2.
+template <typename T>
+constexpr double attention_tolerance() {
+  return std::is_same_v<T, float> ? 1e-5 : 3e-2;
+}
+
+// Sizes: B samples of T tokens, C channels in NH heads, F MLP width, V vocabulary rows.
+constexpr int B = 2, T = 64, NH = 4, HD = 16, C = NH * HD, F = 4 * C, V = 100;
+constexpr long N = static_cast<long>(B) * T;
+
+template <typename KT>
+void check_all_kernels() {
+  const auto& h = kernels::kernel_table<KT>(kernels::Backend::host);
+  const auto& g = kernels::kernel_table<KT>(kernels::Backend::cuda);
+  std::mt19937 gen(2024);
+  std::uniform_int_distribution<int> tok(0, 2 * V - 1);  // half the tokens outside this rank's vocabulary slice
+  std::vector<int> tokens(static_cast<std::size_t>(N));
+  for (auto& t : tokens) t = tok(gen);
+  OnGpu<int> tokens_d(tokens);
+  const int vocab_start = V / 2;
+
+  SECTION("embedding") {
+    auto wte = random_vec<KT>(gen, V * C), wpe = random_vec<KT>(gen, T * C), dout = random_vec<KT>(gen, N * C);
+    std::vector<KT> out(N * C);
+    std::vector<float> dwte(V * C, 0.5f), dwpe(T * C, -0.25f);
+    OnGpu<KT> wte_d(wte), wpe_d(wpe), out_d(out), dout_d(dout);
+    OnGpu<float> dwte_d(dwte), dwpe_d(dwpe);
+    h.embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), vocab_start, B, T, C, V);
+    g.embedding_forward(out_d.data(), tokens_d.data(), wte_d.data(), wpe_d.data(), vocab_start, B, T, C, V);
+    expect_close("embedding_forward", out_d.get(), out);
+    h.embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), vocab_start, B, T, C, V);
+    g.embedding_backward(dwte_d.data(), dwpe_d.data(), dout_d.data(), tokens_d.data(), vocab_start, B, T, C, V);
+    expect_close("embedding_backward dwte", dwte_d.get(), dwte);
+    expect_close("embedding_backward dwpe", dwpe_d.get(), dwpe);
+  }
+  SECTION("layernorm") {
+    auto x = random_vec<KT>(gen, N * C, 2.0f), w = random_vec<KT>(gen, C), b = random_vec<KT>(gen, C), dout = random_vec<KT>(gen, N * C);
+    auto dinp = random_vec<KT>(gen, N * C);  // accumulated into
+    std::vector<KT> out(N * C);
+    std::vector<float> mean(N), rstd(N), dw(C, 0.1f), db(C, 0.2f);
+    OnGpu<KT> x_d(x), w_d(w), b_d(b), out_d(out), dout_d(dout), dinp_d(dinp);
+    OnGpu<float> mean_d(mean), rstd_d(rstd), dw_d(dw), db_d(db);
+    h.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    g.layernorm_forward(out_d.data(), mean_d.data(), rstd_d.data(), x_d.data(), w_d.data(), b_d.data(), N, C);
+    expect_close("layernorm_forward out", out_d.get(), out);
+    expect_close("layernorm_forward mean", mean_d.get(), mean);
+    expect_close("layernorm_forward rstd", rstd_d.get(), rstd);
+    h.layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
+    g.layernorm_backward(dinp_d.data(), dw_d.data(), db_d.data(), dout_d.data(), x_d.data(), w_d.data(), mean_d.data(), rstd_d.data(),
+                         N, C);
+    expect_close("layernorm_backward dinp", dinp_d.get(), dinp);
+    expect_close("layernorm_backward dweight", dw_d.get(), dw);
+    expect_close("layernorm_backward dbias", db_d.get(), db);
+  }
+  SECTION("matmul") {
+    auto x = random_vec<KT>(gen, N * C), w = random_vec<KT>(gen, F * C, 0.1f), b = random_vec<KT>(gen, F), dout = random_vec<KT>(gen, N * F);
+    std::vector<KT> out(N * F), dinp(N * C);
+    std::vector<float> wide(N * F), dwide(N * C), dw(F * C, 0.01f), db(F, 0.02f);
+    OnGpu<KT> x_d(x), w_d(w), b_d(b), dout_d(dout), out_d(out), dinp_d(dinp);
+    OnGpu<float> wide_d(wide), dwide_d(dwide), dw_d(dw), db_d(db);
+    h.matmul_forward(out.data(), x.data(), w.data(), b.data(), N, C, F);
+    g.matmul_forward(out_d.data(), x_d.data(), w_d.data(), b_d.data(), N, C, F);
+    expect_close("matmul_forward", out_d.get(), out);
+    h.matmul_forward_wide(wide.data(), x.data(), w.data(), nullptr, N, C, F);
+    g.matmul_forward_wide(wide_d.data(), x_d.data(), w_d.data(), nullptr, N, C, F);
+    expect_close("matmul_forward_wide (no bias)", wide_d.get(), wide);
+    h.matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), N, C, F);
+    g.matmul_backward(dinp_d.data(), dw_d.data(), db_d.data(), dout_d.data(), x_d.data(), w_d.data(), N, C, F);
+    expect_close("matmul_backward dinp", dinp_d.get(), dinp);
+    expect_close("matmul_backward dweight", dw_d.get(), dw);
+    expect_close("matmul_backward dbias", db_d.get(), db);
+    h.matmul_backward_wide(dwide.data(), dw.data(), nullptr, dout.data(), x.data(), w.data(), N, C, F);
+    g.matmul_backward_wide(dwide_d.data(), dw_d.data(), nullptr, dout_d.data(), x_d.data(), w_d.data(), N, C, F);
+    expect_close("matmul_backward_wide dinp", dwide_d.get(), dwide);
+    expect_close("matmul_backward_wide dweight (2nd call)", dw_d.get(), dw);
+  }
+  SECTION("attention") {
+    auto qkv = random_vec<KT>(gen, N * 3 * C), dout = random_vec<KT>(gen, N * C);
+    std::vector<KT> out(N * C), att(static_cast<std::size_t>(B) * NH * T * T), dqkv(N * 3 * C),
+        scratch(static_cast<std::size_t>(NH) * T * T);
+    OnGpu<KT> qkv_d(qkv), dout_d(dout), out_d(out), att_d(att), dqkv_d(dqkv), scratch_d(scratch);
+    h.attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HD);
+    g.attention_forward(out_d.data(), att_d.data(), qkv_d.data(), B, T, NH, HD);
+    expect_close("attention_forward out", out_d.get(), out, attention_tolerance<KT>());
+    expect_close("attention_forward att", att_d.get(), att, attention_tolerance<KT>());
+    // Both backwards read the host's probabilities, so the check is of the backward alone.
+    OnGpu<KT> att_host_d(att);
+    h.attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, NH, HD);
+    g.attention_backward(dqkv_d.data(), scratch_d.data(), dout_d.data(), qkv_d.data(), att_host_d.data(), B, T, NH, HD);
+    expect_close("attention_backward dqkv", dqkv_d.get(), dqkv);
+  }
+  SECTION("elementwise") {
+    const long n = N * F;
+    auto x = random_vec<KT>(gen, n, 3.0f), y = random_vec<KT>(gen, n), dy = random_vec<KT>(gen, n);
+    x[0] = from_float<KT>(-40.0f);  // saturated GELU: no inf * 0
+    x[1] = from_float<KT>(40.0f);
+    std::vector<KT> out(n), dx(n);
+    OnGpu<KT> x_d(x), y_d(y), dy_d(dy), out_d(out), dx_d(dx);
+    h.gelu_forward(out.data(), x.data(), n);
+    g.gelu_forward(out_d.data(), x_d.data(), n);
+    expect_close("gelu_forward", out_d.get(), out);
+    h.gelu_backward(dx.data(), x.data(), dy.data(), n);
+    g.gelu_backward(dx_d.data(), x_d.data(), dy_d.data(), n);
+    expect_close("gelu_backward", dx_d.get(), dx);
+    h.residual_forward(out.data(), x.data(), y.data(), n);
+    g.residual_forward(out_d.data(), x_d.data(), y_d.data(), n);
+    expect_close("residual_forward", out_d.get(), out);
+    g.copy(out_d.data(), y_d.data(), n);
+    expect_close("copy", out_d.get(), y);
+    g.zero(out_d.data(), n);
+    expect_close("zero", out_d.get(), std::vector<KT>(n, from_float<KT>(0.0f)));
+    auto f = random_vec<float>(gen, n);
+    std::vector<float> widened(n);
+    OnGpu<float> f_d(f), widened_d(widened);
+    h.narrow(out.data(), f.data(), n);
+    g.narrow(out_d.data(), f_d.data(), n);
+    expect_close("narrow", out_d.get(), out);
+    h.widen(widened.data(), out.data(), n);
+    g.widen(widened_d.data(), out_d.data(), n);
+    expect_close("widen", widened_d.get(), widened);
+  }
+  SECTION("cross-entropy") {
+    auto logits = random_vec<KT>(gen, N * V, 4.0f);
+    std::vector<float> mx(N), sum(N), tgt(N), lse(N), dloss(N, 1.0f / N);
+    OnGpu<KT> logits_d(logits);
+    OnGpu<float> mx_d(mx), sum_d(sum), tgt_d(tgt), lse_d(lse), dloss_d(dloss);
+    h.xent_row_max(mx.data(), logits.data(), N, V);
+    g.xent_row_max(mx_d.data(), logits_d.data(), N, V);
+    expect_close("xent_row_max", mx_d.get(), mx);
+    h.xent_row_sum_exp(sum.data(), logits.data(), mx.data(), N, V);
+    g.xent_row_sum_exp(sum_d.data(), logits_d.data(), mx_d.data(), N, V);
+    expect_close("xent_row_sum_exp", sum_d.get(), sum);
+    h.xent_target_logit(tgt.data(), logits.data(), tokens.data(), vocab_start, N, V);
+    g.xent_target_logit(tgt_d.data(), logits_d.data(), tokens_d.data(), vocab_start, N, V);
+    expect_close("xent_target_logit", tgt_d.get(), tgt);
+    const double loss_h = h.xent_loss(lse.data(), mx.data(), sum.data(), tgt.data(), N);
+    const double loss_g = g.xent_loss(lse_d.data(), mx_d.data(), sum_d.data(), tgt_d.data(), N);
+    expect_close("xent_loss lse", lse_d.get(), lse);
+    expect_close("xent_loss sum", std::vector<float>{static_cast<float>(loss_g)}, std::vector<float>{static_cast<float>(loss_h)});
+    h.xent_backward(logits.data(), logits.data(), lse.data(), tokens.data(), dloss.data(), vocab_start, N, V);
+    g.xent_backward(logits_d.data(), logits_d.data(), lse_d.data(), tokens_d.data(), dloss_d.data(), vocab_start, N, V);
+    expect_close("xent_backward (in place)", logits_d.get(), logits);
+  }
+  SECTION("optimizer") {
+    const long n = 100003;
+    auto grad = random_vec<float>(gen, n), master = random_vec<float>(gen, n), m = random_vec<float>(gen, n, 0.1f);
+    auto v = random_vec<float>(gen, n, 0.1f);
+    for (auto& x : v) x = x * x;
+    std::vector<KT> copy(n);
+    OnGpu<float> grad_d(grad), master_d(master), m_d(m), v_d(v);
+    OnGpu<KT> copy_d(copy);
+    const double sq_h = h.sum_squares(grad.data(), n), sq_g = g.sum_squares(grad_d.data(), n);
+    INFO("sum_squares host " << sq_h << " cuda " << sq_g);
+    CHECK(std::abs(sq_g - sq_h) <= 1e-12 * sq_h);  // both in double: ~n * 1e-16
+    h.scale(grad.data(), 0.37f, n);
+    g.scale(grad_d.data(), 0.37f, n);
+    expect_close("scale", grad_d.get(), grad);
+    h.fill(m.data(), 0.125f, n / 2);
+    g.fill(m_d.data(), 0.125f, n / 2);
+    expect_close("fill", m_d.get(), m);
+    KT* copy_h = std::is_same_v<KT, float> ? nullptr : copy.data();
+    KT* copy_g = std::is_same_v<KT, float> ? nullptr : copy_d.data();
+    h.adamw_update(master.data(), copy_h, m.data(), v.data(), grad.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+    g.adamw_update(master_d.data(), copy_g, m_d.data(), v_d.data(), grad_d.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+    expect_close("adamw_update master", master_d.get(), master);
+    expect_close("adamw_update m", m_d.get(), m);
+    expect_close("adamw_update v", v_d.get(), v);
+    if (copy_h) expect_close("adamw_update bf16 copy", copy_d.get(), copy);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every CUDA kernel matches the host kernel in fp32", "[gpu][kernels]") { check_all_kernels<float>(); }
+TEST_CASE("every CUDA kernel matches the host kernel in bf16", "[gpu][kernels]") { check_all_kernels<bf16>(); }
