@@ -28,7 +28,7 @@ using namespace dtrain;
 namespace {
 
 const char* kUsage =
-    "usage: ckpt-consolidate CKPT --info | --verify | --out FILE.h5 [--optimizer]\n"
+    "usage: ckpt-consolidate CKPT --info | --verify | --out FILE.h5 [--optimizer] [--dtype fp32|bf16]\n"
     "       ckpt-consolidate CKPT --reshard tp=N,pp=N,dp=N[,v=N][,zero=0|1] --out DIR\n"
     "CKPT: a checkpoint step directory (step_XXXXXXXX) or a checkpoint directory (its 'latest' is used).\n"
     "Run under mpirun to share the work between ranks.\n\n";
@@ -59,7 +59,7 @@ ReshardLayout parse_layout(const std::string& spec) {
 
 int run(int argc, char** argv, MPI_Comm comm, int rank) {
   namespace po = boost::program_options;
-  std::string ckpt, out, reshard_spec;
+  std::string ckpt, out, reshard_spec, dtype = "fp32";
   bool help = false, info = false, do_verify = false, optimizer = false;
   po::options_description options("Options");
   options.add_options()("help,h", po::bool_switch(&help), "print this help and exit")(
@@ -68,6 +68,9 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
       "out", po::value(&out)->value_name("FILE|DIR"),
       "one HDF5 file of global tensors (root datasets named like the model's tensors); with --reshard, the new checkpoint directory")(
       "optimizer", po::bool_switch(&optimizer), "with --out FILE: also optimizer/exp_avg/<name> and optimizer/exp_avg_sq/<name>")(
+      "dtype", po::value(&dtype)->value_name("fp32|bf16")->default_value(dtype),
+      "with --out FILE: store the weights as fp32 (the checkpoint's values) or rounded to bfloat16 (an HDF5 float type "
+      "of 2 bytes; h5py: ds.astype('f4')); optimizer state stays fp32")(
       "reshard", po::value(&reshard_spec)->value_name("tp=N,pp=N,dp=N[,v=N][,zero=0|1]"),
       "write a sharded checkpoint for another layout into --out DIR");
   po::options_description hidden;
@@ -84,6 +87,9 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
   if (ckpt.empty() || (!info && !do_verify && out.empty()))
     throw UserError("nothing to do: give a checkpoint and --info, --verify, --out or --reshard; see 'ckpt-consolidate --help'");
   if (!reshard_spec.empty() && out.empty()) throw UserError("--reshard needs --out DIR");
+  if (dtype != "fp32" && dtype != "bf16") throw UserError("--dtype '" + dtype + "' is not accepted; use fp32 or bf16");
+  if (dtype != "fp32" && (out.empty() || !reshard_spec.empty()))
+    throw UserError("--dtype applies to --out FILE (a consolidated file); checkpoints keep fp32");
   // Rank 0 resolves `latest` once, so every rank reads the same checkpoint.
   std::string dir;
   collective_check(comm, [&] {
@@ -116,7 +122,7 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
     if (rank == 0) std::printf("verify: %s is complete and every checksum matches\n", dir.c_str());
   }
   if (!out.empty() && reshard_spec.empty()) {
-    consolidate(comm, *reader, out, optimizer, progress);
+    consolidate(comm, *reader, out, optimizer, dtype == "bf16" ? h5::Stored::bf16 : h5::Stored::f32, progress);
     if (rank == 0) std::printf("consolidate: wrote %s\n", out.c_str());
   }
   if (!reshard_spec.empty()) {

@@ -44,7 +44,8 @@ Config checkpoint_config(const CheckpointReader& reader) {
   return load_config(reader.meta().config_text, reader.dir() + " (stored configuration)", {});
 }
 
-void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::string& out, bool optimizer, const Progress& progress) {
+void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::string& out, bool optimizer, h5::Stored weights,
+                 const Progress& progress) {
   const int rank = rank_of(comm), size = size_of(comm);
   const auto names = reader.tensor_names();
   std::vector<std::string> kinds = {"param"};
@@ -64,7 +65,8 @@ void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::strin
     collective_check(comm, [&] {
       for (const auto& kind : kinds)
         for (const auto& name : names)
-          datasets.push_back(file->create_dataset(kind == "param" ? name : "optimizer/" + kind + "/" + name, reader.global_shape(name)));
+          datasets.push_back(kind == "param" ? file->create_dataset(name, reader.global_shape(name), weights)
+                                             : file->create_dataset("optimizer/" + kind + "/" + name, reader.global_shape(name)));
     });
     collective_check(comm, [&] {
       std::size_t i = 0;

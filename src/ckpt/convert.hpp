@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/h5_file.hpp"
 #include "config/config.hpp"
 
 namespace dtrain {
@@ -19,9 +20,12 @@ std::string resolve_checkpoint(const std::string& path);
 Config checkpoint_config(const CheckpointReader& reader);
 
 // One HDF5 file with a dataset per global tensor at the root ("wte", "h0.qkv_w", ...) and, with
-// optimizer, "optimizer/exp_avg/<name>" and "optimizer/exp_avg_sq/<name>". Parallel HDF5: every
-// rank of comm writes its share of the tensors into the same file.
-void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::string& out, bool optimizer, const Progress& progress);
+// optimizer, "optimizer/exp_avg/<name>" and "optimizer/exp_avg_sq/<name>". The weights are the
+// checkpoint's fp32 values (the master weights of a bf16 run), stored as fp32 or, with
+// weights == bf16, rounded to bfloat16; optimizer state stays fp32. Parallel HDF5: every rank of comm
+// writes its share of the tensors into the same file.
+void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::string& out, bool optimizer, h5::Stored weights,
+                 const Progress& progress);
 
 // A new sharded checkpoint (a checkpoint directory with the step and `latest`) for another layout.
 void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout& layout, const std::string& out_dir,

@@ -1,8 +1,6 @@
 // h5::File: create/open, attributes, float datasets, listing; errors as UserError naming the file.
 #include "ckpt/h5_file.hpp"
 
-#include "ckpt/checksum.hpp"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +8,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "ckpt/checksum.hpp"
+#include "common/bf16.hpp"
 #include "common/error.hpp"
 
 namespace dtrain::h5 {
@@ -57,6 +57,22 @@ std::string innermost_error() {
   std::string cause = "no further detail";
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, &cause);
   return cause;
+}
+
+// bfloat16 as an HDF5 floating-point type (HDF5 has none built in): sign bit 15, 8 exponent bits at
+// 7 with bias 127, 7 mantissa bits at 0, two bytes. HDF5 converts it to and from float exactly, so
+// h5py (ds.astype('f4')) and h5dump read it as numbers.
+hid_t bf16_type() {
+  static const hid_t type = [] {
+    const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+    H5Tset_fields(t, 15, 7, 8, 0, 7);
+    H5Tset_offset(t, 0);
+    H5Tset_precision(t, 16);
+    H5Tset_size(t, 2);
+    H5Tset_ebias(t, 127);
+    return t;
+  }();
+  return type;
 }
 
 herr_t collect(hid_t, const char* name, const H5O_info_t* info, void* out) {
@@ -197,7 +213,7 @@ std::string File::attr_string(const std::string& name, const std::string& object
   return s;
 }
 
-Dataset File::create_dataset(const std::string& name, const std::vector<std::int64_t>& shape) {
+Dataset File::create_dataset(const std::string& name, const std::vector<std::int64_t>& shape, Stored stored) {
   Quiet q;
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   std::size_t n = 1;
@@ -205,9 +221,10 @@ Dataset File::create_dataset(const std::string& name, const std::vector<std::int
   Handle lcpl{H5Pcreate(H5P_LINK_CREATE), H5Pclose};
   H5Pset_create_intermediate_group(lcpl.id, 1);
   Handle space{H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose};
-  const hid_t id = H5Dcreate2(id_, name.c_str(), H5T_IEEE_F32LE, space.id, lcpl.id, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t type = stored == Stored::bf16 ? bf16_type() : H5T_IEEE_F32LE;
+  const hid_t id = H5Dcreate2(id_, name.c_str(), type, space.id, lcpl.id, H5P_DEFAULT, H5P_DEFAULT);
   if (id < 0) fail("creating dataset " + name + " (disk full?)", __LINE__);
-  return Dataset(this, id, name, n);
+  return Dataset(this, id, name, n, stored);
 }
 
 Dataset::~Dataset() {
@@ -221,7 +238,16 @@ void Dataset::write(const float* data) {
   if (!all_finite(data, count_))
     file_->fail("dataset " + name_ + " holds non-finite values (NaN or infinity); they are never published", __LINE__, false);
   Quiet q;
-  if (H5Dwrite(id_, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) file_->fail("writing dataset " + name_ + " (disk full?)", __LINE__);
+  herr_t rc;
+  if (stored_ == Stored::bf16) {
+    // Rounded here (to nearest even, as the trainer rounds), then written as stored.
+    std::vector<bf16> rounded(count_);
+    for (std::size_t i = 0; i < count_; ++i) rounded[i] = to_bf16(data[i]);
+    rc = H5Dwrite(id_, bf16_type(), H5S_ALL, H5S_ALL, H5P_DEFAULT, rounded.data());
+  } else {
+    rc = H5Dwrite(id_, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  }
+  if (rc < 0) file_->fail("writing dataset " + name_ + " (disk full?)", __LINE__);
 }
 
 void File::write_floats(const std::string& name, const float* data, const std::vector<std::int64_t>& shape) {

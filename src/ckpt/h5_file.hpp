@@ -14,23 +14,31 @@ namespace dtrain::h5 {
 
 class File;
 
+// How a float dataset is stored in the file: IEEE fp32, or bfloat16 (an HDF5 float type of two bytes
+// that HDF5 converts to float when read).
+enum class Stored { f32, bf16 };
+
 // One float dataset of a writable file, open until destroyed.
 class Dataset {
  public:
-  Dataset(Dataset&& o) noexcept : file_(o.file_), id_(o.id_), name_(std::move(o.name_)), count_(o.count_) { o.id_ = -1; }
+  Dataset(Dataset&& o) noexcept : file_(o.file_), id_(o.id_), name_(std::move(o.name_)), count_(o.count_), stored_(o.stored_) {
+    o.id_ = -1;
+  }
   Dataset(const Dataset&) = delete;
   ~Dataset();
-  // Writes the whole dataset (count values); non-finite values are refused. Independent I/O in a
-  // parallel file.
+  // Writes the whole dataset (count values, rounded to bf16 when stored so); non-finite values are
+  // refused. Independent I/O in a parallel file.
   void write(const float* data);
 
  private:
   friend class File;
-  Dataset(const File* file, hid_t id, std::string name, std::size_t count) : file_(file), id_(id), name_(std::move(name)), count_(count) {}
+  Dataset(const File* file, hid_t id, std::string name, std::size_t count, Stored stored)
+      : file_(file), id_(id), name_(std::move(name)), count_(count), stored_(stored) {}
   const File* file_;
   hid_t id_;
   std::string name_;
   std::size_t count_;
+  Stored stored_;
 };
 
 class File {
@@ -64,7 +72,8 @@ class File {
   std::vector<std::int64_t> attr_ints(const std::string& name, const std::string& object = "/") const;
 
   // Float datasets of any shape (parent groups created as needed). Non-finite values are refused.
-  Dataset create_dataset(const std::string& name, const std::vector<std::int64_t>& shape);
+  // read_floats reads either storage.
+  Dataset create_dataset(const std::string& name, const std::vector<std::int64_t>& shape, Stored stored = Stored::f32);
   void write_floats(const std::string& name, const float* data, const std::vector<std::int64_t>& shape);
   std::vector<float> read_floats(const std::string& name, std::vector<std::int64_t>* shape = nullptr) const;
   // Names of the datasets under a group, recursively ("param/wte/0", ...).

@@ -2,6 +2,7 @@
 #include "comm/parallel_state.hpp"
 
 #include <numeric>
+#include <string>
 
 #include "comm/mpi_communicator.hpp"
 #include "comm/nccl_communicator.hpp"
@@ -21,7 +22,9 @@ ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, const Com
   if (options.nccl && buffers.is_host()) fatal("internal error: NCCL communicators over host memory");
   // A group of the parallel code: NCCL or MPI, over the device's buffers.
   auto make = [&](const char* name, int color, int key, std::vector<int> members) -> std::unique_ptr<Communicator> {
-    if (options.nccl) return make_nccl_communicator(name, world, color, key, std::move(members), watchdog, trace);
+    const bool pipeline = std::string(name) == axis_name(Axis::pp);
+    if (options.nccl && (!pipeline || options.nccl_pipeline))
+      return make_nccl_communicator(name, world, color, key, std::move(members), watchdog, trace);
     return std::make_unique<MpiCommunicator>(name, world, color, key, std::move(members), watchdog, trace, options.synchronous_sends,
                                              buffers, options.stage_through_host);
   };

@@ -21,6 +21,7 @@ struct CommOptions {
   // communicator always moves host values (losses, norms, start-up and checkpoint agreement).
   Device* device = nullptr;
   bool nccl = false;                // NCCL for those groups (device must be a GPU), else MPI
+  bool nccl_pipeline = false;       // with nccl: NCCL for the pp group too (nccl_pipeline_safe), else MPI
   bool stage_through_host = false;  // tests: the MPI backend's staging path on host memory
 };
 

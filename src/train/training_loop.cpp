@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "model/generate.hpp"
 #include "plan/model_flops.hpp"
+#include "plan/p2p_traffic.hpp"
 #include "comm/parallel_state.hpp"
 #include "runtime/stop_signal.hpp"
 #include "train/checkpointing.hpp"
@@ -30,6 +31,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   comm.synchronous_sends = cfg.debug.synchronous_sends;
   comm.device = &device_for(backend);
   comm.nccl = placement.nccl;
+  comm.nccl_pipeline = nccl_pipeline_safe(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.virtual_stages);
   const ParallelState ps(world, layout, comm, &watchdog, &trace);
   const ComputeBudget compute = measure_compute(world, cfg.system.threads_per_rank, &watchdog);
 
@@ -49,6 +51,9 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   log.message(head);
   if (!compute.warning.empty()) log.message("warning: " + compute.warning);
   for (const auto& w : plan.warnings) log.message("warning: " + w);
+  if (comm.nccl && !comm.nccl_pipeline)
+    log.message("note: the pipeline's messages go through MPI (staged through pinned memory): NCCL cannot run this "
+                "interleaved schedule without deadlock (m >= 2p); tensor- and data-parallel traffic stays on NCCL");
   Checkpointing checkpoints(world, cfg, plan, config_text, log);
   const int first_step = checkpoints.resume(trainer);
   if (first_step >= cfg.training.train_iters)

@@ -66,7 +66,13 @@ TEST_CASE("every operation of the MPI backend moves the right values", "[mpi][co
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ParallelSizes all_dp;
   all_dp.dp = world;
-  const ParallelState ps(MPI_COMM_WORLD, RankLayout(all_dp, "tp-cp-dp-pp"), CommOptions{/*synchronous_sends=*/true});
+  // Directly on the buffers, and staged through pinned host copies as for GPU memory.
+  const bool staged = GENERATE(false, true);
+  INFO((staged ? "staged through pinned buffers" : "on the buffers"));
+  CommOptions options;
+  options.synchronous_sends = true;
+  options.stage_through_host = staged;
+  const ParallelState ps(MPI_COMM_WORLD, RankLayout(all_dp, "tp-cp-dp-pp"), options);
   Communicator& g = ps.dp();
   const std::size_t n = 300000;  // 1.2 MB per block: above every eager limit
   const std::size_t count = n * static_cast<std::size_t>(world);
@@ -106,6 +112,53 @@ TEST_CASE("every operation of the MPI backend moves the right values", "[mpi][co
   float mine = 1.0f, total = 0.0f;
   g.reduce(&mine, &total, 1, DType::f32, 0, {"test"});
   if (rank == 0) CHECK(total == static_cast<float>(world));
+  // Out of place: gather every rank's block; reduce-scatter the sum of everyone's (world x n) buffer.
+  std::vector<float> block(n), all(count, -1.0f);
+  for (std::size_t i = 0; i < n; ++i) block[i] = value(rank, i);
+  g.all_gather(block.data(), all.data(), n, DType::f32, {"test"});
+  bool gathered = true;
+  for (int r = 0; r < world; ++r)
+    for (std::size_t i = 0; i < n; ++i) gathered = gathered && all[r * n + i] == value(r, i);
+  CHECK(gathered);
+  for (std::size_t i = 0; i < count; ++i) all[i] = value(rank, i);
+  g.reduce_scatter(all.data(), block.data(), n, DType::f32, {"test"});
+  float ranks_total = 0.0f;
+  for (int r = 0; r < world; ++r) ranks_total += static_cast<float>((r + 1) * 1000);
+  bool scattered = true;
+  for (std::size_t i = 0; i < n; ++i)
+    scattered = scattered && block[i] == ranks_total + static_cast<float>(world * static_cast<int>((rank * n + i) % 997));
+  CHECK(scattered);
+}
+
+TEST_CASE("bf16 sums and maxima of the MPI backend round once per combination", "[mpi][comm][bf16]") {
+  int world = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  ParallelSizes all_dp;
+  all_dp.dp = world;
+  const ParallelState ps(MPI_COMM_WORLD, RankLayout(all_dp, "tp-cp-dp-pp"));
+  Communicator& g = ps.dp();
+  // Values that bf16 holds exactly, with exact sums: rank r contributes (r + 1) * 0.5 + i / 8.
+  const std::size_t n = 600000;  // 1.2 MB of bf16
+  std::vector<bf16> x(n), m(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = to_bf16(static_cast<float>(rank + 1) * 0.5f + static_cast<float>(i % 8) / 8.0f);
+    m[i] = to_bf16(static_cast<float>((rank * 7 + static_cast<int>(i)) % world));
+  }
+  g.all_reduce(x.data(), n, DType::bf16, ReduceOp::sum, {"test"});
+  g.all_reduce(m.data(), n, DType::bf16, ReduceOp::max, {"test"});
+  const float ranks = 0.5f * world * (world + 1) / 2.0f;
+  bool sums = true, maxima = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    sums = sums && to_float(x[i]) == ranks + static_cast<float>(world * static_cast<int>(i % 8)) / 8.0f;
+    maxima = maxima && to_float(m[i]) == static_cast<float>(world - 1);
+  }
+  CHECK(sums);
+  CHECK(maxima);
+  // A sum that bf16 cannot hold is rounded to nearest even: 256 + 1 (+ 0 ...) -> 256 with two ranks.
+  bf16 y = to_bf16(rank == 0 ? 256.0f : (rank == 1 ? 1.0f : 0.0f));
+  g.all_reduce(&y, 1, DType::bf16, ReduceOp::sum, {"test"});
+  if (world >= 2) CHECK(to_float(y) == 256.0f);
 }
 
 TEST_CASE("launch environment agrees across ranks", "[mpi][launch]") {

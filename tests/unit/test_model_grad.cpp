@@ -102,3 +102,50 @@ TEST_CASE("runs of a slice cover exactly its elements at their global indices", 
     }
   }
 }
+
+// The bf16 model (bf16 storage, fp32 arithmetic) against the fp32 model on the same weights: every
+// stored activation, gradient and weight is rounded to 2^-8 relative: measured 4e-6 on the loss and
+// 7e-3 normwise on the gradients (tolerances 1e-3 and 2e-2); a wrong conversion or a buffer read in
+// the wrong type is off by orders of magnitude.
+TEST_CASE("the bf16 model follows the fp32 model on the same weights", "[model][bf16]") {
+  Config cfg = tiny_config();
+  const RankPlan plan32 = whole_model_plan(cfg, 2);
+  cfg.system.precision = Precision::bf16;
+  const RankPlan plan16 = whole_model_plan(cfg, 2);
+  const auto m32 = make_gpt_model(plan32, nullptr, kernels::Backend::host);
+  const auto m16 = make_gpt_model(plan16, nullptr, kernels::Backend::host);
+  std::vector<float> w(plan32.arena_size);
+  init_parameters(plan32.table, 3, w.data());
+  m32->set_parameters(w.data());
+  m16->set_parameters(w.data());
+  std::mt19937 gen(4);
+  std::uniform_int_distribution<int> tok(0, 31);
+  std::vector<int> tokens(static_cast<std::size_t>(m32->dims().N())), targets(tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = tok(gen), targets[i] = tok(gen);
+  const MicroBatch batch{tokens.data(), targets.data()};
+  double loss[2];
+  std::vector<float> grads[2];
+  int i = 0;
+  for (GptModel* m : {m32.get(), m16.get()}) {
+    m->grads().zero();
+    loss[i] = m->forward(0, 0, batch);
+    m->backward(0, 0, batch, 1.0f, nullptr, nullptr);
+    grads[i].assign(m->grads().as<float>(), m->grads().as<float>() + plan32.arena_size);
+    ++i;
+  }
+  INFO("fp32 loss " << loss[0] << " bf16 loss " << loss[1]);
+  CHECK(std::abs(loss[1] - loss[0]) <= 1e-3 * std::abs(loss[0]));
+  double err = 0.0, scale = 0.0;
+  for (std::size_t k = 0; k < grads[0].size(); ++k) {
+    err = std::max(err, static_cast<double>(std::abs(grads[1][k] - grads[0][k])));
+    scale = std::max(scale, static_cast<double>(std::abs(grads[0][k])));
+  }
+  INFO("gradients: max difference " << err << " of max " << scale);
+  CHECK(err <= 2e-2 * scale);
+  // The bf16 weights are the fp32 ones rounded: reading them back gives exactly those roundings.
+  std::vector<float> back(plan16.arena_size);
+  m16->get_parameters(back.data());
+  bool rounded = true;
+  for (std::size_t k = 0; k < back.size(); ++k) rounded = rounded && back[k] == to_float(to_bf16(w[k]));
+  CHECK(rounded);
+}

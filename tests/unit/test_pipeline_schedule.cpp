@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "plan/p2p_traffic.hpp"
 #include "plan/pipeline_schedule.hpp"
 
 using namespace dtrain;
@@ -73,4 +74,50 @@ TEST_CASE("interleaved 1F1B action lists", "[schedule]") {
       for (int v : {2, 3}) check_schedule(PipelineSchedule::interleaved, p, m, v);
   // Interleaving shrinks the bubble: p=4, m=8: 1F1B 3/11, interleaved v=2: 3/19.
   CHECK(predicted_bubble(PipelineSchedule::interleaved, 4, 8, 2) < predicted_bubble(PipelineSchedule::one_f_one_b, 4, 8, 1));
+}
+
+namespace {
+
+std::vector<std::vector<std::vector<P2pOp>>> groups_of(PipelineSchedule schedule, int p, int m, int v, bool grouped) {
+  std::vector<std::vector<std::vector<P2pOp>>> out;
+  for (int s = 0; s < p; ++s) {
+    const auto ops = stage_p2p_ops(schedule_actions(schedule, p, m, v, s), p, v, s);
+    if (grouped) {
+      out.push_back(nccl_groups(ops));
+    } else {
+      out.emplace_back();
+      for (const auto& op : ops) out.back().push_back({op});  // every op alone, in issue order
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// NCCL has no eager buffer and no tags: a send completes only with its receive, and messages between
+// two ranks are matched in the order they were issued. Grouping each receive with the sends held back
+// since the previous one (the NCCL backend's rule) must run every schedule to the end with every
+// message landing in the receive that expects it; 1F1B and AFAB do. Interleaved 1F1B with m >= 2p
+// micro-batches does not (a gradient and an activation cross on a pair of stages, or groups wait on
+// each other), so nccl_pipeline_safe sends its messages through MPI; the golden rule below pins which
+// schedules NCCL carries. Without grouping 1F1B deadlocks at once (stage 0 sends its second activation
+// while stage 1 sends its first gradient), which shows the simulation can fail.
+TEST_CASE("1F1B and AFAB run on rendezvous point-to-point with the NCCL backend's groups", "[schedule][nccl]") {
+  for (int p : {2, 3, 4, 8})
+    for (int m : {p, p + 1, 2 * p + 1, 4 * p, 8 * p + 3})
+      for (auto schedule : {PipelineSchedule::afab, PipelineSchedule::one_f_one_b}) {
+        const auto r = simulate_rendezvous(groups_of(schedule, p, m, 1, true));
+        INFO(to_string(schedule) << " p=" << p << " m=" << m << ": " << r.problem);
+        CHECK(r.ok);
+        CHECK(nccl_pipeline_safe(schedule, p, m, 1));
+      }
+  for (int p : {2, 3, 4})
+    for (int m = p; m <= 4 * p; ++m)
+      for (int v : {2, 3}) {
+        INFO("interleaved p=" << p << " m=" << m << " v=" << v);
+        CHECK(nccl_pipeline_safe(PipelineSchedule::interleaved, p, m, v) == (m < 2 * p));
+      }
+  const auto alone = simulate_rendezvous(groups_of(PipelineSchedule::one_f_one_b, 2, 4, 1, false));
+  CHECK_FALSE(alone.ok);
+  CHECK(alone.problem.find("deadlock") != std::string::npos);
 }

@@ -1,0 +1,118 @@
+// stage_p2p_ops mirrors PipelineExecutor::run; nccl_groups mirrors NcclCommunicator's held-back sends;
+// simulate_rendezvous matches ops pairwise in issue order until every group is done or none can move.
+#include "plan/p2p_traffic.hpp"
+
+#include <algorithm>
+
+namespace dtrain {
+
+std::vector<P2pOp> stage_p2p_ops(const StageActions& actions, int p, int v, int stage) {
+  std::vector<P2pOp> ops;
+  const int last_virtual = v * p - 1;
+  const int prev = stage > 0 ? stage - 1 : p - 1, next = stage < p - 1 ? stage + 1 : 0;
+  for (const PipelineAction& a : actions) {
+    const int vs = a.chunk * p + stage;
+    if (a.kind == PipelineAction::forward) {
+      if (vs > 0) ops.push_back({false, prev, 0, a.micro_batch, vs});
+      if (vs < last_virtual) ops.push_back({true, next, 0, a.micro_batch, vs + 1});
+    } else {
+      if (vs < last_virtual) ops.push_back({false, next, 1, a.micro_batch, vs});
+      if (vs > 0) ops.push_back({true, prev, 1, a.micro_batch, vs - 1});
+    }
+  }
+  return ops;
+}
+
+std::vector<std::vector<P2pOp>> nccl_groups(const std::vector<P2pOp>& ops) {
+  std::vector<std::vector<P2pOp>> groups;
+  std::vector<P2pOp> held;
+  for (const P2pOp& op : ops) {
+    held.push_back(op);
+    if (!op.send) groups.push_back(std::move(held)), held.clear();
+  }
+  if (!held.empty()) groups.push_back(std::move(held));
+  return groups;
+}
+
+namespace {
+
+std::string describe(int stage, const P2pOp& op) {
+  return std::string(op.send ? "send" : "receive") + " of the " + (op.direction == 0 ? "activation" : "gradient") +
+         " of micro-batch " + std::to_string(op.micro_batch) + " (virtual stage " + std::to_string(op.virtual_stage) + ") on stage " +
+         std::to_string(stage) + (op.send ? " to " : " from ") + "stage " + std::to_string(op.peer);
+}
+
+}  // namespace
+
+RendezvousResult simulate_rendezvous(const std::vector<std::vector<std::vector<P2pOp>>>& groups) {
+  const int p = static_cast<int>(groups.size());
+  std::vector<std::size_t> current(p, 0);               // running group per stage
+  std::vector<std::vector<char>> done(p);               // per op of the running group
+  auto start = [&](int s) {
+    if (current[s] < groups[s].size()) done[s].assign(groups[s][current[s]].size(), 0);
+  };
+  for (int s = 0; s < p; ++s) start(s);
+  // The first op of the running group of `s` that is still open and goes to / comes from `peer`:
+  // ops between a pair are matched in issue order, so only that one can match now.
+  auto first_open = [&](int s, bool send, int peer) -> int {
+    if (current[s] >= groups[s].size()) return -1;
+    const auto& g = groups[s][current[s]];
+    for (std::size_t i = 0; i < g.size(); ++i)
+      if (!done[s][i] && g[i].send == send && g[i].peer == peer) return static_cast<int>(i);
+    return -1;
+  };
+  RendezvousResult r;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < p; ++s) {
+      if (current[s] >= groups[s].size()) continue;
+      const auto& g = groups[s][current[s]];
+      for (std::size_t i = 0; i < g.size(); ++i) {
+        if (done[s][i] || !g[i].send || first_open(s, true, g[i].peer) != static_cast<int>(i)) continue;
+        const int peer = g[i].peer;
+        const int j = first_open(peer, false, s);
+        if (j < 0) continue;
+        const P2pOp& recv = groups[peer][current[peer]][static_cast<std::size_t>(j)];
+        if (!g[i].same_message(recv)) {
+          r.problem = describe(s, g[i]) + " is matched with the " + describe(peer, recv);
+          return r;
+        }
+        done[s][i] = done[peer][static_cast<std::size_t>(j)] = 1;
+        progress = true;
+      }
+    }
+    for (int s = 0; s < p; ++s)
+      while (current[s] < groups[s].size() && std::find(done[s].begin(), done[s].end(), 0) == done[s].end()) {
+        ++current[s];
+        start(s);
+        progress = true;
+      }
+  }
+  for (int s = 0; s < p; ++s)
+    if (current[s] < groups[s].size()) {
+      const auto& g = groups[s][current[s]];
+      for (std::size_t i = 0; i < g.size(); ++i)
+        if (!done[s][i]) {
+          r.problem = "deadlock: the " + describe(s, g[i]) + " never completes";
+          return r;
+        }
+    }
+  r.ok = true;
+  return r;
+}
+
+bool nccl_pipeline_safe(PipelineSchedule schedule, int p, int m, int v) {
+  if (p < 2) return true;
+  for (bool forwards_only : {false, true}) {
+    std::vector<std::vector<std::vector<P2pOp>>> groups;
+    for (int s = 0; s < p; ++s) {
+      StageActions actions = schedule_actions(schedule, p, m, v, s);
+      if (forwards_only) actions = forward_only(actions);
+      groups.push_back(nccl_groups(stage_p2p_ops(actions, p, v, s)));
+    }
+    if (!simulate_rendezvous(groups).ok) return false;
+  }
+  return true;
+}
+
+}  // namespace dtrain
