@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "runtime/cuda_device.hpp"
 #include "runtime/machine.hpp"
 
 namespace dtrain {
@@ -128,6 +129,30 @@ ComputeBudget measure_compute(MPI_Comm world, int threads_per_rank, Watchdog* wa
   MPI_CHECK(MPI_Allreduce(&node_peak, &b.job_peak_gflops, 1, MPI_DOUBLE, MPI_SUM, world));
   MPI_CHECK(MPI_Comm_free(&node));
   return b;
+}
+
+double measure_gpu_peak(MPI_Comm world, int device, bool bf16, Watchdog* watchdog, int& gpus) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(world, &rank));
+  MPI_Comm node, same_gpu;
+  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+  MPI_CHECK(MPI_Comm_split(node, device, rank, &same_gpu));
+  int first = 0;
+  MPI_CHECK(MPI_Comm_rank(same_gpu, &first));
+  double peak = 0.0;
+  {
+    auto w = watch(watchdog, {"measuring the GPU's GEMM peak", "node", -1, 0});
+    sleeping_barrier(same_gpu);
+    if (first == 0) peak = gpu_gemm_peak_gflops(bf16, 0.5);
+    sleeping_barrier(same_gpu);
+  }
+  double job = 0.0;
+  MPI_CHECK(MPI_Allreduce(&peak, &job, 1, MPI_DOUBLE, MPI_SUM, world));
+  int mine = first == 0 ? 1 : 0;
+  MPI_CHECK(MPI_Allreduce(&mine, &gpus, 1, MPI_INT, MPI_SUM, world));
+  MPI_CHECK(MPI_Comm_free(&same_gpu));
+  MPI_CHECK(MPI_Comm_free(&node));
+  return job;
 }
 
 }  // namespace dtrain

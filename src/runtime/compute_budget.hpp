@@ -1,5 +1,5 @@
-// The compute a job has and uses on CPU: BLAS threads per rank (never more than the cores the rank
-// may run on), and the job's peak for MFU: per node, single-precision GEMM measured once on all the
+// The compute a job has and uses: BLAS threads per rank (never more than the cores the rank may run
+// on), and the job's peak for MFU (GPU runs: the GEMM peak of each GPU, summed). On CPU: per node, single-precision GEMM measured once on all the
 // cores the job's ranks on that node may use, summed over the nodes. One measurement per node, by one
 // rank while the others wait, so ranks sharing cores never share (and under-count) the peak.
 #pragma once
@@ -32,5 +32,10 @@ struct ComputeBudget {
 // Collective over world: threads for every rank and the job's peak. The measurement is reported to
 // the watchdog, so a rank stuck in it is named.
 ComputeBudget measure_compute(MPI_Comm world, int threads_per_rank, Watchdog* watchdog);
+
+// Collective over world, GPU runs: the job's peak is the GEMM peak (gpu_gemm_peak_gflops, bf16 or
+// fp32) of each GPU the job uses, measured once per GPU (by the first of the ranks sharing it), summed.
+// Returns the number of distinct GPUs in `gpus`.
+double measure_gpu_peak(MPI_Comm world, int device, bool bf16, Watchdog* watchdog, int& gpus);
 
 }  // namespace dtrain

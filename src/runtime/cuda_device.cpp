@@ -2,6 +2,7 @@
 // pick local_rank % count.
 #include "runtime/cuda_device.hpp"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -93,6 +94,43 @@ CudaSelection select_cuda_device(const LaunchEnv& env, bool allow_shared_gpu) {
   s.shared = env.local_size > count;
   CUDA_CHECK(cudaSetDevice(s.device));
   return s;
+}
+
+double gpu_gemm_peak_gflops(bool bf16, double seconds) {
+  const int n = 8192;
+  const std::size_t elem = bf16 ? 2 : 4, bytes = static_cast<std::size_t>(n) * n * elem;
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  CUDA_CHECK(cudaMalloc(&a, bytes));
+  CUDA_CHECK(cudaMalloc(&b, bytes));
+  CUDA_CHECK(cudaMalloc(&c, bytes));
+  CUDA_CHECK(cudaMemset(a, 0, bytes));
+  CUDA_CHECK(cudaMemset(b, 0, bytes));
+  cublasHandle_t handle;
+  CUBLAS_CHECK(cublasCreate(&handle));
+  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const float one = 1.0f, zero = 0.0f;
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  double best = 0.0, spent = 0.0;
+  for (int i = 0; i < 100 && spent < seconds; ++i) {
+    CUDA_CHECK(cudaEventRecord(start));
+    CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, type, n, b, type, n, &zero, c, type, n,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUDA_CHECK(cudaEventRecord(stop));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    spent += ms / 1e3;
+    if (i > 0) best = std::max(best, 2.0 * n * n * static_cast<double>(n) / (ms / 1e3) / 1e9);  // the first call warms up
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cublasDestroy(handle);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  return best;
 }
 
 }  // namespace dtrain

@@ -1,4 +1,4 @@
-// select_cuda_device, cuda_device and gpu_memory_bytes for builds without CUDA: device=cuda is rejected with the fix.
+// The GPU functions of runtime/cuda_device.hpp for builds without CUDA: device=cuda is rejected with the fix.
 #include "common/error.hpp"
 #include "runtime/cuda_device.hpp"
 #include "runtime/device.hpp"
@@ -14,5 +14,6 @@ namespace {
 CudaSelection select_cuda_device(const LaunchEnv&, bool) { no_cuda(); }
 Device& cuda_device() { no_cuda(); }
 std::size_t gpu_memory_bytes() { no_cuda(); }
+double gpu_gemm_peak_gflops(bool, double) { no_cuda(); }
 
 }  // namespace dtrain

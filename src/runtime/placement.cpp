@@ -19,6 +19,7 @@ Placement place_ranks(MPI_Comm world, ComputeDevice device, CommBackend comm, co
   p.nccl = comm == CommBackend::nccl || (comm == CommBackend::automatic && !shared);
   const int ranks_on_gpu = (env.local_size + gpu.count - 1) / gpu.count;
   p.gpu_memory_share = static_cast<double>(gpu_memory_bytes()) / ranks_on_gpu;
+  p.gpu = gpu.device;
   p.description = std::string("cuda") + (shared ? " (ranks share GPUs)" : "") + (p.nccl ? " + nccl" : " + mpi (staged through pinned memory)");
   return p;
 }

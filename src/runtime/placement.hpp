@@ -18,6 +18,7 @@ struct Placement {
   bool nccl = false;
   std::string description;     // for the start-up line: "cpu + mpi", "cuda + nccl", ...
   double gpu_memory_share = 0;  // cuda: bytes of GPU memory per rank (its GPU's memory over the ranks on it)
+  int gpu = -1;                 // cuda: the device this rank uses
 };
 
 // Collective over world (every rank learns whether any rank shares its GPU).

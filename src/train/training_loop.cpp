@@ -33,7 +33,15 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   comm.nccl = placement.nccl;
   comm.nccl_pipeline = nccl_pipeline_safe(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.virtual_stages);
   const ParallelState ps(world, layout, comm, &watchdog, &trace);
-  const ComputeBudget compute = measure_compute(world, cfg.system.threads_per_rank, &watchdog);
+  ComputeBudget compute = measure_compute(world, cfg.system.threads_per_rank, &watchdog);
+  const bool bf16 = cfg.system.precision == Precision::bf16;
+  char peak_source[128];
+  std::snprintf(peak_source, sizeof peak_source, "sgemm on all %d core(s) of each node", compute.node_cores);
+  if (backend == kernels::Backend::cuda) {
+    int gpus = 0;
+    compute.job_peak_gflops = measure_gpu_peak(world, placement.gpu, bf16, &watchdog, gpus);
+    std::snprintf(peak_source, sizeof peak_source, "%s cuBLAS GEMM on each of %d GPU(s)", bf16 ? "bf16" : "fp32", gpus);
+  }
 
   Trainer trainer(cfg, plan, ps, backend);
   const bool rank0 = env.world_rank == 0;
@@ -43,11 +51,10 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   char head[512];
   std::snprintf(head, sizeof head,
                 "dtrain: %d ranks (tp=%d pp=%d dp=%d) on %d node(s), %s, %s, %zu parameters on rank 0, %d micro-batches of %d x %d tokens, "
-                "%d BLAS thread(s)/rank, peak %.1f GFLOP/s (sgemm on all %d core(s) of each node), %.3f GFLOP/token",
+                "%d BLAS thread(s)/rank, peak %.1f GFLOP/s (%s), %.3f GFLOP/token",
                 env.world_size, plan.sizes.tp, plan.sizes.pp, plan.sizes.dp, env.num_nodes, placement.description.c_str(),
-                cfg.system.precision == Precision::bf16 ? "bf16" : "fp32", trainer.model().table().total(),
-                plan.num_micro_batches, plan.micro_batch, cfg.model.seq_length, compute.threads, compute.job_peak_gflops,
-                compute.node_cores, flops_per_token / 1e9);
+                bf16 ? "bf16" : "fp32", trainer.model().table().total(), plan.num_micro_batches, plan.micro_batch,
+                cfg.model.seq_length, compute.threads, compute.job_peak_gflops, peak_source, flops_per_token / 1e9);
   log.message(head);
   if (!compute.warning.empty()) log.message("warning: " + compute.warning);
   for (const auto& w : plan.warnings) log.message("warning: " + w);
