@@ -1,6 +1,7 @@
 // CUDA backend: softmax cross-entropy over a vocabulary that may be split across ranks, a warp per
-// row. xent_loss adds the rows' losses in double in a fixed order (one block, then its threads in
-// order) into a device variable and returns it: the same bits on every run.
+// row. xent_loss adds the rows' losses in double in a fixed order (one block: each thread a strided
+// set of rows, then a tree over the threads) into a device variable and returns it: the same bits on
+// every run.
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
 
@@ -17,8 +18,8 @@ __global__ void row_max_kernel(float* row_max, const KT* logits, long N, int V) 
   const long i = static_cast<long>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
   if (i >= N) return;
   float m = -INFINITY;
-  for (int v = threadIdx.x; v < V; v += 32) m = fmaxf(m, ld(logits[i * V + v]));
-  m = warp_max(m);
+  for (int v = threadIdx.x; v < V; v += 32) m = max_keep_nan(m, ld(logits[i * V + v]));
+  m = warp_max_keep_nan(m);
   if (threadIdx.x == 0) row_max[i] = m;
 }
 

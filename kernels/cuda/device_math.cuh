@@ -35,8 +35,10 @@ __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+// Maximum that keeps a NaN (fmaxf drops it), as the host's lane_max does.
+__device__ __forceinline__ float max_keep_nan(float a, float b) { return (isnan(b) || b > a) ? b : a; }
+__device__ __forceinline__ float warp_max_keep_nan(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = max_keep_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
@@ -60,7 +62,7 @@ __global__ void column_sum_kernel(float* out, long N, int C, F f) {
 }
 template <typename F>
 void column_sum(float* out, long N, int C, F f) {
-  column_sum_kernel<<<(C + 31) / 32, dim3(32, 32)>>>(out, N, C, f);
+  column_sum_kernel<<<blocks_for(C, 32), dim3(32, 32)>>>(out, N, C, f);
   DTRAIN_LAUNCH_CHECK();
 }
 

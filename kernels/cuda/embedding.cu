@@ -61,7 +61,7 @@ void forward(KT* out, const int* tokens, const KT* wte, const KT* wpe, int vocab
 
 template <typename KT>
 void backward(float* dwte, float* dwpe, const KT* dout, const int* tokens, int vocab_start, int B, int T, int C, int V) {
-  embedding_backward_wte_kernel<<<(V + kRowsPerBlock - 1) / kRowsPerBlock, kThreads>>>(dwte, dout, tokens, vocab_start,
+  embedding_backward_wte_kernel<<<blocks_for(V, kRowsPerBlock), kThreads>>>(dwte, dout, tokens, vocab_start,
                                                                                        static_cast<long>(B) * T, C, V);
   DTRAIN_LAUNCH_CHECK();
   if (!dwpe) return;

@@ -11,7 +11,9 @@ cublasHandle_t cublas() {
   static const cublasHandle_t handle = [] {
     cublasHandle_t h;
     CUBLAS_CHECK(cublasCreate(&h));
-    CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // no TF32 unless a compute type asks for it
+    // No TF32 unless a compute type asks for it, and no reduced-precision (bf16) summing of split-K
+    // partial results: bf16 GEMMs accumulate in fp32 all the way.
+    CUBLAS_CHECK(cublasSetMathMode(h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     return h;
   }();
   return handle;

@@ -41,8 +41,8 @@ inline void causal_softmax_row(float* __restrict__ row /*(T)*/, int len, int T) 
 
 }  // namespace
 
-void attention_forward(float* out /*(B,T,NH*HD)*/, float* att /*(B,NH,T,T)*/, const float* qkv /*(B,T,3*NH*HD)*/,
-                       int B, int T, int NH, int HD) {
+void attention_forward(float* out /*(B,T,NH*HD)*/, float* att /*(B,NH,T,T)*/, float* /*scratch: the scores are
+                       computed in att, fp32 here*/, const float* qkv /*(B,T,3*NH*HD)*/, int B, int T, int NH, int HD) {
   const int C = NH * HD;
   const int C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));

@@ -140,21 +140,21 @@ void matmul_backward_wide(float* dinp, float* dweight, float* dbias, const bf16*
                   s.wide(weight, sz(OC) * sz(IC)), N, IC, OC);
 }
 
-void attention_forward(bf16* out, bf16* att, const bf16* qkv, int B, int T, int NH, int HD) {
+void attention_forward(bf16* out, bf16* att, float* scratch, const bf16* qkv, int B, int T, int NH, int HD) {
   Scratch s;
   const std::size_t rows = sz(B) * sz(T), C = sz(NH) * sz(HD), probs = sz(B) * sz(NH) * sz(T) * sz(T);
   float* o = s.buffer(rows * C);
   float* p = s.buffer(probs);
-  attention_forward(o, p, s.wide(qkv, rows * 3 * C), B, T, NH, HD);
+  attention_forward(o, p, scratch, s.wide(qkv, rows * 3 * C), B, T, NH, HD);
   store(out, o, rows * C);
   store(att, p, probs);
 }
 
-void attention_backward(bf16* dqkv, bf16*, const bf16* dout, const bf16* qkv, const bf16* att, int B, int T, int NH, int HD) {
+void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* att, int B, int T, int NH,
+                        int HD) {
   Scratch s;
   const std::size_t rows = sz(B) * sz(T), C = sz(NH) * sz(HD), probs = sz(B) * sz(NH) * sz(T) * sz(T);
   float* dq = s.buffer(rows * 3 * C);
-  float* scratch = s.buffer(sz(NH) * sz(T) * sz(T));
   attention_backward(dq, scratch, s.wide(dout, rows * C), s.wide(qkv, rows * 3 * C), s.wide(att, probs), B, T, NH, HD);
   store(dqkv, dq, rows * 3 * C);
 }

@@ -164,7 +164,7 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
   const long N = d.N();
   norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
   k_.matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, d.C, 3 * d.Cl);
-  k_.attention_forward(a.atty, a.att, a.qkv, d.B, d.T, d.NHl, d.Cl / d.NHl);
+  k_.attention_forward(a.atty, a.att, acts_.scratch().dtt, a.qkv, d.B, d.T, d.NHl, d.Cl / d.NHl);
   float* partial = partial_for(a.res1);
   k_.matmul_forward_wide(partial, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
   reduce_rows(a.res1, partial);

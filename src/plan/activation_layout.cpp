@@ -76,7 +76,7 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   scratch.dqkv = cv.take<T>(mul(N, 3 * Cl));
   scratch.dfch = cv.take<T>(mul(N, Fl));
   scratch.dfch2 = cv.take<T>(mul(N, Fl));
-  scratch.dtt = cv.take<T>(mul(mul(static_cast<std::size_t>(d.NHl), Tn), Tn));
+  scratch.dtt = cv.take<float>(mul(mul(static_cast<std::size_t>(d.NHl), Tn), Tn));
   scratch.dloss = cv.take<float>(N);
   const bool wide_partials = !std::is_same_v<T, float>;
   scratch.partial = wide_partials ? cv.take<float>(mul(N, C)) : nullptr;

@@ -63,7 +63,7 @@ struct Scratch {
   T* dqkv;            // (N,3*Cl)
   T* dfch;            // (N,Fl)
   T* dfch2;           // (N,Fl)
-  T* dtt;             // (NHl,T,T) attention scratch
+  float* dtt;         // (NHl,T,T) attention scratch (scores, their gradient: fp32)
   float* dloss;       // (N) per-token loss weight
   // bf16 runs: the fp32 partial sums of tensor-parallel layers before they are reduced and rounded
   // (row-parallel outputs, column-parallel input gradients). fp32 runs sum in the T buffers (null here).

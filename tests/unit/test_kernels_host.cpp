@@ -441,7 +441,8 @@ void run_attention_check(int B, int T, int NH, int HD, size_t fd_limit, unsigned
 
   // Outputs and scratch start as NaN: every element must be written, and nothing stale may be read.
   Vec out(static_cast<size_t>(B) * T * C, kNaN), att(static_cast<size_t>(B) * NH * T * T, kNaN);
-  k::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HD);
+  Vec scratch(static_cast<size_t>(NH) * T * T, kNaN);
+  k::attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, T, NH, HD);
   const AttRef ref = ref_attention(qkvd, B, T, NH, HD);
   check_close("attention out", out, ref.out, kFwdRtol, kFwdAtol);
   check_close("attention probabilities", att, ref.att, kFwdRtol, kFwdAtol);
@@ -453,14 +454,14 @@ void run_attention_check(int B, int T, int NH, int HD, size_t fd_limit, unsigned
 
   const DVec R = to_double(random_vec(rng, out.size()));
   const Vec Rf(R.begin(), R.end());
-  Vec dqkv(nqkv, kNaN), scratch(static_cast<size_t>(NH) * T * T, kNaN);
+  Vec dqkv(nqkv, kNaN);
   k::attention_backward(dqkv.data(), scratch.data(), Rf.data(), qkv.data(), att.data(), B, T, NH, HD);
   auto loss = [&] { return dot(ref_attention(qkvd, B, T, NH, HD).out, R); };
   check_grad("attention dqkv (=)", loss, qkvd, dqkv, rng, fd_limit);
 
   // Determinism: a second run (dirty scratch, dirty outputs) reproduces every bit.
   Vec out2(out.size(), 7.0f), att2(att.size(), 7.0f), dqkv2(nqkv, 7.0f);
-  k::attention_forward(out2.data(), att2.data(), qkv.data(), B, T, NH, HD);
+  k::attention_forward(out2.data(), att2.data(), scratch.data(), qkv.data(), B, T, NH, HD);
   k::attention_backward(dqkv2.data(), scratch.data(), Rf.data(), qkv.data(), att2.data(), B, T, NH, HD);
   CHECK(std::memcmp(out.data(), out2.data(), out.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(att.data(), att2.data(), att.size() * sizeof(float)) == 0);
