@@ -95,6 +95,10 @@ class Communicator {
   // receive is posted (MPI may buffer it) or only when it is matched: callers never rely on either.
   virtual void recv(void* buf, std::size_t count, DType t, int peer, int tag, const CommLabel& label) = 0;
   virtual CommRequest send(const void* buf, std::size_t count, DType t, int peer, int tag, const CommLabel& label) = 0;
+  // A backend may hold a send back to launch it together with the group's next receive (NCCL, whose
+  // sends complete only when matched); flush_sends launches the held sends now. MPI starts every send
+  // at once and has nothing to flush.
+  virtual void flush_sends() {}
   virtual long max_tag() const = 0;
 
  protected:

@@ -6,6 +6,10 @@
 // send completes only when its receive runs. A send is therefore held back and launched together with
 // the next receive of the group, in one ncclGroupStart/End (or on its own when waited for): the
 // pipeline's send-forward/receive-backward pairs progress together, as Megatron's batched isend/irecv.
+// The executor flushes every other send at once (flush_sends), so nothing else waits behind a held send.
+// NCCL connects a pair of ranks lazily, inside the host call that ends the first group between them,
+// and that call waits for the peer to reach its own; the pipeline group therefore connects to both
+// ring neighbours at construction, where every rank of the group takes part at the same point.
 #include "comm/nccl_communicator.hpp"
 
 #include <chrono>
@@ -69,7 +73,7 @@ struct DeferredSend {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(const std::string& name, MPI_Comm parent, int color, int key, std::vector<int> world_ranks, Watchdog* watchdog,
-                   Trace* trace)
+                   bool connect_neighbours, Trace* trace)
       : Communicator(name, std::move(world_ranks)), watchdog_(watchdog), trace_(trace) {
     MPI_Comm group;
     MPI_CHECK(MPI_Comm_split(parent, color, key, &group));
@@ -83,6 +87,7 @@ class NcclCommunicator final : public Communicator {
     MPI_CHECK(MPI_Comm_free(&group));
     NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    if (connect_neighbours && size > 1) connect_ring_neighbours();
   }
   ~NcclCommunicator() override {
     if (!deferred_.empty()) launch_group(-1, nullptr, 0, DType::f32, {"send at shutdown"});
@@ -141,6 +146,9 @@ class NcclCommunicator final : public Communicator {
     launch_group(peer, buf, count, t, label);
   }
   CommRequest send(const void* buf, std::size_t count, DType t, int peer, int, const CommLabel& label) override;
+  void flush_sends() override {
+    if (!deferred_.empty()) launch_group(-1, nullptr, 0, DType::f32, {"send"});
+  }
   long max_tag() const override { return 1L << 30; }  // NCCL matches by order; tags only name messages
 
   // Launches the held-back sends, with a receive when buf is not null, as one group.
@@ -159,6 +167,22 @@ class NcclCommunicator final : public Communicator {
 
  private:
   friend class NcclSendRequest;
+  // One float each way to the previous and the next rank (the same rank when there are two), in one
+  // group: NCCL makes those connections now; the host waits until they are made.
+  void connect_ring_neighbours() {
+    const int prev = (rank() + size() - 1) % size(), next = (rank() + 1) % size();
+    float* scratch = nullptr;  // (4): send next, send prev, receive from prev, receive from next
+    CUDA_CHECK(cudaMalloc(&scratch, 4 * sizeof(float)));
+    CUDA_CHECK(cudaMemset(scratch, 0, 4 * sizeof(float)));
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclSend(scratch, 1, ncclFloat32, next, comm_, stream_));
+    NCCL_CHECK(ncclSend(scratch + 1, 1, ncclFloat32, prev, comm_, stream_));
+    NCCL_CHECK(ncclRecv(scratch + 2, 1, ncclFloat32, prev, comm_, stream_));
+    NCCL_CHECK(ncclRecv(scratch + 3, 1, ncclFloat32, next, comm_, stream_));
+    NCCL_CHECK(ncclGroupEnd());
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    CUDA_CHECK(cudaFree(scratch));
+  }
   // The group's stream waits for everything queued on the compute stream so far.
   void after_compute() {
     const auto e = record(0);
@@ -236,8 +260,9 @@ CommRequest NcclCommunicator::finish(const CommLabel& label, int peer, std::size
 }  // namespace
 
 std::unique_ptr<Communicator> make_nccl_communicator(const std::string& name, MPI_Comm parent, int color, int key,
-                                                     std::vector<int> world_ranks, Watchdog* watchdog, Trace* trace) {
-  return std::make_unique<NcclCommunicator>(name, parent, color, key, std::move(world_ranks), watchdog, trace);
+                                                     std::vector<int> world_ranks, bool connect_neighbours, Watchdog* watchdog,
+                                                     Trace* trace) {
+  return std::make_unique<NcclCommunicator>(name, parent, color, key, std::move(world_ranks), watchdog, connect_neighbours, trace);
 }
 
 }  // namespace dtrain

@@ -24,7 +24,7 @@ ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, const Com
   auto make = [&](const char* name, int color, int key, std::vector<int> members) -> std::unique_ptr<Communicator> {
     const bool pipeline = std::string(name) == axis_name(Axis::pp);
     if (options.nccl && (!pipeline || options.nccl_pipeline))
-      return make_nccl_communicator(name, world, color, key, std::move(members), watchdog, trace);
+      return make_nccl_communicator(name, world, color, key, std::move(members), pipeline, watchdog, trace);
     return std::make_unique<MpiCommunicator>(name, world, color, key, std::move(members), watchdog, trace, options.synchronous_sends,
                                              buffers, options.stage_through_host);
   };

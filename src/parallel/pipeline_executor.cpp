@@ -19,6 +19,7 @@ PipelineExecutor::PipelineExecutor(PipelineStage& stage, const ParallelState& ps
     : compute_(stage),
       ps_(ps),
       actions_(std::move(actions)),
+      p2p_ops_(stage_p2p_ops(actions_, ps.layout().sizes().pp, chunks, ps.coords().pp)),
       m_(m),
       v_(chunks),
       p_(ps.layout().sizes().pp),
@@ -38,6 +39,12 @@ int PipelineExecutor::tag(int micro_batch, int receiving_virtual_stage, int dire
   return (micro_batch * v_ * p_ + receiving_virtual_stage) * 2 + direction;
 }
 
+std::size_t PipelineExecutor::next_p2p_op(bool send) {
+  if (p2p_next_ >= p2p_ops_.size() || p2p_ops_[p2p_next_].send != send)
+    fatal("internal error: the pipeline executor's point-to-point order differs from stage_p2p_ops at op " + std::to_string(p2p_next_));
+  return p2p_next_++;
+}
+
 PipelineStepStats PipelineExecutor::run() {
   PipelineStepStats st;
   const auto step_start = Clock::now();
@@ -45,7 +52,14 @@ PipelineStepStats PipelineExecutor::run() {
   free_slots_.clear();
   for (int s = compute_.slots() - 1; s >= 0; --s) free_slots_.push_back(s);
   slot_of_.clear();
+  p2p_next_ = 0;
   Communicator& pp = ps_.pp();
+  // Sends the outbox's current buffer; flushes it unless the next operation is a receive to pair with.
+  auto send = [&](int dst, int message_tag, const CommLabel& label) {
+    const std::size_t i = next_p2p_op(true);
+    outbox_.send(dst, message_tag, label);
+    if (!send_joins_next_receive(p2p_ops_, i)) pp.flush_sends();
+  };
   const std::size_t count = compute_.message_count();
   const DType type = compute_.message_type();
   Device& device = compute_.device();
@@ -61,6 +75,7 @@ PipelineStepStats PipelineExecutor::run() {
       if (vs > 0) {  // activation from the previous virtual stage
         const int src = stage_ > 0 ? stage_ - 1 : p_ - 1;
         const auto t0 = Clock::now();
+        next_p2p_op(false);
         pp.recv(compute_.input(slot), count, type, src, tag(a.micro_batch, vs, 0), {"recv activation", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
@@ -73,7 +88,7 @@ PipelineStepStats PipelineExecutor::run() {
         Trace::Span span(ps_.trace(), "send act mb" + std::to_string(a.micro_batch), "p2p");
         const int dst = stage_ < p_ - 1 ? stage_ + 1 : 0;
         device.copy(outbox_.buffer(), compute_.output(slot, a.chunk), count * dtype_bytes(type));
-        outbox_.send(dst, tag(a.micro_batch, vs + 1, 0), {"send activation", a.micro_batch, stage_});
+        send(dst, tag(a.micro_batch, vs + 1, 0), {"send activation", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
       if (forward_only_) {
@@ -87,6 +102,7 @@ PipelineStepStats PipelineExecutor::run() {
       if (vs < last_virtual) {  // gradient from the next virtual stage
         const int src = stage_ < p_ - 1 ? stage_ + 1 : 0;
         const auto t1 = Clock::now();
+        next_p2p_op(false);
         pp.recv(grad_in_.data(), count, type, src, tag(a.micro_batch, vs, 1), {"recv gradient", a.micro_batch, stage_});
         st.wait_seconds += since(t1);
         output_grad = grad_in_.data();
@@ -102,7 +118,7 @@ PipelineStepStats PipelineExecutor::run() {
         t0 = Clock::now();
         Trace::Span span(ps_.trace(), "send grad mb" + std::to_string(a.micro_batch), "p2p");
         const int dst = stage_ > 0 ? stage_ - 1 : p_ - 1;
-        outbox_.send(dst, tag(a.micro_batch, vs - 1, 1), {"send gradient", a.micro_batch, stage_});
+        send(dst, tag(a.micro_batch, vs - 1, 1), {"send gradient", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
       slot_of_.erase({a.micro_batch, a.chunk});

@@ -3,7 +3,9 @@
 // chunk) activation slots, and measures the time the stage waits (its bubble).
 // No schedule relies on MPI buffering: receives block in the order of the stage's actions, and sends
 // go out through the outbox and are completed only after the stage's last action. A run is therefore
-// the execution with unbounded buffers that simulate_schedule() proves deadlock-free.
+// the execution with unbounded buffers that simulate_schedule() proves deadlock-free. A send that the
+// stage's next operation is a receive is left to the backend to pair with it; every other send is
+// flushed at once (the groups that simulate_rendezvous proves safe for NCCL).
 #pragma once
 #include <map>
 #include <utility>
@@ -11,8 +13,9 @@
 
 #include "parallel/pipeline_outbox.hpp"
 #include "parallel/pipeline_stage.hpp"
-#include "plan/pipeline_schedule.hpp"
 #include "comm/parallel_state.hpp"
+#include "plan/p2p_traffic.hpp"
+#include "plan/pipeline_schedule.hpp"
 
 namespace dtrain {
 
@@ -33,10 +36,14 @@ class PipelineExecutor {
  private:
   int virtual_stage(int chunk) const { return chunk * p_ + stage_; }
   int tag(int micro_batch, int receiving_virtual_stage, int direction) const;
+  // Advances over p2p_ops_, checking that the loop issues the op the plan names; returns its index.
+  std::size_t next_p2p_op(bool send);
 
   PipelineStage& compute_;
   const ParallelState& ps_;
   StageActions actions_;
+  std::vector<P2pOp> p2p_ops_;                  // this stage's receives and sends in issue order
+  std::size_t p2p_next_ = 0;
   int m_, v_, p_, stage_;
   std::vector<int> free_slots_;
   std::map<std::pair<int, int>, int> slot_of_;  // (micro-batch, chunk) -> slot

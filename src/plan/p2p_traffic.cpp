@@ -1,4 +1,5 @@
-// stage_p2p_ops mirrors PipelineExecutor::run; nccl_groups mirrors NcclCommunicator's held-back sends;
+// stage_p2p_ops mirrors PipelineExecutor::run (which checks it op by op); nccl_groups mirrors the
+// executor's flush_sends calls and NcclCommunicator's held-back sends;
 // simulate_rendezvous matches ops pairwise in issue order until every group is done or none can move.
 #include "plan/p2p_traffic.hpp"
 
@@ -23,14 +24,17 @@ std::vector<P2pOp> stage_p2p_ops(const StageActions& actions, int p, int v, int 
   return ops;
 }
 
+bool send_joins_next_receive(const std::vector<P2pOp>& ops, std::size_t i) {
+  return ops.at(i).send && i + 1 < ops.size() && !ops[i + 1].send;
+}
+
 std::vector<std::vector<P2pOp>> nccl_groups(const std::vector<P2pOp>& ops) {
   std::vector<std::vector<P2pOp>> groups;
   std::vector<P2pOp> held;
-  for (const P2pOp& op : ops) {
-    held.push_back(op);
-    if (!op.send) groups.push_back(std::move(held)), held.clear();
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    held.push_back(ops[i]);
+    if (!send_joins_next_receive(ops, i)) groups.push_back(std::move(held)), held.clear();
   }
-  if (!held.empty()) groups.push_back(std::move(held));
   return groups;
 }
 

@@ -1,7 +1,8 @@
 // The pipeline's point-to-point traffic as a transport without buffering sees it, as pure data: every
 // receive and send a stage issues (the executor's order), the groups in which the NCCL backend
-// launches them (a send waits for the stage's next receive and goes out together with it; the sends
-// left at the end of the step go out together), and a simulation of those groups with rendezvous
+// launches them (a send that the stage's next operation is a receive waits for it and goes out
+// together with it, as Megatron's send-forward-receive-backward pairs; any other send goes out
+// alone at once, so warm-up activations flow while the stage computes), and a simulation of those groups with rendezvous
 // semantics: a send completes only with its receive, sends and receives between two ranks are matched
 // in the order they are issued (NCCL has no tags), a stage runs its groups one after another and the
 // operations inside a group together. The simulation proves every schedule deadlock-free and every
@@ -27,6 +28,10 @@ struct P2pOp {
 
 // The receives and sends of `stage`'s actions, in the order the pipeline executor issues them.
 std::vector<P2pOp> stage_p2p_ops(const StageActions& actions, int p, int v, int stage);
+
+// Whether the NCCL backend holds ops[i] (a send) back to launch it together with ops[i + 1]: exactly
+// when ops[i + 1] is a receive. The pipeline executor asks this for every send it issues.
+bool send_joins_next_receive(const std::vector<P2pOp>& ops, std::size_t i);
 
 // Ops grouped as the NCCL backend launches them.
 std::vector<std::vector<P2pOp>> nccl_groups(const std::vector<P2pOp>& ops);

@@ -95,9 +95,9 @@ std::vector<std::vector<std::vector<P2pOp>>> groups_of(PipelineSchedule schedule
 }  // namespace
 
 // NCCL has no eager buffer and no tags: a send completes only with its receive, and messages between
-// two ranks are matched in the order they were issued. Grouping each receive with the sends held back
-// since the previous one (the NCCL backend's rule) must run every schedule to the end with every
-// message landing in the receive that expects it; 1F1B and AFAB do. Interleaved 1F1B with m >= 2p
+// two ranks are matched in the order they were issued. Grouping a send with the receive that follows
+// it, when one does, and launching every other send alone (the NCCL backend's rule) must run every
+// schedule to the end with every message landing in the receive that expects it; 1F1B and AFAB do. Interleaved 1F1B with m >= 2p
 // micro-batches does not (a gradient and an activation cross on a pair of stages, or groups wait on
 // each other), so nccl_pipeline_safe sends its messages through MPI; the golden rule below pins which
 // schedules NCCL carries. Without grouping 1F1B deadlocks at once (stage 0 sends its second activation
