@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/cuda_check.hpp"
+#include "common/error.hpp"
 
 namespace dtrain {
 namespace {
@@ -47,13 +48,24 @@ std::shared_ptr<Event> record(cudaStream_t stream) {
   return e;
 }
 
-// Waits (host) for an event under the watchdog, then orders the compute stream after it.
-void wait_event(const Event& e, Watchdog* watchdog, const OpInfo& info) {
+// An error NCCL met asynchronously (a peer gone, a network failure), as a fatal error with NCCL's words.
+void check_async_error(ncclComm_t comm, const OpInfo& info) {
+  ncclResult_t async = ncclSuccess;
+  NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+  if (async != ncclSuccess && async != ncclInProgress)
+    fatal(std::string("NCCL failed during ") + info.name + " (group " + info.group + "): " + ncclGetErrorString(async) + ": " +
+          ncclGetLastError(comm));
+}
+
+// Waits (host) for an event under the watchdog, watching the communicator for asynchronous errors,
+// then orders the compute stream after it.
+void wait_event(const Event& e, ncclComm_t comm, Watchdog* watchdog, const OpInfo& info) {
   auto w = watch(watchdog, info);
   for (;;) {
     const cudaError_t rc = cudaEventQuery(e.event);
     if (rc == cudaSuccess) break;
     if (rc != cudaErrorNotReady) CUDA_CHECK(rc);
+    check_async_error(comm, info);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   CUDA_CHECK(cudaStreamWaitEvent(0, e.event, 0));
@@ -90,6 +102,12 @@ class NcclCommunicator final : public Communicator {
     if (connect_neighbours && size > 1) connect_ring_neighbours();
   }
   ~NcclCommunicator() override {
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+      ncclCommAbort(comm_);  // a broken communicator: waiting for its stream could hang
+      cudaStreamDestroy(stream_);
+      return;
+    }
     if (!deferred_.empty()) launch_group(-1, nullptr, 0, DType::f32, {"send at shutdown"});
     cudaStreamSynchronize(stream_);
     ncclCommDestroy(comm_);
@@ -204,17 +222,19 @@ class NcclCommunicator final : public Communicator {
 // A collective in flight: its event.
 class NcclRequest final : public CommRequest::Impl {
  public:
-  NcclRequest(std::shared_ptr<Event> e, Watchdog* watchdog, const OpInfo& info) : e_(std::move(e)), watchdog_(watchdog), info_(info) {}
+  NcclRequest(std::shared_ptr<Event> e, ncclComm_t comm, Watchdog* watchdog, const OpInfo& info)
+      : e_(std::move(e)), comm_(comm), watchdog_(watchdog), info_(info) {}
   bool test() override {
     const cudaError_t rc = cudaEventQuery(e_->event);
     if (rc != cudaSuccess && rc != cudaErrorNotReady) CUDA_CHECK(rc);
     if (rc == cudaSuccess) CUDA_CHECK(cudaStreamWaitEvent(0, e_->event, 0));
     return rc == cudaSuccess;
   }
-  void wait() override { wait_event(*e_, watchdog_, info_); }
+  void wait() override { wait_event(*e_, comm_, watchdog_, info_); }
 
  private:
   std::shared_ptr<Event> e_;
+  ncclComm_t comm_;
   Watchdog* watchdog_;
   OpInfo info_;
 };
@@ -232,7 +252,7 @@ class NcclSendRequest final : public CommRequest::Impl {
   }
   void wait() override {
     if (!*done_) owner_.launch_group(-1, nullptr, 0, DType::f32, {"send"});
-    wait_event(**done_, watchdog_, info_);
+    wait_event(**done_, owner_.comm_, watchdog_, info_);
   }
 
  private:
@@ -254,7 +274,7 @@ CommRequest NcclCommunicator::finish(const CommLabel& label, int peer, std::size
     CUDA_CHECK(cudaStreamWaitEvent(0, e->event, 0));
     return {};
   }
-  return CommRequest(std::make_unique<NcclRequest>(std::move(e), watchdog_, info(label, peer, bytes)));
+  return CommRequest(std::make_unique<NcclRequest>(std::move(e), comm_, watchdog_, info(label, peer, bytes)));
 }
 
 }  // namespace
