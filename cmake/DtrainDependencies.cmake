@@ -26,6 +26,13 @@ add_library(dtrain_cblas INTERFACE)
 target_link_libraries(dtrain_cblas INTERFACE BLAS::BLAS)
 target_include_directories(dtrain_cblas SYSTEM INTERFACE ${CBLAS_INCLUDE_DIR})
 
+# Tokenizers: ICU's Unicode categories (GPT-2 pre-tokenisation), nlohmann/json (encoder.json),
+# SentencePiece (no CMake package on Debian, so its pkg-config file).
+find_package(ICU REQUIRED COMPONENTS uc)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SentencePiece REQUIRED IMPORTED_TARGET sentencepiece)
+
 if(DTRAIN_ENABLE_TESTING)
   find_package(Catch2 2 REQUIRED)
 endif()

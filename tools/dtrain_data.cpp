@@ -1,5 +1,6 @@
 // dtrain-data: turns text files into the token files dtrain trains on (PREFIX.train.bin and
-// PREFIX.val.bin, data.path = PREFIX). A plain serial tool: it links dtrain_core but never starts MPI.
+// PREFIX.val.bin, data.path = PREFIX), or into a Megatron indexed dataset (PREFIX.bin + PREFIX.idx,
+// data.format = megatron). A plain serial tool: it links dtrain_core but never starts MPI.
 #include <boost/program_options.hpp>
 
 #include <algorithm>
@@ -16,7 +17,11 @@
 
 #include "common/error.hpp"
 #include "config/cli.hpp"
+#include "config/tokenizer_spec.hpp"
+#include "data/megatron_writer.hpp"
 #include "data/token_file.hpp"
+#include "tokenizer/sentencepiece_tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace po = boost::program_options;
 using dtrain::UserError;
@@ -29,6 +34,9 @@ struct Args {
   std::string out;
   double val_fraction = 0.1;
   std::string tokenizer = "byte";
+  std::string train_tokenizer;  // "sentencepiece" or empty
+  int vocab_size = 0;
+  std::string format = "dtrain";
   std::vector<std::string> inputs;
   bool help = false;
 };
@@ -42,15 +50,29 @@ po::options_description visible_options(Args& a) {
       ("val-fraction", po::value(&a.val_fraction)->value_name("F")->default_value(0.1, "0.1"),
        "fraction of the tokens, taken from the end of the text, that goes to the val file; 0 < F < 1")
       ("tokenizer", po::value(&a.tokenizer)->value_name("NAME")->default_value("byte"),
-       "byte: each byte of the text is one token (vocabulary 256)");
+       "byte: each byte of the text is one token (vocabulary 256); gpt2: GPT-2's BPE (vocabulary 50257) from "
+       "data/tokenizers/gpt2 (tools/fetch-data fetches it), gpt2:DIR from DIR/encoder.json and DIR/vocab.bpe; "
+       "sentencepiece:MODEL_FILE: a SentencePiece model")
+      ("train-tokenizer", po::value(&a.train_tokenizer)->value_name("sentencepiece"),
+       "first train a SentencePiece model of --vocab-size pieces on the text (lossless: no normalisation, "
+       "whitespace kept, byte fallback) and write it to PREFIX.model (and PREFIX.vocab), then tokenise with it; "
+       "train on the files with data.tokenizer=sentencepiece:PREFIX.model")
+      ("vocab-size", po::value(&a.vocab_size)->value_name("N"), "vocabulary size of --train-tokenizer (e.g. 2000)")
+      ("format", po::value(&a.format)->value_name("FORMAT")->default_value("dtrain"),
+       "dtrain: PREFIX.train.bin + PREFIX.val.bin; megatron: one Megatron-LM indexed dataset PREFIX.bin + "
+       "PREFIX.idx (uint16 tokens), one document per paragraph (a paragraph ends with its blank lines; "
+       "documents never span files), no val split (dtrain cuts it by data.split)");
   return d;
 }
 
 void print_usage(const po::options_description& visible) {
-  std::cout << "Usage: dtrain-data --out PREFIX [--val-fraction F] [--tokenizer byte] INPUT.txt [MORE.txt ...]\n"
+  std::cout << "Usage: dtrain-data --out PREFIX [--val-fraction F] [--tokenizer byte|gpt2|sentencepiece:MODEL] [--format dtrain|megatron] INPUT.txt [MORE.txt ...]\n"
+               "       dtrain-data --out PREFIX --train-tokenizer sentencepiece --vocab-size N [--val-fraction F] INPUT.txt [MORE.txt ...]\n"
                "Reads the text files (concatenated in order), tokenises them and splits the tokens: the\n"
                "first 1-F go to PREFIX.train.bin, the last F to PREFIX.val.bin. Train on them with\n"
-               "data.path=PREFIX.\n\n"
+               "data.path=PREFIX.\n"
+               "With --format megatron it writes PREFIX.bin + PREFIX.idx instead, one document per paragraph;\n"
+               "train on it with data.format=megatron data.path=PREFIX (data.split cuts train and val).\n\n"
             << visible;
 }
 
@@ -61,7 +83,7 @@ Args parse_args(int argc, char** argv) {
   all.add(visible).add_options()("input", po::value(&a.inputs));
   po::positional_options_description positional;
   positional.add("input", -1);
-  dtrain::parse_command_line_options(argc, argv, 1, all, positional, "dtrain-data");
+  const po::variables_map given = dtrain::parse_command_line_options(argc, argv, 1, all, positional, "dtrain-data");
   if (a.help) {
     print_usage(visible);
     return a;
@@ -76,7 +98,28 @@ Args parse_args(int argc, char** argv) {
     value << a.val_fraction;
     throw UserError("--val-fraction=" + value.str() + " is outside (0, 1); use e.g. 0.1");
   }
-  if (a.tokenizer != "byte") throw UserError("unknown --tokenizer '" + a.tokenizer + "'; the tokenizers are: byte");
+  dtrain::parse_tokenizer_spec(a.tokenizer);
+  if (!a.train_tokenizer.empty()) {
+    if (a.train_tokenizer != "sentencepiece") {
+      throw UserError("unknown --train-tokenizer '" + a.train_tokenizer + "'; the trainable tokenizer is sentencepiece");
+    }
+    if (a.vocab_size < 260 || a.vocab_size > 1000000) {
+      throw UserError("--train-tokenizer needs --vocab-size N, 260 <= N <= 1000000 (SentencePiece's 256 byte pieces "
+                      "and its specials come first); e.g. --vocab-size 2000");
+    }
+    if (!given["tokenizer"].defaulted()) throw UserError("give --tokenizer or --train-tokenizer, not both");
+  } else if (a.vocab_size != 0) {
+    throw UserError("--vocab-size applies to --train-tokenizer; the vocabulary of --tokenizer is its own");
+  }
+  if (a.format == "megatron" && (a.tokenizer != "byte" || !a.train_tokenizer.empty())) {
+    throw UserError("--format megatron writes byte tokens only; use --format dtrain for other tokenizers");
+  }
+  if (a.format != "dtrain" && a.format != "megatron") {
+    throw UserError("unknown --format '" + a.format + "'; the formats are: dtrain, megatron");
+  }
+  if (a.format == "megatron" && !given["val-fraction"].defaulted()) {
+    throw UserError("--val-fraction applies to --format dtrain; dtrain splits a Megatron dataset by data.split");
+  }
   return a;
 }
 
@@ -127,22 +170,76 @@ void create_output_dir(const std::string& prefix) {
   }
 }
 
-void write_split(const std::string& path, const std::vector<std::uint32_t>& tokens) {
-  dtrain::TokenFile::write(path, tokens, kByteVocab);
+void write_split(const std::string& path, const std::vector<std::uint32_t>& tokens, const dtrain::Tokenizer& tokenizer) {
+  dtrain::TokenFile::write(path, tokens, tokenizer.vocab_size(), tokenizer.identity());
   std::cout << "dtrain-data: wrote " << path << " (" << tokens.size() << " tokens)\n";
+}
+
+// Ends of the paragraphs of `text`: a paragraph runs up to the next non-blank line that follows a
+// blank one (a line of spaces, tabs or \r only), so the paragraphs together are the text.
+std::vector<std::size_t> paragraph_ends(const std::string& text) {
+  std::vector<std::size_t> ends;
+  bool seen_text = false, blank_after_text = false;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t eol = std::min(text.find('\n', at), text.size() - 1) + 1;
+    const bool blank = std::min(text.find_first_not_of(" \t\r\n", at), text.size()) >= eol;
+    if (!blank && blank_after_text) ends.push_back(at);
+    blank_after_text = blank && (seen_text || blank_after_text);
+    seen_text = seen_text || !blank;
+    at = eol;
+  }
+  if (!text.empty()) ends.push_back(text.size());
+  return ends;
+}
+
+// --format megatron: every paragraph of every input file becomes one document of PREFIX.bin/.idx.
+int write_megatron(const Args& a) {
+  create_output_dir(a.out);
+  dtrain::MegatronWriter writer(a.out, kByteVocab);
+  for (const std::string& path : a.inputs) {
+    std::string text;
+    append_file(path, text);
+    std::size_t begin = 0;
+    for (const std::size_t end : paragraph_ends(text)) {
+      writer.add_document(byte_tokens(text, begin, end));
+      begin = end;
+    }
+  }
+  if (writer.num_tokens() == 0) {
+    throw UserError("the input is empty (no bytes in " + std::to_string(a.inputs.size()) + " file(s)); give text files with content");
+  }
+  writer.finish();
+  std::cout << "dtrain-data: wrote " << a.out << ".bin and " << a.out << ".idx (" << writer.num_tokens() << " tokens in "
+            << writer.num_documents() << " documents, byte tokenizer, uint16)\n"
+            << "dtrain-data: train on it with data.format=megatron data.path=" << a.out << "\n";
+  return 0;
 }
 
 int run(int argc, char** argv) {
   const Args a = parse_args(argc, argv);
   if (a.help) return 0;
+  if (a.format == "megatron") return write_megatron(a);
   const std::string text = read_inputs(a.inputs);
-  std::cout << "dtrain-data: read " << text.size() << " bytes from " << a.inputs.size()
-            << " file(s); byte tokenizer, vocabulary " << kByteVocab << "\n";
-  const std::size_t split = text.size() - val_count(text.size(), a.val_fraction);
   create_output_dir(a.out);
-  write_split(a.out + ".train.bin", byte_tokens(text, 0, split));
-  write_split(a.out + ".val.bin", byte_tokens(text, split, text.size()));
-  std::cout << "dtrain-data: train on it with data.path=" << a.out << "\n";
+  std::string spec = a.tokenizer;
+  if (!a.train_tokenizer.empty()) {
+    dtrain::train_sentencepiece(text, a.vocab_size, a.out);
+    spec = "sentencepiece:" + a.out + ".model";
+    std::cout << "dtrain-data: wrote " << a.out << ".model (SentencePiece, " << a.vocab_size << " pieces)\n";
+  }
+  const std::unique_ptr<dtrain::Tokenizer> tokenizer = dtrain::make_tokenizer(spec);
+  const std::vector<std::uint32_t> tokens = tokenizer->encode(text);
+  std::cout << "dtrain-data: read " << text.size() << " bytes from " << a.inputs.size() << " file(s); tokenizer " << spec
+            << " (" << tokenizer->identity() << "), vocabulary " << tokenizer->vocab_size() << ": " << tokens.size() << " tokens\n";
+  if (tokens.size() < 2) {
+    throw UserError("the input makes " + std::to_string(tokens.size()) +
+                    " token(s); at least 2 are needed to fill both a train and a val file");
+  }
+  const auto split = static_cast<std::ptrdiff_t>(tokens.size() - val_count(tokens.size(), a.val_fraction));
+  write_split(a.out + ".train.bin", {tokens.begin(), tokens.begin() + split}, *tokenizer);
+  write_split(a.out + ".val.bin", {tokens.begin() + split, tokens.end()}, *tokenizer);
+  std::cout << "dtrain-data: train on it with data.path=" << a.out
+            << (spec == "byte" ? std::string() : " data.tokenizer=" + spec) << "\n";
   return 0;
 }
 

@@ -1,4 +1,4 @@
-// CUDA backend: layer normalisation over the last dim (eps = 1e-5, biased variance, two passes), a
+// CUDA backend: layer normalisation over the last dim (biased variance, two passes), a
 // warp per row; the weight and bias gradients are deterministic block column sums.
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
@@ -6,12 +6,11 @@
 namespace dtrain::kernels::cuda {
 namespace {
 
-constexpr float kLayerNormEps = 1e-5f;
 constexpr int kWarpsPerBlock = 8;
 
 template <typename KT>
 __global__ void layernorm_forward_kernel(KT* out, float* mean, float* rstd, const KT* inp, const KT* weight, const KT* bias, long N,
-                                         int C) {
+                                         int C, float eps) {
   const long row = static_cast<long>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
   if (row >= N) return;
   const int lane = threadIdx.x;
@@ -24,7 +23,7 @@ __global__ void layernorm_forward_kernel(KT* out, float* mean, float* rstd, cons
     const float d = ld(x[c]) - m;
     v += d * d;
   }
-  const float r = rsqrtf(warp_sum(v) / C + kLayerNormEps);
+  const float r = rsqrtf(warp_sum(v) / C + eps);
   KT* o = out + row * C;
   for (int c = lane; c < C; c += 32) o[c] = st<KT>((ld(x[c]) - m) * r * ld(weight[c]) + ld(bias[c]));
   if (lane == 0) {
@@ -72,8 +71,8 @@ struct Dout {
 };
 
 template <typename KT>
-void forward(KT* out, float* mean, float* rstd, const KT* inp, const KT* weight, const KT* bias, long N, int C) {
-  layernorm_forward_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(out, mean, rstd, inp, weight, bias, N, C);
+void forward(KT* out, float* mean, float* rstd, const KT* inp, const KT* weight, const KT* bias, long N, int C, float eps) {
+  layernorm_forward_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(out, mean, rstd, inp, weight, bias, N, C, eps);
   DTRAIN_LAUNCH_CHECK();
 }
 
@@ -88,11 +87,13 @@ void backward(KT* dinp, float* dweight, float* dbias, const KT* dout, const KT* 
 
 }  // namespace
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, long N, int C) {
-  forward(out, mean, rstd, inp, weight, bias, N, C);
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, long N, int C,
+                       float eps) {
+  forward(out, mean, rstd, inp, weight, bias, N, C, eps);
 }
-void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias, long N, int C) {
-  forward(out, mean, rstd, inp, weight, bias, N, C);
+void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias, long N, int C,
+                       float eps) {
+  forward(out, mean, rstd, inp, weight, bias, N, C, eps);
 }
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                         const float* mean, const float* rstd, long N, int C) {

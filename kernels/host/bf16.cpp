@@ -95,11 +95,12 @@ void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* t
   embedding_backward(dwte, dwpe, s.wide(dout, sz(B) * sz(T) * sz(C)), tokens, vocab_start, B, T, C, V);
 }
 
-void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias, long N, int C) {
+void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias, long N, int C,
+                       float eps) {
   Scratch s;
   const std::size_t n = sz(N) * sz(C);
   float* o = s.buffer(n);
-  layernorm_forward(o, mean, rstd, s.wide(inp, n), s.wide(weight, sz(C)), s.wide(bias, sz(C)), N, C);
+  layernorm_forward(o, mean, rstd, s.wide(inp, n), s.wide(weight, sz(C)), s.wide(bias, sz(C)), N, C, eps);
   store(out, o, n);
 }
 
@@ -140,23 +141,72 @@ void matmul_backward_wide(float* dinp, float* dweight, float* dbias, const bf16*
                   s.wide(weight, sz(OC) * sz(IC)), N, IC, OC);
 }
 
-void attention_forward(bf16* out, bf16* att, float* scratch, const bf16* qkv, int B, int T, int NH, int HD) {
+void attention_forward(bf16* out, bf16* att, float* scratch, const bf16* qkv, int B, int T, int NH, int NKV, int HD) {
   Scratch s;
-  const std::size_t rows = sz(B) * sz(T), C = sz(NH) * sz(HD), probs = sz(B) * sz(NH) * sz(T) * sz(T);
+  const std::size_t rows = sz(B) * sz(T), C = sz(NH) * sz(HD), W = sz(NH + 2 * NKV) * sz(HD);
+  const std::size_t probs = sz(B) * sz(NH) * sz(T) * sz(T);
   float* o = s.buffer(rows * C);
   float* p = s.buffer(probs);
-  attention_forward(o, p, scratch, s.wide(qkv, rows * 3 * C), B, T, NH, HD);
+  attention_forward(o, p, scratch, s.wide(qkv, rows * W), B, T, NH, NKV, HD);
   store(out, o, rows * C);
   store(att, p, probs);
 }
 
 void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* att, int B, int T, int NH,
-                        int HD) {
+                        int NKV, int HD) {
   Scratch s;
-  const std::size_t rows = sz(B) * sz(T), C = sz(NH) * sz(HD), probs = sz(B) * sz(NH) * sz(T) * sz(T);
-  float* dq = s.buffer(rows * 3 * C);
-  attention_backward(dq, scratch, s.wide(dout, rows * C), s.wide(qkv, rows * 3 * C), s.wide(att, probs), B, T, NH, HD);
-  store(dqkv, dq, rows * 3 * C);
+  const std::size_t rows = sz(B) * sz(T), C = sz(NH) * sz(HD), W = sz(NH + 2 * NKV) * sz(HD);
+  const std::size_t probs = sz(B) * sz(NH) * sz(T) * sz(T);
+  float* dq = s.buffer(rows * W);
+  attention_backward(dq, scratch, s.wide(dout, rows * C), s.wide(qkv, rows * W), s.wide(att, probs), B, T, NH, NKV, HD);
+  store(dqkv, dq, rows * W);
+}
+
+void rope_forward(bf16* x, int B, int T, int W, int H, int HD, int R, float base) {
+  Scratch s;
+  const std::size_t n = sz(B) * sz(T) * sz(W);
+  float* w = s.wide(x, n);
+  rope_forward(w, B, T, W, H, HD, R, base);
+  store(x, w, n);
+}
+
+void rope_backward(bf16* dx, int B, int T, int W, int H, int HD, int R, float base) {
+  Scratch s;
+  const std::size_t n = sz(B) * sz(T) * sz(W);
+  float* w = s.wide(dx, n);
+  rope_backward(w, B, T, W, H, HD, R, base);
+  store(dx, w, n);
+}
+
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, long N, int C, float eps) {
+  Scratch s;
+  const std::size_t n = sz(N) * sz(C);
+  float* o = s.buffer(n);
+  rmsnorm_forward(o, rstd, s.wide(inp, n), s.wide(weight, sz(C)), N, C, eps);
+  store(out, o, n);
+}
+
+void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight, const float* rstd, long N,
+                      int C) {
+  Scratch s;
+  const std::size_t n = sz(N) * sz(C);
+  float* dx = s.wide(dinp, n);  // accumulated into, like the residual stream it feeds
+  rmsnorm_backward(dx, dweight, s.wide(dout, n), s.wide(inp, n), s.wide(weight, sz(C)), rstd, N, C);
+  store(dinp, dx, n);
+}
+
+void swiglu_forward(bf16* out, const bf16* inp, long N, int F) {
+  Scratch s;
+  float* o = s.buffer(sz(N) * sz(F));
+  swiglu_forward(o, s.wide(inp, 2 * sz(N) * sz(F)), N, F);
+  store(out, o, sz(N) * sz(F));
+}
+
+void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, long N, int F) {
+  Scratch s;
+  float* dx = s.buffer(2 * sz(N) * sz(F));
+  swiglu_backward(dx, s.wide(inp, 2 * sz(N) * sz(F)), s.wide(dout, sz(N) * sz(F)), N, F);
+  store(dinp, dx, 2 * sz(N) * sz(F));
 }
 
 void gelu_forward(bf16* out, const bf16* inp, long n) {

@@ -1,5 +1,5 @@
 // Host backend: layer normalisation over the last dim (layernorm_forward, layernorm_backward).
-// eps = 1e-5, biased variance (divide by C), two-pass mean/variance per row.
+// Biased variance (divide by C), two-pass mean/variance per row.
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
 
@@ -7,12 +7,8 @@
 
 namespace dtrain::kernels::host {
 
-namespace {
-constexpr float kLayerNormEps = 1e-5f;
-}
-
 void layernorm_forward(float* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/, const float* inp /*(N,C)*/,
-                       const float* weight /*(C)*/, const float* bias /*(C)*/, long N, int C) {
+                       const float* weight /*(C)*/, const float* bias /*(C)*/, long N, int C, float eps) {
   const float inv_c = 1.0f / static_cast<float>(C);
   Kokkos::parallel_for(
       "layernorm_forward", HostRange(0, N), KOKKOS_LAMBDA(const long i) {
@@ -34,7 +30,7 @@ void layernorm_forward(float* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*
         float var = 0.0f;
         for (int l = 0; l < kLanes; ++l) var += acc[l];
         var *= inv_c;
-        const float s = 1.0f / std::sqrt(var + kLayerNormEps);
+        const float s = 1.0f / std::sqrt(var + eps);
         for (int k = 0; k < C; ++k) o[k] = (x[k] - m) * s * weight[k] + bias[k];
         mean[i] = m;
         rstd[i] = s;

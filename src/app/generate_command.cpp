@@ -1,4 +1,4 @@
-// run_generate: the whole model from its weights file, then generate_text.
+// run_generate: the whole model from its weights file, then the tokenizer of data.tokenizer around generate_tokens.
 #include "app/generate_command.hpp"
 
 #include <cstdio>
@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "model/generate.hpp"
 #include "plan/rank_plan.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace dtrain {
 
@@ -17,13 +18,21 @@ int run_generate(const Config& cfg, const LaunchEnv& env, const GenerateOptions&
   if (!(options.temperature >= 0) || options.temperature > 1e6)
     throw UserError("dtrain generate: --temperature must be a finite number >= 0 (0 = greedy)");
   const std::string weights = options.weights.empty() ? cfg.checkpoint.dir + "/model-final.h5" : options.weights;
+  const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(cfg.data.tokenizer);
+  check_made_with(cfg.data.tokenizer, weights_tokenizer(weights), "weights file '" + weights + "'");
+  if (tokenizer->vocab_size() > cfg.model.vocab_size)
+    throw UserError("data.tokenizer=" + cfg.data.tokenizer + " has a vocabulary of " + std::to_string(tokenizer->vocab_size()) +
+                    ", more than model.vocab_size=" + std::to_string(cfg.model.vocab_size) + " of weights file '" + weights +
+                    "'; set model.vocab_size as it was trained");
   const RankPlan whole = whole_model_plan(cfg, 1);
   std::vector<float> values(whole.arena_size);
   read_weights(weights, whole.table, values.data());
   const std::unique_ptr<GptModel> model = make_gpt_model(whole, nullptr, backend);
   model->set_parameters(values.data());
-  const std::string text = generate_text(*model, options.prompt, options.tokens, options.temperature,
-                                         options.seed.value_or(cfg.training.seed));
+  const std::vector<std::uint32_t> prompt = tokenizer->encode(options.prompt.empty() ? "\n" : options.prompt);
+  const std::vector<std::uint32_t> ids = generate_tokens(*model, prompt, tokenizer->vocab_size(), options.tokens,
+                                                         options.temperature, options.seed.value_or(cfg.training.seed));
+  const std::string text = tokenizer->decode(ids);
   std::printf("%s%s\n", options.prompt.c_str(), text.c_str());
   return 0;
 }

@@ -10,7 +10,8 @@
 // flat_begin (where in that slice the piece starts) and hash64 (checksum of the values). Any layout
 // finds its slice by mapping pieces to global element indices, so a checkpoint loads on any
 // (tp, pp, dp, distributed optimizer, v). Root attributes carry the format version, checkpoint id,
-// step, consumed samples, layout, dtrain version and the resolved configuration.
+// step, consumed samples, layout, dtrain version, the resolved configuration and the identity of the
+// tokenizer of the training data (src/tokenizer; absent, in older checkpoints, means byte).
 // A save is written under a temporary name and published (renamed, then `latest` replaced) only after
 // every rank reported success; a failure or a kill at any moment leaves the last checkpoint untouched.
 #pragma once
@@ -37,6 +38,7 @@ struct CheckpointMeta {
   std::int64_t distributed_optimizer = 0;
   std::string config_text;             // the resolved input.ini
   std::string version;
+  std::string tokenizer = "byte";      // the tokenizer's identity
   std::uint64_t checkpoint_id = 0;     // random per save: a shard or manifest from another save is refused
 };
 

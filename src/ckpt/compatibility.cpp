@@ -19,7 +19,6 @@ std::vector<std::string> model_differences(const Config& saved, const Config& ru
   compare("model.seq_length", num(a.seq_length), num(b.seq_length));
   compare("model.vocab_size", num(a.vocab_size), num(b.vocab_size));
   compare("model.num_experts", num(a.num_experts), num(b.num_experts));
-  compare("data.tokenizer", saved.data.tokenizer, run.data.tokenizer);
   return out;
 }
 

@@ -80,7 +80,10 @@ void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::strin
         }
     });
     datasets.clear();
-    collective_check(comm, [&] { file->set_attr("step", reader.meta().step); });  // the same value on every rank
+    collective_check(comm, [&] {  // the same values on every rank
+      file->set_attr("step", reader.meta().step);
+      file->set_attr("tokenizer", reader.meta().tokenizer);
+    });
     file->close();  // agrees on the outcome itself
     file.reset();
     collective_check(comm, [&] {

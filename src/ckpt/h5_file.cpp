@@ -195,6 +195,13 @@ std::vector<std::int64_t> File::attr_ints(const std::string& name, const std::st
   return v;
 }
 
+bool File::has_attr(const std::string& name, const std::string& object) const {
+  Quiet q;
+  const htri_t exists = H5Aexists_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT);
+  if (exists < 0) fail("looking for attribute " + name + " on " + object, __LINE__);
+  return exists > 0;
+}
+
 std::int64_t File::attr_int(const std::string& name, const std::string& object) const {
   const auto v = attr_ints(name, object);
   if (v.size() != 1) fail("attribute " + name + " is not a single integer", __LINE__, false);

@@ -70,6 +70,7 @@ class File {
   std::int64_t attr_int(const std::string& name, const std::string& object = "/") const;
   std::string attr_string(const std::string& name, const std::string& object = "/") const;
   std::vector<std::int64_t> attr_ints(const std::string& name, const std::string& object = "/") const;
+  bool has_attr(const std::string& name, const std::string& object = "/") const;
 
   // Float datasets of any shape (parent groups created as needed). Non-finite values are refused.
   // read_floats reads either storage.

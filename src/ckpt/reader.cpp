@@ -87,6 +87,7 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool verify_file
       meta_.distributed_optimizer = f.attr_int("distributed_optimizer");
       meta_.version = f.attr_string("dtrain_version");
       meta_.config_text = f.attr_string("config");
+      if (f.has_attr("tokenizer")) meta_.tokenizer = f.attr_string("tokenizer");
     }
     for (const auto& ds : f.list_datasets()) {
       const auto first = ds.find('/'), last = ds.rfind('/');

@@ -98,6 +98,7 @@ bool write_shard(const std::string& path, const CheckpointMeta& meta, const Rank
   f.set_attr("dtrain_version", std::string(DTRAIN_VERSION));
   f.set_attr("writer_rank", writer_rank);
   f.set_attr("config", meta.config_text);
+  f.set_attr("tokenizer", meta.tokenizer);
   for_each_piece(st, [&](int kind, const TensorSpec& t, int index, const float* data, std::int64_t flat, std::int64_t count) {
     write_piece(f, kPieceKinds[kind], t, index, data, flat, count);
   });

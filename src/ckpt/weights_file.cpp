@@ -11,10 +11,11 @@
 
 namespace dtrain {
 
-void write_weights(const std::string& path, const TensorTable& table, const float* values) {
+void write_weights(const std::string& path, const TensorTable& table, const float* values, const std::string& tokenizer) {
   const std::string tmp = path + ".tmp";
   try {
     h5::File f = h5::File::create(tmp);
+    f.set_attr("tokenizer", tokenizer);
     for (const auto& t : table.tensors()) {
       if (t.split_dim >= 0) fatal("write_weights needs an unsharded table; '" + t.name + "' is split");
       f.write_floats(t.name, values + t.offset, std::vector<std::int64_t>(t.global_shape.begin(), t.global_shape.end()));
@@ -25,6 +26,11 @@ void write_weights(const std::string& path, const TensorTable& table, const floa
     std::remove(tmp.c_str());
     throw UserError("the final weights were not written: " + std::string(e.what()));
   }
+}
+
+std::string weights_tokenizer(const std::string& path) {
+  const h5::File f = h5::File::open_read(path);
+  return f.has_attr("tokenizer") ? f.attr_string("tokenizer") : "byte";
 }
 
 void read_weights(const std::string& path, const TensorTable& table, float* values) {

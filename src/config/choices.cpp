@@ -4,7 +4,9 @@
 #include <boost/program_options/errors.hpp>
 #include <boost/program_options/value_semantic.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <ostream>
 
@@ -46,6 +48,14 @@ std::ostream& operator<<(std::ostream& os, CommBackend v) {
 }
 std::ostream& operator<<(std::ostream& os, PipelineSchedule v) { return os << to_string(v); }
 std::ostream& operator<<(std::ostream& os, Precision v) { return os << (v == Precision::bf16 ? "bf16" : "fp32"); }
+std::ostream& operator<<(std::ostream& os, Normalization v) { return os << (v == Normalization::rmsnorm ? "RMSNorm" : "LayerNorm"); }
+std::ostream& operator<<(std::ostream& os, PositionEmbedding v) {
+  return os << (v == PositionEmbedding::rope ? "rope" : "learned_absolute");
+}
+std::ostream& operator<<(std::ostream& os, DataFormat v) { return os << (v == DataFormat::megatron ? "megatron" : "dtrain"); }
+std::ostream& operator<<(std::ostream& os, const DataSplit& v) {
+  return os << v.weights[0] << ',' << v.weights[1] << ',' << v.weights[2];
+}
 std::ostream& operator<<(std::ostream& os, const MicroBatchSize& v) {
   if (v.automatic) return os << "auto";
   return os << v.value;
@@ -64,6 +74,20 @@ void validate(boost::any& out, const std::vector<std::string>& values, ComputeDe
   if (s == "cpu") out = ComputeDevice::cpu;
   else if (s == "cuda") out = ComputeDevice::cuda;
   else bad_word(s, "cpu or cuda");
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, Normalization*, int) {
+  const std::string& s = single(out, values);
+  if (s == "LayerNorm") out = Normalization::layernorm;
+  else if (s == "RMSNorm") out = Normalization::rmsnorm;
+  else bad_word(s, "LayerNorm or RMSNorm");
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, PositionEmbedding*, int) {
+  const std::string& s = single(out, values);
+  if (s == "learned_absolute") out = PositionEmbedding::learned_absolute;
+  else if (s == "rope") out = PositionEmbedding::rope;
+  else bad_word(s, "learned_absolute or rope");
 }
 
 void validate(boost::any& out, const std::vector<std::string>& values, CommBackend*, int) {
@@ -87,6 +111,32 @@ void validate(boost::any& out, const std::vector<std::string>& values, Precision
   if (s == "fp32") out = Precision::fp32;
   else if (s == "bf16") out = Precision::bf16;
   else bad_word(s, "fp32 or bf16");
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, DataFormat*, int) {
+  const std::string& s = single(out, values);
+  if (s == "dtrain") out = DataFormat::dtrain;
+  else if (s == "megatron") out = DataFormat::megatron;
+  else bad_word(s, "dtrain or megatron");
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, DataSplit*, int) {
+  const std::string& s = single(out, values);
+  const char* accepted = "one to three weights train,valid,test, each >= 0 and train > 0 (e.g. 969,30,1)";
+  DataSplit v;
+  int n = 0;
+  for (std::size_t at = 0; at <= s.size(); ++n) {
+    const std::size_t comma = std::min(s.find(',', at), s.size());
+    const std::string part = s.substr(at, comma - at);
+    char* end = nullptr;
+    const double w = n < 3 && !part.empty() ? std::strtod(part.c_str(), &end) : -1.0;
+    if (w < 0 || *end != '\0' || !std::isfinite(w)) bad_word(s, accepted);
+    v.weights[n] = w;
+    at = comma + 1;
+  }
+  for (; n < 3; ++n) v.weights[n] = 0;
+  if (!(v.weights[0] > 0)) bad_word(s, accepted);
+  out = v;
 }
 
 void validate(boost::any& out, const std::vector<std::string>& values, MicroBatchSize*, int) {

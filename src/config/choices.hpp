@@ -21,10 +21,26 @@ enum class CommBackend { automatic, nccl, mpi };
 // Master weights, gradients and optimizer state are fp32 in both.
 enum class Precision { fp32, bf16 };
 
+// model.normalization: the norm of every block and the final norm (Megatron's words).
+enum class Normalization { layernorm /* "LayerNorm" */, rmsnorm /* "RMSNorm" */ };
+
+// model.position_embedding_type: learned absolute positions (GPT-2, a wpe table) or rotary (Llama).
+enum class PositionEmbedding { learned_absolute, rope };
+
 enum class PipelineSchedule {
   one_f_one_b,  // "1f1b": Megatron's non-interleaved 1F1B
   interleaved,  // "interleaved": interleaved 1F1B over virtual_pipeline_model_parallel_size chunks
   afab,         // "afab": all forwards, then all backwards (the oracle)
+};
+
+// data.format: dtrain token files (PREFIX.train.bin, PREFIX.val.bin) or Megatron indexed datasets
+// (PREFIX.bin + PREFIX.idx).
+enum class DataFormat { dtrain, megatron };
+
+// data.split: Megatron's train,valid,test weights ("969,30,1"): a Megatron dataset's documents are cut
+// in this ratio (weights need not sum to anything; missing ones are 0; train > 0).
+struct DataSplit {
+  double weights[3] = {969, 30, 1};
 };
 
 // model.micro_batch_size: a positive integer, or "auto" (planned from the bubble and memory limits).
@@ -43,6 +59,10 @@ std::ostream& operator<<(std::ostream& os, ComputeDevice v);
 std::ostream& operator<<(std::ostream& os, CommBackend v);
 std::ostream& operator<<(std::ostream& os, PipelineSchedule v);
 std::ostream& operator<<(std::ostream& os, Precision v);
+std::ostream& operator<<(std::ostream& os, Normalization v);
+std::ostream& operator<<(std::ostream& os, PositionEmbedding v);
+std::ostream& operator<<(std::ostream& os, DataFormat v);
+std::ostream& operator<<(std::ostream& os, const DataSplit& v);
 std::ostream& operator<<(std::ostream& os, const MicroBatchSize& v);
 std::ostream& operator<<(std::ostream& os, const CheckpointLoad& v);
 const char* to_string(PipelineSchedule v);
@@ -52,6 +72,10 @@ void validate(boost::any& out, const std::vector<std::string>& values, ComputeDe
 void validate(boost::any& out, const std::vector<std::string>& values, CommBackend*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, PipelineSchedule*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, Precision*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, Normalization*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, PositionEmbedding*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, DataFormat*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, DataSplit*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, MicroBatchSize*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, CheckpointLoad*, int);
 

@@ -18,6 +18,19 @@ struct ModelConfig {
   int global_batch_size = 8;
   MicroBatchSize micro_batch_size;  // resolved by the training plan
   int num_experts = 0;
+  // The block design (Megatron's keys): GPT-2 by default; Llama is RMSNorm + rope + swiglu + GQA,
+  // untied, no linear biases.
+  Normalization normalization = Normalization::layernorm;
+  double norm_epsilon = 1e-5;
+  PositionEmbedding position_embedding_type = PositionEmbedding::learned_absolute;
+  double rotary_base = 10000.0;
+  double rotary_percent = 1.0;      // share of each head's dims that RoPE rotates
+  bool swiglu = false;              // gated MLP: ffn_hidden_size gate and as many up units
+  bool group_query_attention = false;
+  int num_query_groups = 1;         // key/value heads with group_query_attention
+  bool untie_embeddings_and_output_weights = false;
+  bool add_bias_linear = true;      // biases of the attention and MLP linear layers
+  int kv_heads() const { return group_query_attention ? num_query_groups : num_attention_heads; }
 };
 
 struct SystemConfig {
@@ -61,7 +74,9 @@ struct OptimizerConfig {
 };
 
 struct DataConfig {
-  std::string path = "data/mobydick";
+  std::string path = "data/mobydick";  // a prefix, or a blend "W1 PREFIX1 W2 PREFIX2 ..."
+  DataFormat format = DataFormat::dtrain;
+  DataSplit split;  // format=megatron: documents to train, valid, test
   std::string tokenizer = "byte";
 };
 
@@ -96,6 +111,11 @@ struct Config {
   DebugConfig debug;
 
   int ffn_hidden() const { return model.ffn_hidden_size > 0 ? model.ffn_hidden_size : 4 * model.hidden_size; }
+  // Dims of each head that RoPE turns: int(head_dim * rotary_percent), as Megatron.
+  int rotary_dims() const {
+    const int head_dim = model.num_attention_heads > 0 ? model.hidden_size / model.num_attention_heads : 0;
+    return static_cast<int>(head_dim * model.rotary_percent + 1e-9);
+  }
 };
 
 }  // namespace dtrain

@@ -34,12 +34,25 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("model.num_attention_heads", &m.num_attention_heads, "attention heads (must divide hidden_size)");
   add("model.ffn_hidden_size", &m.ffn_hidden_size, "MLP width; 0 = 4 * hidden_size");
   add("model.seq_length", &m.seq_length, "tokens per sample T");
-  add("model.vocab_size", &m.vocab_size, "vocabulary size (256 for the byte tokenizer)");
+  add("model.vocab_size", &m.vocab_size, "vocabulary size, at least the tokenizer's (256 byte, 50257 gpt2; e.g. 50304)");
   add("model.global_batch_size", &m.global_batch_size, "samples per optimizer step, over all data-parallel ranks");
   add("model.micro_batch_size", &m.micro_batch_size,
       "samples per forward/backward pass; 'auto' picks the largest that meets "
       "system.max_bubble_fraction and system.memory_budget_gb");
   add("model.num_experts", &m.num_experts, "mixture-of-experts experts; 0 = dense MLP (MoE is not supported yet)");
+  add("model.normalization", &m.normalization, "LayerNorm (GPT-2) or RMSNorm (Llama): every block's norms and the final norm");
+  add("model.norm_epsilon", &m.norm_epsilon, "epsilon added to the variance (LayerNorm) or mean square (RMSNorm)");
+  add("model.position_embedding_type", &m.position_embedding_type,
+      "learned_absolute (a learned position table, GPT-2) or rope (rotary embedding of queries and keys, Llama)");
+  add("model.rotary_base", &m.rotary_base, "RoPE base theta (Llama 2: 10000, Llama 3: 500000)");
+  add("model.rotary_percent", &m.rotary_percent, "share of each head's dimensions that RoPE rotates (0 < p <= 1)");
+  add("model.swiglu", &m.swiglu, "gated MLP silu(x W_gate) * (x W_up) of width ffn_hidden_size (Llama) instead of GELU");
+  add("model.group_query_attention", &m.group_query_attention, "grouped-query attention: num_query_groups key/value heads");
+  add("model.num_query_groups", &m.num_query_groups,
+      "key/value heads with group_query_attention (divides num_attention_heads; 1 = multi-query attention)");
+  add("model.untie_embeddings_and_output_weights", &m.untie_embeddings_and_output_weights,
+      "a separate output layer (lm_head) instead of the input embedding's transpose");
+  add("model.add_bias_linear", &m.add_bias_linear, "biases in the attention and MLP linear layers (false for Llama)");
 
   auto& s = c.system;
   add("system.device", &s.device, "cpu or cuda (one GPU per rank: local rank modulo the visible GPUs)");
@@ -85,8 +98,21 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("optimizer.eps", &o.eps, "AdamW epsilon");
   add("optimizer.clip_grad", &o.clip_grad, "global gradient-norm clip; 0 = off");
 
-  add("data.path", &c.data.path, "token file prefix: PATH.train.bin and PATH.val.bin (made by dtrain-data)");
-  add("data.tokenizer", &c.data.tokenizer, "tokenizer of the token files (byte)");
+  add("data.path", &c.data.path,
+      "data prefix, or a blend of prefixes in Megatron's syntax \"0.7 PREFIX_A 0.3 PREFIX_B\" (weights normalised; "
+      "each sample comes from one prefix, drawn by weight). format=dtrain: PREFIX.train.bin and PREFIX.val.bin "
+      "(dtrain-data); format=megatron: PREFIX.bin + PREFIX.idx");
+  add("data.format", &c.data.format,
+      "dtrain (token files made by dtrain-data) or megatron (Megatron-LM indexed datasets, read in place through "
+      "mmap; uint8, uint16 or int32 tokens, checked against model.vocab_size at start-up, each rank scanning its "
+      "share; dtrain-data --format megatron makes them)");
+  add("data.split", &c.data.split,
+      "format=megatron: train,valid,test weights; each dataset's documents are cut in this ratio, in order: the "
+      "first part trains, the second validates, the third is left unused (format=dtrain uses the .val.bin files)");
+  add("data.tokenizer", &c.data.tokenizer,
+      "tokenizer of the token files: byte (vocabulary 256), gpt2 (GPT-2's BPE from data/tokenizers/gpt2, fetched by "
+      "tools/fetch-data; gpt2:DIR for another directory; vocabulary 50257) or sentencepiece:MODEL_FILE; it must be the one "
+      "the token files were made with (dtrain-data --tokenizer), and decodes for dtrain generate");
 
   auto& k = c.checkpoint;
   add("checkpoint.dir", &k.dir, "checkpoint directory; empty = no checkpoints");

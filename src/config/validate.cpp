@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "config/tokenizer_spec.hpp"
 
 namespace dtrain {
 namespace {
@@ -70,6 +71,20 @@ void validate_config(const Config& c) {
     p.add("model.hidden_size=" + s(static_cast<long>(m.hidden_size)) + " is not divisible by model.num_attention_heads=" +
           s(static_cast<long>(m.num_attention_heads)) + "; use a head count among: " + divisor_list(m.hidden_size));
 
+  p.real("model.norm_epsilon", m.norm_epsilon, 0, 1, true, false, "a small number > 0 (e.g. 1e-5)");
+  p.real("model.rotary_base", m.rotary_base, 1, 1e12, false, false, "a number > 1 (e.g. 10000)");
+  p.real("model.rotary_percent", m.rotary_percent, 0, 1, true, false, "in (0, 1]");
+  if (m.group_query_attention) {
+    p.range("model.num_query_groups", m.num_query_groups, 1, kMaxHidden);
+    if (m.num_query_groups >= 1 && m.num_attention_heads % m.num_query_groups != 0)
+      p.add("model.num_query_groups=" + s(static_cast<long>(m.num_query_groups)) + " does not divide model.num_attention_heads=" +
+            s(static_cast<long>(m.num_attention_heads)) + "; use one of: " + divisor_list(m.num_attention_heads));
+  }
+  if (m.position_embedding_type == PositionEmbedding::rope && m.hidden_size >= 1 && m.num_attention_heads >= 1 &&
+      m.hidden_size % m.num_attention_heads == 0 && c.rotary_dims() % 2 != 0)
+    p.add("model.rotary_percent=" + s(m.rotary_percent) + " rotates " + s(static_cast<long>(c.rotary_dims())) +
+          " dims of each head; RoPE turns pairs, so it must be an even number");
+
   const auto& y = c.system;
   p.range("system.tensor_model_parallel_size", y.tensor_model_parallel_size, 1, kMaxRanks);
   p.range("system.pipeline_model_parallel_size", y.pipeline_model_parallel_size, 1, kMaxRanks);
@@ -110,7 +125,11 @@ void validate_config(const Config& c) {
   p.real("optimizer.eps", o.eps, 0, 1, true, false, "a finite number > 0 (e.g. 1e-8)");
   p.real("optimizer.clip_grad", o.clip_grad, 0, 1e9, false, false, "a finite number >= 0 (0 = no clipping)");
 
-  if (c.data.tokenizer != "byte") p.add("data.tokenizer='" + c.data.tokenizer + "': only 'byte' is supported");
+  try {
+    parse_tokenizer_spec(c.data.tokenizer);
+  } catch (const UserError& e) {
+    p.add(std::string("data.tokenizer: ") + e.what());
+  }
   p.range("checkpoint.save_interval", c.checkpoint.save_interval, 0, kMaxSteps, "0 = only at the end");
   p.range("checkpoint.keep_last", c.checkpoint.keep_last, 1, 1000000);
   p.range("logging.log_interval", c.logging.log_interval, 1, kMaxSteps);

@@ -1,4 +1,4 @@
-// Layout-independent sample selection from a token file, keyed by the counter-based RNG.
+// Layout-independent sample selection from a token source or a blend, keyed by the counter-based RNG.
 #include "data/batch_sampler.hpp"
 
 #include <algorithm>
@@ -28,21 +28,31 @@ std::uint64_t sample_start(std::uint64_t seed, const std::string& stream, std::u
   return start_from_key(rng::key_of(seed, stream), step, sample, num_tokens, seq_length);
 }
 
-void fill_samples(const TokenFile& file, std::uint64_t seed, const std::string& stream, std::uint64_t step,
+void fill_samples(const TokenSource& source, std::uint64_t seed, const std::string& stream, std::uint64_t step,
                   std::uint64_t first_sample, int num_samples, int seq_length, int* inputs, int* targets) {
   const std::uint64_t key = rng::key_of(seed, stream);
   const std::size_t T = static_cast<std::size_t>(seq_length);
   std::vector<int> window(T + 1);
   for (int i = 0; i < num_samples; ++i) {
-    file.read(start_from_key(key, step, first_sample + i, file.size(), seq_length), seq_length + 1, window.data());
+    source.read(start_from_key(key, step, first_sample + i, source.size(), seq_length), seq_length + 1, window.data());
     std::copy(window.begin(), window.end() - 1, inputs + i * T);
     std::copy(window.begin() + 1, window.end(), targets + i * T);
   }
 }
 
-void check_sequence_fits(const TokenFile& file, int seq_length, const std::string& path) {
-  if (file.size() < static_cast<std::uint64_t>(seq_length) + 1) {
-    throw UserError("token file '" + path + "' has " + std::to_string(file.size()) +
+void fill_samples(const DataBlend& blend, std::uint64_t seed, const std::string& stream, std::uint64_t step,
+                  std::uint64_t first_sample, int num_samples, int seq_length, int* inputs, int* targets) {
+  const std::size_t T = static_cast<std::size_t>(seq_length);
+  for (int i = 0; i < num_samples; ++i) {
+    const std::uint64_t sample = first_sample + static_cast<std::uint64_t>(i);
+    fill_samples(blend.source(blend.choose(seed, stream, step, sample)), seed, stream, step, sample, 1, seq_length,
+                 inputs + i * T, targets + i * T);
+  }
+}
+
+void check_sequence_fits(const TokenSource& source, int seq_length, const std::string& what) {
+  if (source.size() < static_cast<std::uint64_t>(seq_length) + 1) {
+    throw UserError(what + " has " + std::to_string(source.size()) +
                     " tokens, fewer than model.seq_length+1 = " + std::to_string(seq_length + 1) +
                     "; use a shorter seq_length or more text");
   }

@@ -66,20 +66,25 @@ TokenFileHeader parse_header(const std::vector<std::uint8_t>& bytes, const std::
   h.version = static_cast<std::uint32_t>(load_le(bytes.data() + 8, 4));
   h.vocab_size = static_cast<std::uint32_t>(load_le(bytes.data() + 12, 4));
   h.bytes_per_token = static_cast<std::uint32_t>(load_le(bytes.data() + 16, 4));
+  h.tokenizer_bytes = static_cast<std::uint32_t>(load_le(bytes.data() + 20, 4));
   h.count = load_le(bytes.data() + 24, 8);
   return h;
 }
 
 void check_format(const TokenFileHeader& h, std::uint64_t file_bytes, const std::string& path) {
-  if (h.version != kTokenFileVersion) {
-    throw UserError(file_label(path) + " has format version " + std::to_string(h.version) + ", but this dtrain reads version " +
+  if (h.version != 1 && h.version != kTokenFileVersion) {
+    throw UserError(file_label(path) + " has format version " + std::to_string(h.version) + ", but this dtrain reads versions 1 to " +
                     std::to_string(kTokenFileVersion) + "; " + kRemake);
+  }
+  if ((h.version == 1) != (h.tokenizer_bytes == 0) || h.tokenizer_bytes > file_bytes - kTokenFileHeaderBytes) {
+    throw UserError(file_label(path) + " has a tokenizer identity of " + std::to_string(h.tokenizer_bytes) + " bytes in a version " +
+                    std::to_string(h.version) + " header of a " + std::to_string(file_bytes) + "-byte file; the header is corrupt, " + kRemake);
   }
   if (h.bytes_per_token != 1 && h.bytes_per_token != 2 && h.bytes_per_token != 4) {
     throw UserError(file_label(path) + " has bytes_per_token=" + std::to_string(h.bytes_per_token) +
                     " (must be 1, 2 or 4); the header is corrupt, " + kRemake);
   }
-  const std::uint64_t body = file_bytes - kTokenFileHeaderBytes;
+  const std::uint64_t body = file_bytes - kTokenFileHeaderBytes - h.tokenizer_bytes;
   const std::uint64_t held = body / h.bytes_per_token;  // whole tokens present on disk
   if (held < h.count) {
     throw UserError(file_label(path) + " is truncated: its header declares " + std::to_string(h.count) + " tokens of " +
@@ -100,21 +105,26 @@ void check_vocab(const TokenFileHeader& h, int model_vocab_size, const std::stri
   }
 }
 
-std::vector<std::uint8_t> encode(const std::vector<std::uint32_t>& tokens, int vocab_size) {
+std::vector<std::uint8_t> encode(const std::vector<std::uint32_t>& tokens, int vocab_size, const std::string& tokenizer) {
   if (vocab_size <= 0) throw std::invalid_argument("TokenFile::write: vocab_size must be positive");
+  if (tokenizer.empty()) throw std::invalid_argument("TokenFile::write: the tokenizer identity is empty");
   const std::uint32_t w = narrowest_bytes_per_token(vocab_size);
-  std::vector<std::uint8_t> bytes(kTokenFileHeaderBytes + tokens.size() * w, 0);
+  const std::string identity = tokenizer == "byte" ? "" : tokenizer;  // a byte file is a version 1 file
+  const std::size_t body = kTokenFileHeaderBytes + identity.size();
+  std::vector<std::uint8_t> bytes(body + tokens.size() * w, 0);
   std::memcpy(bytes.data(), kTokenFileMagic, sizeof kTokenFileMagic);
-  store_le(bytes.data() + 8, kTokenFileVersion, 4);
+  store_le(bytes.data() + 8, identity.empty() ? 1 : kTokenFileVersion, 4);
   store_le(bytes.data() + 12, static_cast<std::uint32_t>(vocab_size), 4);
   store_le(bytes.data() + 16, w, 4);
+  store_le(bytes.data() + 20, identity.size(), 4);
   store_le(bytes.data() + 24, tokens.size(), 8);
+  std::memcpy(bytes.data() + kTokenFileHeaderBytes, identity.data(), identity.size());
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] >= static_cast<std::uint32_t>(vocab_size)) {
       throw std::invalid_argument("TokenFile::write: token id " + std::to_string(tokens[i]) + " at position " +
                                   std::to_string(i) + " is not below vocab_size " + std::to_string(vocab_size));
     }
-    store_le(bytes.data() + kTokenFileHeaderBytes + i * w, tokens[i], w);
+    store_le(bytes.data() + body + i * w, tokens[i], w);
   }
   return bytes;
 }
@@ -138,11 +148,16 @@ void write_atomically(const std::string& path, const std::vector<std::uint8_t>& 
 }  // namespace
 
 TokenFile::TokenFile(TokenFileHeader header, std::vector<std::uint8_t> bytes)
-    : header_(header), bytes_(std::move(bytes)) {}
+    : header_(header),
+      bytes_(std::move(bytes)),
+      tokenizer_(header.version == 1 ? "byte"
+                                     : std::string(bytes_.begin() + kTokenFileHeaderBytes,
+                                                   bytes_.begin() + kTokenFileHeaderBytes + header.tokenizer_bytes)),
+      body_(kTokenFileHeaderBytes + header.tokenizer_bytes) {}
 
 std::uint32_t TokenFile::token_at(std::uint64_t i) const {
   const std::uint32_t w = header_.bytes_per_token;
-  return static_cast<std::uint32_t>(load_le(bytes_.data() + kTokenFileHeaderBytes + i * w, w));
+  return static_cast<std::uint32_t>(load_le(bytes_.data() + body_ + i * w, w));
 }
 
 TokenFile TokenFile::open(const std::string& path, int model_vocab_size) {
@@ -170,8 +185,9 @@ void TokenFile::read(std::uint64_t start, int len, int* out) const {
   for (int t = 0; t < len; ++t) out[t] = static_cast<int>(token_at(start + t));
 }
 
-void TokenFile::write(const std::string& path, const std::vector<std::uint32_t>& tokens, int vocab_size) {
-  write_atomically(path, encode(tokens, vocab_size));
+void TokenFile::write(const std::string& path, const std::vector<std::uint32_t>& tokens, int vocab_size,
+                      const std::string& tokenizer) {
+  write_atomically(path, encode(tokens, vocab_size, tokenizer));
 }
 
 }  // namespace dtrain

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "data/token_source.hpp"
+
 namespace dtrain {
 
 // Layout of the 32-byte header; integers are little-endian on disk whatever the host.
@@ -12,29 +14,36 @@ namespace dtrain {
 //   offset 8  uint32   version (kTokenFileVersion)
 //   offset 12 uint32   vocab_size: every token id is below it
 //   offset 16 uint32   bytes_per_token: 1, 2 or 4
-//   offset 20 uint32   reserved, 0
-//   offset 24 uint64   count: number of tokens that follow
+//   offset 20 uint32   tokenizer_bytes: version 1: 0 (the byte tokenizer); version 2: the length of
+//                      the tokenizer's identity (src/tokenizer), whose text follows the header
+//   offset 24 uint64   count: number of tokens that follow (after the identity in version 2)
+// Byte-tokenised files are written as version 1, the others as version 2.
 struct TokenFileHeader {
   std::uint32_t version = 0;
   std::uint32_t vocab_size = 0;
   std::uint32_t bytes_per_token = 0;
+  std::uint32_t tokenizer_bytes = 0;
   std::uint64_t count = 0;
 };
 
 constexpr char kTokenFileMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'T', 'K'};
-constexpr std::uint32_t kTokenFileVersion = 1;
+constexpr std::uint32_t kTokenFileVersion = 2;  // the newest; 1 is read too
 constexpr std::size_t kTokenFileHeaderBytes = 32;
 
-class TokenFile {
+class TokenFile : public TokenSource {
  public:
   // Reads and validates the whole file; every problem is a UserError naming the file and the fix.
   static TokenFile open(const std::string& path, int model_vocab_size);
-  // Writes tokens (each below vocab_size) with the narrowest bytes_per_token, via a temporary file
-  // renamed into place. Throws UserError when the file cannot be written.
-  static void write(const std::string& path, const std::vector<std::uint32_t>& tokens, int vocab_size);
+  // Writes tokens (each below vocab_size) with the narrowest bytes_per_token and the identity of the
+  // tokenizer that made them, via a temporary file renamed into place. Throws UserError when the file
+  // cannot be written.
+  static void write(const std::string& path, const std::vector<std::uint32_t>& tokens, int vocab_size,
+                    const std::string& tokenizer = "byte");
 
   std::uint64_t size() const { return header_.count; }
   int vocab_size() const { return static_cast<int>(header_.vocab_size); }
+  // The identity of the tokenizer that made the file ("byte" for version 1).
+  const std::string& tokenizer() const { return tokenizer_; }
   // Tokens [start, start + len) as int; throws std::out_of_range past the end.
   void read(std::uint64_t start, int len, int* out /*(len)*/) const;
 
@@ -43,7 +52,9 @@ class TokenFile {
   std::uint32_t token_at(std::uint64_t i) const;
 
   TokenFileHeader header_;
-  std::vector<std::uint8_t> bytes_;  // the packed tokens, header stripped
+  std::vector<std::uint8_t> bytes_;  // the whole file
+  std::string tokenizer_;
+  std::size_t body_ = kTokenFileHeaderBytes;  // where the tokens start in bytes_
 };
 
 }  // namespace dtrain

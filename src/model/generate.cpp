@@ -1,4 +1,4 @@
-// generate_text: repeated forward passes over a sliding context, sampling from the last position.
+// generate_tokens: repeated forward passes over a sliding context, sampling from the last position.
 #include "model/generate.hpp"
 
 #include <algorithm>
@@ -10,14 +10,15 @@
 
 namespace dtrain {
 
-std::string generate_text(GptModel& model, const std::string& prompt, int num_tokens, double temperature, std::uint64_t seed) {
+std::vector<std::uint32_t> generate_tokens(GptModel& model, const std::vector<std::uint32_t>& prompt, int vocab, int num_tokens,
+                                           double temperature, std::uint64_t seed) {
   if (!model.part().embedding || !model.part().head) fatal("generation needs the whole model on one rank");
   const ActivationDims& d = model.dims();
-  std::vector<int> context;
-  for (unsigned char c : prompt) context.push_back(c);
-  if (context.empty()) context.push_back('\n');
-  std::string out;
-  std::vector<double> probs(static_cast<std::size_t>(d.Vl));
+  if (vocab < 1 || vocab > d.Vl) fatal("generate_tokens: vocab " + std::to_string(vocab) + " is outside the model's vocabulary");
+  if (prompt.empty()) throw UserError("the prompt encodes to no tokens; give a longer one");
+  std::vector<int> context(prompt.begin(), prompt.end());
+  std::vector<std::uint32_t> out;
+  std::vector<double> probs(static_cast<std::size_t>(vocab));
   std::vector<float> row(static_cast<std::size_t>(d.Vl));
   // The batch: the last T tokens of the context (zeros after it; causal attention never looks there),
   // copied to the model's device for each pass.
@@ -37,19 +38,19 @@ std::string generate_text(GptModel& model, const std::string& prompt, int num_to
     model.forward(0, 0, batch);
     model.logits_row(0, len - 1, row.data());
     const float* logits = row.data();
-    int next = static_cast<int>(std::max_element(logits, logits + d.Vl) - logits);
+    int next = static_cast<int>(std::max_element(logits, logits + vocab) - logits);
     if (temperature > 0) {
       double total = 0.0;
-      for (int v = 0; v < d.Vl; ++v) total += probs[v] = std::exp((logits[v] - logits[next]) / temperature);
+      for (int v = 0; v < vocab; ++v) total += probs[v] = std::exp((logits[v] - logits[next]) / temperature);
       double u = rng::uniform(seed, static_cast<std::uint64_t>(n)) * total;
-      for (int v = 0; v < d.Vl; ++v)
+      for (int v = 0; v < vocab; ++v)
         if ((u -= probs[v]) <= 0) {
           next = v;
           break;
         }
     }
     context.push_back(next);
-    out.push_back(static_cast<char>(next));
+    out.push_back(static_cast<std::uint32_t>(next));
   }
   return out;
 }

@@ -1,17 +1,24 @@
 // GptModelImpl<T>: forward/backward for one micro-batch on one rank, in llm.c's order of kernels, for
 // storage type T (float or bf16); the factory that picks T from the plan; the initial weights.
+// One block design covers GPT-2 and the Llama family: LayerNorm or RMSNorm, learned positions or RoPE
+// (applied to the packed queries and keys after the QKV product), GELU or SwiGLU MLP, multi-head or
+// grouped-query attention, tied or separate LM head, with or without linear biases (plan_.shape).
 #include "model/gpt.hpp"
 
 #include <type_traits>
 #include <vector>
 
 #include "common/counter_rng.hpp"
+#include "common/error.hpp"
 #include "kernels/kernels.hpp"
 #include "model/activations.hpp"
 
 namespace dtrain {
 namespace {
 
+// A block's tensors; the optional ones are null when the model has none (norm biases with RMSNorm,
+// linear biases without add_bias_linear). qkv_w is the packed [q | k | v] weight (QKVl rows): qkv_w, or
+// q_w with kv_w packed after it (grouped-query attention); likewise qkv_b.
 template <typename T>
 struct BlockParams {
   T *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
@@ -19,29 +26,44 @@ struct BlockParams {
 template <typename T>
 struct ModelParams {
   T* wte = nullptr;  // (Vl,C)
-  T* wpe = nullptr;  // (T,C)
+  T* wpe = nullptr;  // (T,C) learned positions only
   std::vector<BlockParams<T>> blocks;  // in the order of part.layers()
   T* lnf_w = nullptr;
   T* lnf_b = nullptr;
+  T* head = nullptr;  // (Vl,C) the LM head: wte (tied) or lm_head
 };
 
-// Pointers to every tensor of `plan`'s table in an arena of element type T.
+// Pointers to every tensor of `plan`'s table in an arena of element type T (null for tensors the
+// model does not have).
 template <typename T>
 ModelParams<T> views(const RankPlan& plan, T* base) {
   ModelParams<T> v;
   const TensorTable& table = plan.table;
-  auto at = [&](const std::string& name) { return base + table.get(name).offset; };
-  if (table.find("wte")) v.wte = at("wte");
-  if (table.find("wpe")) v.wpe = at("wpe");
+  auto at = [&](const std::string& name) -> T* {
+    const TensorSpec* t = table.find(name);
+    return t ? base + t->offset : nullptr;
+  };
+  // The packed [q | k | v] weight: one tensor, or kv right after q in the arena.
+  auto packed_qkv = [&](const std::string& h, const char* q, const char* kv, const char* qkv) -> T* {
+    if (!plan.shape.grouped()) return at(h + qkv);
+    const TensorSpec* tq = table.find(h + q);
+    const TensorSpec* tkv = table.find(h + kv);
+    if (!tq || !tkv) return nullptr;
+    if (tkv->offset != tq->offset + tq->numel) fatal("internal error: " + h + kv + " is not packed after " + h + q);
+    return base + tq->offset;
+  };
+  v.wte = at("wte");
+  v.wpe = at("wpe");
   for (int l : plan.part.layers()) {
     const std::string h = "h" + std::to_string(l) + ".";
-    v.blocks.push_back({at(h + "ln1_w"), at(h + "ln1_b"), at(h + "qkv_w"), at(h + "qkv_b"), at(h + "proj_w"),
-                        at(h + "proj_b"), at(h + "ln2_w"), at(h + "ln2_b"), at(h + "fc_w"), at(h + "fc_b"),
+    v.blocks.push_back({at(h + "ln1_w"), at(h + "ln1_b"), packed_qkv(h, "q_w", "kv_w", "qkv_w"), packed_qkv(h, "q_b", "kv_b", "qkv_b"),
+                        at(h + "proj_w"), at(h + "proj_b"), at(h + "ln2_w"), at(h + "ln2_b"), at(h + "fc_w"), at(h + "fc_b"),
                         at(h + "fcproj_w"), at(h + "fcproj_b")});
   }
   if (plan.part.head) {
     v.lnf_w = at("lnf_w");
     v.lnf_b = at("lnf_b");
+    v.head = plan.shape.tied ? v.wte : at("lm_head");
   }
   return v;
 }
@@ -84,9 +106,13 @@ class GptModelImpl final : public GptModel {
     Scratch<T>& sc = acts_.scratch();
     return sp() ? wide_or(sc.rows_full, sc.partial) : wide_or(out, sc.partial);
   }
-  // LayerNorm of Ns rows into the full (N,C) `out` (all-gathered over the sequence when sharded).
+  // The model's norm (LayerNorm or RMSNorm) of `rows` rows, and its backward (dres +=).
+  void norm_rows(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, long rows);
+  void norm_rows_backward(T* dres, float* dw, float* db, const T* dout, const T* x, const T* w, const float* mean, const float* rstd,
+                          long rows);
+  // The norm of Ns rows into the full (N,C) `out` (all-gathered over the sequence when sharded).
   void norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b);
-  // The gradient of a LayerNorm output (N,C fp32 partial sums over tp) into the residual-stream gradient.
+  // The gradient of a norm's output (N,C fp32 partial sums over tp) into the residual-stream gradient.
   void norm_backward(T* dres, float* dw, float* db, float* dout_partial, const T* x, const T* w, const float* mean,
                      const float* rstd);
   // Row-parallel output: (N,C) fp32 partial sums reduced over tp and rounded into `out` (Ns,C).
@@ -108,14 +134,32 @@ class GptModelImpl final : public GptModel {
 };
 
 template <typename T>
+void GptModelImpl<T>::norm_rows(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, long rows) {
+  const ModelShape& m = plan_.shape;
+  if (m.rmsnorm)
+    k_.rmsnorm_forward(out, rstd, x, w, rows, dims().C, m.norm_eps);
+  else
+    k_.layernorm_forward(out, mean, rstd, x, w, b, rows, dims().C, m.norm_eps);
+}
+
+template <typename T>
+void GptModelImpl<T>::norm_rows_backward(T* dres, float* dw, float* db, const T* dout, const T* x, const T* w, const float* mean,
+                                         const float* rstd, long rows) {
+  if (plan_.shape.rmsnorm)
+    k_.rmsnorm_backward(dres, dw, dout, x, w, rstd, rows, dims().C);
+  else
+    k_.layernorm_backward(dres, dw, db, dout, x, w, mean, rstd, rows, dims().C);
+}
+
+template <typename T>
 void GptModelImpl<T>::norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b) {
   const ActivationDims& d = dims();
   if (!sp()) {
-    k_.layernorm_forward(out, mean, rstd, x, w, b, d.N(), d.C);
+    norm_rows(out, mean, rstd, x, w, b, d.N());
     return;
   }
   T* shard = acts_.scratch().rows_shard;
-  k_.layernorm_forward(shard, mean, rstd, x, w, b, d.Ns(), d.C);
+  norm_rows(shard, mean, rstd, x, w, b, d.Ns());
   tp_->all_gather_rows(out, shard, d.Ns(), d.C);
 }
 
@@ -128,12 +172,12 @@ void GptModelImpl<T>::norm_backward(T* dres, float* dw, float* db, float* dout_p
     float* shard = wide_or(sc.rows_shard, sc.partial_shard);
     tp_->reduce_scatter_rows(shard, dout_partial, d.Ns(), d.C);
     k_.narrow(sc.rows_shard, shard, d.Ns() * d.C);
-    k_.layernorm_backward(dres, dw, db, sc.rows_shard, x, w, mean, rstd, d.Ns(), d.C);
+    norm_rows_backward(dres, dw, db, sc.rows_shard, x, w, mean, rstd, d.Ns());
     return;
   }
   if (tp_) tp_->all_reduce(dout_partial, d.N() * d.C);
   k_.narrow(sc.dln, dout_partial, d.N() * d.C);
-  k_.layernorm_backward(dres, dw, db, sc.dln, x, w, mean, rstd, d.N(), d.C);
+  norm_rows_backward(dres, dw, db, sc.dln, x, w, mean, rstd, d.N());
 }
 
 template <typename T>
@@ -162,16 +206,21 @@ template <typename T>
 void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a) {
   const ActivationDims& d = dims();
   const long N = d.N();
+  const ModelShape& m = plan_.shape;
   norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
-  k_.matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, d.C, 3 * d.Cl);
-  k_.attention_forward(a.atty, a.att, acts_.scratch().dtt, a.qkv, d.B, d.T, d.NHl, d.Cl / d.NHl);
+  k_.matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, d.C, d.QKVl());
+  if (m.rope) k_.rope_forward(a.qkv, d.B, d.T, d.QKVl(), d.NHl + d.NKVl, d.HD(), m.rotary_dim, m.rotary_base);
+  k_.attention_forward(a.atty, a.att, acts_.scratch().dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
   float* partial = partial_for(a.res1);
   k_.matmul_forward_wide(partial, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
   reduce_rows(a.res1, partial);
   k_.residual_forward(a.res1, a.res1, x, d.Ns() * d.C);
   norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, p.ln2_w, p.ln2_b);
-  k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, N, d.C, d.Fl);
-  k_.gelu_forward(a.fch_gelu, a.fch, N * d.Fl);
+  k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, N, d.C, d.Hl());
+  if (m.swiglu)
+    k_.swiglu_forward(a.fch_gelu, a.fch, N, d.Fl);
+  else
+    k_.gelu_forward(a.fch_gelu, a.fch, N * d.Fl);
   partial = partial_for(a.res2);
   k_.matmul_forward_wide(partial, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, N, d.Fl, d.C);
   reduce_rows(a.res2, partial);
@@ -201,7 +250,7 @@ double GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
   if (!(plan_.part.head && chunk == num_chunks() - 1)) return 0.0;
 
   norm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, block_input(s, blocks_per_chunk_), p_.lnf_w, p_.lnf_b);
-  k_.matmul_forward(s.logits, s.lnf, p_.wte, nullptr, N, d.C, d.Vl);
+  k_.matmul_forward(s.logits, s.lnf, p_.head, nullptr, N, d.C, d.Vl);
   // Vocab-parallel softmax: global max, global sum of exponentials, and the target logit from the rank
   // whose vocabulary slice holds it; no rank ever holds full-vocabulary logits.
   k_.xent_row_max(s.row_max, s.logits, N, d.Vl);
@@ -224,12 +273,17 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   // sc.dres holds the gradient of this block's output; the residual adds pass it through unchanged.
   // Row-parallel biases see the full-row gradient on every rank, so their gradients are complete.
   k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, full_rows_grad(), a.fch_gelu, p.fcproj_w, N, d.Fl, d.C);
-  k_.gelu_backward(sc.dfch, a.fch, sc.dfch2, N * d.Fl);
-  k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d.C, d.Fl);
+  const ModelShape& m = plan_.shape;
+  if (m.swiglu)
+    k_.swiglu_backward(sc.dfch, a.fch, sc.dfch2, N, d.Fl);
+  else
+    k_.gelu_backward(sc.dfch, a.fch, sc.dfch2, N * d.Fl);
+  k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d.C, d.Hl());
   norm_backward(sc.dres, g.ln2_w, g.ln2_b, dln, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
   k_.matmul_backward(sc.datty, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
-  k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.qkv, a.att, d.B, d.T, d.NHl, d.Cl / d.NHl);
-  k_.matmul_backward_wide(dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, 3 * d.Cl);
+  k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.qkv, a.att, d.B, d.T, d.NHl, d.NKVl, d.HD());
+  if (m.rope) k_.rope_backward(sc.dqkv, d.B, d.T, d.QKVl(), d.NHl + d.NKVl, d.HD(), m.rotary_dim, m.rotary_base);
+  k_.matmul_backward_wide(dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
   norm_backward(sc.dres, g.ln1_w, g.ln1_b, dln, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);
 }
 
@@ -244,7 +298,7 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
     float* dlnf = wide_or(sc.dln, sc.partial);
     k_.fill(sc.dloss, loss_scale, N);
     k_.xent_backward(s.logits, s.logits, s.lse, batch.targets, sc.dloss, vocab_start_, N, d.Vl);
-    k_.matmul_backward_wide(dlnf, g_.wte, nullptr, s.logits, s.lnf, p_.wte, N, d.C, d.Vl);
+    k_.matmul_backward_wide(dlnf, g_.head, nullptr, s.logits, s.lnf, p_.head, N, d.C, d.Vl);
     k_.zero(sc.dres, rows);
     norm_backward(sc.dres, g_.lnf_w, g_.lnf_b, dlnf, block_input(s, blocks_per_chunk_), p_.lnf_w, s.lnf_mean, s.lnf_rstd);
   } else {

@@ -46,14 +46,14 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
       b.ln1_mean = cv.take<float>(Ns);
       b.ln1_rstd = cv.take<float>(Ns);
       b.ln1 = cv.take<T>(mul(N, C));
-      b.qkv = cv.take<T>(mul(N, 3 * Cl));
+      b.qkv = cv.take<T>(mul(N, static_cast<std::size_t>(d.QKVl())));
       b.atty = cv.take<T>(mul(N, Cl));
       b.att = cv.take<T>(mul(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn), Tn));
       b.res1 = cv.take<T>(mul(Ns, C));
       b.ln2_mean = cv.take<float>(Ns);
       b.ln2_rstd = cv.take<float>(Ns);
       b.ln2 = cv.take<T>(mul(N, C));
-      b.fch = cv.take<T>(mul(N, Fl));
+      b.fch = cv.take<T>(mul(N, static_cast<std::size_t>(d.Hl())));
       b.fch_gelu = cv.take<T>(mul(N, Fl));
       b.res2 = cv.take<T>(mul(Ns, C));
     }
@@ -73,8 +73,8 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   scratch.rows_shard = cv.take<T>(mul(Ns, C));
   scratch.dln = cv.take<T>(mul(N, C));
   scratch.datty = cv.take<T>(mul(N, Cl));
-  scratch.dqkv = cv.take<T>(mul(N, 3 * Cl));
-  scratch.dfch = cv.take<T>(mul(N, Fl));
+  scratch.dqkv = cv.take<T>(mul(N, static_cast<std::size_t>(d.QKVl())));
+  scratch.dfch = cv.take<T>(mul(N, static_cast<std::size_t>(d.Hl())));
   scratch.dfch2 = cv.take<T>(mul(N, Fl));
   scratch.dtt = cv.take<float>(mul(mul(static_cast<std::size_t>(d.NHl), Tn), Tn));
   scratch.dloss = cv.take<float>(N);

@@ -4,7 +4,8 @@
 // (for the model), so the two can never disagree. Activations are of the run's storage type T (float
 // or bf16); statistics (LayerNorm mean and rstd, the softmax's max, sum, log-sum-exp) are float.
 // Sizes are per rank: N = B*T token rows, Ns = rows of the residual stream held here (N, or N/tp with
-// sequence parallelism), Cl = C/tp, Fl = F/tp, NHl = NH/tp, Vl = V/tp.
+// sequence parallelism), Cl = C/tp, Fl = F/tp, NHl = NH/tp, NKVl = key/value heads/tp, Vl = V/tp,
+// QKVl = (NHl + 2*NKVl)*HD, Hl = Fl (2*Fl with SwiGLU).
 #pragma once
 #include <cstddef>
 #include <type_traits>
@@ -15,26 +16,30 @@
 namespace dtrain {
 
 struct ActivationDims {
-  int B, T, C, Cl, NHl, Fl, Vl;
+  int B, T, C, Cl, NHl, NKVl, Fl, Vl;
   int seq_shards;  // tp with sequence parallelism, else 1
+  bool gated;      // SwiGLU: the MLP's first layer is 2*Fl wide
   long N() const { return static_cast<long>(B) * T; }
   long Ns() const { return N() / seq_shards; }
+  int HD() const { return Cl / NHl; }
+  int QKVl() const { return (NHl + 2 * NKVl) * HD(); }  // the packed [q | k | v] row of this rank
+  int Hl() const { return gated ? 2 * Fl : Fl; }         // the MLP's first-layer outputs
 };
 
 template <typename T>
 struct BlockActs {
-  float* ln1_mean;  // (Ns)
+  float* ln1_mean;  // (Ns)    LayerNorm only
   float* ln1_rstd;  // (Ns)
-  T* ln1;           // (N,C)   LayerNorm output, gathered over the sequence when sharded
-  T* qkv;           // (N,3*Cl)
+  T* ln1;           // (N,C)   norm output, gathered over the sequence when sharded
+  T* qkv;           // (N,QKVl) after RoPE when the model rotates
   T* atty;          // (N,Cl)
   T* att;           // (B,NHl,T,T)
   T* res1;          // (Ns,C)  residual stream after attention
   float* ln2_mean;  // (Ns)
   float* ln2_rstd;  // (Ns)
   T* ln2;           // (N,C)
-  T* fch;           // (N,Fl)
-  T* fch_gelu;      // (N,Fl)
+  T* fch;           // (N,Hl)
+  T* fch_gelu;      // (N,Fl)  GELU or SwiGLU output
   T* res2;          // (Ns,C)  block output
 };
 
@@ -60,8 +65,8 @@ struct Scratch {
   T* rows_shard;      // (Ns,C) LayerNorm output before gathering / reduced gradients
   T* dln;             // (N,C)
   T* datty;           // (N,Cl)
-  T* dqkv;            // (N,3*Cl)
-  T* dfch;            // (N,Fl)
+  T* dqkv;            // (N,QKVl)
+  T* dfch;            // (N,Hl)
   T* dfch2;           // (N,Fl)
   float* dtt;         // (NHl,T,T) attention scratch (scores, their gradient: fp32)
   float* dloss;       // (N) per-token loss weight

@@ -36,6 +36,10 @@ void check_layout(const Config& c, int world) {
   if (m.num_attention_heads % tp != 0)
     errs.push_back("model.num_attention_heads=" + s(m.num_attention_heads) + " is not divisible by system.tensor_model_parallel_size=" +
                    s(tp) + "; use a tp among: " + divisor_list(m.num_attention_heads));
+  if (m.group_query_attention && m.num_query_groups % tp != 0)
+    errs.push_back("model.num_query_groups=" + s(m.num_query_groups) + " is not divisible by system.tensor_model_parallel_size=" +
+                   s(tp) + " (each tensor-parallel rank holds whole key/value groups); use a tp among: " +
+                   divisor_list(m.num_query_groups));
   if (m.vocab_size % tp != 0)
     errs.push_back("model.vocab_size=" + s(m.vocab_size) + " is not divisible by system.tensor_model_parallel_size=" + s(tp) +
                    "; pad the vocabulary to a multiple of " + s(tp) + " (e.g. " + s((m.vocab_size + tp - 1) / tp * tp) + ")");

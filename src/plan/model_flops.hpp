@@ -1,6 +1,7 @@
 // The FLOP count behind MFU (model FLOPs utilisation), per token of a training step (forward +
 // backward):
-//   6 x (parameters used in matrix multiplies: per layer 3C^2 + C^2 + 2CF, plus the V x C LM head)
+//   6 x (parameters used in matrix multiplies: per layer C^2 (queries) + 2C*G*HD (keys and values; G*HD = C
+//   without grouped-query attention) + C^2 (output projection) + 2CF (3CF with SwiGLU), plus the V x C LM head)
 //   + 6 x layers x T x C for attention (QK^T and attention-times-V), counted for the causal half:
 //     a causal model needs only the lower triangle, and dtrain's kernels compute only that.
 // Recomputation and the optimizer are not counted (model FLOPs, not hardware FLOPs). With this count

@@ -56,7 +56,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   const int v = plan.virtual_stages;
   const StagePart part = stage_part(cfg.model.num_layers, s.pp, v, c.pp);
   RankPlan r{c, s, cfg.system.use_distributed_optimizer, cfg.system.precision, part,
-             TensorTable(ModelShape::from(cfg.model, cfg.ffn_hidden()), part, s.tp, c.tp, 16 * static_cast<std::size_t>(s.dp)),
+             TensorTable(ModelShape::from(cfg), part, s.tp, c.tp, 16 * static_cast<std::size_t>(s.dp)),
              0, {}, {}, {}, {}, -1, {}};
   r.arena_size = padded_arena_size(r.table, s.dp);
   r.buckets = gradient_buckets(r.table, r.arena_size);
@@ -69,16 +69,17 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
     const auto dot = t.name.rfind('.');
     const std::string base = dot == std::string::npos ? t.name : t.name.substr(dot + 1);
     if (sp && base.rfind("ln", 0) == 0) r.sequence_parallel_tensors.push_back(static_cast<int>(i));
-    if (t.name == "wte" && s.pp > 1) r.tied_embedding = static_cast<int>(i);
+    if (t.name == "wte" && s.pp > 1 && !cfg.model.untie_embeddings_and_output_weights) r.tied_embedding = static_cast<int>(i);
   }
   const auto& m = cfg.model;
   r.activations.dims = {plan.micro_batch, m.seq_length, m.hidden_size, m.hidden_size / s.tp, m.num_attention_heads / s.tp,
-                        cfg.ffn_hidden() / s.tp, m.vocab_size / s.tp, sp ? s.tp : 1};
+                        m.kv_heads() / s.tp, cfg.ffn_hidden() / s.tp, m.vocab_size / s.tp, sp ? s.tp : 1, m.swiglu};
   r.activations.blocks_per_slot = m.num_layers / (s.pp * v);
   r.activations.head = r.part.head;
   r.activations.slots = max_in_flight(plan.schedule, s.pp, plan.num_micro_batches, v, c.pp);
   r.activations.precision = cfg.system.precision;
   r.micro_batches = plan.num_micro_batches;
+  r.shape = ModelShape::from(cfg);
   return r;
 }
 

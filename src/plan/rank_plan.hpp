@@ -43,6 +43,7 @@ struct RankPlan {
   int tied_embedding = -1;                    // wte, when the other end of the pipeline holds a copy
   ActivationLayout activations;
   int micro_batches = 1;                      // m: the step's micro-batches this rank holds tokens for
+  ModelShape shape{};                         // the model's architecture (norm, positions, MLP, heads)
 
   // Checkpoint writers: parameters from data-parallel rank 0; optimizer moments from every data-parallel
   // rank under the distributed optimizer (each its slices), else from rank 0. Indices are table order.

@@ -7,8 +7,18 @@
 
 namespace dtrain {
 
-ModelShape ModelShape::from(const ModelConfig& m, int ffn_hidden) {
-  return {m.num_layers, m.hidden_size, m.num_attention_heads, ffn_hidden, m.seq_length, m.vocab_size};
+ModelShape ModelShape::from(const Config& c) {
+  const ModelConfig& m = c.model;
+  ModelShape s{m.num_layers, m.hidden_size, m.num_attention_heads, c.ffn_hidden(), m.seq_length, m.vocab_size, m.kv_heads()};
+  s.rmsnorm = m.normalization == Normalization::rmsnorm;
+  s.rope = m.position_embedding_type == PositionEmbedding::rope;
+  s.swiglu = m.swiglu;
+  s.tied = !m.untie_embeddings_and_output_weights;
+  s.bias = m.add_bias_linear;
+  s.norm_eps = static_cast<float>(m.norm_epsilon);
+  s.rotary_base = static_cast<float>(m.rotary_base);
+  s.rotary_dim = s.rope ? c.rotary_dims() : 0;
+  return s;
 }
 
 long global_index(const TensorSpec& t, long i) {
@@ -47,35 +57,53 @@ StagePart stage_part(int num_layers, int pp, int v, int stage) {
 
 TensorTable::TensorTable(const ModelShape& s, const StagePart& part, int tp_size, int tp_rank, std::size_t bucket_alignment)
     : tp_size_(tp_size), tp_rank_(tp_rank), bucket_alignment_(bucket_alignment) {
-  const long C = s.hidden, F = s.ffn, V = s.vocab, T = s.seq_length;
+  const long C = s.hidden, F = s.ffn, V = s.vocab, T = s.seq_length, HD = s.head_dim();
   const float std_w = 0.02f;
   // GPT-2: residual-stream projections scaled by 1/sqrt(2 * layers).
   const float std_res = 0.02f / std::sqrt(2.0f * static_cast<float>(s.num_layers));
-  if (part.embedding || part.head) add("wte", {V, C}, 0, -1, true, InitKind::normal, std_w);
-  if (part.embedding) add("wpe", {T, C}, -1, -1, true, InitKind::normal, 0.01f);
+  if (part.embedding || (part.head && s.tied)) add("wte", {V, C}, 0, -1, true, InitKind::normal, std_w);
+  if (part.embedding && !s.rope) add("wpe", {T, C}, -1, -1, true, InitKind::normal, 0.01f);
+  // A norm's weight and (LayerNorm) bias.
+  auto norm = [&](const std::string& name, int layer) {
+    add(name + "_w", {C}, -1, layer, false, InitKind::ones, 0);
+    if (!s.rmsnorm) add(name + "_b", {C}, -1, layer, false, InitKind::zeros, 0);
+  };
   for (int l : part.layers()) {
     const std::string p = "h" + std::to_string(l) + ".";
-    add(p + "ln1_w", {C}, -1, l, false, InitKind::ones, 0);
-    add(p + "ln1_b", {C}, -1, l, false, InitKind::zeros, 0);
-    add(p + "qkv_w", {3, C, C}, 1, l, true, InitKind::normal, std_w);
-    add(p + "qkv_b", {3, C}, 1, l, false, InitKind::zeros, 0);
+    norm(p + "ln1", l);
+    if (s.grouped()) {
+      const long G = s.kv_heads;
+      add(p + "q_w", {s.heads * HD, C}, 0, l, true, InitKind::normal, std_w);
+      add(p + "kv_w", {2, G * HD, C}, 1, l, true, InitKind::normal, std_w, true);
+      if (s.bias) {
+        add(p + "q_b", {s.heads * HD}, 0, l, false, InitKind::zeros, 0);
+        add(p + "kv_b", {2, G * HD}, 1, l, false, InitKind::zeros, 0, true);
+      }
+    } else {
+      add(p + "qkv_w", {3, C, C}, 1, l, true, InitKind::normal, std_w);
+      if (s.bias) add(p + "qkv_b", {3, C}, 1, l, false, InitKind::zeros, 0);
+    }
     add(p + "proj_w", {C, C}, 1, l, true, InitKind::normal, std_res);
-    add(p + "proj_b", {C}, -1, l, false, InitKind::zeros, 0);
-    add(p + "ln2_w", {C}, -1, l, false, InitKind::ones, 0);
-    add(p + "ln2_b", {C}, -1, l, false, InitKind::zeros, 0);
-    add(p + "fc_w", {F, C}, 0, l, true, InitKind::normal, std_w);
-    add(p + "fc_b", {F}, 0, l, false, InitKind::zeros, 0);
+    if (s.bias) add(p + "proj_b", {C}, -1, l, false, InitKind::zeros, 0);
+    norm(p + "ln2", l);
+    if (s.swiglu) {
+      add(p + "fc_w", {2, F, C}, 1, l, true, InitKind::normal, std_w);
+      if (s.bias) add(p + "fc_b", {2, F}, 1, l, false, InitKind::zeros, 0);
+    } else {
+      add(p + "fc_w", {F, C}, 0, l, true, InitKind::normal, std_w);
+      if (s.bias) add(p + "fc_b", {F}, 0, l, false, InitKind::zeros, 0);
+    }
     add(p + "fcproj_w", {C, F}, 1, l, true, InitKind::normal, std_res);
-    add(p + "fcproj_b", {C}, -1, l, false, InitKind::zeros, 0);
+    if (s.bias) add(p + "fcproj_b", {C}, -1, l, false, InitKind::zeros, 0);
   }
   if (part.head) {
-    add("lnf_w", {C}, -1, -1, false, InitKind::ones, 0);
-    add("lnf_b", {C}, -1, -1, false, InitKind::zeros, 0);
+    norm("lnf", -1);
+    if (!s.tied) add("lm_head", {V, C}, 0, -1, true, InitKind::normal, std_w);
   }
 }
 
 void TensorTable::add(std::string name, std::vector<long> shape, int split_dim, int layer, bool decay,
-                      InitKind init, float std) {
+                      InitKind init, float std, bool packed) {
   TensorSpec t;
   t.name = std::move(name);
   t.global_shape = shape;
@@ -99,7 +127,7 @@ void TensorTable::add(std::string name, std::vector<long> shape, int split_dim, 
   // 16-float (64-byte) alignment keeps every tensor on its own cache line for SIMD kernels; a new
   // group (another layer) starts a new gradient bucket.
   const bool new_group = !tensors_.empty() && tensors_.back().layer != layer;
-  const std::size_t align = new_group ? bucket_alignment_ : 16;
+  const std::size_t align = packed ? 1 : new_group ? bucket_alignment_ : 16;
   total_ = (total_ + align - 1) / align * align;
   t.offset = total_;
   total_ += t.numel;

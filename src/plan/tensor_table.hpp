@@ -2,13 +2,22 @@
 // slice and its offset in the rank's parameter arena. One table drives allocation, initialisation,
 // optimizer grouping, checkpoint I/O and memory reports. Pure: no MPI, no memory but the table.
 //
-// GPT parameters (global shapes; C = hidden, F = ffn, V = vocab, T = seq_length, per layer l):
-//   wte (V,C) vocab-parallel (split dim 0)      wpe (T,C) replicated (first stage)
-//   h<l>.ln1_w, h<l>.ln1_b (C)                    h<l>.qkv_w (3,C,C) column-parallel (split dim 1, by heads)
-//   h<l>.qkv_b (3,C) split dim 1                  h<l>.proj_w (C,C) row-parallel (split dim 1), h<l>.proj_b (C)
-//   h<l>.ln2_w, h<l>.ln2_b (C)                    h<l>.fc_w (F,C) column-parallel (split dim 0), h<l>.fc_b (F)
-//   h<l>.fcproj_w (C,F) row-parallel (split dim 1), h<l>.fcproj_b (C)
-//   lnf_w, lnf_b (C) (last stage). The LM head is wte (tied); wte lives on the first and last stage.
+// Parameters (global shapes; C = hidden, F = ffn, V = vocab, T = seq_length, NH = heads, G = key/value
+// heads, HD = C/NH, per layer l; [b] = only with model.add_bias_linear, [LN] = only with LayerNorm):
+//   wte (V,C) vocab-parallel (split dim 0), first stage (and last, tied)
+//   wpe (T,C) replicated, first stage, learned_absolute positions only
+//   h<l>.ln1_w (C), h<l>.ln1_b (C) [LN]
+//   attention, G = NH: h<l>.qkv_w (3,C,C) column-parallel (split dim 1, by heads), h<l>.qkv_b (3,C) [b]
+//   attention, G < NH (grouped-query): h<l>.q_w (NH*HD,C) split dim 0 and h<l>.kv_w (2,G*HD,C) split dim 1,
+//     packed: a rank's kv_w slice follows its q_w slice in the arena, so the two are one (NHl+2Gl)*HD-row
+//     weight; h<l>.q_b (NH*HD), h<l>.kv_b (2,G*HD) [b], packed the same way
+//   h<l>.proj_w (C,C) row-parallel (split dim 1), h<l>.proj_b (C) [b]
+//   h<l>.ln2_w (C), h<l>.ln2_b (C) [LN]
+//   MLP: h<l>.fc_w (F,C) column-parallel (split dim 0), h<l>.fc_b (F) [b]; with swiglu h<l>.fc_w (2,F,C)
+//     split dim 1 ([gate; up] rows), h<l>.fc_b (2,F) [b]
+//   h<l>.fcproj_w (C,F) row-parallel (split dim 1), h<l>.fcproj_b (C) [b]
+//   lnf_w, lnf_b [LN] (C) (last stage); the LM head is wte (tied) or lm_head (V,C) vocab-parallel (untied),
+//   last stage.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -21,7 +30,18 @@ namespace dtrain {
 
 struct ModelShape {
   int num_layers, hidden, heads, ffn, seq_length, vocab;
-  static ModelShape from(const ModelConfig& m, int ffn_hidden);
+  int kv_heads;           // key/value heads (= heads without grouped-query attention)
+  bool rmsnorm = false;   // RMSNorm (no norm biases) instead of LayerNorm
+  bool rope = false;      // rotary positions instead of the wpe table
+  bool swiglu = false;    // gated MLP
+  bool tied = true;       // the LM head is wte
+  bool bias = true;       // biases of the linear layers
+  float norm_eps = 1e-5f;
+  float rotary_base = 10000.0f;
+  int rotary_dim = 0;     // dims of each head that RoPE turns
+  static ModelShape from(const Config& c);
+  int head_dim() const { return hidden / heads; }
+  bool grouped() const { return kv_heads != heads; }
 };
 
 enum class InitKind { normal, zeros, ones };
@@ -44,7 +64,7 @@ struct TensorSpec {
 struct StagePart {
   std::vector<std::vector<int>> chunks;  // global block indices per model chunk, in execution order
   bool embedding = false;                // wte (+ wpe) before chunk 0: first stage
-  bool head = false;                     // lnf + tied wte after the last chunk: last stage
+  bool head = false;                     // lnf + the LM head after the last chunk: last stage
   std::vector<int> layers() const;       // all blocks of all chunks
 };
 
@@ -65,7 +85,9 @@ class TensorTable {
   std::size_t total() const { return total_; }
 
  private:
-  void add(std::string name, std::vector<long> shape, int split_dim, int layer, bool decay, InitKind init, float std);
+  // packed: placed right after the previous tensor, without alignment (one weight with it).
+  void add(std::string name, std::vector<long> shape, int split_dim, int layer, bool decay, InitKind init, float std,
+           bool packed = false);
   int tp_size_, tp_rank_;
   std::size_t bucket_alignment_;
   std::vector<TensorSpec> tensors_;

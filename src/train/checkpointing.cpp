@@ -12,6 +12,7 @@
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
 #include "dtrain_config.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace dtrain {
 namespace {
@@ -25,7 +26,12 @@ std::string rate(double bytes, double seconds) {
 }  // namespace
 
 Checkpointing::Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, std::string config_text, StepLog& log)
-    : world_(world), cfg_(cfg), plan_(plan), config_text_(std::move(config_text)), log_(log) {
+    : world_(world),
+      cfg_(cfg),
+      plan_(plan),
+      config_text_(std::move(config_text)),
+      tokenizer_(tokenizer_identity(cfg.data.tokenizer)),  // its files were read when the data was checked
+      log_(log) {
   MPI_CHECK(MPI_Comm_rank(world, &rank_));
   if (rank_ == 0 && !cfg.checkpoint.dir.empty()) {
     const int stale = remove_stale_temporaries(cfg.checkpoint.dir);
@@ -78,6 +84,7 @@ int Checkpointing::resume(Trainer& trainer) {
     // Rank 0 checks every shard file against the manifest; every rank checks what it reads.
     const CheckpointReader reader(path, /*verify_files=*/rank_ == 0);
     check_same_model(checkpoint_config(reader), cfg_, path);
+    check_made_with(cfg_.data.tokenizer, reader.meta().tokenizer, "checkpoint '" + path + "'");
     RankState st = trainer.state_to_load();
     load_rank_state(reader, st);
     trainer.load_state(st);
@@ -108,6 +115,7 @@ void Checkpointing::save(Trainer& trainer, int steps_done) {
   meta.distributed_optimizer = cfg_.system.use_distributed_optimizer ? 1 : 0;
   meta.config_text = config_text_;
   meta.version = DTRAIN_VERSION;
+  meta.tokenizer = tokenizer_;
   meta.checkpoint_id = new_checkpoint_id(world_);
   if (rank_ == 0) {
     std::error_code ec;

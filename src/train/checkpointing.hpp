@@ -29,6 +29,7 @@ class Checkpointing {
   const Config& cfg_;
   TrainingPlan plan_;
   std::string config_text_;
+  std::string tokenizer_;  // the identity of data.tokenizer, stored in every save
   StepLog& log_;
   int rank_ = 0;
 };

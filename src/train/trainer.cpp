@@ -9,20 +9,21 @@
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
 #include "data/batch_sampler.hpp"
+#include "data/open_data.hpp"
 #include "optim/lr_schedule.hpp"
 
 namespace dtrain {
 namespace {
 
-// A token file of the run, opened and checked on every rank; a problem anywhere stops all ranks.
-std::unique_ptr<TokenFile> open_checked(MPI_Comm world, const Config& cfg, const std::string& stream) {
-  std::unique_ptr<TokenFile> file;
-  collective_check(world, [&] {
-    const std::string path = cfg.data.path + "." + stream + ".bin";
-    file = std::make_unique<TokenFile>(TokenFile::open(path, cfg.model.vocab_size));
-    check_sequence_fits(*file, cfg.model.seq_length, path);
+// A data stream of the run, opened and checked on every rank (the ranks share the token scan of
+// Megatron data); a problem anywhere stops all ranks.
+std::unique_ptr<DataBlend> open_checked(const ParallelState& ps, const Config& cfg, const std::string& stream) {
+  std::unique_ptr<DataBlend> data;
+  collective_check(ps.world_comm(), [&] {
+    data = std::make_unique<DataBlend>(open_data(cfg.data, stream, cfg.model.vocab_size, cfg.model.seq_length,
+                                                 ScanShare{ps.world_rank(), ps.layout().world_size()}));
   });
-  return file;
+  return data;
 }
 
 }  // namespace
@@ -32,8 +33,8 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       plan_(plan),
       ps_(ps),
       k32_(kernels::kernel_table<float>(backend)),
-      train_data_(open_checked(ps.world_comm(), cfg, "train")),
-      val_data_(cfg.training.eval_interval > 0 ? open_checked(ps.world_comm(), cfg, "val") : nullptr),
+      train_data_(open_checked(ps, cfg, "train")),
+      val_data_(cfg.training.eval_interval > 0 ? open_checked(ps, cfg, "val") : nullptr),
       tp_(ps.tp()),
       model_(make_gpt_model(make_rank_plan(cfg, plan, ps.coords()), &tp_, backend)),
       grad_sync_(model_->plan(), model_->params(), model_->grads(), ps, cfg.system.overlap_grad_reduce, plan.num_micro_batches),
@@ -58,14 +59,14 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
     model_->set_block_forward_hook([this](int layer) { grad_sync_.wait_params(layer); });
 }
 
-void Trainer::load_batches(const TokenFile& file, const std::string& stream, std::uint64_t step) {
+void Trainer::load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step) {
   const long per_micro_batch = model_->dims().N();
   int* tokens = host_batch_.as<int>();
   int* targets = tokens + batch_elements_;
   for (int mb = 0; mb < plan_.num_micro_batches; ++mb) {
     // Global sample index: this data-parallel rank's block of the global batch, micro-batch mb within it.
     const std::uint64_t first = static_cast<std::uint64_t>(ps_.coords().dp * plan_.num_micro_batches + mb) * plan_.micro_batch;
-    fill_samples(file, cfg_.training.seed, stream, step, first, plan_.micro_batch, cfg_.model.seq_length,
+    fill_samples(data, cfg_.training.seed, stream, step, first, plan_.micro_batch, cfg_.model.seq_length,
                  tokens + mb * per_micro_batch, targets + mb * per_micro_batch);
   }
   if (batch_.data()) model_->device().copy(batch_.data(), tokens, 2 * batch_elements_ * sizeof(int));

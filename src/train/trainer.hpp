@@ -10,7 +10,7 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "config/config.hpp"
-#include "data/token_file.hpp"
+#include "data/data_blend.hpp"
 #include "kernels/kernels.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
@@ -55,7 +55,7 @@ class Trainer {
 
  private:
   // The rank's micro-batches of `step` of a data stream, on the device (batch_tokens(), batch_targets()).
-  void load_batches(const TokenFile& file, const std::string& stream, std::uint64_t step);
+  void load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step);
   const int* batch_tokens() { return device_batch(); }
   const int* batch_targets() { return device_batch() + batch_elements_; }
   int* device_batch() { return batch_.data() ? batch_.as<int>() : host_batch_.as<int>(); }
@@ -68,7 +68,7 @@ class Trainer {
   const ParallelState& ps_;
   const kernels::KernelTable<float>& k32_;  // fp32 vector kernels (norms, clipping) of the device
   // Opened before the model is built, so bad data fails fast, before any large allocation.
-  std::unique_ptr<TokenFile> train_data_, val_data_;
+  std::unique_ptr<DataBlend> train_data_, val_data_;
   TensorParallel tp_;
   std::unique_ptr<GptModel> model_;
   GradSync grad_sync_;

@@ -17,6 +17,7 @@
 #include "train/checkpointing.hpp"
 #include "runtime/compute_budget.hpp"
 #include "train/step_log.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "train/trainer.hpp"
 
 namespace dtrain {
@@ -134,17 +135,22 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   std::vector<float> weights_values(rank0 ? whole.arena_size : 0);
   trainer.gather_full_model(rank0 ? weights_values.data() : nullptr);
   const std::string weights = cfg.checkpoint.dir.empty() ? "" : cfg.checkpoint.dir + "/model-final.h5";
+  std::unique_ptr<Tokenizer> tokenizer;
   collective_check(world, [&] {
-    if (!rank0 || weights.empty()) return;
+    if (!rank0) return;
+    tokenizer = make_tokenizer(cfg.data.tokenizer);
+    if (weights.empty()) return;
     std::error_code ec;
     std::filesystem::create_directories(cfg.checkpoint.dir, ec);
-    write_weights(weights, whole.table, weights_values.data());
+    write_weights(weights, whole.table, weights_values.data(), tokenizer->identity());
   });
   if (!weights.empty()) log.message("wrote final weights to " + weights + " (dtrain generate INPUT.ini --weights " + weights + ")");
   if (rank0) {
     const std::unique_ptr<GptModel> full = make_gpt_model(whole, nullptr, backend);
     full->set_parameters(weights_values.data());
-    log.message("sample: " + generate_text(*full, "\n", 240, 0.8, cfg.training.seed));
+    const std::vector<std::uint32_t> sample =
+        generate_tokens(*full, tokenizer->encode("\n"), tokenizer->vocab_size(), 240, 0.8, cfg.training.seed);
+    log.message("sample: " + tokenizer->decode(sample));
   }
   return 0;
 }

@@ -123,8 +123,8 @@ void check_all_kernels() {
     std::vector<float> mean(N), rstd(N), dw(C, 0.1f), db(C, 0.2f);
     OnGpu<KT> x_d(x), w_d(w), b_d(b), out_d(out), dout_d(dout), dinp_d(dinp);
     OnGpu<float> mean_d(mean), rstd_d(rstd), dw_d(dw), db_d(db);
-    h.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-    g.layernorm_forward(out_d.data(), mean_d.data(), rstd_d.data(), x_d.data(), w_d.data(), b_d.data(), N, C);
+    h.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+    g.layernorm_forward(out_d.data(), mean_d.data(), rstd_d.data(), x_d.data(), w_d.data(), b_d.data(), N, C, 1e-5f);
     expect_close("layernorm_forward out", out_d.get(), out);
     expect_close("layernorm_forward mean", mean_d.get(), mean);
     expect_close("layernorm_forward rstd", rstd_d.get(), rstd);
@@ -158,20 +158,60 @@ void check_all_kernels() {
     expect_close("matmul_backward_wide dweight (2nd call)", dw_d.get(), dw);
   }
   SECTION("attention") {
-    auto qkv = random_vec<KT>(gen, N * 3 * C), dout = random_vec<KT>(gen, N * C);
-    std::vector<KT> out(N * C), att(static_cast<std::size_t>(B) * NH * T * T), dqkv(N * 3 * C);
-    std::vector<float> scratch(static_cast<std::size_t>(NH) * T * T);
-    OnGpu<KT> qkv_d(qkv), dout_d(dout), out_d(out), att_d(att), dqkv_d(dqkv);
-    OnGpu<float> scratch_d(scratch);
-    h.attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, T, NH, HD);
-    g.attention_forward(out_d.data(), att_d.data(), scratch_d.data(), qkv_d.data(), B, T, NH, HD);
-    expect_close("attention_forward out", out_d.get(), out, attention_product_tolerance<KT>());
-    expect_close("attention_forward att", att_d.get(), att);
-    // Both backwards read the host's probabilities, so the check is of the backward alone.
-    OnGpu<KT> att_host_d(att);
-    h.attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, NH, HD);
-    g.attention_backward(dqkv_d.data(), scratch_d.data(), dout_d.data(), qkv_d.data(), att_host_d.data(), B, T, NH, HD);
-    expect_close("attention_backward dqkv", dqkv_d.get(), dqkv, attention_product_tolerance<KT>());
+    for (int NKV : {NH, NH / 2, 1}) {  // multi-head, grouped-query, multi-query
+      const long W = static_cast<long>(NH + 2 * NKV) * HD;
+      auto qkv = random_vec<KT>(gen, N * W), dout = random_vec<KT>(gen, N * C);
+      std::vector<KT> out(N * C), att(static_cast<std::size_t>(B) * NH * T * T), dqkv(N * W);
+      std::vector<float> scratch(static_cast<std::size_t>(NH) * T * T);
+      OnGpu<KT> qkv_d(qkv), dout_d(dout), out_d(out), att_d(att), dqkv_d(dqkv);
+      OnGpu<float> scratch_d(scratch);
+      const std::string heads = " (" + std::to_string(NH) + " heads, " + std::to_string(NKV) + " kv)";
+      h.attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, T, NH, NKV, HD);
+      g.attention_forward(out_d.data(), att_d.data(), scratch_d.data(), qkv_d.data(), B, T, NH, NKV, HD);
+      expect_close("attention_forward out" + heads, out_d.get(), out, attention_product_tolerance<KT>());
+      expect_close("attention_forward att" + heads, att_d.get(), att);
+      // Both backwards read the host's probabilities, so the check is of the backward alone.
+      OnGpu<KT> att_host_d(att);
+      h.attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, NH, NKV, HD);
+      g.attention_backward(dqkv_d.data(), scratch_d.data(), dout_d.data(), qkv_d.data(), att_host_d.data(), B, T, NH, NKV, HD);
+      expect_close("attention_backward dqkv" + heads, dqkv_d.get(), dqkv, attention_product_tolerance<KT>());
+    }
+  }
+  SECTION("rmsnorm") {
+    auto x = random_vec<KT>(gen, N * C, 2.0f), w = random_vec<KT>(gen, C), dout = random_vec<KT>(gen, N * C);
+    auto dinp = random_vec<KT>(gen, N * C);  // accumulated into
+    std::vector<KT> out(N * C);
+    std::vector<float> rstd(N), dw(C, 0.1f);
+    OnGpu<KT> x_d(x), w_d(w), out_d(out), dout_d(dout), dinp_d(dinp);
+    OnGpu<float> rstd_d(rstd), dw_d(dw);
+    h.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
+    g.rmsnorm_forward(out_d.data(), rstd_d.data(), x_d.data(), w_d.data(), N, C, 1e-6f);
+    expect_close("rmsnorm_forward out", out_d.get(), out);
+    expect_close("rmsnorm_forward rstd", rstd_d.get(), rstd);
+    h.rmsnorm_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    g.rmsnorm_backward(dinp_d.data(), dw_d.data(), dout_d.data(), x_d.data(), w_d.data(), rstd_d.data(), N, C);
+    expect_close("rmsnorm_backward dinp", dinp_d.get(), dinp);
+    expect_close("rmsnorm_backward dweight", dw_d.get(), dw);
+  }
+  SECTION("rope and swiglu") {
+    const int NKV = NH / 2, W = (NH + 2 * NKV) * HD, R = HD - 4;  // partial rotary: 12 of 16 dims
+    auto x = random_vec<KT>(gen, N * W);
+    OnGpu<KT> x_d(x);
+    h.rope_forward(x.data(), B, T, W, NH + NKV, HD, R, 10000.0f);
+    g.rope_forward(x_d.data(), B, T, W, NH + NKV, HD, R, 10000.0f);
+    expect_close("rope_forward", x_d.get(), x);
+    h.rope_backward(x.data(), B, T, W, NH + NKV, HD, R, 10000.0f);
+    g.rope_backward(x_d.data(), B, T, W, NH + NKV, HD, R, 10000.0f);
+    expect_close("rope_backward", x_d.get(), x);
+    auto gu = random_vec<KT>(gen, N * 2 * F, 3.0f), dy = random_vec<KT>(gen, N * F);
+    std::vector<KT> out(N * F), dgu(N * 2 * F);
+    OnGpu<KT> gu_d(gu), dy_d(dy), out_d(out), dgu_d(dgu);
+    h.swiglu_forward(out.data(), gu.data(), N, F);
+    g.swiglu_forward(out_d.data(), gu_d.data(), N, F);
+    expect_close("swiglu_forward", out_d.get(), out);
+    h.swiglu_backward(dgu.data(), gu.data(), dy.data(), N, F);
+    g.swiglu_backward(dgu_d.data(), gu_d.data(), dy_d.data(), N, F);
+    expect_close("swiglu_backward", dgu_d.get(), dgu);
   }
   SECTION("elementwise") {
     const long n = N * F;

@@ -2,15 +2,13 @@
 // that depends only on (seed, stream, step, sample) — the same global batch on every layout.
 #include <catch2/catch.hpp>
 
+#include "support/scratch_files.hpp"
 #include "support/user_error.hpp"
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <set>
 
 #include "common/counter_rng.hpp"
@@ -21,38 +19,12 @@
 using namespace dtrain;
 using testing::contains;
 using testing::error_of;
+using testing::load_bytes;
+using testing::save_bytes;
+using testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh directory under the system temp dir, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("dtrain_test_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-std::vector<std::uint8_t> load_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void save_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
 
 // Tokens 0, 1, 2, ... wrapping at vocab: a window's content tells where it starts.
 std::vector<std::uint32_t> ramp(std::size_t n, std::uint32_t vocab) {

@@ -189,18 +189,20 @@ DVec ref_matmul(const DVec& x, const DVec& w, const DVec* bias, int N, int IC, i
 struct AttRef {
   DVec out, att;
 };
-AttRef ref_attention(const DVec& qkv, int B, int T, int NH, int HD) {
-  const int C = NH * HD;
+// Query head h reads key/value head h / (NH/NKV); rows are [q (NH*HD) | k (NKV*HD) | v (NKV*HD)].
+AttRef ref_attention(const DVec& qkv, int B, int T, int NH, int NKV, int HD) {
+  const int C = NH * HD, W = (NH + 2 * NKV) * HD, group = NH / NKV;
   AttRef r{DVec(static_cast<size_t>(B) * T * C), DVec(static_cast<size_t>(B) * NH * T * T, 0.0)};
   const double scale = 1.0 / std::sqrt(static_cast<double>(HD));
   DVec s(T);
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < NH; ++h)
       for (int i = 0; i < T; ++i) {
-        const double* q = &qkv[(static_cast<size_t>(b) * T + i) * 3 * C + h * HD];
+        const int kv = C + (h / group) * HD;
+        const double* q = &qkv[(static_cast<size_t>(b) * T + i) * W + h * HD];
         double m = -1e300;
         for (int j = 0; j <= i; ++j) {
-          const double* kk = &qkv[(static_cast<size_t>(b) * T + j) * 3 * C + C + h * HD];
+          const double* kk = &qkv[(static_cast<size_t>(b) * T + j) * W + kv];
           double d = 0.0;
           for (int e = 0; e < HD; ++e) d += q[e] * kk[e];
           s[j] = d * scale;
@@ -213,7 +215,7 @@ AttRef ref_attention(const DVec& qkv, int B, int T, int NH, int HD) {
         double* o = &r.out[(static_cast<size_t>(b) * T + i) * C + h * HD];
         for (int e = 0; e < HD; ++e) {
           double acc = 0.0;
-          for (int j = 0; j <= i; ++j) acc += p[j] * qkv[(static_cast<size_t>(b) * T + j) * 3 * C + 2 * C + h * HD + e];
+          for (int j = 0; j <= i; ++j) acc += p[j] * qkv[(static_cast<size_t>(b) * T + j) * W + kv + NKV * HD + e];
           o[e] = acc;
         }
       }
@@ -342,7 +344,7 @@ TEST_CASE("host layernorm forward/backward vs double reference", "[kernels]") {
   DVec xd = to_double(x), wd = to_double(w), bd = to_double(bias);
 
   Vec out(N * C, kNaN), mean(N, kNaN), rstd(N, kNaN);
-  k::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C);
+  k::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C, 1e-5f);
   const LnRef ref = ref_layernorm(xd, wd, bd, N, C);
   check_close("layernorm out", out, ref.out, kFwdRtol, kFwdAtol);
   check_close("layernorm mean", mean, ref.mean, kFwdRtol, kFwdAtol);
@@ -378,7 +380,7 @@ TEST_CASE("host layernorm forward/backward vs double reference", "[kernels]") {
     const int N2 = 3, C2 = 768;
     Vec x2 = random_vec(rng, N2 * C2, -1.0f, 5.0f), w2 = random_vec(rng, C2, 0.5f, 1.5f), b2 = random_vec(rng, C2);
     Vec o2(N2 * C2), m2(N2), r2(N2);
-    k::layernorm_forward(o2.data(), m2.data(), r2.data(), x2.data(), w2.data(), b2.data(), N2, C2);
+    k::layernorm_forward(o2.data(), m2.data(), r2.data(), x2.data(), w2.data(), b2.data(), N2, C2, 1e-5f);
     const LnRef ref2 = ref_layernorm(to_double(x2), to_double(w2), to_double(b2), N2, C2);
     check_close("layernorm wide out", o2, ref2.out, kFwdRtol, kFwdAtol);
     check_close("layernorm wide rstd", r2, ref2.rstd, kFwdRtol, kFwdAtol);
@@ -432,18 +434,18 @@ TEST_CASE("host matmul forward/backward vs double reference", "[kernels]") {
 
 namespace {
 
-void run_attention_check(int B, int T, int NH, int HD, size_t fd_limit, unsigned seed) {
+void run_attention_check(int B, int T, int NH, int NKV, int HD, size_t fd_limit, unsigned seed) {
   std::mt19937 rng(seed);
   const int C = NH * HD;
-  const size_t nqkv = static_cast<size_t>(B) * T * 3 * C;
+  const size_t nqkv = static_cast<size_t>(B) * T * (NH + 2 * NKV) * HD;
   Vec qkv = random_vec(rng, nqkv, -1.5f, 1.5f);
   DVec qkvd = to_double(qkv);
 
   // Outputs and scratch start as NaN: every element must be written, and nothing stale may be read.
   Vec out(static_cast<size_t>(B) * T * C, kNaN), att(static_cast<size_t>(B) * NH * T * T, kNaN);
   Vec scratch(static_cast<size_t>(NH) * T * T, kNaN);
-  k::attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, T, NH, HD);
-  const AttRef ref = ref_attention(qkvd, B, T, NH, HD);
+  k::attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, T, NH, NKV, HD);
+  const AttRef ref = ref_attention(qkvd, B, T, NH, NKV, HD);
   check_close("attention out", out, ref.out, kFwdRtol, kFwdAtol);
   check_close("attention probabilities", att, ref.att, kFwdRtol, kFwdAtol);
   size_t nonzero_above = 0;
@@ -455,14 +457,14 @@ void run_attention_check(int B, int T, int NH, int HD, size_t fd_limit, unsigned
   const DVec R = to_double(random_vec(rng, out.size()));
   const Vec Rf(R.begin(), R.end());
   Vec dqkv(nqkv, kNaN);
-  k::attention_backward(dqkv.data(), scratch.data(), Rf.data(), qkv.data(), att.data(), B, T, NH, HD);
-  auto loss = [&] { return dot(ref_attention(qkvd, B, T, NH, HD).out, R); };
+  k::attention_backward(dqkv.data(), scratch.data(), Rf.data(), qkv.data(), att.data(), B, T, NH, NKV, HD);
+  auto loss = [&] { return dot(ref_attention(qkvd, B, T, NH, NKV, HD).out, R); };
   check_grad("attention dqkv (=)", loss, qkvd, dqkv, rng, fd_limit);
 
   // Determinism: a second run (dirty scratch, dirty outputs) reproduces every bit.
   Vec out2(out.size(), 7.0f), att2(att.size(), 7.0f), dqkv2(nqkv, 7.0f);
-  k::attention_forward(out2.data(), att2.data(), scratch.data(), qkv.data(), B, T, NH, HD);
-  k::attention_backward(dqkv2.data(), scratch.data(), Rf.data(), qkv.data(), att2.data(), B, T, NH, HD);
+  k::attention_forward(out2.data(), att2.data(), scratch.data(), qkv.data(), B, T, NH, NKV, HD);
+  k::attention_backward(dqkv2.data(), scratch.data(), Rf.data(), qkv.data(), att2.data(), B, T, NH, NKV, HD);
   CHECK(std::memcmp(out.data(), out2.data(), out.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(att.data(), att2.data(), att.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(dqkv.data(), dqkv2.data(), dqkv.size() * sizeof(float)) == 0);
@@ -471,9 +473,129 @@ void run_attention_check(int B, int T, int NH, int HD, size_t fd_limit, unsigned
 }  // namespace
 
 TEST_CASE("host attention forward/backward vs double reference", "[kernels]") {
-  SECTION("small: every element of dqkv") { run_attention_check(2, 7, 2, 4, 100000, 404); }
-  SECTION("single token") { run_attention_check(1, 1, 3, 5, 100000, 405); }
-  SECTION("T = 133 crosses the 128-row block boundary (sampled dqkv)") { run_attention_check(1, 133, 2, 3, 400, 406); }
+  SECTION("small: every element of dqkv") { run_attention_check(2, 7, 2, 2, 4, 100000, 404); }
+  SECTION("single token") { run_attention_check(1, 1, 3, 3, 5, 100000, 405); }
+  SECTION("T = 133 crosses the 128-row block boundary (sampled dqkv)") { run_attention_check(1, 133, 2, 2, 3, 400, 406); }
+  SECTION("grouped-query: 6 query heads on 2 key/value heads (dK, dV sum over 3 heads)") {
+    run_attention_check(2, 9, 6, 2, 4, 100000, 407);
+  }
+  SECTION("multi-query: 4 query heads on one key/value head") { run_attention_check(1, 11, 4, 1, 3, 100000, 408); }
+}
+
+// ================================================================= rmsnorm
+
+namespace {
+
+struct RmsRef {
+  DVec out, rstd;
+};
+RmsRef ref_rmsnorm(const DVec& x, const DVec& w, int N, int C, double eps) {
+  RmsRef r{DVec(x.size()), DVec(static_cast<size_t>(N))};
+  for (int i = 0; i < N; ++i) {
+    double ms = 0.0;
+    for (int c = 0; c < C; ++c) ms += x[static_cast<size_t>(i) * C + c] * x[static_cast<size_t>(i) * C + c];
+    const double s = 1.0 / std::sqrt(ms / C + eps);
+    for (int c = 0; c < C; ++c) r.out[static_cast<size_t>(i) * C + c] = x[static_cast<size_t>(i) * C + c] * s * w[c];
+    r.rstd[i] = s;
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("host rmsnorm forward/backward vs double reference", "[kernels]") {
+  std::mt19937 rng(212);
+  const int N = 6, C = 37;
+  const double eps = 1e-6;
+  Vec x = random_vec(rng, N * C, -2.0f, 3.0f), w = random_vec(rng, C, 0.5f, 1.5f);
+  DVec xd = to_double(x), wd = to_double(w);
+  Vec out(N * C, kNaN), rstd(N, kNaN);
+  k::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, static_cast<float>(eps));
+  const RmsRef ref = ref_rmsnorm(xd, wd, N, C, eps);
+  check_close("rmsnorm out", out, ref.out, kFwdRtol, kFwdAtol);
+  check_close("rmsnorm rstd", rstd, ref.rstd, kFwdRtol, kFwdAtol);
+
+  const DVec R = to_double(random_vec(rng, N * C));
+  const Vec Rf(R.begin(), R.end());
+  const Vec dinp0 = random_vec(rng, N * C), dw0 = random_vec(rng, C);  // both accumulated (+=)
+  Vec dinp = dinp0, dw = dw0;
+  k::rmsnorm_backward(dinp.data(), dw.data(), Rf.data(), x.data(), w.data(), rstd.data(), N, C);
+  auto loss = [&] { return dot(ref_rmsnorm(xd, wd, N, C, eps).out, R); };
+  check_grad("rmsnorm dinp (+= onto pre-filled)", loss, xd, dinp, rng, 100000, &dinp0);
+  check_grad("rmsnorm dweight (+= onto pre-filled)", loss, wd, dw, rng, 100000, &dw0);
+}
+
+// ================================================================= rope
+
+namespace {
+
+// Rows (B,T,W); heads [0,H) of HD dims; pairs (i, i + R/2), angle t * base^(-2i/R), in double.
+DVec ref_rope(const DVec& x, int B, int T, int W, int H, int HD, int R, double base) {
+  DVec y = x;
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h)
+        for (int i = 0; i < R / 2; ++i) {
+          const double angle = t * std::pow(base, -2.0 * i / R);
+          const size_t at = (static_cast<size_t>(b) * T + t) * W + static_cast<size_t>(h) * HD + i;
+          y[at] = x[at] * std::cos(angle) - x[at + R / 2] * std::sin(angle);
+          y[at + R / 2] = x[at + R / 2] * std::cos(angle) + x[at] * std::sin(angle);
+        }
+  return y;
+}
+
+void run_rope_check(int B, int T, int H, int HD, int R, int W, double base, unsigned seed) {
+  std::mt19937 rng(seed);
+  const size_t n = static_cast<size_t>(B) * T * W;
+  const Vec x = random_vec(rng, n);
+  DVec xd = to_double(x);
+  Vec y = x;
+  k::rope_forward(y.data(), B, T, W, H, HD, R, static_cast<float>(base));
+  const DVec ref = ref_rope(xd, B, T, W, H, HD, R, base);
+  check_close("rope_forward", y, ref, kFwdRtol, kFwdAtol);
+  for (size_t i = 0; i < n; ++i) {  // dims past R of a head, and columns past the H heads, stay bit-identical
+    const size_t col = i % static_cast<size_t>(W);
+    if (col >= static_cast<size_t>(H) * HD || static_cast<int>(col % HD) >= R) CHECK(y[i] == x[i]);
+  }
+  const DVec Rw = to_double(random_vec(rng, n));
+  Vec dx(Rw.begin(), Rw.end());
+  k::rope_backward(dx.data(), B, T, W, H, HD, R, static_cast<float>(base));
+  auto loss = [&] { return dot(ref_rope(xd, B, T, W, H, HD, R, base), Rw); };
+  check_grad("rope dx (in place)", loss, xd, dx, rng);
+}
+
+}  // namespace
+
+TEST_CASE("host rope forward/backward vs double reference", "[kernels]") {
+  SECTION("whole heads, the query and key heads of a packed row (v columns untouched)") { run_rope_check(2, 13, 3, 8, 8, 4 * 8, 10000.0, 213); }
+  SECTION("partial rotary (6 of 10 dims), Llama 3 base") { run_rope_check(1, 9, 2, 10, 6, 3 * 10, 500000.0, 214); }
+}
+
+// ================================================================= swiglu
+
+TEST_CASE("host swiglu forward/backward vs double reference", "[kernels]") {
+  std::mt19937 rng(215);
+  const int N = 5, F = 19;
+  const Vec x = random_vec(rng, 2 * N * F, -4.0f, 4.0f);
+  DVec xd = to_double(x);
+  auto ref = [&](const DVec& in) {
+    DVec out(static_cast<size_t>(N) * F);
+    for (int i = 0; i < N; ++i)
+      for (int f = 0; f < F; ++f) {
+        const double g = in[static_cast<size_t>(i) * 2 * F + f], u = in[static_cast<size_t>(i) * 2 * F + F + f];
+        out[static_cast<size_t>(i) * F + f] = g / (1.0 + std::exp(-g)) * u;
+      }
+    return out;
+  };
+  Vec out(static_cast<size_t>(N) * F, kNaN);
+  k::swiglu_forward(out.data(), x.data(), N, F);
+  check_close("swiglu_forward", out, ref(xd), kFwdRtol, kFwdAtol);
+  const DVec R = to_double(random_vec(rng, out.size()));
+  const Vec Rf(R.begin(), R.end());
+  Vec dinp(x.size(), kNaN);  // written (=)
+  k::swiglu_backward(dinp.data(), x.data(), Rf.data(), N, F);
+  auto loss = [&] { return dot(ref(xd), R); };
+  check_grad("swiglu dinp (=)", loss, xd, dinp, rng);
 }
 
 // ================================================================= gelu

@@ -13,3 +13,12 @@ TEST_CASE("model FLOPs per token count matrix multiplies and the causal half of 
   // Attention, causal half: 6 x 2 layers x 2048 x 32 = 786432 (a full count would be twice that).
   CHECK(model_flops_per_token(c) == 196608.0 + 786432.0);
 }
+
+TEST_CASE("model FLOPs of a Llama block count grouped keys/values and the SwiGLU gate", "[plan][llama]") {
+  const Config c = load_config("[model]\nnum_layers=2\nhidden_size=32\nnum_attention_heads=4\nseq_length=2048\nvocab_size=256\n"
+                               "group_query_attention=true\nnum_query_groups=2\nswiglu=true\nffn_hidden_size=64\n",
+                               "flops", {});
+  // Per layer: queries 32^2 = 1024, keys + values 2 x 32 x (2 groups x 8 dims) = 1024, projection 1024,
+  // SwiGLU 3 x 32 x 64 = 6144: 9216; x 2 layers + 256*32 = 26624; x 6 = 159744. Attention as above: 786432.
+  CHECK(model_flops_per_token(c) == 159744.0 + 786432.0);
+}

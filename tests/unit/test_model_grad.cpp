@@ -12,15 +12,38 @@ using namespace dtrain;
 
 namespace {
 
-Config tiny_config() {
+Config tiny_config(const std::vector<std::string>& overrides = {}) {
   return load_config("[model]\nnum_layers=2\nhidden_size=16\nnum_attention_heads=2\nseq_length=8\nvocab_size=32\n"
-                     "global_batch_size=2\nmicro_batch_size=2\n", "tiny", {});
+                     "global_batch_size=2\nmicro_batch_size=2\n", "tiny", overrides);
 }
+
+// A Llama-family block: RMSNorm, RoPE over 6 of 8 head dims, SwiGLU, 4 query heads on 2 key/value
+// heads, untied LM head, no linear biases.
+const std::vector<std::string> kLlama = {
+    "--model.num_attention_heads=4", "--model.normalization=RMSNorm", "--model.position_embedding_type=rope",
+    "--model.rotary_percent=0.75", "--model.swiglu=true", "--model.ffn_hidden_size=24", "--model.group_query_attention=true",
+    "--model.num_query_groups=2", "--model.untie_embeddings_and_output_weights=true", "--model.add_bias_linear=false"};
+
+void check_model_gradient(const Config& cfg);
 
 }  // namespace
 
-TEST_CASE("model gradient matches finite differences of the loss", "[model]") {
-  const Config cfg = tiny_config();
+TEST_CASE("model gradient matches finite differences of the loss", "[model]") { check_model_gradient(tiny_config()); }
+
+TEST_CASE("Llama-family model gradient matches finite differences of the loss", "[model][llama]") {
+  const Config cfg = tiny_config(kLlama);
+  const RankPlan plan = whole_model_plan(cfg, 2);
+  // The Llama tensors, and none of GPT's extras.
+  for (const char* name : {"lm_head", "h0.q_w", "h0.kv_w", "h1.fc_w"}) CHECK(plan.table.find(name));
+  for (const char* name : {"wpe", "lnf_b", "h0.ln1_b", "h0.qkv_w", "h0.proj_b", "h0.fc_b"}) CHECK_FALSE(plan.table.find(name));
+  CHECK(plan.table.get("h0.kv_w").global_shape == std::vector<long>{2, 8, 16});
+  CHECK(plan.table.get("h1.fc_w").global_shape == std::vector<long>{2, 24, 16});
+  check_model_gradient(cfg);
+}
+
+namespace {
+
+void check_model_gradient(const Config& cfg) {
   const RankPlan plan = whole_model_plan(cfg, 2);
   const std::unique_ptr<GptModel> model = make_gpt_model(plan, nullptr, kernels::Backend::host);
   std::vector<float> w(plan.arena_size);
@@ -67,6 +90,8 @@ TEST_CASE("model gradient matches finite differences of the loss", "[model]") {
   CHECK(checked > 100);
 }
 
+}  // namespace
+
 TEST_CASE("initial weights depend only on seed, tensor and global index", "[model]") {
   const Config cfg = tiny_config();
   const RankPlan plan = whole_model_plan(cfg, 2);
@@ -75,7 +100,7 @@ TEST_CASE("initial weights depend only on seed, tensor and global index", "[mode
   init_parameters(plan.table, 11, b.data());
   CHECK(a == b);
   // A tensor-parallel slice's global indices address exactly its block of the full tensor.
-  const TensorTable half(ModelShape::from(cfg.model, cfg.ffn_hidden()), stage_part(2, 1, 1, 0), 2, 1);
+  const TensorTable half(ModelShape::from(cfg), stage_part(2, 1, 1, 0), 2, 1);
   const TensorSpec& qkv = half.get("h1.qkv_w");  // (3, C, C) split on dim 1: rows C/2..C-1 of q, k and v
   CHECK(qkv.local_shape == std::vector<long>{3, 8, 16});
   CHECK(global_index(qkv, 0) == 8 * 16);
@@ -87,7 +112,7 @@ TEST_CASE("initial weights depend only on seed, tensor and global index", "[mode
 
 TEST_CASE("runs of a slice cover exactly its elements at their global indices", "[model]") {
   const Config cfg = tiny_config();
-  const TensorTable half(ModelShape::from(cfg.model, cfg.ffn_hidden()), stage_part(2, 1, 1, 0), 2, 1);
+  const TensorTable half(ModelShape::from(cfg), stage_part(2, 1, 1, 0), 2, 1);
   for (const auto& t : half.tensors()) {
     for (long begin : {0L, 3L}) {
       const long count = static_cast<long>(t.numel) - begin - (t.numel > 8 ? 5 : 0);

@@ -1,0 +1,79 @@
+// CUDA backend: RMS normalisation over the last dim (Llama's norm), a warp per row; the weight
+// gradient is a deterministic block column sum.
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/kernels.hpp"
+
+namespace dtrain::kernels::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+
+template <typename KT>
+__global__ void rmsnorm_forward_kernel(KT* out, float* rstd, const KT* inp, const KT* weight, long N, int C, float eps) {
+  const long row = static_cast<long>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
+  if (row >= N) return;
+  const int lane = threadIdx.x;
+  const KT* x = inp + row * C;
+  float ss = 0.0f;
+  for (int c = lane; c < C; c += 32) ss += ld(x[c]) * ld(x[c]);
+  const float r = rsqrtf(warp_sum(ss) / C + eps);
+  KT* o = out + row * C;
+  for (int c = lane; c < C; c += 32) o[c] = st<KT>(ld(x[c]) * r * ld(weight[c]));
+  if (lane == 0) rstd[row] = r;
+}
+
+// dinp += rstd * (g - xhat * mean(g * xhat)), g = weight * dout, xhat = x * rstd.
+template <typename KT>
+__global__ void rmsnorm_backward_kernel(KT* dinp, const KT* dout, const KT* inp, const KT* weight, const float* rstd, long N, int C) {
+  const long row = static_cast<long>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
+  if (row >= N) return;
+  const int lane = threadIdx.x;
+  const KT* x = inp + row * C;
+  const KT* dy = dout + row * C;
+  const float r = rstd[row];
+  float sgx = 0.0f;
+  for (int c = lane; c < C; c += 32) sgx += ld(weight[c]) * ld(dy[c]) * ld(x[c]) * r;
+  const float mean_gx = warp_sum(sgx) / C;
+  KT* dx = dinp + row * C;
+  for (int c = lane; c < C; c += 32) dx[c] = st<KT>(ld(dx[c]) + r * (ld(weight[c]) * ld(dy[c]) - ld(x[c]) * r * mean_gx));
+}
+
+template <typename KT>
+struct DoutTimesXhat {
+  const KT *dout, *inp;
+  const float* rstd;
+  int C;
+  __device__ float operator()(long r, int c) const { return ld(dout[r * C + c]) * ld(inp[r * C + c]) * rstd[r]; }
+};
+
+template <typename KT>
+void forward(KT* out, float* rstd, const KT* inp, const KT* weight, long N, int C, float eps) {
+  rmsnorm_forward_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(out, rstd, inp, weight, N, C, eps);
+  DTRAIN_LAUNCH_CHECK();
+}
+
+template <typename KT>
+void backward(KT* dinp, float* dweight, const KT* dout, const KT* inp, const KT* weight, const float* rstd, long N, int C) {
+  rmsnorm_backward_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(dinp, dout, inp, weight, rstd, N, C);
+  DTRAIN_LAUNCH_CHECK();
+  column_sum(dweight, N, C, DoutTimesXhat<KT>{dout, inp, rstd, C});
+}
+
+}  // namespace
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, long N, int C, float eps) {
+  forward(out, rstd, inp, weight, N, C, eps);
+}
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, long N, int C, float eps) {
+  forward(out, rstd, inp, weight, N, C, eps);
+}
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd, long N,
+                      int C) {
+  backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+}
+void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight, const float* rstd, long N,
+                      int C) {
+  backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+}
+
+}  // namespace dtrain::kernels::cuda

@@ -1,0 +1,48 @@
+// CUDA backend: SwiGLU, out = silu(gate) * up with rows packed as [gate (F) | up (F)], a thread per output.
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/kernels.hpp"
+
+namespace dtrain::kernels::cuda {
+namespace {
+
+template <typename KT>
+__global__ void swiglu_forward_kernel(KT* out, const KT* inp, long N, int F) {
+  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= N * F) return;
+  const long row = i / F;
+  const int f = static_cast<int>(i % F);
+  const float g = ld(inp[row * 2 * F + f]), u = ld(inp[row * 2 * F + F + f]);
+  out[i] = st<KT>(g / (1.0f + expf(-g)) * u);
+}
+
+template <typename KT>
+__global__ void swiglu_backward_kernel(KT* dinp, const KT* inp, const KT* dout, long N, int F) {
+  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= N * F) return;
+  const long row = i / F;
+  const int f = static_cast<int>(i % F);
+  const float g = ld(inp[row * 2 * F + f]), u = ld(inp[row * 2 * F + F + f]), dy = ld(dout[i]);
+  const float s = 1.0f / (1.0f + expf(-g));
+  dinp[row * 2 * F + f] = st<KT>(dy * u * s * (1.0f + g * (1.0f - s)));
+  dinp[row * 2 * F + F + f] = st<KT>(dy * g * s);
+}
+
+template <typename KT>
+void forward(KT* out, const KT* inp, long N, int F) {
+  swiglu_forward_kernel<<<blocks_for(N * F), kThreads>>>(out, inp, N, F);
+  DTRAIN_LAUNCH_CHECK();
+}
+template <typename KT>
+void backward(KT* dinp, const KT* inp, const KT* dout, long N, int F) {
+  swiglu_backward_kernel<<<blocks_for(N * F), kThreads>>>(dinp, inp, dout, N, F);
+  DTRAIN_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void swiglu_forward(float* out, const float* inp, long N, int F) { forward(out, inp, N, F); }
+void swiglu_forward(bf16* out, const bf16* inp, long N, int F) { forward(out, inp, N, F); }
+void swiglu_backward(float* dinp, const float* inp, const float* dout, long N, int F) { backward(dinp, inp, dout, N, F); }
+void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, long N, int F) { backward(dinp, inp, dout, N, F); }
+
+}  // namespace dtrain::kernels::cuda

@@ -1,0 +1,18 @@
+// The grammar of data.tokenizer (and dtrain-data --tokenizer): byte | gpt2[:DIR] | sentencepiece:MODEL.
+// src/tokenizer loads what it names; this is only the value's syntax, checked with the other keys.
+#pragma once
+#include <string>
+
+namespace dtrain {
+
+struct TokenizerSpec {
+  std::string kind;  // "byte", "gpt2" or "sentencepiece"
+  std::string arg;   // gpt2: the directory of encoder.json and vocab.bpe; sentencepiece: the .model file
+};
+
+constexpr const char* kGpt2DefaultDir = "data/tokenizers/gpt2";  // where tools/fetch-data puts GPT-2's files
+
+// UserError naming the accepted forms for anything else.
+TokenizerSpec parse_tokenizer_spec(const std::string& value);
+
+}  // namespace dtrain

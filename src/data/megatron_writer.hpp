@@ -1,0 +1,47 @@
+// MegatronWriter: writes a Megatron-LM indexed dataset (PREFIX.bin + PREFIX.idx, layout in
+// megatron_dataset.hpp) document by document, as Megatron's IndexedDatasetBuilder does: one sequence per
+// document, tokens as uint16 below a vocabulary of 65500 and int32 above (Megatron's optimal dtype).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "data/megatron_dataset.hpp"
+
+namespace dtrain {
+
+class MegatronWriter {
+ public:
+  // Starts PREFIX.bin (under a temporary name); UserError naming the file when it cannot be created.
+  MegatronWriter(std::string prefix, int vocab_size);
+  // An unfinished writer removes its temporary files.
+  ~MegatronWriter();
+  MegatronWriter(const MegatronWriter&) = delete;
+  MegatronWriter& operator=(const MegatronWriter&) = delete;
+
+  // Appends one document; every token must be below vocab_size (std::invalid_argument otherwise).
+  void add_document(const std::vector<std::uint32_t>& tokens);
+  // Writes PREFIX.idx and renames both files into place, PREFIX.bin first; UserError on a write error.
+  void finish();
+
+  MegatronDType dtype() const { return dtype_; }
+  std::uint64_t num_tokens() const { return num_tokens_; }
+  std::uint64_t num_documents() const { return lengths_.size(); }
+
+ private:
+  [[noreturn]] void fail(const std::string& path, int err);
+  void write(std::FILE* f, const std::string& path, const void* bytes, std::size_t n);
+  void remove_temporaries();
+
+  std::string prefix_, bin_tmp_, idx_tmp_;
+  int vocab_size_;
+  MegatronDType dtype_;
+  std::FILE* bin_ = nullptr;  // the open temporaries
+  std::FILE* idx_ = nullptr;
+  std::vector<std::int32_t> lengths_;  // tokens per sequence (= document)
+  std::uint64_t num_tokens_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,67 @@
+// open_data: a stream's sources by format (dtrain token files or Megatron datasets cut by data.split),
+// with their checks, gathered into a DataBlend.
+#include "data/open_data.hpp"
+
+#include <cmath>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include "data/batch_sampler.hpp"
+#include "data/megatron_dataset.hpp"
+#include "data/token_file.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace dtrain {
+namespace {
+
+std::unique_ptr<TokenSource> open_token_file(const std::string& prefix, const std::string& stream, const std::string& tokenizer,
+                                             int vocab_size, int seq_length) {
+  const std::string path = prefix + "." + stream + ".bin";
+  auto file = std::make_unique<TokenFile>(TokenFile::open(path, vocab_size));
+  check_made_with(tokenizer, file->tokenizer(), "token file '" + path + "'");
+  check_sequence_fits(*file, seq_length, "token file '" + path + "'");
+  return file;
+}
+
+std::unique_ptr<TokenSource> open_megatron(const std::string& prefix, const std::string& stream, const DataSplit& split,
+                                           int vocab_size, int seq_length, ScanShare share) {
+  auto data = std::make_unique<MegatronDataset>(MegatronDataset::open(prefix));
+  const int part = stream == "train" ? 0 : 1;
+  const auto [first, last] = split_documents(data->num_documents(), split, part);
+  data->keep_documents(first, last);
+  std::ostringstream what;
+  what << "the " << (part == 0 ? "train" : "valid") << " part of Megatron dataset '" << prefix << "' (documents [" << first
+       << ", " << last << ") of " << data->num_documents() << " by data.split=" << split << ")";
+  check_sequence_fits(*data, seq_length, what.str());
+  const auto n = static_cast<unsigned __int128>(data->size());
+  data->check_tokens(vocab_size, static_cast<std::uint64_t>(n * share.index / share.count),
+                     static_cast<std::uint64_t>(n * (share.index + 1) / share.count));
+  return data;
+}
+
+}  // namespace
+
+std::pair<std::uint64_t, std::uint64_t> split_documents(std::uint64_t num_documents, const DataSplit& split, int part) {
+  const double total = split.weights[0] + split.weights[1] + split.weights[2];
+  const auto boundary = [&](int k) {
+    double before = 0.0;
+    for (int i = 0; i < k; ++i) before += split.weights[i];
+    return k == 3 ? num_documents : static_cast<std::uint64_t>(std::llround(static_cast<double>(num_documents) * before / total));
+  };
+  return {boundary(part), boundary(part + 1)};
+}
+
+DataBlend open_data(const DataConfig& data, const std::string& stream, int vocab_size, int seq_length, ScanShare share) {
+  std::vector<std::unique_ptr<TokenSource>> sources;
+  std::vector<double> weights;
+  for (const BlendPart& p : parse_blend(data.path)) {
+    sources.push_back(data.format == DataFormat::megatron
+                          ? open_megatron(p.prefix, stream, data.split, vocab_size, seq_length, share)
+                          : open_token_file(p.prefix, stream, data.tokenizer, vocab_size, seq_length));
+    weights.push_back(p.weight);
+  }
+  return DataBlend(std::move(sources), weights);
+}
+
+}  // namespace dtrain

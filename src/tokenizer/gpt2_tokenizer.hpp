@@ -1,0 +1,39 @@
+// GPT-2's byte-level BPE (the vocabulary of GPT-2 and GPT-3's r50k): encoder.json maps each token's
+// text (bytes written through GPT-2's byte-to-unicode map) to its id, vocab.bpe lists the merges by
+// rank. Encoding pre-tokenises the text (gpt2_pretokenize), then merges each piece's bytes by rank,
+// with a cache of the pieces seen; decoding concatenates the tokens' bytes.
+#pragma once
+#include <string>
+#include <unordered_map>
+
+#include "tokenizer/tokenizer.hpp"
+
+namespace dtrain {
+
+class Gpt2Tokenizer : public Tokenizer {
+ public:
+  // Reads and checks both files; a problem is a UserError naming the file.
+  Gpt2Tokenizer(const std::string& encoder_json, const std::string& vocab_bpe, std::string identity);
+  std::vector<std::uint32_t> encode(const std::string& text) override;
+  std::string decode(const std::vector<std::uint32_t>& ids) const override;
+  int vocab_size() const override { return static_cast<int>(token_bytes_.size()); }
+
+ private:
+  struct Merge {
+    std::uint32_t rank;
+    std::uint32_t id;  // the merged token
+  };
+  static std::uint64_t pair_key(std::uint32_t left, std::uint32_t right) { return (std::uint64_t{left} << 32) | right; }
+  void load_encoder(const std::string& path);
+  void load_merges(const std::string& path);
+  // The ids of one pre-tokenised piece.
+  std::vector<std::uint32_t> bpe(std::string_view piece) const;
+
+  std::vector<std::string> token_bytes_;                        // id -> the bytes it stands for
+  std::uint32_t byte_id_[256] = {};                             // byte -> its one-byte token
+  std::unordered_map<std::string, std::uint32_t> id_of_;        // token bytes -> id
+  std::unordered_map<std::uint64_t, Merge> merges_;             // (left, right) -> rank, result
+  std::unordered_map<std::string, std::vector<std::uint32_t>> cache_;  // piece -> ids
+};
+
+}  // namespace dtrain

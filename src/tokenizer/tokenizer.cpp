@@ -1,0 +1,62 @@
+// make_tokenizer / tokenizer_identity: parsing a data.tokenizer value and hashing the files it names.
+#include "tokenizer/tokenizer.hpp"
+
+#include <fstream>
+
+#include "ckpt/checksum.hpp"
+#include "common/error.hpp"
+#include "config/tokenizer_spec.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
+#include "tokenizer/gpt2_tokenizer.hpp"
+#include "tokenizer/sentencepiece_tokenizer.hpp"
+
+namespace dtrain {
+namespace {
+
+struct Spec {
+  std::string kind;                // byte, gpt2 or sentencepiece
+  std::vector<std::string> files;  // what the identity hashes
+};
+
+Spec parse_spec(const std::string& value) {
+  const TokenizerSpec spec = parse_tokenizer_spec(value);
+  if (spec.kind == "gpt2") return {spec.kind, {spec.arg + "/encoder.json", spec.arg + "/vocab.bpe"}};
+  if (spec.kind == "sentencepiece") return {spec.kind, {spec.arg}};
+  return {spec.kind, {}};
+}
+
+std::string identity_of(const Spec& s) {
+  if (s.files.empty()) return s.kind;
+  h5::Hasher h;
+  for (const std::string& path : s.files) {
+    if (!std::ifstream(path)) {
+      throw UserError("cannot read the " + s.kind + " tokenizer's file '" + path + "'; " +
+                      (s.kind == "gpt2" ? "run tools/fetch-data (it fetches data/tokenizers/gpt2) or set data.tokenizer=gpt2:DIR"
+                                        : "check the path in data.tokenizer=sentencepiece:MODEL_FILE"));
+    }
+    const std::uint64_t file = h5::file_hash(path);
+    h.update(&file, sizeof file);
+  }
+  return s.kind + "@" + h5::hex64(h.digest());
+}
+
+}  // namespace
+
+std::string tokenizer_identity(const std::string& spec) { return identity_of(parse_spec(spec)); }
+
+void check_made_with(const std::string& spec, const std::string& made_with, const std::string& what) {
+  const std::string expected = tokenizer_identity(spec);
+  if (made_with == expected) return;
+  throw UserError(what + " was made with tokenizer " + made_with + ", but data.tokenizer=" + spec + " is " + expected +
+                  "; set data.tokenizer to the tokenizer that made it, or re-make it with data.tokenizer=" + spec);
+}
+
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
+  const Spec s = parse_spec(spec);
+  if (s.kind == "byte") return std::make_unique<ByteTokenizer>();
+  const std::string identity = identity_of(s);
+  if (s.kind == "gpt2") return std::make_unique<Gpt2Tokenizer>(s.files[0], s.files[1], identity);
+  return std::make_unique<SentencePieceTokenizer>(s.files[0], identity);
+}
+
+}  // namespace dtrain

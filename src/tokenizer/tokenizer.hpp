@@ -1,0 +1,42 @@
+// The tokenizer interface (text <-> token ids) and its factory from a data.tokenizer value:
+//   byte                  each byte is a token (vocabulary 256)
+//   gpt2[:DIR]            GPT-2's byte-level BPE from DIR/encoder.json and DIR/vocab.bpe
+//                         (default DIR data/tokenizers/gpt2, fetched by tools/fetch-data)
+//   sentencepiece:MODEL   a SentencePiece model file (dtrain-data --train-tokenizer makes one)
+// A tokenizer's identity names its kind and the hash of its files ("byte", "gpt2@<16 hex digits>");
+// token files, checkpoints and model-final.h5 store it, and dtrain refuses to mix identities.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::vector<std::uint32_t> encode(const std::string& text) = 0;
+  // Throws UserError for an id outside the vocabulary.
+  virtual std::string decode(const std::vector<std::uint32_t>& ids) const = 0;
+  // Every id encode returns is below it.
+  virtual int vocab_size() const = 0;
+  const std::string& identity() const { return identity_; }
+
+ protected:
+  explicit Tokenizer(std::string identity) : identity_(std::move(identity)) {}
+
+ private:
+  std::string identity_;
+};
+
+// Loads the tokenizer `spec` names; an unknown spec or an unreadable or malformed file is a UserError
+// naming it.
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
+// The identity of `spec` from its files' bytes, without parsing them (cheap enough for every rank).
+std::string tokenizer_identity(const std::string& spec);
+// UserError unless `made_with` (the identity stored in `what`, e.g. "token file 'PATH'") is the
+// identity of data.tokenizer=`spec`.
+void check_made_with(const std::string& spec, const std::string& made_with, const std::string& what);
+
+}  // namespace dtrain

@@ -1,0 +1,73 @@
+// Tokenizers without downloaded files: GPT-2's pre-tokenisation pattern piece by piece, the byte
+// tokenizer, the data.tokenizer grammar, and token files carrying a tokenizer identity (version 2).
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "config/tokenizer_spec.hpp"
+#include "data/token_file.hpp"
+#include "support/user_error.hpp"
+#include "tokenizer/gpt2_pretokenize.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+std::vector<std::string> pieces(const std::string& text) {
+  std::vector<std::string> out;
+  gpt2_pretokenize(text, [&](std::string_view p) { out.emplace_back(p); });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2 pre-tokenisation splits as the pattern does", "[tokenizer]") {
+  using V = std::vector<std::string>;
+  CHECK(pieces("Hello world") == V{"Hello", " world"});
+  CHECK(pieces("I'm here, they'll go") == V{"I", "'m", " here", ",", " they", "'ll", " go"});
+  CHECK(pieces("a  b") == V{"a", " ", " b"});                // \s+(?!\S) leaves the last space
+  CHECK(pieces("end.\n\nNext") == V{"end", ".", "\n", "\n", "Next"});
+  CHECK(pieces("tail   ") == V{"tail", "   "});              // whitespace at the end stays whole
+  CHECK(pieces("x 123 ?!") == V{"x", " 123", " ?!"});
+  CHECK(pieces("'hello") == V{"'", "hello"});
+  CHECK(pieces("caf\xC3\xA9 \xE2\x80\x94 na\xC3\xAFve") == V{"caf\xC3\xA9", " \xE2\x80\x94", " na\xC3\xAFve"});  // é, —, ï
+  CHECK(pieces("a\xFF" "b") == V{"a", "\xFF", "b"});         // an invalid byte is one piece of its own
+}
+
+TEST_CASE("the byte tokenizer round-trips every byte", "[tokenizer]") {
+  const auto t = make_tokenizer("byte");
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  const auto ids = t->encode(all);
+  CHECK(ids[255] == 255);
+  CHECK(t->decode(ids) == all);
+  CHECK(t->identity() == "byte");
+  CHECK_THROWS_AS(t->decode({256}), UserError);
+}
+
+TEST_CASE("data.tokenizer values", "[tokenizer]") {
+  CHECK(parse_tokenizer_spec("gpt2").arg == kGpt2DefaultDir);
+  CHECK(parse_tokenizer_spec("gpt2:/x").arg == "/x");
+  CHECK(parse_tokenizer_spec("sentencepiece:m.model").kind == "sentencepiece");
+  for (const char* bad : {"bpe", "sentencepiece", "sentencepiece:", "gpt2:", "byte:x"})
+    CHECK(testing::contains(testing::error_of([&] { parse_tokenizer_spec(bad); }), "unknown tokenizer"));
+  CHECK(testing::contains(testing::error_of([] { make_tokenizer("sentencepiece:/no/such.model"); }), "/no/such.model"));
+}
+
+TEST_CASE("token files carry the tokenizer identity; byte files stay version 1", "[tokenizer][data]") {
+  const std::string path = "/tmp/dtrain_test_tokenizer_" + std::to_string(::getpid()) + ".bin";
+  TokenFile::write(path, {1, 300, 2}, 1000, "gpt2@0123456789abcdef");
+  const TokenFile f = TokenFile::open(path, 1000);
+  CHECK(f.tokenizer() == "gpt2@0123456789abcdef");
+  std::vector<int> ids(3);
+  f.read(0, 3, ids.data());
+  CHECK(ids == std::vector<int>{1, 300, 2});
+  TokenFile::write(path, {1, 2}, 256);
+  CHECK(TokenFile::open(path, 256).tokenizer() == "byte");
+  std::remove(path.c_str());
+}
