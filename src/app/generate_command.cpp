@@ -19,11 +19,8 @@ int run_generate(const Config& cfg, const LaunchEnv& env, const GenerateOptions&
     throw UserError("dtrain generate: --temperature must be a finite number >= 0 (0 = greedy)");
   const std::string weights = options.weights.empty() ? cfg.checkpoint.dir + "/model-final.h5" : options.weights;
   const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(cfg.data.tokenizer);
-  check_made_with(cfg.data.tokenizer, weights_tokenizer(weights), "weights file '" + weights + "'");
-  if (tokenizer->vocab_size() > cfg.model.vocab_size)
-    throw UserError("data.tokenizer=" + cfg.data.tokenizer + " has a vocabulary of " + std::to_string(tokenizer->vocab_size()) +
-                    ", more than model.vocab_size=" + std::to_string(cfg.model.vocab_size) + " of weights file '" + weights +
-                    "'; set model.vocab_size as it was trained");
+  check_made_with(cfg.data.tokenizer, tokenizer->identity(), weights_tokenizer(weights), "weights file '" + weights + "'");
+  check_vocab_fits(*tokenizer, cfg.model.vocab_size, "weights file '" + weights + "'");
   const RankPlan whole = whole_model_plan(cfg, 1);
   std::vector<float> values(whole.arena_size);
   read_weights(weights, whole.table, values.data());

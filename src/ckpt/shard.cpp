@@ -142,9 +142,15 @@ double publish_checkpoint(const std::string& tmp, const std::string& dir, const 
     // step, so `latest` never names a missing or half-deleted directory; it is removed last.
     if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) != 0) {
       // The filesystem cannot exchange: move the old one aside, then move the new one in.
+      // If the second move fails, the old one goes back: the published checkpoint is never lost.
       const std::string aside = tmp + "-replaced";
-      if (std::rename(final_dir.c_str(), aside.c_str()) != 0 || std::rename(tmp.c_str(), final_dir.c_str()) != 0)
+      if (std::rename(final_dir.c_str(), aside.c_str()) != 0)
         throw UserError("cannot publish '" + final_dir + "' (" + std::strerror(errno) + ")");
+      if (std::rename(tmp.c_str(), final_dir.c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        std::rename(aside.c_str(), final_dir.c_str());
+        throw UserError("cannot publish '" + final_dir + "' (" + why + "); the earlier checkpoint of this step is kept");
+      }
       std::filesystem::rename(aside, tmp, ec);
     }
   } else if (std::rename(tmp.c_str(), final_dir.c_str()) != 0) {

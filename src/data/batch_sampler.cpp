@@ -21,6 +21,16 @@ std::uint64_t start_from_key(std::uint64_t key, std::uint64_t step, std::uint64_
   return rng::hash(key, (step << 32) + sample) % (num_tokens - static_cast<std::uint64_t>(seq_length));
 }
 
+// One sample: the (T+1)-token window of `source` that `key` picks, through `window` (T+1), split into
+// inputs and targets (T each).
+void fill_one(const TokenSource& source, std::uint64_t key, std::uint64_t step, std::uint64_t sample, int seq_length, int* window,
+              int* inputs, int* targets) {
+  const std::size_t T = static_cast<std::size_t>(seq_length);
+  source.read(start_from_key(key, step, sample, source.size(), seq_length), seq_length + 1, window);
+  std::copy(window, window + T, inputs);
+  std::copy(window + 1, window + T + 1, targets);
+}
+
 }  // namespace
 
 std::uint64_t sample_start(std::uint64_t seed, const std::string& stream, std::uint64_t step, std::uint64_t sample,
@@ -33,20 +43,19 @@ void fill_samples(const TokenSource& source, std::uint64_t seed, const std::stri
   const std::uint64_t key = rng::key_of(seed, stream);
   const std::size_t T = static_cast<std::size_t>(seq_length);
   std::vector<int> window(T + 1);
-  for (int i = 0; i < num_samples; ++i) {
-    source.read(start_from_key(key, step, first_sample + i, source.size(), seq_length), seq_length + 1, window.data());
-    std::copy(window.begin(), window.end() - 1, inputs + i * T);
-    std::copy(window.begin() + 1, window.end(), targets + i * T);
-  }
+  for (int i = 0; i < num_samples; ++i)
+    fill_one(source, key, step, first_sample + static_cast<std::uint64_t>(i), seq_length, window.data(), inputs + i * T, targets + i * T);
 }
 
 void fill_samples(const DataBlend& blend, std::uint64_t seed, const std::string& stream, std::uint64_t step,
                   std::uint64_t first_sample, int num_samples, int seq_length, int* inputs, int* targets) {
+  const std::uint64_t key = rng::key_of(seed, stream), offset = DataBlend::stream_offset(seed, stream);
   const std::size_t T = static_cast<std::size_t>(seq_length);
+  std::vector<int> window(T + 1);
   for (int i = 0; i < num_samples; ++i) {
     const std::uint64_t sample = first_sample + static_cast<std::uint64_t>(i);
-    fill_samples(blend.source(blend.choose(seed, stream, step, sample)), seed, stream, step, sample, 1, seq_length,
-                 inputs + i * T, targets + i * T);
+    fill_one(blend.source(blend.choose_at(offset, step, sample)), key, step, sample, seq_length, window.data(), inputs + i * T,
+             targets + i * T);
   }
 }
 

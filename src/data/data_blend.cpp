@@ -60,9 +60,17 @@ DataBlend::DataBlend(std::vector<std::unique_ptr<TokenSource>> sources, const st
   }
 }
 
+std::uint64_t DataBlend::stream_offset(std::uint64_t seed, const std::string& stream) {
+  return rng::hash(rng::key_of(seed, stream + "/blend"), 0);
+}
+
 std::size_t DataBlend::choose(std::uint64_t seed, const std::string& stream, std::uint64_t step, std::uint64_t sample) const {
+  return choose_at(stream_offset(seed, stream), step, sample);
+}
+
+std::size_t DataBlend::choose_at(std::uint64_t offset, std::uint64_t step, std::uint64_t sample) const {
   if (upper_.empty()) return 0;
-  const std::uint64_t u = rng::hash(rng::key_of(seed, stream + "/blend"), 0) + step * kSqrt2 + sample * kGolden;
+  const std::uint64_t u = offset + step * kSqrt2 + sample * kGolden;
   std::size_t i = 0;
   while (i < upper_.size() && u >= upper_[i]) ++i;
   return i;

@@ -32,6 +32,9 @@ class DataBlend {
   // (batches of one) u is a Weyl sequence of low discrepancy, so any run of samples holds each source in
   // its proportion within a few samples: no binomial noise, unlike a hash per sample. One source: 0.
   std::size_t choose(std::uint64_t seed, const std::string& stream, std::uint64_t step, std::uint64_t sample) const;
+  // The same with the stream's offset hash(key_of(seed, stream + "/blend"), 0) computed once (per batch).
+  static std::uint64_t stream_offset(std::uint64_t seed, const std::string& stream);
+  std::size_t choose_at(std::uint64_t offset, std::uint64_t step, std::uint64_t sample) const;
 
   std::size_t num_sources() const { return sources_.size(); }
   const TokenSource& source(std::size_t i) const { return *sources_[i]; }

@@ -43,12 +43,11 @@ std::uint32_t megatron_token_bytes(std::uint8_t code) {
   }
 }
 
-MegatronDataset::MegatronDataset(std::string prefix, MappedFile idx, MappedFile bin)
-    : prefix_(std::move(prefix)), idx_(std::move(idx)), bin_(std::move(bin)) {}
+MegatronDataset::MegatronDataset(MappedFile idx, MappedFile bin) : idx_(std::move(idx)), bin_(std::move(bin)) {}
 
 MegatronDataset MegatronDataset::open(const std::string& prefix) {
   MappedFile idx(prefix + ".idx", "Megatron index");  // the index first: its errors come first
-  MegatronDataset d(prefix, std::move(idx), MappedFile(prefix + ".bin", "Megatron data file"));
+  MegatronDataset d(std::move(idx), MappedFile(prefix + ".bin", "Megatron data file"));
   d.check_index();
   d.keep_documents(0, d.num_documents_);
   return d;

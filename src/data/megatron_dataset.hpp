@@ -50,16 +50,14 @@ class MegatronDataset : public TokenSource {
   // not below vocab_size (model.vocab_size).
   void check_tokens(int vocab_size, std::uint64_t begin, std::uint64_t end) const;
 
-  const std::string& prefix() const { return prefix_; }
   MegatronDType dtype() const { return dtype_; }
 
  private:
-  MegatronDataset(std::string prefix, MappedFile idx, MappedFile bin);
+  MegatronDataset(MappedFile idx, MappedFile bin);
   void check_index();
   std::uint64_t document_index(std::uint64_t i) const;  // doc[i]
   std::uint64_t document_start(std::uint64_t doc) const;  // stream offset of document doc among all documents
 
-  std::string prefix_;
   MappedFile idx_, bin_;
   MegatronDType dtype_ = MegatronDType::uint16;
   std::uint32_t token_bytes_ = 0;

@@ -15,11 +15,11 @@
 namespace dtrain {
 namespace {
 
-std::unique_ptr<TokenSource> open_token_file(const std::string& prefix, const std::string& stream, const std::string& tokenizer,
-                                             int vocab_size, int seq_length) {
+std::unique_ptr<TokenSource> open_token_file(const std::string& prefix, const std::string& stream, const std::string& spec,
+                                             const std::string& tokenizer, int vocab_size, int seq_length) {
   const std::string path = prefix + "." + stream + ".bin";
   auto file = std::make_unique<TokenFile>(TokenFile::open(path, vocab_size));
-  check_made_with(tokenizer, file->tokenizer(), "token file '" + path + "'");
+  check_made_with(spec, tokenizer, file->tokenizer(), "token file '" + path + "'");
   check_sequence_fits(*file, seq_length, "token file '" + path + "'");
   return file;
 }
@@ -52,13 +52,14 @@ std::pair<std::uint64_t, std::uint64_t> split_documents(std::uint64_t num_docume
   return {boundary(part), boundary(part + 1)};
 }
 
-DataBlend open_data(const DataConfig& data, const std::string& stream, int vocab_size, int seq_length, ScanShare share) {
+DataBlend open_data(const DataConfig& data, const std::string& tokenizer, const std::string& stream, int vocab_size, int seq_length,
+                    ScanShare share) {
   std::vector<std::unique_ptr<TokenSource>> sources;
   std::vector<double> weights;
   for (const BlendPart& p : parse_blend(data.path)) {
     sources.push_back(data.format == DataFormat::megatron
                           ? open_megatron(p.prefix, stream, data.split, vocab_size, seq_length, share)
-                          : open_token_file(p.prefix, stream, data.tokenizer, vocab_size, seq_length));
+                          : open_token_file(p.prefix, stream, data.tokenizer, tokenizer, vocab_size, seq_length));
     weights.push_back(p.weight);
   }
   return DataBlend(std::move(sources), weights);

@@ -22,7 +22,9 @@ struct ScanShare {
 //                    first, val the second); token ids are checked here, this call scanning its `share`
 //                    of each source, so that the ranks of a job together read every token once.
 // Each source must hold at least seq_length + 1 tokens.
-DataBlend open_data(const DataConfig& data, const std::string& stream, int vocab_size, int seq_length, ScanShare share);
+// tokenizer: the identity of data.tokenizer, which every dtrain token file must have been made with.
+DataBlend open_data(const DataConfig& data, const std::string& tokenizer, const std::string& stream, int vocab_size, int seq_length,
+                    ScanShare share);
 
 // Documents [first, last) of part `part` (0 train, 1 valid, 2 test) when `num_documents` are cut by
 // `split`: part k starts at round(num_documents x (weights before k) / (all weights)).

@@ -40,12 +40,12 @@ class TokenFile : public TokenSource {
   static void write(const std::string& path, const std::vector<std::uint32_t>& tokens, int vocab_size,
                     const std::string& tokenizer = "byte");
 
-  std::uint64_t size() const { return header_.count; }
+  std::uint64_t size() const override { return header_.count; }
   int vocab_size() const { return static_cast<int>(header_.vocab_size); }
   // The identity of the tokenizer that made the file ("byte" for version 1).
   const std::string& tokenizer() const { return tokenizer_; }
   // Tokens [start, start + len) as int; throws std::out_of_range past the end.
-  void read(std::uint64_t start, int len, int* out /*(len)*/) const;
+  void read(std::uint64_t start, int len, int* out /*(len)*/) const override;
 
  private:
   TokenFile(TokenFileHeader header, std::vector<std::uint8_t> bytes);

@@ -1,4 +1,4 @@
-// make_tokenizer / tokenizer_identity: parsing a data.tokenizer value and hashing the files it names.
+// make_tokenizer and the identity checks: parsing a data.tokenizer value and hashing the files it names.
 #include "tokenizer/tokenizer.hpp"
 
 #include <fstream>
@@ -42,16 +42,21 @@ std::string identity_of(const Spec& s) {
 
 }  // namespace
 
-std::string tokenizer_identity(const std::string& spec) { return identity_of(parse_spec(spec)); }
+void check_vocab_fits(const Tokenizer& tokenizer, int vocab_size, const std::string& what) {
+  if (tokenizer.vocab_size() <= vocab_size) return;
+  throw UserError("data.tokenizer (" + tokenizer.identity() + ") has a vocabulary of " + std::to_string(tokenizer.vocab_size()) +
+                  ", more than model.vocab_size=" + std::to_string(vocab_size) + " of " + what +
+                  "; set model.vocab_size to at least the tokenizer's vocabulary");
+}
 
-void check_made_with(const std::string& spec, const std::string& made_with, const std::string& what) {
-  const std::string expected = tokenizer_identity(spec);
-  if (made_with == expected) return;
-  throw UserError(what + " was made with tokenizer " + made_with + ", but data.tokenizer=" + spec + " is " + expected +
+void check_made_with(const std::string& spec, const std::string& identity, const std::string& made_with, const std::string& what) {
+  if (made_with == identity) return;
+  throw UserError(what + " was made with tokenizer " + made_with + ", but data.tokenizer=" + spec + " is " + identity +
                   "; set data.tokenizer to the tokenizer that made it, or re-make it with data.tokenizer=" + spec);
 }
 
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
+  // The identity hashes the files the tokenizer then parses: one read each for the hash and the parse.
   const Spec s = parse_spec(spec);
   if (s.kind == "byte") return std::make_unique<ByteTokenizer>();
   const std::string identity = identity_of(s);

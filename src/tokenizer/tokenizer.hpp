@@ -33,10 +33,11 @@ class Tokenizer {
 // Loads the tokenizer `spec` names; an unknown spec or an unreadable or malformed file is a UserError
 // naming it.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
-// The identity of `spec` from its files' bytes, without parsing them (cheap enough for every rank).
-std::string tokenizer_identity(const std::string& spec);
-// UserError unless `made_with` (the identity stored in `what`, e.g. "token file 'PATH'") is the
-// identity of data.tokenizer=`spec`.
-void check_made_with(const std::string& spec, const std::string& made_with, const std::string& what);
+// UserError unless the tokenizer's vocabulary fits model.vocab_size (`vocab_size`); `what` names the
+// model ("weights file 'PATH'", "the run").
+void check_vocab_fits(const Tokenizer& tokenizer, int vocab_size, const std::string& what);
+// UserError unless `made_with` (the identity stored in `what`, e.g. "token file 'PATH'") is `identity`,
+// the identity of data.tokenizer=`spec` (loaded once, by one rank, and passed on).
+void check_made_with(const std::string& spec, const std::string& identity, const std::string& made_with, const std::string& what);
 
 }  // namespace dtrain

@@ -25,12 +25,13 @@ std::string rate(double bytes, double seconds) {
 
 }  // namespace
 
-Checkpointing::Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, std::string config_text, StepLog& log)
+Checkpointing::Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, std::string config_text,
+                             std::string tokenizer, StepLog& log)
     : world_(world),
       cfg_(cfg),
       plan_(plan),
       config_text_(std::move(config_text)),
-      tokenizer_(tokenizer_identity(cfg.data.tokenizer)),  // its files were read when the data was checked
+      tokenizer_(std::move(tokenizer)),
       log_(log) {
   MPI_CHECK(MPI_Comm_rank(world, &rank_));
   if (rank_ == 0 && !cfg.checkpoint.dir.empty()) {
@@ -84,7 +85,7 @@ int Checkpointing::resume(Trainer& trainer) {
     // Rank 0 checks every shard file against the manifest; every rank checks what it reads.
     const CheckpointReader reader(path, /*verify_files=*/rank_ == 0);
     check_same_model(checkpoint_config(reader), cfg_, path);
-    check_made_with(cfg_.data.tokenizer, reader.meta().tokenizer, "checkpoint '" + path + "'");
+    check_made_with(cfg_.data.tokenizer, tokenizer_, reader.meta().tokenizer, "checkpoint '" + path + "'");
     RankState st = trainer.state_to_load();
     load_rank_state(reader, st);
     trainer.load_state(st);

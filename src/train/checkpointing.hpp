@@ -15,7 +15,9 @@ namespace dtrain {
 
 class Checkpointing {
  public:
-  Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, std::string config_text, StepLog& log);
+  // tokenizer: the identity of data.tokenizer, stored in every checkpoint and required of the one resumed.
+  Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, std::string config_text, std::string tokenizer,
+                StepLog& log);
   // Loads the checkpoint asked for (collective); returns the number of steps already done.
   int resume(Trainer& trainer);
   bool due(int steps_done, bool last) const;

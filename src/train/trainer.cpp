@@ -17,10 +17,11 @@ namespace {
 
 // A data stream of the run, opened and checked on every rank (the ranks share the token scan of
 // Megatron data); a problem anywhere stops all ranks.
-std::unique_ptr<DataBlend> open_checked(const ParallelState& ps, const Config& cfg, const std::string& stream) {
+std::unique_ptr<DataBlend> open_checked(const ParallelState& ps, const Config& cfg, const std::string& tokenizer,
+                                        const std::string& stream) {
   std::unique_ptr<DataBlend> data;
   collective_check(ps.world_comm(), [&] {
-    data = std::make_unique<DataBlend>(open_data(cfg.data, stream, cfg.model.vocab_size, cfg.model.seq_length,
+    data = std::make_unique<DataBlend>(open_data(cfg.data, tokenizer, stream, cfg.model.vocab_size, cfg.model.seq_length,
                                                  ScanShare{ps.world_rank(), ps.layout().world_size()}));
   });
   return data;
@@ -28,13 +29,14 @@ std::unique_ptr<DataBlend> open_checked(const ParallelState& ps, const Config& c
 
 }  // namespace
 
-Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, kernels::Backend backend)
+Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, kernels::Backend backend,
+                 const std::string& tokenizer)
     : cfg_(cfg),
       plan_(plan),
       ps_(ps),
       k32_(kernels::kernel_table<float>(backend)),
-      train_data_(open_checked(ps, cfg, "train")),
-      val_data_(cfg.training.eval_interval > 0 ? open_checked(ps, cfg, "val") : nullptr),
+      train_data_(open_checked(ps, cfg, tokenizer, "train")),
+      val_data_(cfg.training.eval_interval > 0 ? open_checked(ps, cfg, tokenizer, "val") : nullptr),
       tp_(ps.tp()),
       model_(make_gpt_model(make_rank_plan(cfg, plan, ps.coords()), &tp_, backend)),
       grad_sync_(model_->plan(), model_->params(), model_->grads(), ps, cfg.system.overlap_grad_reduce, plan.num_micro_batches),

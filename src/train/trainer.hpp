@@ -33,9 +33,11 @@ struct StepResult {
 class Trainer {
  public:
   // Collective: opens the data files on every rank (a problem on any rank is a UserError on all). The
-  // validation file is opened only when training.eval_interval > 0. Computes on the device of `backend`
-  // in cfg.system.precision.
-  Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, kernels::Backend backend);
+  // validation file is opened only when training.eval_interval > 0; token files must have been made
+  // with `tokenizer` (the identity of data.tokenizer). Computes on the device of `backend` in
+  // cfg.system.precision.
+  Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, kernels::Backend backend,
+          const std::string& tokenizer);
 
   StepResult train_step(int step);  // 0-based step
   double evaluate();                // mean validation loss over training.eval_iters global batches

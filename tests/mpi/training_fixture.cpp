@@ -55,7 +55,7 @@ RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trai
   options.synchronous_sends = cfg.debug.synchronous_sends;
   options.device = &device_for(backend);
   const ParallelState ps(comm, RankLayout(plan.sizes, cfg.system.rank_order), options, &watchdog);
-  Trainer trainer(cfg, plan, ps, backend);
+  Trainer trainer(cfg, plan, ps, backend, "byte");
   RunResult r;
   for (int s = 0; s < cfg.training.train_iters; ++s) r.losses.push_back(trainer.train_step(s).loss);
   r.losses.push_back(trainer.evaluate());

@@ -300,17 +300,17 @@ TEST_CASE("open_data cuts each Megatron prefix of a blend by data.split and chec
   data.format = DataFormat::megatron;
   data.path = "3 " + dir.file("a") + " 1 " + dir.file("a");
   data.split = DataSplit{{8, 2, 0}};
-  const DataBlend train = open_data(data, "train", 256, 16, {});
+  const DataBlend train = open_data(data, "byte", "train", 256, 16, {});
   REQUIRE(train.num_sources() == 2);
   CHECK(train.source(0).size() == 160);
-  const DataBlend val = open_data(data, "val", 256, 16, {});
+  const DataBlend val = open_data(data, "byte", "val", 256, 16, {});
   CHECK(read_all(val.source(1)) == std::vector<int>{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
                                                     9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9});
-  const std::string e = error_of([&] { open_data(data, "val", 256, 40, {}); });
+  const std::string e = error_of([&] { open_data(data, "byte", "val", 256, 40, {}); });
   CHECK(contains(e, "the valid part of Megatron dataset '" + dir.file("a") + "' (documents [8, 10) of 10 by data.split=8,2,0) has 40 tokens"));
   // The token check covers the part of the share asked for: documents hold ids up to 9.
-  CHECK(contains(error_of([&] { open_data(data, "train", 5, 16, {1, 2}); }), "holds token id 5 at token 100"));
-  CHECK_NOTHROW(open_data(data, "train", 5, 16, {0, 2}));
+  CHECK(contains(error_of([&] { open_data(data, "byte", "train", 5, 16, {1, 2}); }), "holds token id 5 at token 100"));
+  CHECK_NOTHROW(open_data(data, "byte", "train", 5, 16, {0, 2}));
 }
 
 TEST_CASE("data.format and data.split are read from the input file", "[data][config]") {

@@ -2,14 +2,14 @@
 // tokenizer, the data.tokenizer grammar, and token files carrying a tokenizer identity (version 2).
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
 
-#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "config/tokenizer_spec.hpp"
 #include "data/token_file.hpp"
+#include "support/scratch_files.hpp"
 #include "support/user_error.hpp"
 #include "tokenizer/gpt2_pretokenize.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -60,7 +60,8 @@ TEST_CASE("data.tokenizer values", "[tokenizer]") {
 }
 
 TEST_CASE("token files carry the tokenizer identity; byte files stay version 1", "[tokenizer][data]") {
-  const std::string path = "/tmp/dtrain_test_tokenizer_" + std::to_string(::getpid()) + ".bin";
+  const testing::TempDir dir;
+  const std::string path = dir.file("tokens.bin");
   TokenFile::write(path, {1, 300, 2}, 1000, "gpt2@0123456789abcdef");
   const TokenFile f = TokenFile::open(path, 1000);
   CHECK(f.tokenizer() == "gpt2@0123456789abcdef");
@@ -69,5 +70,15 @@ TEST_CASE("token files carry the tokenizer identity; byte files stay version 1",
   CHECK(ids == std::vector<int>{1, 300, 2});
   TokenFile::write(path, {1, 2}, 256);
   CHECK(TokenFile::open(path, 256).tokenizer() == "byte");
-  std::remove(path.c_str());
+}
+
+TEST_CASE("the run's tokenizer must have made the files and fit the model's vocabulary", "[tokenizer]") {
+  const std::unique_ptr<Tokenizer> byte = make_tokenizer("byte");
+  CHECK(byte->identity() == "byte");
+  CHECK_NOTHROW(check_made_with("byte", byte->identity(), "byte", "token file 'd.bin'"));
+  const std::string e = testing::error_of([&] { check_made_with("byte", byte->identity(), "gpt2@0123456789abcdef", "token file 'd.bin'"); });
+  CHECK(testing::contains(e, "token file 'd.bin' was made with tokenizer gpt2@0123456789abcdef, but data.tokenizer=byte is byte"));
+  CHECK_NOTHROW(check_vocab_fits(*byte, 256, "the run"));
+  CHECK(testing::contains(testing::error_of([&] { check_vocab_fits(*byte, 255, "the run"); }),
+                          "has a vocabulary of 256, more than model.vocab_size=255 of the run"));
 }
