@@ -1,4 +1,5 @@
-// CUDA backend: rotary position embedding in place, "rotate half" pairs, a thread per (row, pair, head).
+// CUDA backend: rotary position embedding in place, "rotate half" pairs, a thread per (row, pair) that
+// turns that pair in every head with one sine and cosine.
 // Angles in fp32 as the host computes them: inv_freq = 1 / base^(2i/R), angle = float(t) * inv_freq.
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
@@ -10,22 +11,25 @@ template <typename KT>
 __global__ void rope_kernel(KT* x, long rows, int T, int W, int H, int HD, int R, float base, float sign) {
   const int half = R / 2;
   const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * half * H) return;
-  const int h = static_cast<int>(i % H);
-  const int pair = static_cast<int>((i / H) % half);
-  const long row = i / (static_cast<long>(H) * half);
+  if (i >= rows * half) return;
+  const int pair = static_cast<int>(i % half);
+  const long row = i / half;
   const float inv_freq = 1.0f / powf(base, static_cast<float>(2 * pair) / static_cast<float>(R));
   const float angle = static_cast<float>(row % T) * inv_freq;
-  const float c = cosf(angle), s = sign * sinf(angle);
-  KT* v = x + row * W + static_cast<long>(h) * HD;
-  const float a = ld(v[pair]), b = ld(v[pair + half]);
-  v[pair] = st<KT>(a * c - b * s);
-  v[pair + half] = st<KT>(b * c + a * s);
+  float s, c;
+  sincosf(angle, &s, &c);
+  s *= sign;
+  for (int h = 0; h < H; ++h) {
+    KT* v = x + row * W + static_cast<long>(h) * HD;
+    const float a = ld(v[pair]), b = ld(v[pair + half]);
+    v[pair] = st<KT>(a * c - b * s);
+    v[pair + half] = st<KT>(b * c + a * s);
+  }
 }
 
 template <typename KT>
 void rotate(KT* x, int B, int T, int W, int H, int HD, int R, float base, float sign) {
-  const long rows = static_cast<long>(B) * T, n = rows * (R / 2) * H;
+  const long rows = static_cast<long>(B) * T, n = rows * (R / 2);
   if (n == 0) return;
   rope_kernel<<<blocks_for(n), kThreads>>>(x, rows, T, W, H, HD, R, base, sign);
   DTRAIN_LAUNCH_CHECK();

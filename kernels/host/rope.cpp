@@ -5,7 +5,6 @@
 #include "kernels/kernels.hpp"
 
 #include <cmath>
-#include <vector>
 
 namespace dtrain::kernels::host {
 namespace {
@@ -13,16 +12,13 @@ namespace {
 // x (B,T,W): heads [0,H) of HD elements at the start of each row; sign +1 turns forward, -1 back.
 void rotate(float* x, int B, int T, int W, int H, int HD, int R, float base, float sign) {
   const int half = R / 2;
-  std::vector<float> inv_freq(static_cast<std::size_t>(half));
-  for (int i = 0; i < half; ++i)
-    inv_freq[static_cast<std::size_t>(i)] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(R));
-  const float* f = inv_freq.data();
   Kokkos::parallel_for(
       "rope", HostRange(0, static_cast<long>(B) * T), KOKKOS_LAMBDA(const long row) {
         const float t = static_cast<float>(row % T);
         float* __restrict__ r = x + row * W;  // (W)
         for (int i = 0; i < half; ++i) {
-          const float angle = t * f[i];
+          const float inv_freq = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(R));
+          const float angle = t * inv_freq;
           const float c = std::cos(angle), s = sign * std::sin(angle);
           for (int h = 0; h < H; ++h) {
             float* __restrict__ v = r + static_cast<long>(h) * HD;  // (HD)

@@ -3,8 +3,6 @@
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
 
-#include <cmath>
-
 namespace dtrain::kernels::host {
 
 void swiglu_forward(float* out /*(N,F)*/, const float* inp /*(N,2F)*/, long N, int F) {
@@ -13,7 +11,7 @@ void swiglu_forward(float* out /*(N,F)*/, const float* inp /*(N,2F)*/, long N, i
         const float* __restrict__ g = inp + i * 2 * F;  // (F)
         const float* __restrict__ u = g + F;            // (F)
         float* __restrict__ o = out + i * F;            // (F)
-        for (int k = 0; k < F; ++k) o[k] = g[k] / (1.0f + std::exp(-g[k])) * u[k];
+        for (int k = 0; k < F; ++k) o[k] = g[k] / (1.0f + fast_exp(-g[k])) * u[k];
       });
 }
 
@@ -27,7 +25,7 @@ void swiglu_backward(float* dinp /*(N,2F)*/, const float* inp /*(N,2F)*/, const 
         float* __restrict__ dg = dinp + i * 2 * F;       // (F)
         float* __restrict__ du = dg + F;                 // (F)
         for (int k = 0; k < F; ++k) {
-          const float s = 1.0f / (1.0f + std::exp(-g[k]));
+          const float s = 1.0f / (1.0f + fast_exp(-g[k]));
           dg[k] = dy[k] * u[k] * s * (1.0f + g[k] * (1.0f - s));
           du[k] = dy[k] * g[k] * s;
         }

@@ -1,8 +1,10 @@
-// GptModel: the part of a GPT decoder one rank holds (the model chunks of its pipeline stage, its
+// GptModel: the part of a decoder (GPT-2 or Llama family, plan().shape) one rank holds (the model chunks of its pipeline stage, its
 // tensor-parallel slice), its parameter and gradient arenas, activation slots, and the forward and
 // backward pass of one micro-batch through one chunk, on the rank's device and in the run's precision.
-// Pre-LN blocks: x -> x + proj(attn(ln1(x))) -> (.) + fcproj(gelu(fc(ln2(.)))); final LN; LM head tied
-// to the token embedding; softmax cross-entropy. All compute goes through the kernel table.
+// Pre-norm blocks: x -> x + proj(attn(norm1(x))) -> (.) + fcproj(act(fc(norm2(.)))); final norm; LM head
+// (the token embedding when tied); softmax cross-entropy. Norm LayerNorm or RMSNorm, act GELU or
+// SwiGLU, attention multi-head or grouped-query with learned or rotary positions. All compute goes
+// through the kernel table.
 // Tensor parallelism follows Megatron: column-parallel qkv and fc, row-parallel proj and fcproj,
 // vocab-parallel embedding and cross-entropy; with sequence parallelism the residual stream and the
 // LayerNorms hold N/tp rows, and all-gather / reduce-scatter replace the all-reduces.
@@ -36,7 +38,7 @@ class GptModel {
   // Backward of that micro-batch through `chunk`. On the head, every token's loss is weighted by
   // loss_scale; elsewhere output_grad (Ns,C) is the gradient arriving from the next stage. Writes the
   // gradient of the chunk's input to input_grad (Ns,C), except on the first chunk of the first stage
-  // (null there). Accumulates parameter gradients. Both buffers hold message_type() elements.
+  // (null there). Accumulates parameter gradients. Both buffers hold compute_type() elements.
   virtual void backward(int slot, int chunk, const MicroBatch& batch, float loss_scale, const void* output_grad,
                         void* input_grad) = 0;
   virtual void* stage_input(int slot) = 0;                    // (Ns,C)

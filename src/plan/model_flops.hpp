@@ -3,7 +3,8 @@
 //   6 x (parameters used in matrix multiplies: per layer C^2 (queries) + 2C*G*HD (keys and values; G*HD = C
 //   without grouped-query attention) + C^2 (output projection) + 2CF (3CF with SwiGLU), plus the V x C LM head)
 //   + 6 x layers x T x C for attention (QK^T and attention-times-V), counted for the causal half:
-//     a causal model needs only the lower triangle, and dtrain's kernels compute only that.
+//     a causal model needs only the lower triangle (the host kernels compute only that; the CUDA
+//     kernels compute the whole (T,T) block and discard the upper half, which the count leaves out).
 // Recomputation and the optimizer are not counted (model FLOPs, not hardware FLOPs). With this count
 // and a peak measured on all cores of each node, MFU cannot exceed 100%.
 #pragma once

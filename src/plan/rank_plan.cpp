@@ -55,8 +55,9 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   const ParallelSizes& s = plan.sizes;
   const int v = plan.virtual_stages;
   const StagePart part = stage_part(cfg.model.num_layers, s.pp, v, c.pp);
+  const ModelShape shape = ModelShape::from(cfg);
   RankPlan r{c, s, cfg.system.use_distributed_optimizer, cfg.system.precision, part,
-             TensorTable(ModelShape::from(cfg), part, s.tp, c.tp, 16 * static_cast<std::size_t>(s.dp)),
+             TensorTable(shape, part, s.tp, c.tp, 16 * static_cast<std::size_t>(s.dp)),
              0, {}, {}, {}, {}, -1, {}};
   r.arena_size = padded_arena_size(r.table, s.dp);
   r.buckets = gradient_buckets(r.table, r.arena_size);
@@ -69,7 +70,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
     const auto dot = t.name.rfind('.');
     const std::string base = dot == std::string::npos ? t.name : t.name.substr(dot + 1);
     if (sp && base.rfind("ln", 0) == 0) r.sequence_parallel_tensors.push_back(static_cast<int>(i));
-    if (t.name == "wte" && s.pp > 1 && !cfg.model.untie_embeddings_and_output_weights) r.tied_embedding = static_cast<int>(i);
+    if (t.name == "wte" && s.pp > 1 && shape.tied) r.tied_embedding = static_cast<int>(i);
   }
   const auto& m = cfg.model;
   r.activations.dims = {plan.micro_batch, m.seq_length, m.hidden_size, m.hidden_size / s.tp, m.num_attention_heads / s.tp,
@@ -79,7 +80,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   r.activations.slots = max_in_flight(plan.schedule, s.pp, plan.num_micro_batches, v, c.pp);
   r.activations.precision = cfg.system.precision;
   r.micro_batches = plan.num_micro_batches;
-  r.shape = ModelShape::from(cfg);
+  r.shape = shape;
   return r;
 }
 

@@ -20,7 +20,7 @@ Config tiny_config(const std::vector<std::string>& overrides = {}) {
 // A Llama-family block: RMSNorm, RoPE over 6 of 8 head dims, SwiGLU, 4 query heads on 2 key/value
 // heads, untied LM head, no linear biases.
 const std::vector<std::string> kLlama = {
-    "--model.num_attention_heads=4", "--model.normalization=RMSNorm", "--model.position_embedding_type=rope",
+    "--model.hidden_size=32", "--model.num_attention_heads=4", "--model.normalization=RMSNorm", "--model.position_embedding_type=rope",
     "--model.rotary_percent=0.75", "--model.swiglu=true", "--model.ffn_hidden_size=24", "--model.group_query_attention=true",
     "--model.num_query_groups=2", "--model.untie_embeddings_and_output_weights=true", "--model.add_bias_linear=false"};
 
@@ -36,8 +36,9 @@ TEST_CASE("Llama-family model gradient matches finite differences of the loss", 
   // The Llama tensors, and none of GPT's extras.
   for (const char* name : {"lm_head", "h0.q_w", "h0.kv_w", "h1.fc_w"}) CHECK(plan.table.find(name));
   for (const char* name : {"wpe", "lnf_b", "h0.ln1_b", "h0.qkv_w", "h0.proj_b", "h0.fc_b"}) CHECK_FALSE(plan.table.find(name));
-  CHECK(plan.table.get("h0.kv_w").global_shape == std::vector<long>{2, 8, 16});
-  CHECK(plan.table.get("h1.fc_w").global_shape == std::vector<long>{2, 24, 16});
+  CHECK(plan.table.get("h0.kv_w").global_shape == std::vector<long>{2, 16, 32});
+  CHECK(plan.table.get("h1.fc_w").global_shape == std::vector<long>{2, 24, 32});
+  CHECK(plan.shape.rotary_dim == 6);
   check_model_gradient(cfg);
 }
 
@@ -133,7 +134,7 @@ TEST_CASE("runs of a slice cover exactly its elements at their global indices", 
 // 7e-3 normwise on the gradients (tolerances 1e-3 and 2e-2); a wrong conversion or a buffer read in
 // the wrong type is off by orders of magnitude.
 TEST_CASE("the bf16 model follows the fp32 model on the same weights", "[model][bf16]") {
-  Config cfg = tiny_config();
+  Config cfg = GENERATE(tiny_config(), tiny_config(kLlama));  // GPT-2 and Llama blocks
   const RankPlan plan32 = whole_model_plan(cfg, 2);
   cfg.system.precision = Precision::bf16;
   const RankPlan plan16 = whole_model_plan(cfg, 2);
