@@ -108,8 +108,10 @@ class NcclCommunicator final : public Communicator {
       cudaStreamDestroy(stream_);
       return;
     }
-    if (!deferred_.empty()) launch_group(-1, nullptr, 0, DType::f32, {"send at shutdown"});
-    cudaStreamSynchronize(stream_);
+    // Sends still held have no receive coming (every step completes its sends): drop them. What is
+    // queued is waited for under the watchdog, so a peer that is gone is reported, not waited on forever.
+    deferred_.clear();
+    wait_event(*record(stream_), comm_, watchdog_, info({"shutdown"}, -1, 0));
     ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
   }
@@ -161,16 +163,16 @@ class NcclCommunicator final : public Communicator {
   }
   void recv(void* buf, std::size_t count, DType t, int peer, int, const CommLabel& label) override {
     Trace::Span span(trace_, label.what, "p2p");
-    launch_group(peer, buf, count, t, label);
+    launch_group(peer, buf, count, t);
   }
   CommRequest send(const void* buf, std::size_t count, DType t, int peer, int, const CommLabel& label) override;
   void flush_sends() override {
-    if (!deferred_.empty()) launch_group(-1, nullptr, 0, DType::f32, {"send"});
+    if (!deferred_.empty()) launch_group(-1, nullptr, 0, DType::f32);
   }
   long max_tag() const override { return 1L << 30; }  // NCCL matches by order; tags only name messages
 
   // Launches the held-back sends, with a receive when buf is not null, as one group.
-  void launch_group(int recv_peer, void* buf, std::size_t count, DType t, const CommLabel& label) {
+  void launch_group(int recv_peer, void* buf, std::size_t count, DType t) {
     after_compute();
     NCCL_CHECK(ncclGroupStart());
     for (const auto& s : deferred_) NCCL_CHECK(ncclSend(s.buf, s.count, nccl_type(s.type), s.peer, comm_, stream_));
@@ -180,7 +182,6 @@ class NcclCommunicator final : public Communicator {
     for (auto& s : deferred_) *s.done = e;
     deferred_.clear();
     if (buf) CUDA_CHECK(cudaStreamWaitEvent(0, e->event, 0));
-    (void)label;
   }
 
  private:
@@ -251,7 +252,7 @@ class NcclSendRequest final : public CommRequest::Impl {
     return rc == cudaSuccess;
   }
   void wait() override {
-    if (!*done_) owner_.launch_group(-1, nullptr, 0, DType::f32, {"send"});
+    if (!*done_) owner_.launch_group(-1, nullptr, 0, DType::f32);
     wait_event(**done_, owner_.comm_, watchdog_, info_);
   }
 

@@ -39,10 +39,11 @@ int PipelineExecutor::tag(int micro_batch, int receiving_virtual_stage, int dire
   return (micro_batch * v_ * p_ + receiving_virtual_stage) * 2 + direction;
 }
 
-std::size_t PipelineExecutor::next_p2p_op(bool send) {
-  if (p2p_next_ >= p2p_ops_.size() || p2p_ops_[p2p_next_].send != send)
+const P2pOp& PipelineExecutor::next_p2p_op(bool send, int direction, int micro_batch) {
+  if (p2p_next_ >= p2p_ops_.size() || p2p_ops_[p2p_next_].send != send || p2p_ops_[p2p_next_].direction != direction ||
+      p2p_ops_[p2p_next_].micro_batch != micro_batch)
     fatal("internal error: the pipeline executor's point-to-point order differs from stage_p2p_ops at op " + std::to_string(p2p_next_));
-  return p2p_next_++;
+  return p2p_ops_[p2p_next_++];
 }
 
 PipelineStepStats PipelineExecutor::run() {
@@ -55,9 +56,10 @@ PipelineStepStats PipelineExecutor::run() {
   p2p_next_ = 0;
   Communicator& pp = ps_.pp();
   // Sends the outbox's current buffer; flushes it unless the next operation is a receive to pair with.
-  auto send = [&](int dst, int message_tag, const CommLabel& label) {
-    const std::size_t i = next_p2p_op(true);
-    outbox_.send(dst, message_tag, label);
+  auto send = [&](int direction, const CommLabel& label) {
+    const std::size_t i = p2p_next_;
+    const P2pOp& op = next_p2p_op(true, direction, label.micro_batch);
+    outbox_.send(op.peer, tag_of(op), label);
     if (!send_joins_next_receive(p2p_ops_, i)) pp.flush_sends();
   };
   const std::size_t count = compute_.message_count();
@@ -73,10 +75,9 @@ PipelineStepStats PipelineExecutor::run() {
       slot_of_[{a.micro_batch, a.chunk}] = slot;
       if (Watchdog* wd = ps_.watchdog()) wd->phase("forward", a.micro_batch, a.chunk, stage_);
       if (vs > 0) {  // activation from the previous virtual stage
-        const int src = stage_ > 0 ? stage_ - 1 : p_ - 1;
         const auto t0 = Clock::now();
-        next_p2p_op(false);
-        pp.recv(compute_.input(slot), count, type, src, tag(a.micro_batch, vs, 0), {"recv activation", a.micro_batch, stage_});
+        const P2pOp& op = next_p2p_op(false, 0, a.micro_batch);
+        pp.recv(compute_.input(slot), count, type, op.peer, tag_of(op), {"recv activation", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
       {
@@ -86,9 +87,8 @@ PipelineStepStats PipelineExecutor::run() {
       if (vs < last_virtual) {  // MPI work of a send (a copy, progress on earlier ones) is communication time too
         const auto t0 = Clock::now();
         Trace::Span span(ps_.trace(), "send act mb" + std::to_string(a.micro_batch), "p2p");
-        const int dst = stage_ < p_ - 1 ? stage_ + 1 : 0;
         device.copy(outbox_.buffer(), compute_.output(slot, a.chunk), count * dtype_bytes(type));
-        send(dst, tag(a.micro_batch, vs + 1, 0), {"send activation", a.micro_batch, stage_});
+        send(0, {"send activation", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
       if (forward_only_) {
@@ -100,10 +100,9 @@ PipelineStepStats PipelineExecutor::run() {
       if (Watchdog* wd = ps_.watchdog()) wd->phase("backward", a.micro_batch, a.chunk, stage_);
       const void* output_grad = nullptr;
       if (vs < last_virtual) {  // gradient from the next virtual stage
-        const int src = stage_ < p_ - 1 ? stage_ + 1 : 0;
         const auto t1 = Clock::now();
-        next_p2p_op(false);
-        pp.recv(grad_in_.data(), count, type, src, tag(a.micro_batch, vs, 1), {"recv gradient", a.micro_batch, stage_});
+        const P2pOp& op = next_p2p_op(false, 1, a.micro_batch);
+        pp.recv(grad_in_.data(), count, type, op.peer, tag_of(op), {"recv gradient", a.micro_batch, stage_});
         st.wait_seconds += since(t1);
         output_grad = grad_in_.data();
       }
@@ -117,8 +116,7 @@ PipelineStepStats PipelineExecutor::run() {
       if (vs > 0) {
         t0 = Clock::now();
         Trace::Span span(ps_.trace(), "send grad mb" + std::to_string(a.micro_batch), "p2p");
-        const int dst = stage_ > 0 ? stage_ - 1 : p_ - 1;
-        send(dst, tag(a.micro_batch, vs - 1, 1), {"send gradient", a.micro_batch, stage_});
+        send(1, {"send gradient", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
       slot_of_.erase({a.micro_batch, a.chunk});

@@ -36,8 +36,10 @@ class PipelineExecutor {
  private:
   int virtual_stage(int chunk) const { return chunk * p_ + stage_; }
   int tag(int micro_batch, int receiving_virtual_stage, int direction) const;
-  // Advances over p2p_ops_, checking that the loop issues the op the plan names; returns its index.
-  std::size_t next_p2p_op(bool send);
+  // The next op of p2p_ops_ (the one derivation of peers and tags), checked against what the loop is
+  // about to do (a send or a receive, of which direction and micro-batch).
+  const P2pOp& next_p2p_op(bool send, int direction, int micro_batch);
+  int tag_of(const P2pOp& op) const { return tag(op.micro_batch, op.virtual_stage, op.direction); }
 
   PipelineStage& compute_;
   const ParallelState& ps_;

@@ -155,10 +155,11 @@ TEST_CASE("bf16 sums and maxima of the MPI backend round once per combination", 
   }
   CHECK(sums);
   CHECK(maxima);
-  // A sum that bf16 cannot hold is rounded to nearest even: 256 + 1 (+ 0 ...) -> 256 with two ranks.
-  bf16 y = to_bf16(rank == 0 ? 256.0f : (rank == 1 ? 1.0f : 0.0f));
+  // A sum that bf16 cannot hold is rounded to nearest (bf16 steps of 2 above 256): 256 + 1.5 (+ 0 ...)
+  // -> 258 with two ranks (truncation would give 256).
+  bf16 y = to_bf16(rank == 0 ? 256.0f : (rank == 1 ? 1.5f : 0.0f));
   g.all_reduce(&y, 1, DType::bf16, ReduceOp::sum, {"test"});
-  if (world >= 2) CHECK(to_float(y) == 256.0f);
+  if (world >= 2) CHECK(to_float(y) == 258.0f);
 }
 
 TEST_CASE("launch environment agrees across ranks", "[mpi][launch]") {
