@@ -1,6 +1,7 @@
 // dtrain-data: turns text files into the token files dtrain trains on (PREFIX.train.bin and
 // PREFIX.val.bin, data.path = PREFIX), or into a Megatron indexed dataset (PREFIX.bin + PREFIX.idx,
-// data.format = megatron). A plain serial tool: it links dtrain_core but never starts MPI.
+// data.format = megatron), with any tokenizer (optionally a SentencePiece model trained first). A plain
+// serial tool: it links dtrain_core but never starts MPI.
 #include <boost/program_options.hpp>
 
 #include <algorithm>
@@ -28,8 +29,6 @@ using dtrain::UserError;
 
 namespace {
 
-constexpr int kByteVocab = 256;
-
 struct Args {
   std::string out;
   double val_fraction = 0.1;
@@ -46,7 +45,8 @@ po::options_description visible_options(Args& a) {
   d.add_options()
       ("help,h", po::bool_switch(&a.help), "print this help and exit")
       ("out,o", po::value(&a.out)->value_name("PREFIX"),
-       "output prefix: writes PREFIX.train.bin and PREFIX.val.bin (directories are created)")
+       "output prefix: writes PREFIX.train.bin and PREFIX.val.bin, or PREFIX.bin and PREFIX.idx with --format "
+       "megatron (directories are created)")
       ("val-fraction", po::value(&a.val_fraction)->value_name("F")->default_value(0.1, "0.1"),
        "fraction of the tokens, taken from the end of the text, that goes to the val file; 0 < F < 1")
       ("tokenizer", po::value(&a.tokenizer)->value_name("NAME")->default_value("byte"),
@@ -60,19 +60,23 @@ po::options_description visible_options(Args& a) {
       ("vocab-size", po::value(&a.vocab_size)->value_name("N"), "vocabulary size of --train-tokenizer (e.g. 2000)")
       ("format", po::value(&a.format)->value_name("FORMAT")->default_value("dtrain"),
        "dtrain: PREFIX.train.bin + PREFIX.val.bin; megatron: one Megatron-LM indexed dataset PREFIX.bin + "
-       "PREFIX.idx (uint16 tokens), one document per paragraph (a paragraph ends with its blank lines; "
-       "documents never span files), no val split (dtrain cuts it by data.split)");
+       "PREFIX.idx (uint16 tokens below a vocabulary of 65500, else int32), one document per paragraph, each "
+       "encoded on its own (a paragraph ends with its blank lines; documents never span files), no val split "
+       "(dtrain cuts it by data.split). Megatron's layout has no place for the tokenizer: dtrain checks the ids "
+       "against model.vocab_size but cannot tell which tokenizer made them, so train with the same one "
+       "(data.tokenizer)");
   return d;
 }
 
 void print_usage(const po::options_description& visible) {
   std::cout << "Usage: dtrain-data --out PREFIX [--val-fraction F] [--tokenizer byte|gpt2|sentencepiece:MODEL] [--format dtrain|megatron] INPUT.txt [MORE.txt ...]\n"
-               "       dtrain-data --out PREFIX --train-tokenizer sentencepiece --vocab-size N [--val-fraction F] INPUT.txt [MORE.txt ...]\n"
+               "       dtrain-data --out PREFIX --train-tokenizer sentencepiece --vocab-size N [--val-fraction F] [--format dtrain|megatron] INPUT.txt [MORE.txt ...]\n"
                "Reads the text files (concatenated in order), tokenises them and splits the tokens: the\n"
                "first 1-F go to PREFIX.train.bin, the last F to PREFIX.val.bin. Train on them with\n"
                "data.path=PREFIX.\n"
                "With --format megatron it writes PREFIX.bin + PREFIX.idx instead, one document per paragraph;\n"
-               "train on it with data.format=megatron data.path=PREFIX (data.split cuts train and val).\n\n"
+               "train on it with data.format=megatron data.path=PREFIX (data.split cuts train and val) and the\n"
+               "same data.tokenizer: the dataset does not record its tokenizer, so dtrain cannot check it.\n\n"
             << visible;
 }
 
@@ -111,9 +115,6 @@ Args parse_args(int argc, char** argv) {
   } else if (a.vocab_size != 0) {
     throw UserError("--vocab-size applies to --train-tokenizer; the vocabulary of --tokenizer is its own");
   }
-  if (a.format == "megatron" && (a.tokenizer != "byte" || !a.train_tokenizer.empty())) {
-    throw UserError("--format megatron writes byte tokens only; use --format dtrain for other tokenizers");
-  }
   if (a.format != "dtrain" && a.format != "megatron") {
     throw UserError("unknown --format '" + a.format + "'; the formats are: dtrain, megatron");
   }
@@ -136,21 +137,15 @@ void append_file(const std::string& path, std::string& text) {
   if (std::ferror(f.get())) throw fail(errno);
 }
 
+[[noreturn]] void throw_empty_input(const std::vector<std::string>& inputs) {
+  throw UserError("the input is empty (no bytes in " + std::to_string(inputs.size()) + " file(s)); give text files with content");
+}
+
 std::string read_inputs(const std::vector<std::string>& inputs) {
   std::string text;
   for (const std::string& path : inputs) append_file(path, text);
-  if (text.empty()) throw UserError("the input is empty (no bytes in " + std::to_string(inputs.size()) + " file(s)); give text files with content");
-  if (text.size() < 2) {
-    throw UserError("the input holds " + std::to_string(text.size()) +
-                    " byte(s) of text; at least 2 are needed to fill both a train and a val file");
-  }
+  if (text.empty()) throw_empty_input(inputs);
   return text;
-}
-
-std::vector<std::uint32_t> byte_tokens(const std::string& text, std::size_t begin, std::size_t end) {
-  std::vector<std::uint32_t> tokens(end - begin);
-  for (std::size_t i = begin; i < end; ++i) tokens[i - begin] = static_cast<unsigned char>(text[i]);
-  return tokens;
 }
 
 // Number of tokens for the val file: the rounded fraction, at least 1 and leaving at least 1 to train.
@@ -168,6 +163,30 @@ void create_output_dir(const std::string& prefix) {
     throw UserError("cannot create the output directory '" + dir.string() + "' (" + ec.message() +
                     "); choose a writable --out");
   }
+}
+
+// The run's tokenizer and its data.tokenizer value: --tokenizer, or with --train-tokenizer a SentencePiece
+// model first trained on `text` (all the inputs) and written to PREFIX.model.
+struct RunTokenizer {
+  std::string spec;
+  std::unique_ptr<dtrain::Tokenizer> tokenizer;
+};
+
+RunTokenizer open_tokenizer(const Args& a, const std::string& text) {
+  RunTokenizer t{a.tokenizer, nullptr};
+  if (!a.train_tokenizer.empty()) {
+    dtrain::train_sentencepiece(text, a.vocab_size, a.out);
+    t.spec = "sentencepiece:" + a.out + ".model";
+    std::cout << "dtrain-data: wrote " << a.out << ".model (SentencePiece, " << a.vocab_size << " pieces)\n";
+  }
+  t.tokenizer = dtrain::make_tokenizer(t.spec);
+  return t;
+}
+
+// What to add to data.path=PREFIX to train on the output.
+std::string train_hint(const RunTokenizer& t) {
+  if (t.spec == "byte") return std::string();
+  return " data.tokenizer=" + t.spec + " (model.vocab_size >= " + std::to_string(t.tokenizer->vocab_size()) + ")";
 }
 
 void write_split(const std::string& path, const std::vector<std::uint32_t>& tokens, const dtrain::Tokenizer& tokenizer) {
@@ -192,26 +211,35 @@ std::vector<std::size_t> paragraph_ends(const std::string& text) {
   return ends;
 }
 
-// --format megatron: every paragraph of every input file becomes one document of PREFIX.bin/.idx.
+// --format megatron: every paragraph of every input file, encoded on its own, becomes one document of
+// PREFIX.bin/.idx. Only a tokenizer to train needs all the text at once; otherwise files are read one by one.
 int write_megatron(const Args& a) {
+  std::string all_text = a.train_tokenizer.empty() ? std::string() : read_inputs(a.inputs);
   create_output_dir(a.out);
-  dtrain::MegatronWriter writer(a.out, kByteVocab);
+  const RunTokenizer t = open_tokenizer(a, all_text);
+  std::string().swap(all_text);
+  dtrain::MegatronWriter writer(a.out, t.tokenizer->vocab_size());
+  std::uint64_t bytes = 0;
   for (const std::string& path : a.inputs) {
     std::string text;
     append_file(path, text);
+    bytes += text.size();
     std::size_t begin = 0;
     for (const std::size_t end : paragraph_ends(text)) {
-      writer.add_document(byte_tokens(text, begin, end));
+      writer.add_document(t.tokenizer->encode(text.substr(begin, end - begin)));
       begin = end;
     }
   }
-  if (writer.num_tokens() == 0) {
-    throw UserError("the input is empty (no bytes in " + std::to_string(a.inputs.size()) + " file(s)); give text files with content");
-  }
+  if (bytes == 0) throw_empty_input(a.inputs);
   writer.finish();
-  std::cout << "dtrain-data: wrote " << a.out << ".bin and " << a.out << ".idx (" << writer.num_tokens() << " tokens in "
-            << writer.num_documents() << " documents, byte tokenizer, uint16)\n"
-            << "dtrain-data: train on it with data.format=megatron data.path=" << a.out << "\n";
+  std::cout << "dtrain-data: read " << bytes << " bytes from " << a.inputs.size() << " file(s); tokenizer " << t.spec << " ("
+            << t.tokenizer->identity() << "), vocabulary " << t.tokenizer->vocab_size() << "\n"
+            << "dtrain-data: wrote " << a.out << ".bin and " << a.out << ".idx (" << writer.num_tokens() << " tokens in "
+            << writer.num_documents() << " documents, "
+            << (writer.dtype() == dtrain::MegatronDType::uint16 ? "uint16" : "int32") << ")\n"
+            << "dtrain-data: train on it with data.format=megatron data.path=" << a.out << train_hint(t) << "\n"
+            << "dtrain-data: a Megatron dataset does not record its tokenizer, so dtrain cannot check that data.tokenizer "
+               "is this one\n";
   return 0;
 }
 
@@ -221,25 +249,18 @@ int run(int argc, char** argv) {
   if (a.format == "megatron") return write_megatron(a);
   const std::string text = read_inputs(a.inputs);
   create_output_dir(a.out);
-  std::string spec = a.tokenizer;
-  if (!a.train_tokenizer.empty()) {
-    dtrain::train_sentencepiece(text, a.vocab_size, a.out);
-    spec = "sentencepiece:" + a.out + ".model";
-    std::cout << "dtrain-data: wrote " << a.out << ".model (SentencePiece, " << a.vocab_size << " pieces)\n";
-  }
-  const std::unique_ptr<dtrain::Tokenizer> tokenizer = dtrain::make_tokenizer(spec);
-  const std::vector<std::uint32_t> tokens = tokenizer->encode(text);
-  std::cout << "dtrain-data: read " << text.size() << " bytes from " << a.inputs.size() << " file(s); tokenizer " << spec
-            << " (" << tokenizer->identity() << "), vocabulary " << tokenizer->vocab_size() << ": " << tokens.size() << " tokens\n";
+  const RunTokenizer t = open_tokenizer(a, text);
+  const std::vector<std::uint32_t> tokens = t.tokenizer->encode(text);
+  std::cout << "dtrain-data: read " << text.size() << " bytes from " << a.inputs.size() << " file(s); tokenizer " << t.spec
+            << " (" << t.tokenizer->identity() << "), vocabulary " << t.tokenizer->vocab_size() << ": " << tokens.size() << " tokens\n";
   if (tokens.size() < 2) {
     throw UserError("the input makes " + std::to_string(tokens.size()) +
                     " token(s); at least 2 are needed to fill both a train and a val file");
   }
   const auto split = static_cast<std::ptrdiff_t>(tokens.size() - val_count(tokens.size(), a.val_fraction));
-  write_split(a.out + ".train.bin", {tokens.begin(), tokens.begin() + split}, *tokenizer);
-  write_split(a.out + ".val.bin", {tokens.begin() + split, tokens.end()}, *tokenizer);
-  std::cout << "dtrain-data: train on it with data.path=" << a.out
-            << (spec == "byte" ? std::string() : " data.tokenizer=" + spec) << "\n";
+  write_split(a.out + ".train.bin", {tokens.begin(), tokens.begin() + split}, *t.tokenizer);
+  write_split(a.out + ".val.bin", {tokens.begin() + split, tokens.end()}, *t.tokenizer);
+  std::cout << "dtrain-data: train on it with data.path=" << a.out << train_hint(t) << "\n";
   return 0;
 }
 

@@ -7,8 +7,14 @@ and writer:
                                            one) read back by dtrain token for token, document by document
   megatron_format.py write DTRAIN_DATA     dtrain-data --format megatron output parsed here: the layout,
                                            one document per paragraph, the documents together = the text
+  megatron_format.py encoded PREFIX MODEL TEXT...
+                                           a dataset dtrain-data wrote from the TEXT files with the
+                                           SentencePiece MODEL: one document per paragraph (cut here), each
+                                           the ids of Debian's python3-sentencepiece encoding that paragraph,
+                                           decoding back to it
 """
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -136,7 +142,56 @@ def check_write(tool, work):
     print("  dtrain-data: %d documents, %d tokens, uint16, read back by the published layout" % (len(documents), sum(lengths)))
 
 
+def paragraphs(text):
+    """The paragraphs of `text` (bytes): a new one starts at a non-blank line after a blank line that follows
+    text (blank: spaces, tabs and \r only), so leading blank lines stay with the first."""
+    docs, current, previous_blank, seen_text = [], b"", False, False
+    for line in re.findall(rb"[^\n]*\n|[^\n]+$", text):
+        blank = not line.strip(b" \t\r\n")
+        if not blank and previous_blank and seen_text:
+            docs.append(current)
+            current = b""
+        current += line
+        previous_blank, seen_text = blank, seen_text or not blank
+    return docs + [current] if current else docs
+
+
+def check_encoded(prefix, model, texts):
+    try:
+        import sentencepiece
+    except ImportError:
+        fail("no Python module sentencepiece; install Debian's python3-sentencepiece (tools/install-deps does)")
+    sp = sentencepiece.SentencePieceProcessor(model_file=model)
+    code, lengths, pointers, doc_idx, documents = read_dataset(prefix)
+    want_code = 8 if sp.get_piece_size() < 65500 else 4
+    if code != want_code:
+        fail("dtype code %d, want %d for a vocabulary of %d" % (code, want_code, sp.get_piece_size()))
+    if list(doc_idx) != list(range(len(lengths) + 1)):
+        fail("document indices are not one sequence per document")
+    want_text = [p for path in texts for p in paragraphs(open(path, "rb").read())]
+    if len(documents) != len(want_text):
+        fail("%d documents, want %d paragraphs" % (len(documents), len(want_text)))
+    tokens = 0
+    for i, (doc, text) in enumerate(zip(documents, want_text)):
+        want = sp.encode(text.decode("utf-8"))
+        got = [int(t) for t in doc]
+        if got != want:
+            at = next((k for k in range(min(len(got), len(want))) if got[k] != want[k]), min(len(got), len(want)))
+            fail("document %d holds other ids than SentencePiece's encoding of its paragraph (%d vs %d ids, first "
+                 "difference at %d: %s vs %s; paragraph %r)" % (i, len(got), len(want), at, got[at:at + 5], want[at:at + 5],
+                                                               text[:60]))
+        if sp.decode(got).encode("utf-8") != text:
+            fail("document %d does not decode to its paragraph %r" % (i, text[:60]))
+        tokens += len(got)
+    print("  %d documents, %d tokens (%.2f bytes per token): each paragraph's SentencePiece ids, decoding back to it" %
+          (len(documents), tokens, sum(map(len, want_text)) / tokens))
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "encoded":
+        check_encoded(sys.argv[2], sys.argv[3], sys.argv[4:])
+        print("PASS")
+        sys.exit(0)
     mode, program = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as scratch:
         {"read": check_read, "write": check_write}[mode](program, scratch)
