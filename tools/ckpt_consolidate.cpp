@@ -4,6 +4,8 @@
 //   ckpt-consolidate CKPT --verify
 //   ckpt-consolidate CKPT --out FILE.h5 [--optimizer]
 //   ckpt-consolidate CKPT --reshard tp=2,pp=2,dp=1[,v=1][,zero=1] --out DIR
+//   ckpt-consolidate CKPT|FILE.h5 --export-hf DIR [--dtype fp32|bf16] [--max-shard-size 5GB]
+//   ckpt-consolidate --import-hf DIR --out FILE.h5 [--tokenizer SPEC]
 // CKPT is a step directory (with manifest.txt) or a checkpoint directory (its `latest` is used).
 #include <hdf5.h>
 #include <mpi.h>
@@ -12,16 +14,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/convert.hpp"
+#include "ckpt/hf_convert.hpp"
+#include "ckpt/hf_model.hpp"
+#include "ckpt/weights_file.hpp"
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
 #include "config/cli.hpp"
 #include "config/validate.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 using namespace dtrain;
 
@@ -30,7 +38,13 @@ namespace {
 const char* kUsage =
     "usage: ckpt-consolidate CKPT --info | --verify | --out FILE.h5 [--optimizer] [--dtype fp32|bf16]\n"
     "       ckpt-consolidate CKPT --reshard tp=N,pp=N,dp=N[,v=N][,zero=0|1] --out DIR\n"
+    "       ckpt-consolidate CKPT|FILE.h5 --export-hf DIR [--dtype fp32|bf16] [--max-shard-size SIZE]\n"
+    "       ckpt-consolidate --import-hf DIR --out FILE.h5 [--tokenizer SPEC]\n"
     "CKPT: a checkpoint step directory (step_XXXXXXXX) or a checkpoint directory (its 'latest' is used).\n"
+    "FILE.h5: a weights file (model-final.h5, --out FILE.h5, --import-hf).\n"
+    "Hugging Face: GPT-2 models export as GPT2LMHeadModel, Llama-family models as LlamaForCausalLM (config.json +\n"
+    "safetensors); --import-hf reads the same and writes a weights file to start training from\n"
+    "(checkpoint.init_from = FILE.h5) with the [model] keys it prints.\n"
     "Run under mpirun to share the work between ranks.\n\n";
 
 ReshardLayout parse_layout(const std::string& spec) {
@@ -57,9 +71,60 @@ ReshardLayout parse_layout(const std::string& spec) {
   return l;
 }
 
+Progress make_progress(int rank) {
+  return [rank](int done, int total, const std::string& what) {
+    if (rank == 0) std::printf("  [%d/%d] %s\n", done, total, what.c_str()), std::fflush(stdout);
+  };
+}
+
+void export_command(MPI_Comm comm, int rank, const ModelWeights& weights, const std::string& dir, const std::string& dtype,
+                    std::uint64_t max_shard_bytes) {
+  HfExportOptions options;
+  options.max_shard_bytes = max_shard_bytes;
+  const bool bf16 = dtype.empty() ? weights.stored == h5::Stored::bf16 : dtype == "bf16";
+  options.dtype = bf16 ? safetensors::DType::bf16 : safetensors::DType::f32;
+  export_hf(comm, weights, dir, options, make_progress(rank));
+  if (rank == 0)
+    std::printf("export-hf: wrote %s (%s, %s) from %s\n", dir.c_str(), hf_class_name(hf_architecture(weights.cfg)),
+                bf16 ? "bfloat16" : "float32", weights.what.c_str());
+}
+
+int import_command(MPI_Comm comm, int rank, const std::string& dir, const std::string& positional, const std::string& out,
+                   const std::string& tokenizer_spec, bool other_actions) {
+  if (!positional.empty() || other_actions)
+    throw UserError("--import-hf DIR --out FILE.h5 [--tokenizer SPEC] takes no checkpoint and no other action");
+  if (out.empty()) throw UserError("--import-hf needs --out FILE.h5");
+  Config cfg;
+  collective_check(comm, [&] {
+    if (rank != 0) return;
+    std::string identity;
+    std::unique_ptr<Tokenizer> tokenizer;
+    if (!tokenizer_spec.empty()) {
+      tokenizer = make_tokenizer(tokenizer_spec);
+      identity = tokenizer->identity();
+    }
+    cfg = import_hf(dir, out, identity, make_progress(rank));
+    try {
+      if (tokenizer) check_vocab_fits(*tokenizer, cfg.model.vocab_size, "the imported model");
+    } catch (const UserError&) {
+      std::remove(out.c_str());
+      throw;
+    }
+  });
+  if (rank == 0) {
+    const std::string tokenizer = weights_meta(out).tokenizer;
+    std::printf("import-hf: wrote %s (tokenizer: %s)\n", out.c_str(),
+                tokenizer == kUnrecordedTokenizer ? "not recorded; --tokenizer SPEC records the one it was trained with"
+                                                  : tokenizer.c_str());
+    std::printf("train from it with checkpoint.init_from = %s and these [model] keys:\n[model]\n%s", out.c_str(),
+                model_keys_text(cfg).c_str());
+  }
+  return 0;
+}
+
 int run(int argc, char** argv, MPI_Comm comm, int rank) {
   namespace po = boost::program_options;
-  std::string ckpt, out, reshard_spec, dtype = "fp32";
+  std::string ckpt, out, reshard_spec, dtype, export_hf_dir, import_hf_dir, tokenizer_spec, max_shard = "5GB";
   bool help = false, info = false, do_verify = false, optimizer = false;
   po::options_description options("Options");
   options.add_options()("help,h", po::bool_switch(&help), "print this help and exit")(
@@ -68,9 +133,21 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
       "out", po::value(&out)->value_name("FILE|DIR"),
       "one HDF5 file of global tensors (root datasets named like the model's tensors); with --reshard, the new checkpoint directory")(
       "optimizer", po::bool_switch(&optimizer), "with --out FILE: also optimizer/exp_avg/<name> and optimizer/exp_avg_sq/<name>")(
-      "dtype", po::value(&dtype)->value_name("fp32|bf16")->default_value(dtype),
-      "with --out FILE: store the weights as fp32 (the checkpoint's values) or rounded to bfloat16 (an HDF5 float type "
-      "of 2 bytes; h5py: ds.astype('f4')); optimizer state stays fp32")(
+      "dtype", po::value(&dtype)->value_name("fp32|bf16"),
+      "with --out FILE or --export-hf: store the weights as fp32 or rounded to bfloat16 (in HDF5 a float type of 2 bytes; "
+      "h5py: ds.astype('f4')); optimizer state stays fp32. Default: fp32 from a checkpoint (its values), as stored "
+      "from a weights file")(
+      "export-hf", po::value(&export_hf_dir)->value_name("DIR"),
+      "write the model as a Hugging Face directory: config.json and model.safetensors (or shards and "
+      "model.safetensors.index.json); DIR must be new or empty")(
+      "max-shard-size", po::value(&max_shard)->value_name("SIZE")->default_value(max_shard),
+      "with --export-hf: the largest safetensors file (bytes, or with GB, MB, KB, GiB, MiB, KiB); more tensors make shards")(
+      "import-hf", po::value(&import_hf_dir)->value_name("DIR"),
+      "read a Hugging Face GPT-2 or Llama directory (config.json + safetensors, F32/BF16/F16) into the weights file --out "
+      "FILE.h5, and print the [model] keys of an input file that trains it")(
+      "tokenizer", po::value(&tokenizer_spec)->value_name("SPEC"),
+      "with --import-hf: the tokenizer the model was trained with (data.tokenizer syntax), recorded in the weights file; "
+      "without it the file records its config.json's dtrain_tokenizer, or none")(
       "reshard", po::value(&reshard_spec)->value_name("tp=N,pp=N,dp=N[,v=N][,zero=0|1]"),
       "write a sharded checkpoint for another layout into --out DIR");
   po::options_description hidden;
@@ -84,12 +161,23 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
     if (rank == 0) std::cout << kUsage << options;
     return 0;
   }
-  if (ckpt.empty() || (!info && !do_verify && out.empty()))
-    throw UserError("nothing to do: give a checkpoint and --info, --verify, --out or --reshard; see 'ckpt-consolidate --help'");
+  if (!import_hf_dir.empty()) return import_command(comm, rank, import_hf_dir, ckpt, out, tokenizer_spec, info || do_verify ||
+                                                    !reshard_spec.empty() || !export_hf_dir.empty() || !dtype.empty());
+  if (!tokenizer_spec.empty()) throw UserError("--tokenizer applies to --import-hf");
+  if (ckpt.empty() || (!info && !do_verify && out.empty() && export_hf_dir.empty()))
+    throw UserError("nothing to do: give a checkpoint and --info, --verify, --out, --reshard or --export-hf; see 'ckpt-consolidate --help'");
   if (!reshard_spec.empty() && out.empty()) throw UserError("--reshard needs --out DIR");
-  if (dtype != "fp32" && dtype != "bf16") throw UserError("--dtype '" + dtype + "' is not accepted; use fp32 or bf16");
-  if (dtype != "fp32" && (out.empty() || !reshard_spec.empty()))
-    throw UserError("--dtype applies to --out FILE (a consolidated file); checkpoints keep fp32");
+  if (!dtype.empty() && dtype != "fp32" && dtype != "bf16") throw UserError("--dtype '" + dtype + "' is not accepted; use fp32 or bf16");
+  if (!dtype.empty() && ((out.empty() && export_hf_dir.empty()) || !reshard_spec.empty()))
+    throw UserError("--dtype applies to --out FILE (a consolidated file) and --export-hf; checkpoints keep fp32");
+  const std::uint64_t max_shard_bytes = parse_byte_size(max_shard, "--max-shard-size");
+  if (!export_hf_dir.empty() && std::filesystem::is_regular_file(ckpt)) {
+    if (info || do_verify || !out.empty()) throw UserError("a weights file takes --export-hf only; --info, --verify and --out need a checkpoint");
+    std::optional<ModelWeights> weights;
+    collective_check(comm, [&] { weights.emplace(file_weights(ckpt)); });
+    export_command(comm, rank, *weights, export_hf_dir, dtype, max_shard_bytes);
+    return 0;
+  }
   // Rank 0 resolves `latest` once, so every rank reads the same checkpoint.
   std::string dir;
   collective_check(comm, [&] {
@@ -99,9 +187,7 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
   std::unique_ptr<CheckpointReader> reader;
   collective_check(comm, [&] { reader = std::make_unique<CheckpointReader>(dir, /*verify_files=*/rank == 0 && do_verify); });
   const CheckpointMeta& m = reader->meta();
-  const Progress progress = [&](int done, int total, const std::string& what) {
-    if (rank == 0) std::printf("  [%d/%d] %s\n", done, total, what.c_str()), std::fflush(stdout);
-  };
+  const Progress progress = make_progress(rank);
   if (info && rank == 0) {
     std::printf("checkpoint %s\n  step %lld, consumed samples %lld, checkpoint id %016llx, written by dtrain %s\n", dir.c_str(),
                 static_cast<long long>(m.step), static_cast<long long>(m.consumed_samples),
@@ -122,9 +208,10 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
     if (rank == 0) std::printf("verify: %s is complete and every checksum matches\n", dir.c_str());
   }
   if (!out.empty() && reshard_spec.empty()) {
-    consolidate(comm, *reader, out, optimizer, dtype == "bf16" ? h5::Stored::bf16 : h5::Stored::f32, progress);
+    consolidate(comm, *reader, out, optimizer, dtype == "bf16" ? h5::Stored::bf16 : h5::Stored::f32, make_progress(rank));
     if (rank == 0) std::printf("consolidate: wrote %s\n", out.c_str());
   }
+  if (!export_hf_dir.empty()) export_command(comm, rank, checkpoint_weights(*reader), export_hf_dir, dtype, max_shard_bytes);
   if (!reshard_spec.empty()) {
     const ReshardLayout layout = parse_layout(reshard_spec);
     reshard(comm, *reader, layout, out, progress);

@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "ckpt/compatibility.hpp"
 #include "ckpt/weights_file.hpp"
+#include "config/load.hpp"
 #include "common/error.hpp"
 #include "model/generate.hpp"
 #include "plan/rank_plan.hpp"
@@ -19,7 +21,15 @@ int run_generate(const Config& cfg, const LaunchEnv& env, const GenerateOptions&
     throw UserError("dtrain generate: --temperature must be a finite number >= 0 (0 = greedy)");
   const std::string weights = options.weights.empty() ? cfg.checkpoint.dir + "/model-final.h5" : options.weights;
   const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(cfg.data.tokenizer);
-  check_made_with(cfg.data.tokenizer, tokenizer->identity(), weights_tokenizer(weights), "weights file '" + weights + "'");
+  const WeightsMeta meta = weights_meta(weights);
+  if (!meta.config_text.empty())
+    check_same_model(load_config(meta.config_text, weights + " (stored configuration)", {}), cfg, "weights file '" + weights + "'",
+                     "the weights file");
+  if (meta.tokenizer == kUnrecordedTokenizer)
+    std::fprintf(stderr, "dtrain generate: warning: weights file '%s' does not record its tokenizer; data.tokenizer=%s must be "
+                 "the one the model was trained with\n", weights.c_str(), cfg.data.tokenizer.c_str());
+  else
+    check_made_with(cfg.data.tokenizer, tokenizer->identity(), meta.tokenizer, "weights file '" + weights + "'");
   check_vocab_fits(*tokenizer, cfg.model.vocab_size, "weights file '" + weights + "'");
   const RankPlan whole = whole_model_plan(cfg, 1);
   std::vector<float> values(whole.arena_size);

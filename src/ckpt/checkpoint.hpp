@@ -108,6 +108,9 @@ class CheckpointReader {
   double bytes_ = 0.0;
 };
 
+// Puts the global tensor t (global: all its elements) into a rank's state: its slice of the parameters
+// and, with master weights (bf16 runs), of the master weights.
+void place_global_param(const RankPlan& plan, const TensorSpec& t, const std::vector<float>& global, RankState& state);
 // Fills a rank's parameters and optimizer state from a checkpoint (any layout).
 void load_rank_state(const CheckpointReader& reader, RankState& state);
 

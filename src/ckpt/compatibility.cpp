@@ -1,34 +1,54 @@
-// model_differences: the model keys, compared one by one.
+// model_key_values / model_differences: the model keys through the options table, compared one by one.
 #include "ckpt/compatibility.hpp"
 
 #include "common/error.hpp"
+#include "config/options.hpp"
 
 namespace dtrain {
 
-std::vector<std::string> model_differences(const Config& saved, const Config& run) {
-  std::vector<std::string> out;
-  auto compare = [&out](const char* key, const std::string& a, const std::string& b) {
-    if (a != b) out.push_back(std::string(key) + " = " + a + " in the checkpoint, " + b + " in this run");
-  };
-  auto num = [](long v) { return std::to_string(v); };
-  const ModelConfig &a = saved.model, &b = run.model;
-  compare("model.num_layers", num(a.num_layers), num(b.num_layers));
-  compare("model.hidden_size", num(a.hidden_size), num(b.hidden_size));
-  compare("model.num_attention_heads", num(a.num_attention_heads), num(b.num_attention_heads));
-  compare("model.ffn_hidden_size (resolved)", num(saved.ffn_hidden()), num(run.ffn_hidden()));
-  compare("model.seq_length", num(a.seq_length), num(b.seq_length));
-  compare("model.vocab_size", num(a.vocab_size), num(b.vocab_size));
-  compare("model.num_experts", num(a.num_experts), num(b.num_experts));
+std::vector<std::pair<std::string, std::string>> model_key_values(const Config& cfg) {
+  Config c = cfg;
+  ModelConfig& m = c.model;
+  m.ffn_hidden_size = cfg.ffn_hidden();
+  const int kv = cfg.model.kv_heads();
+  m.group_query_attention = kv != m.num_attention_heads;
+  m.num_query_groups = m.group_query_attention ? kv : 1;
+  const bool rope = m.position_embedding_type == PositionEmbedding::rope;
+  static const char* const kKeys[] = {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "seq_length",
+                                      "vocab_size", "num_experts", "normalization", "norm_epsilon", "position_embedding_type",
+                                      "rotary_base", "rotary_percent", "swiglu", "group_query_attention", "num_query_groups",
+                                      "untie_embeddings_and_output_weights", "add_bias_linear"};
+  const OptionTable table(c);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const char* key : kKeys) {
+    const std::string name = std::string("model.") + key;
+    const bool unused = (!rope && (name == "model.rotary_base" || name == "model.rotary_percent")) ||
+                        (!m.group_query_attention && name == "model.num_query_groups");
+    for (const auto& o : table.options())
+      if (o.name == name) out.emplace_back(name, unused ? std::string() : o.value_text());
+  }
   return out;
 }
 
-void check_same_model(const Config& saved, const Config& run, const std::string& checkpoint) {
-  const auto diffs = model_differences(saved, run);
+std::vector<std::string> model_differences(const Config& saved, const Config& run, const std::string& saved_as) {
+  const auto a = model_key_values(saved), b = model_key_values(run);
+  const bool rope = saved.model.position_embedding_type == PositionEmbedding::rope &&
+                    run.model.position_embedding_type == PositionEmbedding::rope;
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].second == b[i].second || (rope && a[i].first == "model.seq_length")) continue;
+    auto shown = [](const std::string& v) { return v.empty() ? std::string("(unused)") : v; };
+    out.push_back(a[i].first + " = " + shown(a[i].second) + " in " + saved_as + ", " + shown(b[i].second) + " in this run");
+  }
+  return out;
+}
+
+void check_same_model(const Config& saved, const Config& run, const std::string& what, const std::string& saved_as) {
+  const auto diffs = model_differences(saved, run, saved_as);
   if (diffs.empty()) return;
-  std::string text = "checkpoint '" + checkpoint + "' was saved for another model:";
+  std::string text = what + " was saved for another model:";
   for (const auto& d : diffs) text += "\n  " + d;
-  text += "\nthe layout and batch keys may differ from the checkpoint's, the model keys may not; set them as saved, "
-          "or start fresh (checkpoint.load=none or another checkpoint.dir)";
+  text += "\nthe layout and batch keys may differ from the saved ones, the model keys may not; set them as saved";
   throw UserError(text);
 }
 

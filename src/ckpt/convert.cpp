@@ -18,20 +18,6 @@
 namespace fs = std::filesystem;
 
 namespace dtrain {
-namespace {
-
-int rank_of(MPI_Comm comm) {
-  int r = 0;
-  MPI_CHECK(MPI_Comm_rank(comm, &r));
-  return r;
-}
-int size_of(MPI_Comm comm) {
-  int s = 1;
-  MPI_CHECK(MPI_Comm_size(comm, &s));
-  return s;
-}
-
-}  // namespace
 
 std::string resolve_checkpoint(const std::string& path) {
   if (fs::exists(path + "/manifest.txt")) return path;
@@ -46,7 +32,7 @@ Config checkpoint_config(const CheckpointReader& reader) {
 
 void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::string& out, bool optimizer, h5::Stored weights,
                  const Progress& progress) {
-  const int rank = rank_of(comm), size = size_of(comm);
+  const int rank = comm_rank(comm), size = comm_size(comm);
   const auto names = reader.tensor_names();
   std::vector<std::string> kinds = {"param"};
   if (optimizer) {
@@ -83,6 +69,7 @@ void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::strin
     collective_check(comm, [&] {  // the same values on every rank
       file->set_attr("step", reader.meta().step);
       file->set_attr("tokenizer", reader.meta().tokenizer);
+      file->set_attr("config", reader.meta().config_text);
     });
     file->close();  // agrees on the outcome itself
     file.reset();
@@ -100,7 +87,7 @@ void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::strin
 
 void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout& L, const std::string& out_dir,
              const Progress& progress) {
-  const int rank = rank_of(comm), size = size_of(comm);
+  const int rank = comm_rank(comm), size = comm_size(comm);
   Config cfg = checkpoint_config(reader);
   // The new layout must fit the model as a run on it would have to (the same checks, the same words).
   cfg.system.tensor_model_parallel_size = L.tp;
@@ -163,7 +150,7 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
 }
 
 void verify(MPI_Comm comm, const CheckpointReader& reader, const Progress& progress) {
-  const int rank = rank_of(comm), size = size_of(comm);
+  const int rank = comm_rank(comm), size = comm_size(comm);
   const auto names = reader.tensor_names();
   collective_check(comm, [&] {
     int i = 0;

@@ -278,6 +278,15 @@ std::vector<float> File::read_floats(const std::string& name, std::vector<std::i
   return v;
 }
 
+Stored File::stored(const std::string& name) const {
+  Quiet q;
+  Handle ds{H5Dopen2(id_, name.c_str(), H5P_DEFAULT), H5Dclose};
+  if (ds.id < 0) fail("no dataset '" + name + "'", __LINE__);
+  Handle type{H5Dget_type(ds.id), H5Tclose};
+  if (type.id < 0) fail("reading the type of dataset " + name, __LINE__);
+  return H5Tget_class(type.id) == H5T_FLOAT && H5Tget_size(type.id) == 2 ? Stored::bf16 : Stored::f32;
+}
+
 std::vector<std::string> File::list_datasets(const std::string& group) const {
   Quiet q;
   std::vector<std::string> names;

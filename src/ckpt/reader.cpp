@@ -175,16 +175,19 @@ void fill_packed(const RankPlan& plan, const TensorSpec& t, const std::vector<fl
 
 }  // namespace
 
+void place_global_param(const RankPlan& plan, const TensorSpec& t, const std::vector<float>& global, RankState& st) {
+  for_each_run(t, 0, static_cast<long>(t.numel),
+               [&](long li, long gi, long len) { std::copy_n(global.begin() + gi, len, st.params + t.offset + li); });
+  if (st.master) fill_packed(plan, t, global, st.master);
+}
+
 void load_rank_state(const CheckpointReader& reader, RankState& st) {
   for (const auto& t : st.plan->table.tensors()) {
     const std::string& name = t.name;
     const auto shape = reader.global_shape(name);
     if (std::vector<long>(shape.begin(), shape.end()) != t.global_shape)
       throw UserError("checkpoint '" + reader.dir() + "': tensor '" + name + "' has another shape than the model of the input file");
-    const std::vector<float> p = reader.global_tensor("param", name);
-    for_each_run(t, 0, static_cast<long>(t.numel),
-                 [&](long li, long gi, long len) { std::copy_n(p.begin() + gi, len, st.params + t.offset + li); });
-    if (st.master) fill_packed(*st.plan, t, p, st.master);
+    place_global_param(*st.plan, t, reader.global_tensor("param", name), st);
     for (int k = 0; k < 2; ++k)
       if (st.moments[k]) fill_packed(*st.plan, t, reader.global_tensor(kPieceKinds[1 + k], name), st.moments[k]);
   }

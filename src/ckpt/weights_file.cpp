@@ -1,50 +1,79 @@
-// write_weights / read_weights through h5::File: every handle closed on every path, failures as
-// UserError, no temporary left behind.
+// write_weights / read_weights / load_rank_weights through h5::File: every handle closed on every path,
+// failures as UserError, no temporary left behind.
 #include "ckpt/weights_file.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <vector>
 
-#include "ckpt/h5_file.hpp"
 #include "common/error.hpp"
 
 namespace dtrain {
+namespace {
 
-void write_weights(const std::string& path, const TensorTable& table, const float* values, const std::string& tokenizer) {
+// The file's global tensor t (its shape checked against the model's).
+std::vector<float> read_tensor(const h5::File& f, const std::vector<std::string>& present, const TensorSpec& t) {
+  if (std::find(present.begin(), present.end(), t.name) == present.end())
+    throw UserError("weights file '" + f.path() + "' has no tensor '" + t.name + "'; was it written for another model?");
+  std::vector<std::int64_t> shape;
+  std::vector<float> data = f.read_floats(t.name, &shape);
+  if (std::vector<long>(shape.begin(), shape.end()) != t.global_shape)
+    throw UserError("weights file '" + f.path() + "': tensor '" + t.name + "' has another shape than the model in the input file");
+  return data;
+}
+
+}  // namespace
+
+void write_weights(const std::string& path, const TensorTable& table, const float* values, const WeightsMeta& meta,
+                   h5::Stored stored) {
   const std::string tmp = path + ".tmp";
   try {
     h5::File f = h5::File::create(tmp);
-    f.set_attr("tokenizer", tokenizer);
+    f.set_attr("tokenizer", meta.tokenizer);
+    if (!meta.config_text.empty()) f.set_attr("config", meta.config_text);
     for (const auto& t : table.tensors()) {
       if (t.split_dim >= 0) fatal("write_weights needs an unsharded table; '" + t.name + "' is split");
-      f.write_floats(t.name, values + t.offset, std::vector<std::int64_t>(t.global_shape.begin(), t.global_shape.end()));
+      f.create_dataset(t.name, std::vector<std::int64_t>(t.global_shape.begin(), t.global_shape.end()), stored)
+          .write(values + t.offset);
     }
     f.close();
     if (std::rename(tmp.c_str(), path.c_str()) != 0) throw UserError("cannot rename '" + tmp + "' to '" + path + "'");
   } catch (const UserError& e) {
     std::remove(tmp.c_str());
-    throw UserError("the final weights were not written: " + std::string(e.what()));
+    throw UserError("the weights file '" + path + "' was not written: " + std::string(e.what()));
   }
 }
 
-std::string weights_tokenizer(const std::string& path) {
+WeightsMeta weights_meta(const std::string& path) {
   const h5::File f = h5::File::open_read(path);
-  return f.has_attr("tokenizer") ? f.attr_string("tokenizer") : "byte";
+  WeightsMeta m;
+  if (f.has_attr("tokenizer")) m.tokenizer = f.attr_string("tokenizer");
+  if (f.has_attr("config")) m.config_text = f.attr_string("config");
+  return m;
+}
+
+h5::Stored weights_stored(const std::string& path) {
+  const h5::File f = h5::File::open_read(path);
+  const auto names = f.list_datasets();
+  const bool bf16 = !names.empty() && std::all_of(names.begin(), names.end(), [&](const std::string& n) {
+    return f.stored(n) == h5::Stored::bf16;
+  });
+  return bf16 ? h5::Stored::bf16 : h5::Stored::f32;
 }
 
 void read_weights(const std::string& path, const TensorTable& table, float* values) {
   const h5::File f = h5::File::open_read(path);
   const auto present = f.list_datasets();
   for (const auto& t : table.tensors()) {
-    if (std::find(present.begin(), present.end(), t.name) == present.end())
-      throw UserError("weights file '" + path + "' has no tensor '" + t.name + "'; was it written for another model?");
-    std::vector<std::int64_t> shape;
-    const std::vector<float> data = f.read_floats(t.name, &shape);
-    if (std::vector<long>(shape.begin(), shape.end()) != t.global_shape)
-      throw UserError("weights file '" + path + "': tensor '" + t.name + "' has another shape than the model in the input file");
+    const std::vector<float> data = read_tensor(f, present, t);
     std::copy(data.begin(), data.end(), values + t.offset);
   }
+}
+
+void load_rank_weights(const std::string& path, RankState& st) {
+  const h5::File f = h5::File::open_read(path);
+  const auto present = f.list_datasets();
+  for (const auto& t : st.plan->table.tensors()) place_global_param(*st.plan, t, read_tensor(f, present, t), st);
 }
 
 }  // namespace dtrain

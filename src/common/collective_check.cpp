@@ -31,4 +31,16 @@ void broadcast_string(MPI_Comm comm, std::string& text, int root) {
   MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(len), MPI_CHAR, root, comm));
 }
 
+int comm_rank(MPI_Comm comm) {
+  int r = 0;
+  MPI_CHECK(MPI_Comm_rank(comm, &r));
+  return r;
+}
+
+int comm_size(MPI_Comm comm) {
+  int s = 1;
+  MPI_CHECK(MPI_Comm_size(comm, &s));
+  return s;
+}
+
 }  // namespace dtrain

@@ -85,6 +85,7 @@ struct CheckpointConfig {
   int save_interval = 0;
   int keep_last = 2;
   CheckpointLoad load;
+  std::string init_from;  // a weights file (.h5) to start from when there is no checkpoint to resume
 };
 
 struct LoggingConfig {

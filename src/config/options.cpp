@@ -1,7 +1,10 @@
 // Every input.ini key, in one table. To add a key: add a field to config.hpp and one line here.
 #include "config/options.hpp"
 
+#include <charconv>
+#include <cmath>
 #include <sstream>
+#include <string_view>
 
 namespace po = boost::program_options;
 
@@ -11,10 +14,18 @@ namespace {
 template <typename T>
 std::string text_of(const T& v) {
   std::ostringstream os;
-  if constexpr (std::is_same_v<T, bool>)
+  if constexpr (std::is_same_v<T, bool>) {
     os << (v ? "true" : "false");
-  else
+  } else if constexpr (std::is_same_v<T, double>) {
+    // The shortest text that reads back as the same double (stored configurations round-trip), in fixed
+    // notation where Python's repr would use it (1e-4 <= |v| < 1e16): 500000, 0.001, 1e-06.
+    const double a = std::fabs(v);
+    const auto format = a == 0 || (a >= 1e-4 && a < 1e16) ? std::chars_format::fixed : std::chars_format::scientific;
+    char buf[64];
+    os << std::string_view(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v, format).ptr - buf));
+  } else {
     os << v;
+  }
   return os.str();
 }
 
@@ -119,6 +130,9 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("checkpoint.save_interval", &k.save_interval, "steps between checkpoints; 0 = only at the end");
   add("checkpoint.keep_last", &k.keep_last, "checkpoints to keep");
   add("checkpoint.load", &k.load, "auto (resume from latest if present), none, or a checkpoint path");
+  add("checkpoint.init_from", &k.init_from,
+      "weights file (.h5: model-final.h5, ckpt-consolidate --out or --import-hf) to start training from, on any layout, "
+      "with a fresh optimizer and step 0, when there is no checkpoint to resume; its model keys must be the run's");
 
   add("logging.log_interval", &c.logging.log_interval, "steps between step lines");
   add("logging.metrics_file", &c.logging.metrics_file, "JSON-lines metrics file; empty = none");

@@ -9,6 +9,8 @@
 #include "ckpt/compatibility.hpp"
 #include "ckpt/directory.hpp"
 #include "ckpt/convert.hpp"
+#include "ckpt/weights_file.hpp"
+#include "config/load.hpp"
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
 #include "dtrain_config.hpp"
@@ -68,6 +70,32 @@ std::string Checkpointing::load_path() const {
   return load.path;
 }
 
+void Checkpointing::init_from_weights(Trainer& trainer) {
+  const std::string& file = cfg_.checkpoint.init_from;
+  const std::string what = "checkpoint.init_from: weights file '" + file + "'";
+  WeightsMeta meta;
+  collective_check(world_, [&] {
+    try {
+      meta = weights_meta(file);
+    } catch (const UserError& e) {
+      throw UserError("checkpoint.init_from: " + std::string(e.what()));
+    }
+    if (meta.config_text.empty())
+      throw UserError(what + " holds no model configuration (written by an older dtrain); start from a checkpoint with "
+                      "checkpoint.load, or re-make the file with ckpt-consolidate --out");
+    check_same_model(load_config(meta.config_text, file + " (stored configuration)", {}), cfg_, what, "the weights file");
+    if (meta.tokenizer != kUnrecordedTokenizer) check_made_with(cfg_.data.tokenizer, tokenizer_, meta.tokenizer, what);
+    RankState st = trainer.state_to_load();
+    st.moments[0] = st.moments[1] = nullptr;  // a fresh optimizer
+    load_rank_weights(file, st);
+    trainer.load_state(st);
+  });
+  if (meta.tokenizer == kUnrecordedTokenizer)
+    log_.message("warning: " + what + " does not record its tokenizer (imported without --tokenizer); data.tokenizer=" +
+                 cfg_.data.tokenizer + " must be the one the model was trained with");
+  log_.message("checkpoint: initialised the model from " + file + " (step 0, fresh optimizer)");
+}
+
 int Checkpointing::resume(Trainer& trainer) {
   std::string path;
   collective_check(world_, [&] {
@@ -76,7 +104,12 @@ int Checkpointing::resume(Trainer& trainer) {
     warn_about_other_checkpoints(path);
   });
   broadcast_string(world_, path);
-  if (path.empty()) return 0;
+  if (path.empty()) {
+    if (!cfg_.checkpoint.init_from.empty()) init_from_weights(trainer);
+    return 0;
+  }
+  if (!cfg_.checkpoint.init_from.empty())
+    log_.message("checkpoint: resuming from " + path + "; checkpoint.init_from applies only when there is no checkpoint to resume");
   const auto t0 = std::chrono::steady_clock::now();
   std::int64_t step = 0;
   double bytes = 0;
@@ -84,7 +117,11 @@ int Checkpointing::resume(Trainer& trainer) {
   collective_check(world_, [&] {
     // Rank 0 checks every shard file against the manifest; every rank checks what it reads.
     const CheckpointReader reader(path, /*verify_files=*/rank_ == 0);
-    check_same_model(checkpoint_config(reader), cfg_, path);
+    try {
+      check_same_model(checkpoint_config(reader), cfg_, "checkpoint '" + path + "'", "the checkpoint");
+    } catch (const UserError& e) {
+      throw UserError(std::string(e.what()) + ", or start fresh (checkpoint.load=none or another checkpoint.dir)");
+    }
     check_made_with(cfg_.data.tokenizer, tokenizer_, reader.meta().tokenizer, "checkpoint '" + path + "'");
     RankState st = trainer.state_to_load();
     load_rank_state(reader, st);

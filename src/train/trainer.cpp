@@ -204,8 +204,8 @@ void Trainer::load_state(const RankState& st) {
   Device& device = model_->device();
   if (!device.is_host()) {
     if (st.master) device.copy(adamw_.master().data(), st.master, adamw_.master().bytes());
-    device.copy(adamw_.first_moment().data(), st.moments[0], adamw_.first_moment().bytes());
-    device.copy(adamw_.second_moment().data(), st.moments[1], adamw_.second_moment().bytes());
+    if (st.moments[0]) device.copy(adamw_.first_moment().data(), st.moments[0], adamw_.first_moment().bytes());
+    if (st.moments[1]) device.copy(adamw_.second_moment().data(), st.moments[1], adamw_.second_moment().bytes());
   }
 }
 

@@ -51,7 +51,8 @@ class Trainer {
   // The state a checkpoint saves (fp32, host memory; the plan says who writes what), copied from the
   // device when it lives there.
   RankState state_to_save();
-  // Host buffers for a checkpoint to fill (load_rank_state), then load_state() to take them in.
+  // Host buffers for a checkpoint to fill (load_rank_state), then load_state() to take them in; moments
+  // set to null keep the optimizer's own (a fresh start from a weights file).
   RankState state_to_load();
   void load_state(const RankState& filled);
 

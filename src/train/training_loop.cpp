@@ -151,7 +151,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     if (!rank0 || weights.empty()) return;
     std::error_code ec;
     std::filesystem::create_directories(cfg.checkpoint.dir, ec);
-    write_weights(weights, whole.table, weights_values.data(), tokenizer_id);
+    write_weights(weights, whole.table, weights_values.data(), WeightsMeta{tokenizer_id, config_text});
   });
   if (!weights.empty()) log.message("wrote final weights to " + weights + " (dtrain generate INPUT.ini --weights " + weights + ")");
   if (rank0) {

@@ -262,6 +262,10 @@ PY
     grep -q "dtrain: error: .*checkpoint '$work/bad/step_00000004' was saved for another model" "$work/last.log" || fail "no model error"
     grep -q "model.num_layers = 4 in the checkpoint, 2 in this run" "$work/last.log" || fail "num_layers not named"
     grep -q "model.num_attention_heads = 4 in the checkpoint, 8 in this run" "$work/last.log" || fail "heads not named"
+    # A key that changes no tensor's shape but the model's meaning (the norm's epsilon) is refused too.
+    ALLOW_FAIL=1 train 2 "$work/x.jsonl" "$work/bad" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 \
+      --model.norm_epsilon=1e-6 && fail "resumed a checkpoint of another norm epsilon"
+    grep -q "model.norm_epsilon = 1e-05 in the checkpoint, 1e-06 in this run" "$work/last.log" || { cat "$work/last.log"; fail "epsilon not named"; }
     # Layout and batch keys may differ: the same checkpoint resumes at another layout and batch.
     train 2 "$work/y.jsonl" "$work/bad" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=2 \
       --model.global_batch_size=4 --training.train_iters=5
@@ -303,7 +307,7 @@ PY
     mount -t tmpfs -o size=12m tmpfs "$work/small" 2>/dev/null || { echo "SKIP: cannot mount a small tmpfs here"; exit 77; }
     train_exit_codes 2 "--checkpoint.dir=$work/small/ck" --system.tensor_model_parallel_size=1 \
       --system.pipeline_model_parallel_size=1 --checkpoint.save_interval=0 || fail "not every rank exited 2"
-    [ "$(grep -c "dtrain: error: .*the final weights were not written: HDF5 file '$work/small/ck/model-final.h5.tmp'" "$work/last.log")" -eq 1 ] ||
+    [ "$(grep -c "dtrain: error: .*the weights file '$work/small/ck/model-final.h5' was not written: HDF5 file '$work/small/ck/model-final.h5.tmp'" "$work/last.log")" -eq 1 ] ||
       fail "no single clear error for the final weights"
     grep -q "HDF5-DIAG" "$work/last.log" && fail "HDF5's own error stack was printed"
     ls -a "$work/small/ck" | grep -q 'model-final' && fail "a model-final file was left behind: $(ls "$work/small/ck")"

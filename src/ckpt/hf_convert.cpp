@@ -1,0 +1,375 @@
+// export_hf / import_hf: dtrain's global tensors <-> a Hugging Face directory of safetensors files.
+#include "ckpt/hf_convert.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "ckpt/compatibility.hpp"
+#include "ckpt/hf_model.hpp"
+#include "ckpt/weights_file.hpp"
+#include "common/collective_check.hpp"
+#include "common/error.hpp"
+#include "config/load.hpp"
+#include "config/options.hpp"
+#include "plan/rank_plan.hpp"
+
+namespace fs = std::filesystem;
+
+namespace dtrain {
+namespace {
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError("cannot read '" + path + "': " + std::strerror(errno));
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// Writes text to path through path.tmp, fsync'd and renamed.
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw UserError("cannot create '" + tmp + "': " + std::strerror(errno));
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  const int err = errno;
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw UserError("cannot write '" + path + "': " + std::strerror(err ? err : errno) + " (disk full?)");
+  }
+}
+
+std::vector<long> as_long(const std::vector<std::int64_t>& v) { return {v.begin(), v.end()}; }
+
+// The tensors of the weights against the whole-model table of their configuration.
+const TensorTable& check_weights(const ModelWeights& w, const RankPlan& whole) {
+  for (const auto& t : whole.table.tensors())
+    if (as_long(w.shape(t.name)) != t.global_shape)
+      throw UserError(w.what + ": tensor '" + t.name + "' has another shape than its stored configuration says");
+  return whole.table;
+}
+
+// One output file: its name and its tensors (indices into the HF tensor list), in model order.
+struct ShardPlan {
+  std::string file;
+  std::vector<std::size_t> tensors;
+  std::uint64_t bytes = 0;
+};
+
+std::vector<ShardPlan> plan_shards(const std::vector<HfTensor>& tensors, std::size_t element_bytes, std::uint64_t limit) {
+  std::vector<ShardPlan> shards(1);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    std::uint64_t bytes = element_bytes;
+    for (auto d : tensors[i].shape) bytes *= static_cast<std::uint64_t>(d);
+    if (!shards.back().tensors.empty() && shards.back().bytes + bytes > limit) shards.emplace_back();
+    shards.back().tensors.push_back(i);
+    shards.back().bytes += bytes;
+  }
+  const std::size_t n = shards.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, n);
+    shards[k].file = n == 1 ? "model.safetensors" : name;
+  }
+  return shards;
+}
+
+// The whole dtrain tensors an export reads, a few at a time (an HF tensor is one block of one of them,
+// and the tensors of one file come sorted by name, so a layer's blocks arrive close together).
+class SourceCache {
+ public:
+  explicit SourceCache(const ModelWeights& w) : w_(w) {}
+  const std::vector<float>& get(const std::string& name) {
+    for (const auto& [n, values] : entries_)
+      if (n == name) return values;
+    if (entries_.size() == 4) entries_.erase(entries_.begin());
+    entries_.emplace_back(name, w_.tensor(name));
+    return entries_.back().second;
+  }
+
+ private:
+  const ModelWeights& w_;
+  std::vector<std::pair<std::string, std::vector<float>>> entries_;
+};
+
+}  // namespace
+
+ModelWeights checkpoint_weights(const CheckpointReader& reader) {
+  ModelWeights w;
+  w.cfg = checkpoint_config(reader);
+  w.tokenizer = reader.meta().tokenizer;
+  w.stored = h5::Stored::f32;
+  w.what = "checkpoint '" + reader.dir() + "'";
+  w.shape = [&reader](const std::string& name) { return reader.global_shape(name); };
+  w.tensor = [&reader](const std::string& name) { return reader.global_tensor("param", name); };
+  return w;
+}
+
+ModelWeights file_weights(const std::string& path) {
+  const WeightsMeta meta = weights_meta(path);
+  ModelWeights w;
+  w.what = "weights file '" + path + "'";
+  if (meta.config_text.empty())
+    throw UserError(w.what + " holds no model configuration (written by an older dtrain); export from its checkpoint instead");
+  w.cfg = load_config(meta.config_text, path + " (stored configuration)", {});
+  w.tokenizer = meta.tokenizer;
+  w.stored = weights_stored(path);
+  auto file = std::make_shared<h5::File>(h5::File::open_read(path));
+  const auto present = std::make_shared<std::vector<std::string>>(file->list_datasets());
+  auto check = [present, what = w.what](const std::string& name) {
+    if (std::find(present->begin(), present->end(), name) == present->end())
+      throw UserError(what + " has no tensor '" + name + "'; was it written for another model?");
+  };
+  w.shape = [file, check](const std::string& name) {
+    check(name);
+    std::vector<std::int64_t> shape;
+    file->read_floats(name, &shape);
+    return shape;
+  };
+  w.tensor = [file, check](const std::string& name) {
+    check(name);
+    return file->read_floats(name);
+  };
+  return w;
+}
+
+std::uint64_t parse_byte_size(const std::string& text, const std::string& option) {
+  static const std::pair<const char*, std::uint64_t> kUnits[] = {{"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10},
+                                                                 {"GB", 1000000000ull}, {"MB", 1000000ull}, {"KB", 1000ull},
+                                                                 {"B", 1ull}};
+  std::size_t used = 0;
+  double number = 0;
+  try {
+    number = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  std::uint64_t scale = used > 0 && unit.empty() ? 1 : 0;
+  for (const auto& [name, factor] : kUnits)
+    if (unit == name) scale = factor;
+  if (used == 0 || scale == 0 || !(number * static_cast<double>(scale) >= 1) || number * static_cast<double>(scale) > 1e18)
+    throw UserError(option + " '" + text + "' is not a size: give bytes or a number with GB, MB, KB, GiB, MiB or KiB (e.g. 5GB)");
+  return static_cast<std::uint64_t>(number * static_cast<double>(scale));
+}
+
+void export_hf(MPI_Comm comm, const ModelWeights& w, const std::string& dir, const HfExportOptions& options,
+               const Progress& progress) {
+  const int rank = comm_rank(comm), size = comm_size(comm);
+  const std::vector<HfTensor> tensors = hf_tensors(w.cfg);
+  const RankPlan whole = whole_model_plan(w.cfg, 1);
+  std::map<std::string, std::int64_t> cols;  // last dimension of each dtrain tensor
+  collective_check(comm, [&] {
+    for (const auto& t : check_weights(w, whole).tensors()) cols[t.name] = t.global_shape.back();
+    if (rank != 0) return;
+    std::error_code ec;
+    if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
+      throw UserError("--export-hf: '" + dir + "' is not empty; give a new or empty directory (old and new files together "
+                      "would be a wrong model)");
+    fs::create_directories(dir, ec);
+    if (ec) throw UserError("--export-hf: cannot create '" + dir + "': " + ec.message());
+  });
+  const std::vector<ShardPlan> shards = plan_shards(tensors, safetensors::dtype_bytes(options.dtype), options.max_shard_bytes);
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  try {
+    collective_check(comm, [&] {
+      SourceCache cache(w);
+      for (std::size_t k = static_cast<std::size_t>(rank); k < shards.size(); k += static_cast<std::size_t>(size)) {
+        std::vector<std::size_t> order = shards[k].tensors;
+        std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return tensors[a].name < tensors[b].name; });
+        std::vector<safetensors::PlannedTensor> planned;
+        for (std::size_t i : order) planned.push_back({tensors[i].name, tensors[i].shape});
+        safetensors::Writer writer(dir + "/" + shards[k].file, planned, options.dtype, metadata);
+        for (std::size_t i : order) {
+          const HfTensor& t = tensors[i];
+          const std::vector<float> values = to_hf(t, cache.get(t.source), cols.at(t.source));
+          writer.write(t.name, values.data(), values.size());
+        }
+        writer.finish();
+        if (progress) progress(static_cast<int>(k + 1), static_cast<int>(shards.size()), shards[k].file);
+      }
+    });
+    collective_check(comm, [&] {
+      if (rank != 0) return;
+      if (shards.size() > 1) {
+        nlohmann::json index;
+        std::uint64_t total = 0;
+        for (const auto& s : shards) {
+          total += s.bytes;
+          for (std::size_t i : s.tensors) index["weight_map"][tensors[i].name] = s.file;
+        }
+        index["metadata"]["total_size"] = total;
+        write_text_file(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+      }
+      const char* torch_dtype = options.dtype == safetensors::DType::bf16 ? "bfloat16" : "float32";
+      write_text_file(dir + "/config.json", hf_config_json(w.cfg, torch_dtype, w.tokenizer));
+    });
+  } catch (const UserError&) {
+    MPI_CHECK(MPI_Barrier(comm));  // every writer has closed (and removed) its temporary
+    if (rank == 0) {
+      for (const auto& s : shards) std::remove((dir + "/" + s.file).c_str());
+      for (const char* f : {"/model.safetensors.index.json", "/config.json"}) std::remove((dir + f).c_str());
+    }
+    throw;
+  }
+}
+
+namespace {
+
+// The safetensors files of an import: one model.safetensors, or those of the index, opened on demand.
+class HfFiles {
+ public:
+  explicit HfFiles(const std::string& dir) : dir_(dir) {
+    const std::string index = dir + "/model.safetensors.index.json";
+    if (fs::exists(index)) {
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(read_text_file(index));
+      } catch (const nlohmann::json::exception& e) {
+        throw UserError("'" + index + "' is not JSON: " + e.what());
+      }
+      if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+        throw UserError("'" + index + "' has no weight_map object");
+      for (const auto& [name, file] : j["weight_map"].items()) {
+        if (!file.is_string()) throw UserError("'" + index + "': the file of tensor '" + name + "' is not a string");
+        const std::string f = file.get<std::string>();
+        if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+          throw UserError("'" + index + "': tensor '" + name + "' is in '" + f + "', which is not a file name in " + dir);
+        located_[name] = f;
+      }
+      index_ = index;
+    } else if (!fs::exists(dir + "/model.safetensors")) {
+      throw UserError("'" + dir + "' has neither model.safetensors nor model.safetensors.index.json");
+    }
+  }
+  // The file and header entry of tensor `name`; null info when absent (with the file that should hold it).
+  std::pair<const safetensors::Reader*, const safetensors::TensorInfo*> find(const std::string& name) {
+    std::string file = "model.safetensors";
+    if (!index_.empty()) {
+      auto it = located_.find(name);
+      if (it == located_.end()) return {nullptr, nullptr};
+      file = it->second;
+    }
+    const safetensors::Reader& r = open(file);
+    return {&r, r.find(name)};
+  }
+  // Every file an import must look through (all the index names, or the one file).
+  std::vector<const safetensors::Reader*> all() {
+    std::set<std::string> files;
+    for (const auto& [name, file] : located_) files.insert(file);
+    if (index_.empty()) files.insert("model.safetensors");
+    std::vector<const safetensors::Reader*> out;
+    for (const auto& f : files) out.push_back(&open(f));
+    return out;
+  }
+  const std::string& index() const { return index_; }
+  const std::map<std::string, std::string>& located() const { return located_; }
+
+ private:
+  const safetensors::Reader& open(const std::string& file) {
+    auto& r = readers_[file];
+    if (!r) r = std::make_unique<safetensors::Reader>(dir_ + "/" + file);
+    return *r;
+  }
+  std::string dir_, index_;
+  std::map<std::string, std::string> located_;
+  std::map<std::string, std::unique_ptr<safetensors::Reader>> readers_;
+};
+
+// Tensors Hugging Face files may carry that are buffers, not weights (GPT-2's causal masks, old Llama
+// rotary tables): skipped on import.
+bool is_buffer(const std::string& name) {
+  for (const char* suffix : {".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq"}) {
+    const std::string s = suffix;
+    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Config import_hf(const std::string& dir, const std::string& out, const std::string& tokenizer, const Progress& progress) {
+  const std::string config_path = dir + "/config.json";
+  if (!fs::exists(config_path))
+    throw UserError("'" + dir + "' has no config.json; --import-hf needs a Hugging Face model directory (config.json and "
+                    "model.safetensors or model.safetensors.index.json)");
+  HfModelConfig hc = config_from_hf(read_text_file(config_path), config_path);
+  const HfArchitecture arch = hf_architecture(hc.cfg);
+  const std::vector<HfTensor> tensors = hf_tensors(hc.cfg);
+  const RankPlan whole = whole_model_plan(hc.cfg, 1);
+  HfFiles files(dir);
+  // GPT-2 files saved from GPT2Model (as the original gpt2 upload) name tensors without "transformer.".
+  auto locate = [&](const std::string& name) {
+    auto found = files.find(name);
+    if (!found.second && arch == HfArchitecture::gpt2 && name.rfind("transformer.", 0) == 0) {
+      auto bare = files.find(name.substr(12));
+      if (bare.second) return bare;
+    }
+    return found;
+  };
+  std::vector<float> values(whole.arena_size, 0.0f);
+  std::set<std::pair<std::string, std::string>> used;  // (file, tensor)
+  bool all_bf16 = true;
+  std::size_t done = 0;
+  for (const auto& spec : whole.table.tensors()) {
+    std::vector<float> global(spec.numel);
+    for (const HfTensor& t : tensors) {
+      if (t.source != spec.name) continue;
+      const auto [reader, info] = locate(t.name);
+      if (!info) {
+        if (reader) throw UserError("'" + reader->path() + "' has no tensor '" + t.name + "', which a " + hf_class_name(arch) +
+                                    " as config.json describes it needs");
+        throw UserError("'" + (files.index().empty() ? dir + "/model.safetensors" : files.index()) + "' lists no tensor '" +
+                        t.name + "', which a " + hf_class_name(arch) + " as config.json describes it needs");
+      }
+      if (info->shape != t.shape)
+        throw UserError("'" + reader->path() + "': tensor '" + t.name + "' has shape " + safetensors::shape_text(info->shape) +
+                        ", but config.json's model needs " + safetensors::shape_text(t.shape));
+      from_hf(t, reader->read(*info), global, spec.global_shape.back());
+      used.insert({reader->path(), info->name});
+      all_bf16 = all_bf16 && info->dtype == safetensors::DType::bf16;
+    }
+    std::copy(global.begin(), global.end(), values.begin() + static_cast<std::ptrdiff_t>(spec.offset));
+    if (progress) progress(static_cast<int>(++done), static_cast<int>(whole.table.tensors().size()), spec.name);
+  }
+  // Whatever else the files hold must be something dtrain may leave out.
+  for (const safetensors::Reader* r : files.all())
+    for (const auto& info : r->tensors()) {
+      if (used.count({r->path(), info.name}) || is_buffer(info.name)) continue;
+      if (info.name == "lm_head.weight" && !hc.cfg.model.untie_embeddings_and_output_weights) {
+        const TensorSpec& wte = *std::find_if(whole.table.tensors().begin(), whole.table.tensors().end(),
+                                              [](const TensorSpec& t) { return t.name == "wte"; });
+        const std::vector<float> head = r->read(info);
+        if (info.shape == std::vector<std::int64_t>(wte.global_shape.begin(), wte.global_shape.end()) &&
+            std::equal(head.begin(), head.end(), values.begin() + static_cast<std::ptrdiff_t>(wte.offset)))
+          continue;
+        throw UserError("'" + r->path() + "': lm_head.weight differs from the token embedding, but config.json ties them "
+                        "(tie_word_embeddings)");
+      }
+      throw UserError("'" + r->path() + "': tensor '" + info.name + "' is not part of a " + hf_class_name(arch) +
+                      " as config.json describes it; dtrain would drop it");
+    }
+  for (const auto& [name, file] : files.located())
+    if (!files.find(name).second)
+      throw UserError("'" + dir + "/" + file + "' has no tensor '" + name + "', which model.safetensors.index.json places there");
+  WeightsMeta meta;
+  meta.tokenizer = !tokenizer.empty() ? tokenizer : !hc.tokenizer.empty() ? hc.tokenizer : kUnrecordedTokenizer;
+  Config cfg = hc.cfg;
+  meta.config_text = config_as_ini(OptionTable(cfg));
+  write_weights(out, whole.table, values.data(), meta, all_bf16 ? h5::Stored::bf16 : h5::Stored::f32);
+  return hc.cfg;
+}
+
+}  // namespace dtrain

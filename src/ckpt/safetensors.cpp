@@ -1,0 +1,238 @@
+// safetensors Reader and Writer: header through nlohmann-json, tensor bytes through stdio.
+#include "ckpt/safetensors.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checksum.hpp"
+#include "common/bf16.hpp"
+#include "common/error.hpp"
+
+namespace dtrain::safetensors {
+namespace {
+
+constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit (100 MB)
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const int exponent = (h >> 10) & 0x1f;
+  const std::uint32_t mantissa = h & 0x3ffu;
+  float magnitude;
+  if (exponent == 0) magnitude = std::ldexp(static_cast<float>(mantissa), -24);               // zero, subnormal
+  else if (exponent == 31) magnitude = mantissa ? NAN : INFINITY;                            // NaN, infinity
+  else magnitude = std::ldexp(static_cast<float>(mantissa | 0x400u), exponent - 25);         // normal
+  std::uint32_t bits;
+  std::memcpy(&bits, &magnitude, sizeof bits);
+  bits |= sign;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+bool parse_dtype(const std::string& s, DType& d) {
+  if (s == "F32") d = DType::f32;
+  else if (s == "BF16") d = DType::bf16;
+  else if (s == "F16") d = DType::f16;
+  else return false;
+  return true;
+}
+
+}  // namespace
+
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::f32: return "F32";
+    case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
+  }
+  return "?";
+}
+
+std::size_t dtype_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
+
+std::int64_t TensorInfo::numel() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+Reader::Reader(const std::string& path) : path_(path) {
+  file_ = std::fopen(path.c_str(), "rb");
+  if (!file_) throw UserError("cannot open '" + path + "': " + std::strerror(errno));
+  auto bad = [&](const std::string& why) {
+    std::fclose(file_);
+    file_ = nullptr;
+    return UserError("'" + path + "' is not a readable safetensors file: " + why);
+  };
+  if (std::fseek(file_, 0, SEEK_END) != 0) throw bad("cannot seek");
+  const long size_long = std::ftell(file_);
+  const std::uint64_t size = size_long < 0 ? 0 : static_cast<std::uint64_t>(size_long);
+  std::rewind(file_);
+  unsigned char len_bytes[8];
+  if (size < 8 || std::fread(len_bytes, 1, 8, file_) != 8) throw bad("shorter than its 8-byte header length");
+  std::uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | len_bytes[i];
+  if (header_len > kMaxHeaderBytes || header_len > size - 8)
+    throw bad("its header length " + std::to_string(header_len) + " is larger than the file or the format's 100 MB limit");
+  std::string header(header_len, '\0');
+  if (std::fread(header.data(), 1, header_len, file_) != header_len) throw bad("cannot read its header");
+  data_start_ = 8 + header_len;
+  const std::uint64_t data_size = size - data_start_;
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(header);
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(std::string("its header is not JSON (") + e.what() + ")");
+  }
+  if (!json.is_object()) throw bad("its header is not a JSON object");
+  for (const auto& [key, value] : json.items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object()) throw bad("__metadata__ is not an object");
+      for (const auto& [k, v] : value.items()) {
+        if (!v.is_string()) throw bad("__metadata__ value '" + k + "' is not a string");
+        metadata_[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = "tensor '" + key + "' ";
+    TensorInfo t;
+    t.name = key;
+    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets"))
+      throw bad(where + "lacks dtype, shape or data_offsets");
+    if (!value["dtype"].is_string()) throw bad(where + "has a dtype that is not a string");
+    const std::string dtype = value["dtype"].get<std::string>();
+    if (!parse_dtype(dtype, t.dtype)) throw bad(where + "has dtype " + dtype + "; dtrain reads F32, BF16 and F16");
+    if (!value["shape"].is_array()) throw bad(where + "has a shape that is not a list");
+    for (const auto& d : value["shape"]) {
+      if (!d.is_number_unsigned() || d.get<std::uint64_t>() > (1ull << 40)) throw bad(where + "has a dimension that is not a size");
+      t.shape.push_back(static_cast<std::int64_t>(d.get<std::uint64_t>()));
+    }
+    const auto& off = value["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      throw bad(where + "has data_offsets that are not [begin, end]");
+    t.begin = off[0].get<std::uint64_t>();
+    t.end = off[1].get<std::uint64_t>();
+    if (t.begin > t.end || t.end > data_size)
+      throw bad(where + "has data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "] outside the " +
+                std::to_string(data_size) + " data bytes (truncated file?)");
+    long double bytes = 1;
+    for (auto d : t.shape) bytes *= static_cast<long double>(d);
+    bytes *= dtype_bytes(t.dtype);
+    if (bytes != static_cast<long double>(t.end - t.begin))
+      throw bad(where + "holds " + std::to_string(t.end - t.begin) + " bytes, but its shape " + shape_text(t.shape) + " of " +
+                dtype + " needs " + std::to_string(static_cast<unsigned long long>(bytes)));
+    tensors_.push_back(std::move(t));
+  }
+  std::sort(tensors_.begin(), tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) { return a.begin < b.begin; });
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    if (i > 0 && tensors_[i].begin < tensors_[i - 1].end && tensors_[i].begin != tensors_[i].end)
+      throw bad("tensors '" + tensors_[i - 1].name + "' and '" + tensors_[i].name + "' overlap");
+    index_[tensors_[i].name] = i;
+  }
+}
+
+Reader::~Reader() {
+  if (file_) std::fclose(file_);
+}
+
+const TensorInfo* Reader::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+std::vector<float> Reader::read(const TensorInfo& t) const {
+  const std::size_t n = static_cast<std::size_t>(t.numel());
+  std::vector<unsigned char> raw(t.end - t.begin);
+  const ssize_t got = raw.empty() ? 0 : ::pread(fileno(file_), raw.data(), raw.size(), static_cast<off_t>(data_start_ + t.begin));
+  if (got != static_cast<ssize_t>(raw.size()))
+    throw UserError("'" + path_ + "': cannot read tensor '" + t.name + "' (" + (got < 0 ? std::strerror(errno) : "file shorter than its header says") + ")");
+  std::vector<float> out(n);
+  if (t.dtype == DType::f32) {
+    std::memcpy(out.data(), raw.data(), raw.size());
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint16_t bits = static_cast<std::uint16_t>(raw[2 * i] | raw[2 * i + 1] << 8);
+      out[i] = t.dtype == DType::bf16 ? to_float(bf16{bits}) : half_to_float(bits);
+    }
+  }
+  return out;
+}
+
+Writer::Writer(std::string path, std::vector<PlannedTensor> tensors, DType dtype, const std::map<std::string, std::string>& metadata)
+    : path_(std::move(path)), tmp_(path_ + ".tmp"), tensors_(std::move(tensors)), dtype_(dtype) {
+  if (dtype == DType::f16) fatal("safetensors::Writer writes F32 or BF16");
+  nlohmann::ordered_json header;
+  header["__metadata__"] = metadata;
+  std::uint64_t at = 0;
+  for (const auto& t : tensors_) {
+    std::uint64_t bytes = dtype_bytes(dtype);
+    for (auto d : t.shape) bytes *= static_cast<std::uint64_t>(d);
+    header[t.name] = {{"dtype", dtype_name(dtype)}, {"shape", t.shape}, {"data_offsets", {at, at + bytes}}};
+    at += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  file_ = std::fopen(tmp_.c_str(), "wb");
+  if (!file_) throw UserError("cannot create '" + tmp_ + "': " + std::strerror(errno));
+  unsigned char len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+  put(len_bytes, 8);
+  put(text.data(), text.size());
+}
+
+Writer::~Writer() {
+  if (file_) {
+    std::fclose(file_);
+    std::remove(tmp_.c_str());
+  }
+}
+
+void Writer::put(const void* data, std::size_t bytes) {
+  if (std::fwrite(data, 1, bytes, file_) != bytes)
+    throw UserError("cannot write '" + tmp_ + "': " + std::strerror(errno) + " (disk full?)");
+}
+
+void Writer::write(const std::string& name, const float* values, std::size_t count) {
+  if (next_ >= tensors_.size() || tensors_[next_].name != name) fatal("safetensors::Writer: '" + name + "' written out of order");
+  std::size_t n = 1;
+  for (auto d : tensors_[next_].shape) n *= static_cast<std::size_t>(d);
+  if (n != count) fatal("safetensors::Writer: '" + name + "' has " + std::to_string(count) + " values, its shape " + std::to_string(n));
+  if (!h5::all_finite(values, count))
+    throw UserError("tensor '" + name + "' holds non-finite values (NaN or infinity); it is not exported");
+  if (dtype_ == DType::f32) {
+    put(values, count * sizeof(float));  // the machine is little-endian (x86-64, aarch64)
+  } else {
+    std::vector<bf16> rounded(count);
+    for (std::size_t i = 0; i < count; ++i) rounded[i] = to_bf16(values[i]);
+    put(rounded.data(), count * sizeof(bf16));
+  }
+  ++next_;
+}
+
+void Writer::finish() {
+  if (next_ != tensors_.size()) fatal("safetensors::Writer: finished after " + std::to_string(next_) + " of its tensors");
+  const bool flushed = std::fflush(file_) == 0 && ::fsync(fileno(file_)) == 0;
+  const int err = errno;
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (!flushed || !closed) {
+    std::remove(tmp_.c_str());
+    throw UserError("cannot write '" + tmp_ + "': " + std::strerror(err) + " (disk full?)");
+  }
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    std::remove(tmp_.c_str());
+    throw UserError("cannot rename '" + tmp_ + "' to '" + path_ + "': " + std::strerror(errno));
+  }
+}
+
+}  // namespace dtrain::safetensors

@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# Hugging Face interop end to end: ckpt-consolidate --export-hf / --import-hf and checkpoint.init_from.
+#   hf_interop.sh CASE DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE MODEL_LOGITS SOURCE_DIR
+#   logits_gpt2, logits_llama, logits_llama_mha
+#       a small model trained 5 steps at tp=2 (so no norm weight is still 1 and no bias 0) is exported
+#       from its checkpoint (one file) and from model-final.h5 on 2 ranks (shards + index); the PyTorch
+#       forward of the published architecture on those files (hf_reference.py, json + numpy reading)
+#       matches dtrain's logits to 1e-5; both exports of the same weights are byte-identical tensors
+#       (llama: RMSNorm, RoPE, SwiGLU, 8 heads on 2 key/value groups, untied, no biases; llama_mha:
+#       multi-head attention, tied, with biases)
+#   import_python_written
+#       directories written by hf_reference.py's own safetensors writer (GPT-2 as the original upload:
+#       bare names, mask buffers, F16; Llama: BF16, two shards, shuffled tensors) import, and dtrain's logits
+#       with the imported weights match the PyTorch forward on those files to 1e-5
+#   roundtrip
+#       export -> import -> export is byte-identical (fp32 one file, bf16, fp32 shards)
+#   init_from
+#       imported weights start training at tp=2 pp=2 and on 1 rank with the same first loss (1e-6),
+#       far below a fresh model's; a model with other keys is refused naming the key
+#   bad_missing_tensor, bad_wrong_shape, bad_extra_tensor, bad_truncated, bad_bad_header, bad_no_config,
+#   bad_index_missing_tensor
+#       a damaged directory: --import-hf fails with one error naming the file and the tensor, exit 2,
+#       and writes no weights file
+#   export_refusals
+#       a non-empty export directory, a model neither GPT-2 nor Llama, a bad --max-shard-size: one error each
+set -u
+case_name=$1 dtrain=$2 data_tool=$3 consolidate=$4 logits_tool=$5 src=$6
+here=$(dirname "$0")
+source "$here/lib.sh"
+reference="/usr/bin/python3 $here/hf_reference.py"
+/usr/bin/python3 -c "import torch" 2>/dev/null || fail "python3-torch is missing (tools/install-deps installs it)"
+
+make_small_data "$data_tool" 80
+ids="10 67 97 108 108 32 109 101 32 73 115 104 109 97 101 108 46 32 83 111 109 101 32 121 101 97 114 115"
+short_ids="10 67 97 108 108 32 109 101 32 73 115 104 109 97 101"  # seq_length 16 of the written models
+
+# write_ini NAME [MODEL KEY LINES...]: a small model on the test data, 4 layers, tp=2.
+write_ini() {
+  local name=$1
+  shift
+  {
+    echo "[model]"
+    echo "num_layers = 4"
+    echo "hidden_size = 64"
+    echo "seq_length = 32"
+    echo "vocab_size = 256"
+    echo "global_batch_size = 4"
+    echo "micro_batch_size = 2"
+    printf '%s\n' "$@"
+    printf '[system]\ntensor_model_parallel_size = 2\n[training]\ntrain_iters = 5\neval_interval = 0\n'
+    printf '[optimizer]\nlr = 1e-2\nmin_lr = 1e-3\nwarmup_iters = 0\n'
+    printf '[data]\npath = %s\n[checkpoint]\ndir = %s\n[logging]\nlog_interval = 1\n' "$work/d" "$work/ck-$name"
+  } > "$work/$name.ini"
+}
+write_ini gpt2 "num_attention_heads = 4"
+write_ini llama "num_attention_heads = 8" "group_query_attention = true" "num_query_groups = 2" "ffn_hidden_size = 176" \
+  "normalization = RMSNorm" "norm_epsilon = 1e-6" "position_embedding_type = rope" "rotary_base = 500000" "swiglu = true" \
+  "untie_embeddings_and_output_weights = true" "add_bias_linear = false"
+write_ini llama_mha "num_attention_heads = 4" "ffn_hidden_size = 160" "normalization = RMSNorm" \
+  "position_embedding_type = rope" "swiglu = true" "add_bias_linear = true"
+
+train() {  # train NAME [ARGS...]: 2 ranks, tp=2
+  local name=$1
+  shift
+  timeout 300 mpirun -np 2 "$dtrain" "$work/$name.ini" "$@" > "$work/train-$name.log" 2>&1 || { cat "$work/train-$name.log"; fail "training $name"; }
+}
+run_consolidate() {  # run_consolidate LOG ARGS...: must succeed
+  local log=$1
+  shift
+  timeout 120 "$consolidate" "$@" > "$log" 2>&1 || { cat "$log"; fail "ckpt-consolidate $*"; }
+}
+# same_tensors A B: the safetensors of two directories hold the same tensors byte for byte (compared as
+# dictionaries: the files may be cut differently).
+same_tensors() {
+  /usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$here')
+import hf_reference as h
+_, a = h.read_model_dir('$1'); _, b = h.read_model_dir('$2')
+assert a.keys() == b.keys(), 'tensor names differ'
+for k in a: assert (a[k] == b[k]).all(), k
+print('same %d tensors' % len(a))" || fail "the exports $1 and $2 hold different tensors"
+}
+
+case $case_name in
+  logits_gpt2|logits_llama|logits_llama_mha)
+    name=${case_name#logits_}
+    train "$name"
+    run_consolidate "$work/export1.log" "$work/ck-$name" --export-hf "$work/hf-one"
+    cat "$work/export1.log"
+    [ -f "$work/hf-one/model.safetensors" ] && [ ! -f "$work/hf-one/model.safetensors.index.json" ] || fail "expected one file"
+    timeout 120 mpirun -np 2 "$consolidate" "$work/ck-$name/model-final.h5" --export-hf "$work/hf-shards" --max-shard-size 100KB \
+      > "$work/export2.log" 2>&1 || { cat "$work/export2.log"; fail "sharded export"; }
+    shards=$(ls "$work/hf-shards" | grep -c '^model-.*-of-.*\.safetensors$')
+    [ "$shards" -ge 3 ] && [ -f "$work/hf-shards/model.safetensors.index.json" ] || fail "expected shards and an index, got: $(ls "$work/hf-shards")"
+    echo "sharded export: $shards files"
+    cmp "$work/hf-one/config.json" "$work/hf-shards/config.json" || fail "config.json differs between the exports"
+    cat "$work/hf-one/config.json"
+    # shellcheck disable=SC2086
+    "$logits_tool" "$work/$name.ini" "$work/ck-$name/model-final.h5" "$work/logits.f32" $ids || fail "model_logits"
+    for d in hf-one hf-shards; do
+      # shellcheck disable=SC2086
+      $reference logits "$work/$d" "$work/logits.f32" $ids || fail "logits of $d"
+    done
+    same_tensors "$work/hf-one" "$work/hf-shards" ;;
+  import_python_written)
+    for arch in gpt2 llama; do
+      $reference write $arch "$work/py-$arch" || fail "writing the $arch directory"
+      run_consolidate "$work/i-$arch.log" --import-hf "$work/py-$arch" --out "$work/py-$arch.h5"
+      grep -q "^\[model\]$" "$work/i-$arch.log" || { cat "$work/i-$arch.log"; fail "no [model] keys printed"; }
+      sed -n '/^\[model\]$/,$p' "$work/i-$arch.log" > "$work/py-$arch.ini"
+      # shellcheck disable=SC2086
+      "$logits_tool" "$work/py-$arch.ini" "$work/py-$arch.h5" "$work/py-$arch.f32" $short_ids \
+        || fail "model_logits $arch"
+      # shellcheck disable=SC2086
+      $reference logits "$work/py-$arch" "$work/py-$arch.f32" $short_ids || fail "logits $arch"
+    done ;;
+  roundtrip)
+    train gpt2
+    train llama
+    for name in gpt2 llama; do
+      for variant in "fp32" "bf16 --dtype bf16" "shards --max-shard-size 100KB"; do
+        set -- $variant
+        tag=$name-$1
+        shift
+        run_consolidate "$work/e.log" "$work/ck-$name" --export-hf "$work/a-$tag" "$@"
+        run_consolidate "$work/i.log" --import-hf "$work/a-$tag" --out "$work/w-$tag.h5"
+        extra=()
+        [ "$tag" = "$name-shards" ] && extra=(--max-shard-size 100KB)
+        run_consolidate "$work/e2.log" "$work/w-$tag.h5" --export-hf "$work/b-$tag" "${extra[@]}"
+        diff -r "$work/a-$tag" "$work/b-$tag" > /dev/null || fail "$tag: import -> export is not byte-identical"
+        echo "$tag: import -> export byte-identical ($(ls "$work/a-$tag" | wc -l) files, $(du -sb "$work/a-$tag" | cut -f1) bytes)"
+      done
+      h5dump -a /tokenizer "$work/w-$name-fp32.h5" | grep -q '"byte"' || fail "$name: the tokenizer identity did not travel"
+    done ;;
+  init_from)
+    train llama
+    run_consolidate "$work/e.log" "$work/ck-llama" --export-hf "$work/hf"
+    run_consolidate "$work/i.log" --import-hf "$work/hf" --out "$work/imported.h5"
+    cat "$work/i.log"
+    grep -q "checkpoint.init_from = $work/imported.h5" "$work/i.log" || fail "import does not say how to use the file"
+    grep -q "^num_query_groups = 2$" "$work/i.log" || fail "import does not print the model keys"
+    first_loss() { grep -o '"loss": [0-9.e+-]*' "$1" | head -1 | awk '{print $2}'; }
+    common=(--checkpoint.dir= --training.train_iters=1 --checkpoint.init_from="$work/imported.h5")
+    timeout 300 mpirun -np 4 "$dtrain" "$work/llama.ini" "${common[@]}" --system.pipeline_model_parallel_size=2 \
+      --system.sequence_parallel=true --logging.metrics_file="$work/tp2pp2.jsonl" > "$work/tp2pp2.log" 2>&1 \
+      || { cat "$work/tp2pp2.log"; fail "init_from at tp2 pp2"; }
+    grep -q "initialised the model from $work/imported.h5" "$work/tp2pp2.log" || { cat "$work/tp2pp2.log"; fail "no init message"; }
+    timeout 300 mpirun -np 1 "$dtrain" "$work/llama.ini" "${common[@]}" --system.tensor_model_parallel_size=1 \
+      --logging.metrics_file="$work/one.jsonl" > "$work/one.log" 2>&1 || { cat "$work/one.log"; fail "init_from on 1 rank"; }
+    timeout 300 mpirun -np 1 "$dtrain" "$work/llama.ini" --checkpoint.dir= --training.train_iters=1 \
+      --system.tensor_model_parallel_size=1 --logging.metrics_file="$work/fresh.jsonl" > "$work/fresh.log" 2>&1 \
+      || { cat "$work/fresh.log"; fail "fresh run"; }
+    a=$(first_loss "$work/tp2pp2.jsonl") b=$(first_loss "$work/one.jsonl") c=$(first_loss "$work/fresh.jsonl")
+    echo "first loss: init_from tp2 pp2 $a, init_from 1 rank $b, fresh $c"
+    [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] || fail "no step line"
+    /usr/bin/python3 -c "import sys; a,b,c=$a,$b,$c; sys.exit(0 if abs(a-b) <= 1e-6*abs(b) and a < c - 0.3 else 1)" \
+      || fail "init_from losses $a / $b against fresh $c"
+    timeout 120 mpirun -np 2 "$dtrain" "$work/llama.ini" "${common[@]}" --model.num_query_groups=4 > "$work/other.log" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || { cat "$work/other.log"; fail "another model: exit $rc, expected 2"; }
+    grep -q "weights file '$work/imported.h5' was saved for another model" "$work/other.log" || { cat "$work/other.log"; fail "no model error"; }
+    grep -q "model.num_query_groups = 2 in the weights file, 4 in this run" "$work/other.log" || { cat "$work/other.log"; fail "key not named"; } ;;
+  bad_*)
+    kind=${case_name#bad_}
+    train llama
+    args=()
+    [ "$kind" = index_missing_tensor ] && args=(--max-shard-size 100KB)
+    run_consolidate "$work/e.log" "$work/ck-llama" --export-hf "$work/hf" "${args[@]}"
+    victim=$($reference damage "$kind" "$work/hf" "$work/bad") || fail "damage"
+    timeout 60 "$consolidate" --import-hf "$work/bad" --out "$work/out.h5" > "$work/bad.log" 2>&1
+    rc=$?
+    cat "$work/bad.log"
+    [ $rc -eq 2 ] || fail "exit $rc, expected 2"
+    [ "$(grep -c 'ckpt-consolidate: error:' "$work/bad.log")" -eq 1 ] || fail "expected exactly one error line"
+    grep -q "ckpt-consolidate: error: .*$victim" "$work/bad.log" || fail "the error does not name $victim"
+    grep -q "$work/bad" "$work/bad.log" || fail "the error does not name the directory or file"
+    [ ! -e "$work/out.h5" ] && [ ! -e "$work/out.h5.tmp" ] || fail "a weights file was left behind" ;;
+  export_refusals)
+    train gpt2
+    mkdir -p "$work/full" && touch "$work/full/old.safetensors"
+    expect() {  # expect MESSAGE ARGS...
+      local msg=$1
+      shift
+      timeout 60 "$consolidate" "$@" > "$work/r.log" 2>&1
+      local rc=$?
+      [ $rc -eq 2 ] && grep -qF -- "$msg" "$work/r.log" || { cat "$work/r.log"; fail "ckpt-consolidate $*: exit $rc, expected 2 and '$msg'"; }
+      echo "refused: $(cat "$work/r.log")"
+    }
+    expect "'$work/full' is not empty" "$work/ck-gpt2" --export-hf "$work/full"
+    expect "--max-shard-size '5XB' is not a size" "$work/ck-gpt2" --export-hf "$work/new" --max-shard-size 5XB
+    write_ini odd "num_attention_heads = 4" "normalization = RMSNorm"
+    train odd --training.train_iters=1
+    expect "is neither GPT2LMHeadModel" "$work/ck-odd" --export-hf "$work/new"
+    [ ! -e "$work/new" ] || [ -z "$(ls -A "$work/new")" ] || fail "a refused export left files" ;;
+  *) fail "unknown case $case_name" ;;
+esac
+echo "PASS $case_name"

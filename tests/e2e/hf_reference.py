@@ -1,0 +1,305 @@
+#!/usr/bin/python3
+"""Hugging Face directories that dtrain exported, checked without dtrain's code:
+
+  hf_reference.py logits DIR DTRAIN_LOGITS.f32 ID...
+      reads DIR (config.json, model.safetensors or the shards of model.safetensors.index.json) with json
+      and numpy alone (the safetensors layout: 8-byte little-endian header length, JSON header, raw
+      little-endian tensors), runs the model's forward pass as transformers publishes it (GPT2LMHeadModel:
+      modeling_gpt2.py; LlamaForCausalLM: modeling_llama.py) in PyTorch, float64, on the ids, and compares
+      its logits with dtrain's (float32 rows, one per id). Tolerance 1e-5 of the largest |logit|: dtrain
+      computes in fp32 (about 1e-7 relative per operation, a few hundred operations deep), the reference
+      in fp64; a wrong layout (a missing transpose, swapped q/k, a wrong RoPE pairing) is 1e-1 or more.
+
+  hf_reference.py write ARCH DIR
+      writes a random model of ARCH (gpt2: as the original gpt2 upload, names without "transformer.",
+      causal-mask buffers h.<l>.attn.bias, F16; llama: GQA 4 heads on 2 groups, tied, BF16, in two shards
+      with an index, tensors in shuffled order) with this file's own safetensors writer, for the import
+      to read what another tool wrote
+
+  hf_reference.py damage KIND SRC DST
+      copies the Hugging Face directory SRC to DST with one defect (missing_tensor, wrong_shape,
+      extra_tensor, truncated, bad_header, no_config, index_missing_tensor) and prints the tensor it
+      touched, for the import's error tests.
+"""
+import json
+import math
+import os
+import shutil
+import struct
+import sys
+
+import numpy as np
+import torch
+
+DTYPES = {"F32": (np.float32, 4), "F16": (np.float16, 2), "BF16": (np.uint16, 2)}
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def read_header(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    return n, header
+
+
+def read_safetensors(path):
+    n, header = read_header(path)
+    data = open(path, "rb").read()[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        dtype, size = DTYPES[info["dtype"]]
+        raw = np.frombuffer(data[begin:end], dtype=dtype)
+        if info["dtype"] == "BF16":
+            raw = (raw.astype(np.uint32) << 16).view(np.float32)
+        out[name] = torch.from_numpy(raw.astype(np.float64).reshape(info["shape"]))
+    return out
+
+
+def read_model_dir(d):
+    config = json.load(open(os.path.join(d, "config.json")))
+    index = os.path.join(d, "model.safetensors.index.json")
+    tensors = {}
+    if os.path.exists(index):
+        files = sorted(set(json.load(open(index))["weight_map"].values()))
+        for f in files:
+            tensors.update(read_safetensors(os.path.join(d, f)))
+    else:
+        tensors = read_safetensors(os.path.join(d, "model.safetensors"))
+    return config, tensors
+
+
+def causal_attention(q, k, v):  # (H, T, D) each
+    T, D = q.shape[1], q.shape[2]
+    scores = q @ k.transpose(1, 2) / math.sqrt(D)
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    scores = scores.masked_fill(mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def gpt2_forward(c, w, ids):
+    """GPT2LMHeadModel: Conv1D layers compute x @ W + b with W stored (in, out)."""
+    T = len(ids)
+    C, H = c["n_embd"], c["n_head"]
+    eps = c["layer_norm_epsilon"]
+    ln = lambda x, p: torch.nn.functional.layer_norm(x, (C,), w[p + ".weight"], w[p + ".bias"], eps)
+    gelu_new = lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+    h = w["transformer.wte.weight"][ids] + w["transformer.wpe.weight"][torch.arange(T)]
+    for l in range(c["n_layer"]):
+        p = "transformer.h.%d." % l
+        qkv = ln(h, p + "ln_1") @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
+        q, k, v = (x.view(T, H, C // H).transpose(0, 1) for x in qkv.split(C, dim=1))
+        y = causal_attention(q, k, v).transpose(0, 1).reshape(T, C)
+        h = h + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        m = gelu_new(ln(h, p + "ln_2") @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
+        h = h + m @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+    h = ln(h, "transformer.ln_f")
+    head = w["transformer.wte.weight"] if c.get("tie_word_embeddings", True) else w["lm_head.weight"]
+    return h @ head.T
+
+
+def llama_forward(c, w, ids):
+    """LlamaForCausalLM: RMSNorm, rotate_half RoPE on q_proj/k_proj outputs, repeat_kv, SwiGLU."""
+    T = len(ids)
+    C, H = c["hidden_size"], c["num_attention_heads"]
+    G = c.get("num_key_value_heads", H)
+    D = c.get("head_dim", C // H)
+    eps = c["rms_norm_eps"]
+    bias = c.get("attention_bias", False)
+
+    def rms(x, p):
+        return w[p + ".weight"] * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def linear(x, p):
+        y = x @ w[p + ".weight"].T
+        return y + w[p + ".bias"] if (p + ".bias") in w else y
+
+    inv_freq = 1.0 / (c.get("rope_theta", 10000.0) ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+    freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+
+    def rotate_half(x):
+        return torch.cat((-x[..., D // 2:], x[..., : D // 2]), dim=-1)
+
+    h = w["model.embed_tokens.weight"][ids]
+    for l in range(c["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        x = rms(h, p + "input_layernorm")
+        q = linear(x, p + "self_attn.q_proj").view(T, H, D).transpose(0, 1)
+        k = linear(x, p + "self_attn.k_proj").view(T, G, D).transpose(0, 1)
+        v = linear(x, p + "self_attn.v_proj").view(T, G, D).transpose(0, 1)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = k.repeat_interleave(H // G, dim=0), v.repeat_interleave(H // G, dim=0)
+        y = causal_attention(q, k, v).transpose(0, 1).reshape(T, H * D)
+        h = h + linear(y, p + "self_attn.o_proj")
+        x = rms(h, p + "post_attention_layernorm")
+        h = h + linear(torch.nn.functional.silu(linear(x, p + "mlp.gate_proj")) * linear(x, p + "mlp.up_proj"), p + "mlp.down_proj")
+    h = rms(h, "model.norm")
+    head = w["model.embed_tokens.weight"] if c.get("tie_word_embeddings", False) else w["lm_head.weight"]
+    return h @ head.T
+
+
+def logits(d, dtrain_file, ids):
+    config, tensors = read_model_dir(d)
+    ids = [int(i) for i in ids]
+    arch = config["architectures"][0]
+    if arch == "GPT2LMHeadModel":  # files saved from GPT2Model name tensors without "transformer."
+        tensors = {(k if k.startswith(("transformer.", "lm_head.")) else "transformer." + k): v for k, v in tensors.items()}
+    with torch.no_grad():
+        if arch == "GPT2LMHeadModel":
+            ref = gpt2_forward(config, tensors, ids)
+        elif arch == "LlamaForCausalLM":
+            ref = llama_forward(config, tensors, ids)
+        else:
+            fail("unknown architecture " + arch)
+    ours = np.fromfile(dtrain_file, dtype=np.float32).astype(np.float64).reshape(len(ids), -1)
+    if ours.shape != tuple(ref.shape):
+        fail("dtrain's logits have shape %s, the reference %s" % (ours.shape, tuple(ref.shape)))
+    ref = ref.numpy()
+    scale = np.abs(ref).max()
+    err = np.abs(ours - ref).max() / scale
+    print("%s: %d ids x %d vocab, max |dtrain - reference| / max |logit| = %.3g (max |logit| %.3g)" %
+          (arch, ours.shape[0], ours.shape[1], err, scale))
+    if not (err <= 1e-5):
+        fail("logits differ by %.3g relative (tolerance 1e-5)" % err)
+    if scale < 1e-3:
+        fail("the logits are all near zero: the test would not see a wrong layout")
+    print("OK")
+
+
+def write_safetensors(path, header, data):
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        f.write(data)
+
+
+def random_model(arch):
+    g = torch.Generator().manual_seed(7)
+    r = lambda *shape: (torch.randn(*shape, generator=g, dtype=torch.float64) * 0.2)
+    ones = lambda n: 1.0 + r(n)
+    V, C, L, T = 256, 32, 2, 16
+    w = {}
+    if arch == "gpt2":
+        config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": V, "n_positions": T, "n_ctx": T,
+                  "n_embd": C, "n_layer": L, "n_head": 4, "n_inner": None, "activation_function": "gelu_new",
+                  "layer_norm_epsilon": 1e-5}
+        w["wte.weight"], w["wpe.weight"] = r(V, C), r(T, C)
+        for l in range(L):
+            p = "h.%d." % l
+            w[p + "ln_1.weight"], w[p + "ln_1.bias"] = ones(C), r(C)
+            w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"] = r(C, 3 * C), r(3 * C)
+            w[p + "attn.c_proj.weight"], w[p + "attn.c_proj.bias"] = r(C, C), r(C)
+            w[p + "ln_2.weight"], w[p + "ln_2.bias"] = ones(C), r(C)
+            w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"] = r(C, 4 * C), r(4 * C)
+            w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"] = r(4 * C, C), r(C)
+            w[p + "attn.bias"] = torch.tril(torch.ones(T, T, dtype=torch.float64)).view(1, 1, T, T)
+        w["ln_f.weight"], w["ln_f.bias"] = ones(C), r(C)
+    else:
+        H, G, F, D = 4, 2, 48, C // 4
+        config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": V, "hidden_size": C,
+                  "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": G,
+                  "max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": True,
+                  "hidden_act": "silu", "rope_scaling": None}
+        w["model.embed_tokens.weight"] = r(V, C)
+        for l in range(L):
+            p = "model.layers.%d." % l
+            w[p + "input_layernorm.weight"], w[p + "post_attention_layernorm.weight"] = ones(C), ones(C)
+            w[p + "self_attn.q_proj.weight"], w[p + "self_attn.o_proj.weight"] = r(H * D, C), r(C, H * D)
+            w[p + "self_attn.k_proj.weight"], w[p + "self_attn.v_proj.weight"] = r(G * D, C), r(G * D, C)
+            w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"], w[p + "mlp.down_proj.weight"] = r(F, C), r(F, C), r(C, F)
+        w["model.norm.weight"] = ones(C)
+    return config, w
+
+
+def write(arch, d):
+    os.makedirs(d)
+    config, w = random_model(arch)
+    json.dump(config, open(os.path.join(d, "config.json"), "w"), indent=2)
+    dtype, code = (np.float16, "F16") if arch == "gpt2" else (np.float32, "BF16")
+    names = sorted(w)
+    order = [names[i] for i in torch.randperm(len(names), generator=torch.Generator().manual_seed(3)).tolist()]
+    groups = [order] if arch == "gpt2" else [order[: len(order) // 2], order[len(order) // 2:]]
+    weight_map = {}
+    for k, group in enumerate(groups):
+        file = "model.safetensors" if len(groups) == 1 else "model-%05d-of-%05d.safetensors" % (k + 1, len(groups))
+        header, data = {"__metadata__": {"format": "pt"}}, b""
+        for name in group:
+            a = w[name].numpy()
+            raw = (a.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16) if code == "BF16" else a.astype(dtype)  # BF16: truncated
+            header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [len(data), len(data) + raw.nbytes]}
+            data += raw.tobytes()
+            weight_map[name] = file
+        write_safetensors(os.path.join(d, file), header, data)
+    if len(groups) > 1:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, open(os.path.join(d, "model.safetensors.index.json"), "w"))
+    print("wrote %s: %d tensors in %d file(s), %s" % (d, len(w), len(groups), code))
+
+
+def damage(kind, src, dst):
+    shutil.copytree(src, dst)
+    index = os.path.join(dst, "model.safetensors.index.json")
+    files = sorted(json.load(open(index))["weight_map"].values()) if os.path.exists(index) else ["model.safetensors"]
+    path = os.path.join(dst, files[-1])
+    n, header = read_header(path)
+    data = open(path, "rb").read()[8 + n:]
+    names = sorted(k for k in header if k != "__metadata__")
+    victim = [x for x in names if x.endswith(".weight") and len(header[x]["shape"]) == 2][0]
+    if kind == "missing_tensor":  # header entry and bytes gone, offsets of the others moved
+        begin, end = header[victim]["data_offsets"]
+        del header[victim]
+        for name in names:
+            if name in header and header[name]["data_offsets"][0] >= end:
+                header[name]["data_offsets"] = [o - (end - begin) for o in header[name]["data_offsets"]]
+        data = data[:begin] + data[end:]
+        write_safetensors(path, header, data)
+    elif kind == "wrong_shape":
+        r, c = header[victim]["shape"]
+        header[victim]["shape"] = [c, r] if r != c else [r * c]
+        write_safetensors(path, header, data)
+    elif kind == "extra_tensor":
+        victim = "model.layers.0.mlp.extra.weight"
+        header[victim] = {"dtype": "F32", "shape": [1], "data_offsets": [len(data), len(data) + 4]}
+        write_safetensors(path, header, data + b"\0\0\0\0")
+    elif kind == "truncated":
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) - 100)
+        victim = os.path.basename(path)
+    elif kind == "bad_header":
+        with open(path, "r+b") as f:
+            f.seek(8)
+            f.write(b"[not json")
+        victim = os.path.basename(path)
+    elif kind == "no_config":
+        os.remove(os.path.join(dst, "config.json"))
+        victim = "config.json"
+    elif kind == "index_missing_tensor":
+        j = json.load(open(index))
+        del j["weight_map"][victim]
+        json.dump(j, open(index, "w"))
+    else:
+        fail("unknown damage " + kind)
+    print(victim)
+
+
+def main():
+    if len(sys.argv) >= 5 and sys.argv[1] == "logits":
+        logits(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif len(sys.argv) == 4 and sys.argv[1] == "write":
+        write(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 5 and sys.argv[1] == "damage":
+        damage(*sys.argv[2:])
+    else:
+        fail("usage: hf_reference.py logits DIR LOGITS.f32 ID... | write ARCH DIR | damage KIND SRC DST")
+
+
+if __name__ == "__main__":
+    main()
