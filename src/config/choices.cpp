@@ -49,6 +49,10 @@ std::ostream& operator<<(std::ostream& os, CommBackend v) {
 std::ostream& operator<<(std::ostream& os, PipelineSchedule v) { return os << to_string(v); }
 std::ostream& operator<<(std::ostream& os, Precision v) { return os << (v == Precision::bf16 ? "bf16" : "fp32"); }
 std::ostream& operator<<(std::ostream& os, Normalization v) { return os << (v == Normalization::rmsnorm ? "RMSNorm" : "LayerNorm"); }
+std::ostream& operator<<(std::ostream& os, RecomputeGranularity v) {
+  return os << (v == RecomputeGranularity::full ? "full" : v == RecomputeGranularity::selective ? "selective" : "none");
+}
+std::ostream& operator<<(std::ostream& os, RecomputeMethod v) { return os << (v == RecomputeMethod::block ? "block" : "uniform"); }
 std::ostream& operator<<(std::ostream& os, PositionEmbedding v) {
   return os << (v == PositionEmbedding::rope ? "rope" : "learned_absolute");
 }
@@ -81,6 +85,21 @@ void validate(boost::any& out, const std::vector<std::string>& values, Normaliza
   if (s == "LayerNorm") out = Normalization::layernorm;
   else if (s == "RMSNorm") out = Normalization::rmsnorm;
   else bad_word(s, "LayerNorm or RMSNorm");
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, RecomputeGranularity*, int) {
+  const std::string& s = single(out, values);
+  if (s == "none") out = RecomputeGranularity::none;
+  else if (s == "selective") out = RecomputeGranularity::selective;
+  else if (s == "full") out = RecomputeGranularity::full;
+  else bad_word(s, "none, selective or full");
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, RecomputeMethod*, int) {
+  const std::string& s = single(out, values);
+  if (s == "uniform") out = RecomputeMethod::uniform;
+  else if (s == "block") out = RecomputeMethod::block;
+  else bad_word(s, "uniform or block");
 }
 
 void validate(boost::any& out, const std::vector<std::string>& values, PositionEmbedding*, int) {

@@ -27,6 +27,16 @@ enum class Normalization { layernorm /* "LayerNorm" */, rmsnorm /* "RMSNorm" */ 
 // model.position_embedding_type: learned absolute positions (GPT-2, a wpe table) or rotary (Llama).
 enum class PositionEmbedding { learned_absolute, rope };
 
+// model.recompute_granularity (Megatron's words): which activations the backward pass recomputes
+// instead of keeping. none; selective = attention probabilities and the MLP activation (GELU/SwiGLU
+// output) of every block; full = everything of the blocks model.recompute_method picks but their input.
+enum class RecomputeGranularity { none, selective, full };
+
+// model.recompute_method, with full: uniform = every block, in groups of model.recompute_num_layers that
+// keep only the group's input; block = only the first model.recompute_num_layers blocks of each
+// model chunk, each keeping its input.
+enum class RecomputeMethod { uniform, block };
+
 enum class PipelineSchedule {
   one_f_one_b,  // "1f1b": Megatron's non-interleaved 1F1B
   interleaved,  // "interleaved": interleaved 1F1B over virtual_pipeline_model_parallel_size chunks
@@ -60,6 +70,8 @@ std::ostream& operator<<(std::ostream& os, CommBackend v);
 std::ostream& operator<<(std::ostream& os, PipelineSchedule v);
 std::ostream& operator<<(std::ostream& os, Precision v);
 std::ostream& operator<<(std::ostream& os, Normalization v);
+std::ostream& operator<<(std::ostream& os, RecomputeGranularity v);
+std::ostream& operator<<(std::ostream& os, RecomputeMethod v);
 std::ostream& operator<<(std::ostream& os, PositionEmbedding v);
 std::ostream& operator<<(std::ostream& os, DataFormat v);
 std::ostream& operator<<(std::ostream& os, const DataSplit& v);
@@ -73,6 +85,8 @@ void validate(boost::any& out, const std::vector<std::string>& values, CommBacke
 void validate(boost::any& out, const std::vector<std::string>& values, PipelineSchedule*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, Precision*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, Normalization*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, RecomputeGranularity*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, RecomputeMethod*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, PositionEmbedding*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, DataFormat*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, DataSplit*, int);

@@ -30,6 +30,10 @@ struct ModelConfig {
   int num_query_groups = 1;         // key/value heads with group_query_attention
   bool untie_embeddings_and_output_weights = false;
   bool add_bias_linear = true;      // biases of the attention and MLP linear layers
+  // Activation recomputation (memory for compute; gradients unchanged bit for bit).
+  RecomputeGranularity recompute_granularity = RecomputeGranularity::none;
+  RecomputeMethod recompute_method = RecomputeMethod::uniform;
+  int recompute_num_layers = 1;
   int kv_heads() const { return group_query_attention ? num_query_groups : num_attention_heads; }
 };
 

@@ -64,6 +64,14 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("model.untie_embeddings_and_output_weights", &m.untie_embeddings_and_output_weights,
       "a separate output layer (lm_head) instead of the input embedding's transpose");
   add("model.add_bias_linear", &m.add_bias_linear, "biases in the attention and MLP linear layers (false for Llama)");
+  add("model.recompute_granularity", &m.recompute_granularity,
+      "activation recomputation: none; selective (attention probabilities and the MLP activation are recomputed in "
+      "backward, the GEMM outputs kept); full (the blocks recompute_method picks keep only their input and rerun their "
+      "forward in backward). Gradients are bit-identical to none");
+  add("model.recompute_method", &m.recompute_method,
+      "with full: uniform (every block, in groups of recompute_num_layers keeping only the group's input) or block (the "
+      "first recompute_num_layers blocks of each model chunk)");
+  add("model.recompute_num_layers", &m.recompute_num_layers, "with full: the group size (uniform) or the number of blocks (block)");
 
   auto& s = c.system;
   add("system.device", &s.device, "cpu or cuda (one GPU per rank: local rank modulo the visible GPUs)");

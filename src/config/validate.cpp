@@ -72,6 +72,7 @@ void validate_config(const Config& c) {
           s(static_cast<long>(m.num_attention_heads)) + "; use a head count among: " + divisor_list(m.hidden_size));
 
   p.real("model.norm_epsilon", m.norm_epsilon, 0, 1, true, false, "a small number > 0 (e.g. 1e-5)");
+  p.range("model.recompute_num_layers", m.recompute_num_layers, 1, kMaxLayers);
   p.real("model.rotary_base", m.rotary_base, 1, 1e12, false, false, "a number > 1 (e.g. 10000)");
   p.real("model.rotary_percent", m.rotary_percent, 0, 1, true, false, "in (0, 1]");
   if (m.group_query_attention) {

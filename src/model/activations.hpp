@@ -19,6 +19,7 @@ class Activations {
   int num_slots() const { return static_cast<int>(slots_.size()); }
   Scratch<T>& scratch() { return scratch_; }
   const ActivationDims& dims() const { return layout_.dims; }
+  const ActivationLayout& layout() const { return layout_; }
 
  private:
   ActivationLayout layout_;

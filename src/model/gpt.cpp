@@ -80,7 +80,11 @@ class GptModelImpl final : public GptModel {
         g_(views(plan_, grads_.as<float>())),
         acts_(plan.activations, device()),
         vocab_start_(plan.coords.tp * plan.activations.dims.Vl),
-        bias_owner_(plan.coords.tp == 0) {}
+        bias_owner_(plan.coords.tp == 0),
+        selective_(plan.activations.recompute == RecomputeGranularity::selective),
+        replay_from_(plan.activations.blocks_per_slot, -1) {
+    for (const auto& [begin, end] : plan.activations.recompute_groups()) replay_from_[static_cast<std::size_t>(end - 1)] = begin;
+  }
 
   double forward(int slot, int chunk, const MicroBatch& batch) override;
   void backward(int slot, int chunk, const MicroBatch& batch, float loss_scale, const void* output_grad, void* input_grad) override;
@@ -120,6 +124,7 @@ class GptModelImpl final : public GptModel {
   // The residual-stream gradient as full rows (N,C): gathered when sharded, else dres itself.
   const T* full_rows_grad();
   void block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a);
+  void mlp_activation(BlockActs<T>& a);  // fch_gelu from fch: GELU or SwiGLU
   void block_backward(const BlockParams<T>& p, const BlockParams<float>& g, const T* x, BlockActs<T>& a);
   T* block_input(SlotActs<T>& s, int i) { return i == 0 ? s.stage_input : s.blocks[static_cast<std::size_t>(i) - 1].res2; }
 
@@ -131,6 +136,8 @@ class GptModelImpl final : public GptModel {
   Activations<T> acts_;
   int vocab_start_;
   bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
+  bool selective_;   // recompute the attention probabilities and the MLP activation in backward
+  std::vector<int> replay_from_;  // for the last block of a fully recomputed group: its first block, else -1
 };
 
 template <typename T>
@@ -203,6 +210,15 @@ const T* GptModelImpl<T>::full_rows_grad() {
 }
 
 template <typename T>
+void GptModelImpl<T>::mlp_activation(BlockActs<T>& a) {
+  const ActivationDims& d = dims();
+  if (plan_.shape.swiglu)
+    k_.swiglu_forward(a.fch_gelu, a.fch, d.N(), d.Fl);
+  else
+    k_.gelu_forward(a.fch_gelu, a.fch, d.N() * d.Fl);
+}
+
+template <typename T>
 void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a) {
   const ActivationDims& d = dims();
   const long N = d.N();
@@ -217,10 +233,7 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
   k_.residual_forward(a.res1, a.res1, x, d.Ns() * d.C);
   norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, p.ln2_w, p.ln2_b);
   k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, N, d.C, d.Hl());
-  if (m.swiglu)
-    k_.swiglu_forward(a.fch_gelu, a.fch, N, d.Fl);
-  else
-    k_.gelu_forward(a.fch_gelu, a.fch, N * d.Fl);
+  mlp_activation(a);
   partial = partial_for(a.res2);
   k_.matmul_forward_wide(partial, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, N, d.Fl, d.C);
   reduce_rows(a.res2, partial);
@@ -272,8 +285,9 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   float* dln = wide_or(sc.dln, sc.partial);  // (N,C) column-parallel input gradients, partial over tp
   // sc.dres holds the gradient of this block's output; the residual adds pass it through unchanged.
   // Row-parallel biases see the full-row gradient on every rank, so their gradients are complete.
-  k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, full_rows_grad(), a.fch_gelu, p.fcproj_w, N, d.Fl, d.C);
   const ModelShape& m = plan_.shape;
+  if (selective_) mlp_activation(a);
+  k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, full_rows_grad(), a.fch_gelu, p.fcproj_w, N, d.Fl, d.C);
   if (m.swiglu)
     k_.swiglu_backward(sc.dfch, a.fch, sc.dfch2, N, d.Fl);
   else
@@ -281,6 +295,8 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d.C, d.Hl());
   norm_backward(sc.dres, g.ln2_w, g.ln2_b, dln, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
   k_.matmul_backward(sc.datty, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
+  // Selective: the probabilities again (atty is rewritten with the values it holds).
+  if (selective_) k_.attention_forward(a.atty, a.att, sc.dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
   k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.qkv, a.att, d.B, d.T, d.NHl, d.NKVl, d.HD());
   if (m.rope) k_.rope_backward(sc.dqkv, d.B, d.T, d.QKVl(), d.NHl + d.NKVl, d.HD(), m.rotary_dim, m.rotary_base);
   k_.matmul_backward_wide(dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
@@ -306,6 +322,10 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
   }
   const int base = first_block(chunk);
   for (int i = blocks_per_chunk_ - 1; i >= 0; --i) {
+    // Full recomputation: at a group's last block, rerun the group's forward from its kept input (the
+    // same kernels on the same values: the activations come back bit for bit).
+    if (const int from = replay_from_[static_cast<std::size_t>(i)]; from >= 0)
+      for (int j = from; j <= i; ++j) block_forward(p_.blocks[base + j], block_input(s, j), s.blocks[j]);
     block_backward(p_.blocks[base + i], g_.blocks[base + i], block_input(s, i), s.blocks[i]);
     if (backward_hook_) backward_hook_(plan_.part.chunks[chunk][i]);
   }

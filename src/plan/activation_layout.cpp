@@ -1,6 +1,8 @@
 // carve_activations: the one description of the activation arena's layout.
 #include "plan/activation_layout.hpp"
 
+#include <algorithm>
+
 #include "common/bf16.hpp"
 
 namespace dtrain {
@@ -32,30 +34,66 @@ class Carver {
 
 }  // namespace
 
+std::vector<std::pair<int, int>> ActivationLayout::recompute_groups() const {
+  std::vector<std::pair<int, int>> groups;
+  if (recompute != RecomputeGranularity::full) return groups;
+  const int g = recompute_layers < 1 ? 1 : recompute_layers;
+  if (recompute_method == RecomputeMethod::block) {
+    for (int i = 0; i < blocks_per_slot && i < g; ++i) groups.emplace_back(i, i + 1);
+  } else {
+    for (int i = 0; i < blocks_per_slot; i += g) groups.emplace_back(i, i + g < blocks_per_slot ? i + g : blocks_per_slot);
+  }
+  return groups;
+}
+
+namespace {
+
+// Every tensor of one block; `att_and_act` = false leaves the attention probabilities and the MLP
+// activation to the selective scratch.
+template <typename T>
+void take_block(Carver& cv, const ActivationDims& d, BlockActs<T>& b, bool att_and_act) {
+  const std::size_t N = static_cast<std::size_t>(d.N()), Ns = static_cast<std::size_t>(d.Ns());
+  const std::size_t C = d.C, Tn = d.T;
+  b.ln1_mean = cv.take<float>(Ns);
+  b.ln1_rstd = cv.take<float>(Ns);
+  b.ln1 = cv.take<T>(mul(N, C));
+  b.qkv = cv.take<T>(mul(N, static_cast<std::size_t>(d.QKVl())));
+  b.atty = cv.take<T>(mul(N, static_cast<std::size_t>(d.Cl)));
+  b.att = att_and_act ? cv.take<T>(mul(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn), Tn)) : nullptr;
+  b.res1 = cv.take<T>(mul(Ns, C));
+  b.ln2_mean = cv.take<float>(Ns);
+  b.ln2_rstd = cv.take<float>(Ns);
+  b.ln2 = cv.take<T>(mul(N, C));
+  b.fch = cv.take<T>(mul(N, static_cast<std::size_t>(d.Hl())));
+  b.fch_gelu = att_and_act ? cv.take<T>(mul(N, static_cast<std::size_t>(d.Fl))) : nullptr;
+  b.res2 = cv.take<T>(mul(Ns, C));
+}
+
+}  // namespace
+
 template <typename T>
 std::size_t carve_activations(void* base, const ActivationLayout& layout, std::vector<SlotActs<T>>& out, Scratch<T>& scratch) {
   const ActivationDims& d = layout.dims;
   const std::size_t N = static_cast<std::size_t>(d.N()), Ns = static_cast<std::size_t>(d.Ns());
   const std::size_t C = d.C, Cl = d.Cl, Fl = d.Fl, Tn = d.T;
+  const bool selective = layout.recompute == RecomputeGranularity::selective;
+  const auto groups = layout.recompute_groups();
+  // group_of[i]: the full recomputation group holding block i (-1: none).
+  std::vector<int> group_of(static_cast<std::size_t>(layout.blocks_per_slot), -1);
+  int replay_blocks = 0;
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    for (int i = groups[k].first; i < groups[k].second; ++i) group_of[static_cast<std::size_t>(i)] = static_cast<int>(k);
+    replay_blocks = std::max(replay_blocks, groups[k].second - groups[k].first);
+  }
   Carver cv(base);
   out.assign(static_cast<std::size_t>(layout.slots), SlotActs<T>{});
   for (auto& s : out) {
     s.stage_input = cv.take<T>(mul(Ns, C));
     s.blocks.resize(static_cast<std::size_t>(layout.blocks_per_slot));
-    for (auto& b : s.blocks) {
-      b.ln1_mean = cv.take<float>(Ns);
-      b.ln1_rstd = cv.take<float>(Ns);
-      b.ln1 = cv.take<T>(mul(N, C));
-      b.qkv = cv.take<T>(mul(N, static_cast<std::size_t>(d.QKVl())));
-      b.atty = cv.take<T>(mul(N, Cl));
-      b.att = cv.take<T>(mul(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn), Tn));
-      b.res1 = cv.take<T>(mul(Ns, C));
-      b.ln2_mean = cv.take<float>(Ns);
-      b.ln2_rstd = cv.take<float>(Ns);
-      b.ln2 = cv.take<T>(mul(N, C));
-      b.fch = cv.take<T>(mul(N, static_cast<std::size_t>(d.Hl())));
-      b.fch_gelu = cv.take<T>(mul(N, Fl));
-      b.res2 = cv.take<T>(mul(Ns, C));
+    for (std::size_t i = 0; i < s.blocks.size(); ++i) {
+      const int k = group_of[i];
+      if (k < 0) take_block(cv, d, s.blocks[i], !selective);
+      else if (static_cast<int>(i) == groups[static_cast<std::size_t>(k)].second - 1) s.blocks[i].res2 = cv.take<T>(mul(Ns, C));
     }
     if (layout.head) {
       s.lnf_mean = cv.take<float>(Ns);
@@ -81,6 +119,26 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   const bool wide_partials = !std::is_same_v<T, float>;
   scratch.partial = wide_partials ? cv.take<float>(mul(N, C)) : nullptr;
   scratch.partial_shard = wide_partials ? cv.take<float>(mul(Ns, C)) : nullptr;
+  scratch.replay.assign(static_cast<std::size_t>(replay_blocks), BlockActs<T>{});
+  for (auto& b : scratch.replay) take_block(cv, d, b, true);
+  scratch.att = selective ? cv.take<T>(mul(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn), Tn)) : nullptr;
+  scratch.fch_gelu = selective ? cv.take<T>(mul(N, Fl)) : nullptr;
+  // The pointers of recomputed tensors lead into the scratch: a group's blocks into the replay blocks
+  // (the last one keeps its own output), a selective block's probabilities and activation into the
+  // selective buffers.
+  for (auto& s : out)
+    for (std::size_t i = 0; i < s.blocks.size(); ++i) {
+      BlockActs<T>& b = s.blocks[i];
+      const int k = group_of[i];
+      if (k >= 0) {
+        T* kept = b.res2;
+        b = scratch.replay[i - static_cast<std::size_t>(groups[static_cast<std::size_t>(k)].first)];
+        if (kept) b.res2 = kept;
+      } else if (selective) {
+        b.att = scratch.att;
+        b.fch_gelu = scratch.fch_gelu;
+      }
+    }
   return cv.used();
 }
 

@@ -6,9 +6,14 @@
 // Sizes are per rank: N = B*T token rows, Ns = rows of the residual stream held here (N, or N/tp with
 // sequence parallelism), Cl = C/tp, Fl = F/tp, NHl = NH/tp, NKVl = key/value heads/tp, Vl = V/tp,
 // QKVl = (NHl + 2*NKVl)*HD, Hl = Fl (2*Fl with SwiGLU).
+// Recomputation (model.recompute_*) changes only where pointers lead: a selective block's attention
+// probabilities and MLP activation, and everything of a fully recomputed group's blocks but the last
+// block's output, point into shared scratch (the replay workspace), which the backward pass refills by
+// rerunning the forward kernels; the kept tensors are the same ones at the same places.
 #pragma once
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "config/choices.hpp"
@@ -74,6 +79,11 @@ struct Scratch {
   // (row-parallel outputs, column-parallel input gradients). fp32 runs sum in the T buffers (null here).
   float* partial;        // (N,C)
   float* partial_shard;  // (Ns,C) this rank's rows of the reduced partial sums (sequence parallel)
+  // Recomputation: the blocks of the largest fully recomputed group (full), or one block's attention
+  // probabilities and MLP activation (selective); empty / null without.
+  std::vector<BlockActs<T>> replay;
+  T* att;             // (B,NHl,T,T) selective
+  T* fch_gelu;        // (N,Fl)      selective
 };
 
 // The shape of a rank's activation arena.
@@ -83,7 +93,13 @@ struct ActivationLayout {
   bool head = false;        // the slots also hold the final norm and the logits
   int slots = 0;
   Precision precision = Precision::fp32;
+  RecomputeGranularity recompute = RecomputeGranularity::none;
+  RecomputeMethod recompute_method = RecomputeMethod::uniform;
+  int recompute_layers = 1;
   std::size_t bytes() const;  // the whole arena (64-byte aligned pieces)
+  // Full recomputation: the groups [begin, end) of a chunk's blocks that keep only the group's input
+  // (and the last block's output, the next block's input); blocks in no group keep everything.
+  std::vector<std::pair<int, int>> recompute_groups() const;
 };
 
 // Carves `base` into the slots and scratch of `layout` (T matching layout.precision); returns the bytes

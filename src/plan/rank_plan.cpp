@@ -79,6 +79,9 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   r.activations.head = r.part.head;
   r.activations.slots = max_in_flight(plan.schedule, s.pp, plan.num_micro_batches, v, c.pp);
   r.activations.precision = cfg.system.precision;
+  r.activations.recompute = m.recompute_granularity;
+  r.activations.recompute_method = m.recompute_method;
+  r.activations.recompute_layers = m.recompute_num_layers;
   r.micro_batches = plan.num_micro_batches;
   r.shape = shape;
   return r;

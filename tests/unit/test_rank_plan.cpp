@@ -135,3 +135,23 @@ TEST_CASE("rank plan with sequence parallelism lists the LayerNorm tensors", "[p
   CHECK(names.back() == "lnf_b");
   CHECK(p.activations.dims.seq_shards == 2);
 }
+
+TEST_CASE("rank plan with activation recomputation keeps only what the backward pass cannot rerun", "[plan][rank_plan]") {
+  auto bytes = [](const std::vector<std::string>& o) {
+    const Config c = tiny(o);
+    return make_rank_plan(c, make_plan(c, 1), Coords{}).activations.bytes();
+  };
+  // The tiny model above: a block keeps 608 floats (att 32 and fch_gelu 128 of them, res2 32), the slot
+  // 2656 with 4 blocks, the scratch 560.
+  // selective: no block keeps att or fch_gelu (4 x 160 fewer); the scratch holds one of each (+160).
+  CHECK(bytes({"--model.recompute_granularity=selective"}) == 4 * (2656 - 4 * 160 + 560 + 160));
+  // full, uniform groups of 1: every block keeps only res2 (32 + 4 x 32 + head 192 = 352); the scratch
+  // holds one whole block to replay (+608).
+  CHECK(bytes({"--model.recompute_granularity=full"}) == 4 * (352 + 560 + 608));
+  // full, groups of 3 ([0,3) and [3,4)): res2 of blocks 2 and 3 (32 + 64 + 192 = 288); 3 blocks to replay.
+  CHECK(bytes({"--model.recompute_granularity=full", "--model.recompute_num_layers=3"}) == 4 * (288 + 560 + 3 * 608));
+  // full, block method, 1 block: block 0 keeps res2, blocks 1-3 everything (32 + 32 + 3 x 608 + 192);
+  // one block to replay.
+  CHECK(bytes({"--model.recompute_granularity=full", "--model.recompute_method=block", "--model.recompute_num_layers=1"}) ==
+        4 * (2080 + 560 + 608));
+}
