@@ -171,7 +171,16 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
   if (!dtype.empty() && ((out.empty() && export_hf_dir.empty()) || !reshard_spec.empty()))
     throw UserError("--dtype applies to --out FILE (a consolidated file) and --export-hf; checkpoints keep fp32");
   const std::uint64_t max_shard_bytes = parse_byte_size(max_shard, "--max-shard-size");
-  if (!export_hf_dir.empty() && std::filesystem::is_regular_file(ckpt)) {
+  // Rank 0 decides whether CKPT is a weights file, so every rank takes the same path.
+  int weights_file = 0;
+  if (!export_hf_dir.empty()) {
+    if (rank == 0) {
+      std::error_code ec;
+      weights_file = std::filesystem::is_regular_file(ckpt, ec) ? 1 : 0;
+    }
+    MPI_CHECK(MPI_Bcast(&weights_file, 1, MPI_INT, 0, comm));
+  }
+  if (weights_file) {
     if (info || do_verify || !out.empty()) throw UserError("a weights file takes --export-hf only; --info, --verify and --out need a checkpoint");
     std::optional<ModelWeights> weights;
     collective_check(comm, [&] { weights.emplace(file_weights(ckpt)); });

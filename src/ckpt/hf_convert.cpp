@@ -51,6 +51,18 @@ void write_text_file(const std::string& path, const std::string& text) {
   }
 }
 
+// Runs step with any library exception (nlohmann, std::filesystem, allocation) as a UserError, so a
+// collective step fails on every rank alike instead of ending one rank.
+void as_user_error(const std::function<void()>& step) {
+  try {
+    step();
+  } catch (const UserError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UserError(e.what());
+  }
+}
+
 std::vector<long> as_long(const std::vector<std::int64_t>& v) { return {v.begin(), v.end()}; }
 
 // The tensors of the weights against the whole-model table of their configuration.
@@ -184,7 +196,7 @@ void export_hf(MPI_Comm comm, const ModelWeights& w, const std::string& dir, con
   const std::vector<ShardPlan> shards = plan_shards(tensors, safetensors::dtype_bytes(options.dtype), options.max_shard_bytes);
   const std::map<std::string, std::string> metadata = {{"format", "pt"}};
   try {
-    collective_check(comm, [&] {
+    collective_check(comm, [&] { as_user_error([&] {
       SourceCache cache(w);
       for (std::size_t k = static_cast<std::size_t>(rank); k < shards.size(); k += static_cast<std::size_t>(size)) {
         std::vector<std::size_t> order = shards[k].tensors;
@@ -200,8 +212,8 @@ void export_hf(MPI_Comm comm, const ModelWeights& w, const std::string& dir, con
         writer.finish();
         if (progress) progress(static_cast<int>(k + 1), static_cast<int>(shards.size()), shards[k].file);
       }
-    });
-    collective_check(comm, [&] {
+    }); });
+    collective_check(comm, [&] { as_user_error([&] {
       if (rank != 0) return;
       if (shards.size() > 1) {
         nlohmann::json index;
@@ -215,7 +227,7 @@ void export_hf(MPI_Comm comm, const ModelWeights& w, const std::string& dir, con
       }
       const char* torch_dtype = options.dtype == safetensors::DType::bf16 ? "bfloat16" : "float32";
       write_text_file(dir + "/config.json", hf_config_json(w.cfg, torch_dtype, w.tokenizer));
-    });
+    }); });
   } catch (const UserError&) {
     MPI_CHECK(MPI_Barrier(comm));  // every writer has closed (and removed) its temporary
     if (rank == 0) {
@@ -319,52 +331,71 @@ Config import_hf(const std::string& dir, const std::string& out, const std::stri
     }
     return found;
   };
-  std::vector<float> values(whole.arena_size, 0.0f);
+  // Every HF tensor located and its shape checked against config.json before any data is read or
+  // memory taken, so a wrong directory fails at once.
+  std::vector<std::pair<const safetensors::Reader*, const safetensors::TensorInfo*>> found(tensors.size());
   std::set<std::pair<std::string, std::string>> used;  // (file, tensor)
   bool all_bf16 = true;
-  std::size_t done = 0;
-  for (const auto& spec : whole.table.tensors()) {
-    std::vector<float> global(spec.numel);
-    for (const HfTensor& t : tensors) {
-      if (t.source != spec.name) continue;
-      const auto [reader, info] = locate(t.name);
-      if (!info) {
-        if (reader) throw UserError("'" + reader->path() + "' has no tensor '" + t.name + "', which a " + hf_class_name(arch) +
-                                    " as config.json describes it needs");
-        throw UserError("'" + (files.index().empty() ? dir + "/model.safetensors" : files.index()) + "' lists no tensor '" +
-                        t.name + "', which a " + hf_class_name(arch) + " as config.json describes it needs");
-      }
-      if (info->shape != t.shape)
-        throw UserError("'" + reader->path() + "': tensor '" + t.name + "' has shape " + safetensors::shape_text(info->shape) +
-                        ", but config.json's model needs " + safetensors::shape_text(t.shape));
-      from_hf(t, reader->read(*info), global, spec.global_shape.back());
-      used.insert({reader->path(), info->name});
-      all_bf16 = all_bf16 && info->dtype == safetensors::DType::bf16;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const HfTensor& t = tensors[i];
+    const auto [reader, info] = locate(t.name);
+    if (!info) {
+      if (reader) throw UserError("'" + reader->path() + "' has no tensor '" + t.name + "', which a " + hf_class_name(arch) +
+                                  " as config.json describes it needs");
+      throw UserError("'" + (files.index().empty() ? dir + "/model.safetensors" : files.index()) + "' lists no tensor '" +
+                      t.name + "', which a " + hf_class_name(arch) + " as config.json describes it needs");
     }
-    std::copy(global.begin(), global.end(), values.begin() + static_cast<std::ptrdiff_t>(spec.offset));
-    if (progress) progress(static_cast<int>(++done), static_cast<int>(whole.table.tensors().size()), spec.name);
+    if (info->shape != t.shape)
+      throw UserError("'" + reader->path() + "': tensor '" + t.name + "' has shape " + safetensors::shape_text(info->shape) +
+                      ", but config.json's model needs " + safetensors::shape_text(t.shape));
+    found[i] = {reader, info};
+    used.insert({reader->path(), info->name});
+    all_bf16 = all_bf16 && info->dtype == safetensors::DType::bf16;
   }
-  // Whatever else the files hold must be something dtrain may leave out.
+  for (const auto& [name, file] : files.located())
+    if (!files.find(name).second)
+      throw UserError("'" + dir + "/" + file + "' has no tensor '" + name + "', which model.safetensors.index.json places there");
+  // Whatever else the files hold must be something dtrain may leave out (a tied lm_head.weight is
+  // compared with the embedding once that is read).
+  const TensorSpec& wte = whole.table.get("wte");
+  const std::vector<std::int64_t> wte_shape(wte.global_shape.begin(), wte.global_shape.end());
+  std::vector<std::pair<const safetensors::Reader*, const safetensors::TensorInfo*>> tied_heads;
   for (const safetensors::Reader* r : files.all())
     for (const auto& info : r->tensors()) {
       if (used.count({r->path(), info.name}) || is_buffer(info.name)) continue;
-      if (info.name == "lm_head.weight" && !hc.cfg.model.untie_embeddings_and_output_weights) {
-        const TensorSpec& wte = *std::find_if(whole.table.tensors().begin(), whole.table.tensors().end(),
-                                              [](const TensorSpec& t) { return t.name == "wte"; });
-        const std::vector<float> head = r->read(info);
-        if (info.shape == std::vector<std::int64_t>(wte.global_shape.begin(), wte.global_shape.end()) &&
-            std::equal(head.begin(), head.end(), values.begin() + static_cast<std::ptrdiff_t>(wte.offset)))
-          continue;
-        throw UserError("'" + r->path() + "': lm_head.weight differs from the token embedding, but config.json ties them "
-                        "(tie_word_embeddings)");
+      if (info.name == "lm_head.weight" && !hc.cfg.model.untie_embeddings_and_output_weights && info.shape == wte_shape) {
+        tied_heads.emplace_back(r, &info);
+        continue;
       }
       throw UserError("'" + r->path() + "': tensor '" + info.name + "' is not part of a " + hf_class_name(arch) +
                       " as config.json describes it; dtrain would drop it");
     }
-  for (const auto& [name, file] : files.located())
-    if (!files.find(name).second)
-      throw UserError("'" + dir + "/" + file + "' has no tensor '" + name + "', which model.safetensors.index.json places there");
+  std::vector<float> values;
+  try {
+    values.assign(whole.arena_size, 0.0f);
+  } catch (const std::bad_alloc&) {
+    throw UserError("--import-hf: the model of '" + config_path + "' needs " + std::to_string(whole.arena_size * 4 / 1000000) +
+                    " MB of memory here to convert, more than this process can have");
+  }
+  std::size_t done = 0;
+  for (const auto& spec : whole.table.tensors()) {
+    std::vector<float> global(spec.numel);
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].source == spec.name)
+        from_hf(tensors[i], found[i].first->read(*found[i].second), global, spec.global_shape.back());
+    std::copy(global.begin(), global.end(), values.begin() + static_cast<std::ptrdiff_t>(spec.offset));
+    if (progress) progress(static_cast<int>(++done), static_cast<int>(whole.table.tensors().size()), spec.name);
+  }
+  for (const auto& [r, info] : tied_heads) {
+    const std::vector<float> head = r->read(*info);
+    if (!std::equal(head.begin(), head.end(), values.begin() + static_cast<std::ptrdiff_t>(wte.offset)))
+      throw UserError("'" + r->path() + "': lm_head.weight differs from the token embedding, but config.json ties them "
+                      "(tie_word_embeddings)");
+  }
   WeightsMeta meta;
+  if (!tokenizer.empty() && !hc.tokenizer.empty() && tokenizer != hc.tokenizer)
+    throw UserError("--tokenizer is " + tokenizer + ", but '" + config_path + "' records dtrain_tokenizer " + hc.tokenizer +
+                    "; give the tokenizer the model was trained with, or none");
   meta.tokenizer = !tokenizer.empty() ? tokenizer : !hc.tokenizer.empty() ? hc.tokenizer : kUnrecordedTokenizer;
   Config cfg = hc.cfg;
   meta.config_text = config_as_ini(OptionTable(cfg));

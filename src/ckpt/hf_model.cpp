@@ -63,6 +63,37 @@ class ConfigReader {
   const std::string& path_;
 };
 
+// RoPE's theta of a Llama config.json: rope_theta (transformers 4) or rope_parameters.rope_theta
+// (transformers 5); either may name a scaling (rope_scaling / rope_parameters.rope_type), which dtrain
+// accepts only as "default" (plain RoPE). Both given must agree.
+double rope_theta(const Json& j, const ConfigReader& r) {
+  auto plain = [&](const Json& scaling, const char* key) {
+    if (scaling.is_null()) return;
+    const Json type = scaling.is_object() && scaling.contains("rope_type") ? scaling["rope_type"]
+                      : scaling.is_object() && scaling.contains("type")    ? scaling["type"]
+                                                                           : Json("default");
+    if (type != "default")
+      throw r.error("'" + std::string(key) + "' = " + scaling.dump(-1, ' ', false, Json::error_handler_t::replace) +
+                    ": dtrain implements plain RoPE, not a scaled variant");
+    if (scaling.is_object() && scaling.contains("partial_rotary_factor") && scaling["partial_rotary_factor"] != Json(1.0))
+      throw r.error("'" + std::string(key) + "' has a partial_rotary_factor; dtrain's Llama rotates whole heads");
+  };
+  if (j.contains("rope_scaling")) plain(j["rope_scaling"], "rope_scaling");
+  double theta = r.number("rope_theta", 10000.0);
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+    const Json& p = j["rope_parameters"];
+    if (!p.is_object()) throw r.error("'rope_parameters' is not an object");
+    plain(p, "rope_parameters");
+    if (p.contains("rope_theta")) {
+      if (!p["rope_theta"].is_number()) throw r.error("'rope_parameters.rope_theta' is not a number");
+      const double t = p["rope_theta"].get<double>();
+      if (r.has("rope_theta") && t != theta) throw r.error("'rope_theta' and 'rope_parameters.rope_theta' differ");
+      theta = t;
+    }
+  }
+  return theta;
+}
+
 }  // namespace
 
 const char* hf_class_name(HfArchitecture a) { return a == HfArchitecture::gpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM"; }
@@ -177,6 +208,8 @@ std::string hf_config_json(const Config& cfg, const std::string& torch_dtype, co
   const HfArchitecture arch = hf_architecture(cfg);
   Json j;
   j["architectures"] = {hf_class_name(arch)};
+  j["bos_token_id"] = nullptr;  // dtrain's tokenizers have none; GPT2Config's default 50256 could be outside the vocabulary
+  j["eos_token_id"] = nullptr;
   j["dtrain_tokenizer"] = tokenizer;
   j["initializer_range"] = 0.02;
   j["tie_word_embeddings"] = !m.untie_embeddings_and_output_weights;
@@ -211,17 +244,13 @@ std::string hf_config_json(const Config& cfg, const std::string& torch_dtype, co
     j["rope_scaling"] = nullptr;
     j["rope_theta"] = m.rotary_base;
   }
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
-HfModelConfig config_from_hf(const std::string& json_text, const std::string& path) {
-  Json j;
-  try {
-    j = Json::parse(json_text);
-  } catch (const Json::exception& e) {
-    throw UserError("'" + path + "' is not JSON: " + e.what());
-  }
-  if (!j.is_object()) throw UserError("'" + path + "' is not a JSON object");
+namespace {
+
+// The model of a parsed config.json (config_from_hf).
+HfModelConfig parse_hf_config(const Json& j, const std::string& path) {
   const ConfigReader r(j, path);
   HfModelConfig out;
   ModelConfig& m = out.cfg.model;
@@ -253,16 +282,15 @@ HfModelConfig config_from_hf(const std::string& json_text, const std::string& pa
     m.normalization = Normalization::rmsnorm;
     m.norm_epsilon = r.number("rms_norm_eps", 1e-6);
     m.position_embedding_type = PositionEmbedding::rope;
-    m.rotary_base = r.number("rope_theta", 10000.0);
+    m.rotary_base = rope_theta(j, r);
     m.swiglu = true;
     m.untie_embeddings_and_output_weights = !r.flag("tie_word_embeddings", false);
-    const bool attention_bias = r.flag("attention_bias", false), mlp_bias = r.flag("mlp_bias", attention_bias);
+    const bool attention_bias = r.flag("attention_bias", false), mlp_bias = r.flag("mlp_bias", false);
     if (attention_bias != mlp_bias)
       throw r.error("'attention_bias' and 'mlp_bias' differ; dtrain's model.add_bias_linear gives both layers biases or neither");
     m.add_bias_linear = attention_bias;
     const std::string act = r.text("hidden_act", "silu");
     if (act != "silu") throw r.error("'hidden_act' = \"" + act + "\": dtrain's SwiGLU gates with silu");
-    r.require("rope_scaling", nullptr, "dtrain implements plain RoPE, not a scaled variant");
     r.require("partial_rotary_factor", 1.0, "dtrain's Llama export and import rotate whole heads");
     if (m.num_attention_heads > 0 && r.integer("head_dim", m.hidden_size / m.num_attention_heads) * m.num_attention_heads != m.hidden_size)
       throw r.error("'head_dim' x 'num_attention_heads' is not 'hidden_size'; dtrain's heads split the hidden size");
@@ -279,6 +307,23 @@ HfModelConfig config_from_hf(const std::string& json_text, const std::string& pa
     throw r.error(std::string("the model it describes is not one dtrain can hold: ") + e.what());
   }
   return out;
+}
+
+}  // namespace
+
+HfModelConfig config_from_hf(const std::string& json_text, const std::string& path) {
+  Json j;
+  try {
+    j = Json::parse(json_text);
+  } catch (const Json::exception& e) {
+    throw UserError("'" + path + "' is not JSON: " + e.what());
+  }
+  if (!j.is_object()) throw UserError("'" + path + "' is not a JSON object");
+  try {
+    return parse_hf_config(j, path);
+  } catch (const Json::exception& e) {  // a key of an unexpected type
+    throw UserError("'" + path + "': " + e.what());
+  }
 }
 
 std::string model_keys_text(const Config& cfg) {

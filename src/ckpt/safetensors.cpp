@@ -13,6 +13,8 @@
 #include "common/error.hpp"
 
 namespace dtrain::safetensors {
+// The format is little-endian; tensors are read and written as the machine holds them.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian machine");
 namespace {
 
 constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit (100 MB)
@@ -134,10 +136,14 @@ Reader::Reader(const std::string& path) : path_(path) {
     tensors_.push_back(std::move(t));
   }
   std::sort(tensors_.begin(), tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) { return a.begin < b.begin; });
+  const TensorInfo* last = nullptr;  // the non-empty tensor reaching furthest so far
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
-    if (i > 0 && tensors_[i].begin < tensors_[i - 1].end && tensors_[i].begin != tensors_[i].end)
-      throw bad("tensors '" + tensors_[i - 1].name + "' and '" + tensors_[i].name + "' overlap");
-    index_[tensors_[i].name] = i;
+    const TensorInfo& t = tensors_[i];
+    if (t.begin != t.end) {
+      if (last && t.begin < last->end) throw bad("tensors '" + last->name + "' and '" + t.name + "' overlap");
+      if (!last || t.end > last->end) last = &t;
+    }
+    index_[t.name] = i;
   }
 }
 
@@ -210,10 +216,15 @@ void Writer::write(const std::string& name, const float* values, std::size_t cou
   if (!h5::all_finite(values, count))
     throw UserError("tensor '" + name + "' holds non-finite values (NaN or infinity); it is not exported");
   if (dtype_ == DType::f32) {
-    put(values, count * sizeof(float));  // the machine is little-endian (x86-64, aarch64)
+    put(values, count * sizeof(float));
   } else {
     std::vector<bf16> rounded(count);
-    for (std::size_t i = 0; i < count; ++i) rounded[i] = to_bf16(values[i]);
+    for (std::size_t i = 0; i < count; ++i) {
+      rounded[i] = to_bf16(values[i]);
+      if (!std::isfinite(to_float(rounded[i])))
+        throw UserError("tensor '" + name + "' holds a value beyond bfloat16's range (" + std::to_string(values[i]) +
+                        "); export it with --dtype fp32");
+    }
     put(rounded.data(), count * sizeof(bf16));
   }
   ++next_;

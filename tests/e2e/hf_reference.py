@@ -18,8 +18,9 @@
 
   hf_reference.py damage KIND SRC DST
       copies the Hugging Face directory SRC to DST with one defect (missing_tensor, wrong_shape,
-      extra_tensor, truncated, bad_header, no_config, index_missing_tensor) and prints the tensor it
-      touched, for the import's error tests.
+      extra_tensor, truncated, bad_header, no_config, index_missing_tensor, rope_parameters (a scaled
+      RoPE as transformers 5 writes it), huge_model) and prints the tensor or key it touched, for the
+      import's error tests.
 """
 import json
 import math
@@ -281,6 +282,19 @@ def damage(kind, src, dst):
     elif kind == "no_config":
         os.remove(os.path.join(dst, "config.json"))
         victim = "config.json"
+    elif kind == "rope_parameters":  # transformers 5 keeps theta and the scaling here: a scaled RoPE
+        c = json.load(open(os.path.join(dst, "config.json")))
+        c.pop("rope_theta", None)
+        c.pop("rope_scaling", None)
+        c["rope_parameters"] = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0}
+        json.dump(c, open(os.path.join(dst, "config.json"), "w"))
+        victim = "rope_parameters"
+    elif kind == "huge_model":  # a config.json far larger than its files (and than memory)
+        c = json.load(open(os.path.join(dst, "config.json")))
+        c.update({"num_hidden_layers": 4096, "hidden_size": 65536, "num_attention_heads": 64, "num_key_value_heads": 64,
+                  "head_dim": 1024})
+        json.dump(c, open(os.path.join(dst, "config.json"), "w"))
+        victim = "model.embed_tokens.weight"
     elif kind == "index_missing_tensor":
         j = json.load(open(index))
         del j["weight_map"][victim]
