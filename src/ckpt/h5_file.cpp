@@ -265,17 +265,25 @@ std::vector<float> File::read_floats(const std::string& name, std::vector<std::i
   Quiet q;
   Handle ds{H5Dopen2(id_, name.c_str(), H5P_DEFAULT), H5Dclose};
   if (ds.id < 0) fail("no dataset '" + name + "'", __LINE__);
+  const std::vector<std::int64_t> dims = this->shape(name);
+  std::size_t n = 1;
+  for (auto d : dims) n *= static_cast<std::size_t>(d);
+  std::vector<float> v(n);
+  if (H5Dread(ds.id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
+    fail("reading dataset " + name + " (corrupt?)", __LINE__);
+  if (shape) *shape = dims;
+  return v;
+}
+
+std::vector<std::int64_t> File::shape(const std::string& name) const {
+  Quiet q;
+  Handle ds{H5Dopen2(id_, name.c_str(), H5P_DEFAULT), H5Dclose};
+  if (ds.id < 0) fail("no dataset '" + name + "'", __LINE__);
   Handle space{H5Dget_space(ds.id), H5Sclose};
   const int rank = H5Sget_simple_extent_ndims(space.id);
   std::vector<hsize_t> dims(static_cast<std::size_t>(rank > 0 ? rank : 0));
-  H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
-  std::size_t n = 1;
-  for (hsize_t d : dims) n *= d;
-  std::vector<float> v(n);
-  if (rank < 0 || H5Dread(ds.id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
-    fail("reading dataset " + name + " (corrupt?)", __LINE__);
-  if (shape) shape->assign(dims.begin(), dims.end());
-  return v;
+  if (rank < 0 || H5Sget_simple_extent_dims(space.id, dims.data(), nullptr) < 0) fail("reading the shape of dataset " + name, __LINE__);
+  return {dims.begin(), dims.end()};
 }
 
 Stored File::stored(const std::string& name) const {

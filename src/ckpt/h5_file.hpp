@@ -77,6 +77,8 @@ class File {
   Dataset create_dataset(const std::string& name, const std::vector<std::int64_t>& shape, Stored stored = Stored::f32);
   void write_floats(const std::string& name, const float* data, const std::vector<std::int64_t>& shape);
   std::vector<float> read_floats(const std::string& name, std::vector<std::int64_t>* shape = nullptr) const;
+  // A dataset's dimensions (nothing read).
+  std::vector<std::int64_t> shape(const std::string& name) const;
   // How a float dataset is stored (bf16: a 2-byte float type).
   Stored stored(const std::string& name) const;
   // Names of the datasets under a group, recursively ("param/wte/0", ...).

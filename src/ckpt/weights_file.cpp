@@ -54,8 +54,10 @@ WeightsMeta weights_meta(const std::string& path) {
 
 h5::Stored weights_stored(const std::string& path) {
   const h5::File f = h5::File::open_read(path);
-  const auto names = f.list_datasets();
-  const bool bf16 = !names.empty() && std::all_of(names.begin(), names.end(), [&](const std::string& n) {
+  std::vector<std::string> weights;  // the root datasets; optimizer/... (fp32 always) are not weights
+  for (const auto& n : f.list_datasets())
+    if (n.find('/') == std::string::npos) weights.push_back(n);
+  const bool bf16 = !weights.empty() && std::all_of(weights.begin(), weights.end(), [&](const std::string& n) {
     return f.stored(n) == h5::Stored::bf16;
   });
   return bf16 ? h5::Stored::bf16 : h5::Stored::f32;

@@ -30,7 +30,7 @@ void write_weights(const std::string& path, const TensorTable& table, const floa
 // a shape mismatch is a UserError naming both.
 void read_weights(const std::string& path, const TensorTable& table, float* values);
 WeightsMeta weights_meta(const std::string& path);
-// bf16 when every tensor of the file is stored as bf16, else fp32.
+// bf16 when every weight of the file (its root datasets) is stored as bf16, else fp32.
 h5::Stored weights_stored(const std::string& path);
 // A rank's slice of every tensor of its plan (and, in bf16 runs, its master weights) from the file's
 // global tensors; a missing tensor or another shape is a UserError naming the file and the tensor.

@@ -22,7 +22,8 @@
 #       a damaged directory: --import-hf fails with one error naming the file and the tensor, exit 2,
 #       and writes no weights file
 #   export_refusals
-#       a non-empty export directory, a model neither GPT-2 nor Llama, a bad --max-shard-size: one error each
+#       a non-empty export directory, a model neither GPT-2 nor Llama, a bad --max-shard-size: one error each;
+#       a NaN met by one of 3 exporting ranks: exit 2 everywhere and no file left
 set -u
 case_name=$1 dtrain=$2 data_tool=$3 consolidate=$4 logits_tool=$5 src=$6
 here=$(dirname "$0")
@@ -191,7 +192,17 @@ case $case_name in
     write_ini odd "num_attention_heads = 4" "normalization = RMSNorm"
     train odd --training.train_iters=1
     expect "is neither GPT2LMHeadModel" "$work/ck-odd" --export-hf "$work/new"
-    [ ! -e "$work/new" ] || [ -z "$(ls -A "$work/new")" ] || fail "a refused export left files" ;;
+    [ ! -e "$work/new" ] || [ -z "$(ls -A "$work/new")" ] || fail "a refused export left files"
+    # A NaN in one tensor, found by one of 3 ranks writing shards: every rank ends with exit 2, one error,
+    # and none of the files the others wrote stays.
+    cp "$work/ck-gpt2/model-final.h5" "$work/nan.h5"
+    /usr/bin/python3 -c "import h5py, numpy as np; f = h5py.File('$work/nan.h5', 'r+'); f['h3.fc_w'][0, 0] = np.nan" || fail "h5py"
+    timeout 120 mpirun -np 3 "$consolidate" "$work/nan.h5" --export-hf "$work/nan-hf" --max-shard-size 100KB > "$work/r.log" 2>&1
+    rc=$?
+    cat "$work/r.log"
+    [ $rc -eq 2 ] || fail "export of a NaN: exit $rc, expected 2"
+    [ "$(grep -c 'ckpt-consolidate: error:.*non-finite' "$work/r.log")" -eq 1 ] || fail "expected one error naming the non-finite tensor"
+    [ -z "$(ls -A "$work/nan-hf")" ] || fail "a failed export left files: $(ls "$work/nan-hf")" ;;
   *) fail "unknown case $case_name" ;;
 esac
 echo "PASS $case_name"
