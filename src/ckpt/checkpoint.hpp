@@ -49,7 +49,8 @@ struct CheckpointMeta {
 // optimizer range). A checkpoint therefore loads into either precision and any layout.
 struct RankState {
   const RankPlan* plan = nullptr;
-  float* params = nullptr;                 // (arena_size) the parameters, arena order
+  float* params = nullptr;                 // (arena_size) the parameters, arena order; under ZeRO-3 only
+                                           // plan->param_ranges() hold values (read and written)
   float* master = nullptr;                 // bf16 runs: fp32 master weights, back to back over the
                                            // optimizer ranges; null when params are the master (fp32)
   float* moments[2] = {nullptr, nullptr};  // AdamW first/second moments, back to back over the optimizer

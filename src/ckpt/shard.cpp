@@ -66,6 +66,8 @@ void for_each_piece(const RankState& st, const PieceVisitor& visit) {
     const TensorSpec& t = tensors[i];
     if (!st.master && plan.writes_params(i)) visit(0, t, 0, st.params + t.offset, 0, static_cast<std::int64_t>(t.numel));
     if (!plan.writes_moments(i)) continue;
+    // Parameters kept per optimizer range: the master weights (bf16), or the parameters under ZeRO-3.
+    const bool range_params = st.master || plan.shards_params();
     std::size_t packed = 0;  // offset of the current range in the packed per-range buffers
     int index = 0;
     for (const auto& r : plan.optimizer_ranges) {
@@ -73,7 +75,7 @@ void for_each_piece(const RankState& st, const PieceVisitor& visit) {
       if (lo < hi) {
         const std::size_t at = packed + (lo - r.begin);
         const auto flat = static_cast<std::int64_t>(lo - t.offset), count = static_cast<std::int64_t>(hi - lo);
-        if (st.master) visit(0, t, index, st.master + at, flat, count);
+        if (range_params) visit(0, t, index, st.master ? st.master + at : st.params + lo, flat, count);
         for (int k = 0; k < 2; ++k)
           if (st.moments[k]) visit(1 + k, t, index, st.moments[k] + at, flat, count);
         ++index;

@@ -48,6 +48,7 @@ struct SystemConfig {
   int expert_model_parallel_size = 1;
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
+  int zero_stage = 1;              // with the distributed optimizer: 1 optimizer state, 2 + gradients, 3 + parameters
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   PipelineSchedule pipeline_schedule = PipelineSchedule::one_f_one_b;

@@ -89,6 +89,9 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("system.expert_model_parallel_size", &s.expert_model_parallel_size, "expert-parallel ranks (only 1 is supported)");
   add("system.sequence_parallel", &s.sequence_parallel, "shard LayerNorm/residual regions along the sequence (needs tp > 1)");
   add("system.use_distributed_optimizer", &s.use_distributed_optimizer, "shard optimizer state over data-parallel ranks (ZeRO-1)");
+  add("system.zero_stage", &s.zero_stage,
+      "with use_distributed_optimizer: what is sharded over data-parallel ranks; 1 = optimizer state (ZeRO-1), 2 = "
+      "also the reduced gradients (ZeRO-2), 3 = also the parameters, gathered block by block (ZeRO-3)");
   add("system.overlap_grad_reduce", &s.overlap_grad_reduce, "start each gradient bucket's reduction as soon as it is ready");
   add("system.overlap_param_gather", &s.overlap_param_gather, "overlap the distributed optimizer's parameter all-gather with the next forward");
   add("system.pipeline_schedule", &s.pipeline_schedule, "1f1b, interleaved or afab (all-forward-all-backward)");

@@ -106,6 +106,13 @@ void validate_config(const Config& c) {
   p.real("system.collective_timeout_s", y.collective_timeout_s, 0, 1e9, false, false, "a number of seconds >= 0 (0 = no limit)");
   p.real("system.step_timeout_s", y.step_timeout_s, 0, 1e9, false, false, "a number of seconds >= 0 (0 = no limit)");
   p.range("system.threads_per_rank", y.threads_per_rank, 0, 4096, "0 = automatic");
+  p.range("system.zero_stage", y.zero_stage, 1, 3);
+  if (y.zero_stage > 1 && !y.use_distributed_optimizer)
+    p.add("system.zero_stage=" + s(static_cast<long>(y.zero_stage)) +
+          " shards gradients over data-parallel ranks through the distributed optimizer; set system.use_distributed_optimizer=true");
+  if (y.zero_stage > 1 && y.device == ComputeDevice::cuda)
+    p.add("system.zero_stage=" + s(static_cast<long>(y.zero_stage)) +
+          " releases memory page by page, which dtrain does on system.device=cpu only so far; use zero_stage=1 on GPUs");
   if (y.comm_backend == CommBackend::nccl && y.device != ComputeDevice::cuda)
     p.add("system.comm_backend=nccl needs system.device=cuda (NCCL moves GPU memory); use comm_backend=mpi or auto on CPUs");
 

@@ -45,6 +45,11 @@ MemoryEstimate RankPlan::memory() const {
   return e;
 }
 
+std::vector<ArenaRange> RankPlan::param_ranges() const {
+  if (shards_params()) return optimizer_ranges;
+  return {{0, arena_size}};
+}
+
 std::size_t RankPlan::largest_message() const {
   std::size_t most = static_cast<std::size_t>(activations.dims.N()) * static_cast<std::size_t>(activations.dims.C);
   for (const auto& b : buckets) most = std::max(most, b.range.end - b.range.begin);
@@ -84,6 +89,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   r.activations.recompute_layers = m.recompute_num_layers;
   r.micro_batches = plan.num_micro_batches;
   r.shape = shape;
+  r.zero_stage = r.distributed_optimizer ? cfg.system.zero_stage : 0;
   return r;
 }
 

@@ -44,10 +44,21 @@ struct RankPlan {
   ActivationLayout activations;
   int micro_batches = 1;                      // m: the step's micro-batches this rank holds tokens for
   ModelShape shape{};                         // the model's architecture (norm, positions, MLP, heads)
+  // What is sharded over data parallelism (system.zero_stage under the distributed optimizer, else 0):
+  // 1 the optimizer state, 2 also the reduced gradients (a bucket is whole only while it accumulates),
+  // 3 also the parameters (a bucket is whole only while a block's forward or backward uses it).
+  int zero_stage = 0;
 
-  // Checkpoint writers: parameters from data-parallel rank 0; optimizer moments from every data-parallel
+  bool shards_grads() const { return zero_stage >= 2; }
+  bool shards_params() const { return zero_stage >= 3; }
+  // The arena ranges whose parameters this rank keeps between steps: all of it, or (ZeRO-3) its
+  // optimizer ranges.
+  std::vector<ArenaRange> param_ranges() const;
+
+  // Checkpoint writers: whole parameter tensors from data-parallel rank 0 (unless ZeRO-3 shards them:
+  // then, like the moments, each owner writes its slices); optimizer moments from every data-parallel
   // rank under the distributed optimizer (each its slices), else from rank 0. Indices are table order.
-  bool writes_params(std::size_t tensor) const { return coords.dp == 0 && counted[tensor]; }
+  bool writes_params(std::size_t tensor) const { return !shards_params() && coords.dp == 0 && counted[tensor]; }
   bool writes_moments(std::size_t tensor) const { return (distributed_optimizer || coords.dp == 0) && counted[tensor]; }
   std::size_t optimizer_elements() const { return total_elements(optimizer_ranges); }
   std::size_t compute_type_bytes() const { return precision == Precision::bf16 ? 2 : 4; }
