@@ -73,6 +73,22 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
     std::printf("  %-6d %10.2f %10.2f %10.2f %12.2f %10.2f %10.2f\n", st, mb(m.params), mb(m.grads), mb(m.optimizer),
                 mb(m.activations), mb(m.buffers), mb(m.total()));
   }
+  if (cfg.system.use_distributed_optimizer && cfg.system.zero_stage > 1) {
+    // What ZeRO-2/3 keeps between uses against the model state (params, fp32 grads, optimizer) over dp.
+    for (int st = 0; st < s.pp; ++st) {
+      Coords at;
+      at.pp = st;
+      const RankPlan rp = make_rank_plan(cfg, plan, at);
+      const MemoryEstimate m = rp.memory();
+      const std::size_t owned = rp.optimizer_elements(), compute = rp.compute_type_bytes();
+      const std::size_t kept = (rp.shards_params() ? owned : rp.arena_size) * compute + owned * 4 + m.optimizer;
+      const std::size_t whole = rp.arena_size * (compute + 4) + m.optimizer * static_cast<std::size_t>(s.dp);
+      std::printf("  stage %d ZeRO-%d: params+grads+optimizer kept between uses %.2f MiB = %.3f x (stage total %.2f MiB / dp %d); "
+                  "buckets gathered at once add %.2f MiB params, %.2f MiB grads\n",
+                  st, rp.zero_stage, mb(kept), static_cast<double>(kept) * s.dp / static_cast<double>(whole), mb(whole), s.dp,
+                  mb(m.params - (rp.shards_params() ? owned : rp.arena_size) * compute), mb(m.grads - owned * 4));
+    }
+  }
   std::printf("dry run complete: configuration is valid for %d ranks\n", env.world_size);
   std::fflush(stdout);
 }

@@ -5,6 +5,7 @@
 // grouped-query attention, tied or separate LM head, with or without linear biases (plan_.shape).
 #include "model/gpt.hpp"
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -91,8 +92,8 @@ class GptModelImpl final : public GptModel {
   void* stage_input(int slot) override { return acts_.slot(slot).stage_input; }
   const void* stage_output(int slot, int) override { return block_input(acts_.slot(slot), blocks_per_chunk_); }
   void logits_row(int slot, long row, float* out) override;
-  void set_parameters(const float* values) override;
-  void get_parameters(float* values) override;
+  void set_parameters(ArenaRange r, const float* values) override;
+  void get_parameters(ArenaRange r, float* values) override;
   int num_slots() const override { return acts_.num_slots(); }
 
  private:
@@ -246,6 +247,7 @@ double GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
   const ActivationDims& d = dims();
   const long N = d.N();
   if (chunk == 0 && plan_.part.embedding) {
+    hook(kEmbeddingLayer, LayerPhase::before_forward);
     // Vocab-parallel embedding: each row is nonzero on the rank holding its token (plus wpe on tp rank 0),
     // so the sum over the group is exact in either precision.
     T* partial = sp() ? acts_.scratch().rows_full : s.stage_input;
@@ -254,13 +256,18 @@ double GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
       tp_->reduce_scatter_rows(s.stage_input, partial, d.Ns(), d.C);
     else if (tp_)
       tp_->all_reduce(partial, N * d.C);
+    hook(kEmbeddingLayer, LayerPhase::after_forward);
   }
   const int base = first_block(chunk);
   for (int i = 0; i < blocks_per_chunk_; ++i) {
-    if (forward_hook_) forward_hook_(plan_.part.chunks[chunk][i]);
+    const int layer = plan_.part.chunks[chunk][i];
+    hook(layer, LayerPhase::before_forward);
     block_forward(p_.blocks[base + i], block_input(s, i), s.blocks[i]);
+    hook(layer, LayerPhase::after_forward);
   }
   if (!(plan_.part.head && chunk == num_chunks() - 1)) return 0.0;
+
+  hook(kHeadLayer, LayerPhase::before_forward);
 
   norm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, block_input(s, blocks_per_chunk_), p_.lnf_w, p_.lnf_b);
   k_.matmul_forward(s.logits, s.lnf, p_.head, nullptr, N, d.C, d.Vl);
@@ -274,6 +281,7 @@ double GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
     tp_->all_reduce(s.row_sum, N);
     tp_->all_reduce(s.target_logit, N);
   }
+  hook(kHeadLayer, LayerPhase::after_forward);
   return k_.xent_loss(s.lse, s.row_max, s.row_sum, s.target_logit, N);
 }
 
@@ -311,27 +319,35 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
   const long N = d.N(), rows = d.Ns() * d.C;
   Scratch<T>& sc = acts_.scratch();
   if (plan_.part.head && chunk == num_chunks() - 1) {
+    hook(kHeadLayer, LayerPhase::before_backward);
     float* dlnf = wide_or(sc.dln, sc.partial);
     k_.fill(sc.dloss, loss_scale, N);
     k_.xent_backward(s.logits, s.logits, s.lse, batch.targets, sc.dloss, vocab_start_, N, d.Vl);
     k_.matmul_backward_wide(dlnf, g_.head, nullptr, s.logits, s.lnf, p_.head, N, d.C, d.Vl);
     k_.zero(sc.dres, rows);
     norm_backward(sc.dres, g_.lnf_w, g_.lnf_b, dlnf, block_input(s, blocks_per_chunk_), p_.lnf_w, s.lnf_mean, s.lnf_rstd);
+    hook(kHeadLayer, LayerPhase::after_backward);
   } else {
     k_.copy(sc.dres, static_cast<const T*>(output_grad), rows);
   }
   const int base = first_block(chunk);
+  const std::vector<int>& layers = plan_.part.chunks[chunk];
   for (int i = blocks_per_chunk_ - 1; i >= 0; --i) {
     // Full recomputation: at a group's last block, rerun the group's forward from its kept input (the
     // same kernels on the same values: the activations come back bit for bit).
     if (const int from = replay_from_[static_cast<std::size_t>(i)]; from >= 0)
-      for (int j = from; j <= i; ++j) block_forward(p_.blocks[base + j], block_input(s, j), s.blocks[j]);
+      for (int j = from; j <= i; ++j) {
+        hook(layers[j], LayerPhase::before_backward);
+        block_forward(p_.blocks[base + j], block_input(s, j), s.blocks[j]);
+      }
+    hook(layers[i], LayerPhase::before_backward);
     block_backward(p_.blocks[base + i], g_.blocks[base + i], block_input(s, i), s.blocks[i]);
-    if (backward_hook_) backward_hook_(plan_.part.chunks[chunk][i]);
+    hook(layers[i], LayerPhase::after_backward);
   }
-  if (chunk == 0 && plan_.part.embedding)
+  if (chunk == 0 && plan_.part.embedding) {
     k_.embedding_backward(g_.wte, g_.wpe, full_rows_grad(), batch.tokens, vocab_start_, d.B, d.T, d.C, d.Vl);
-  else
+    hook(kEmbeddingLayer, LayerPhase::after_backward);
+  } else
     k_.copy(static_cast<T*>(input_grad), sc.dres, rows);
 }
 
@@ -344,26 +360,28 @@ void GptModelImpl<T>::logits_row(int slot, long row, float* out) {
 }
 
 template <typename T>
-void GptModelImpl<T>::set_parameters(const float* values) {
-  const long n = static_cast<long>(plan_.arena_size);
+void GptModelImpl<T>::set_parameters(ArenaRange r, const float* values) {
+  const long n = static_cast<long>(r.end - r.begin);
+  T* dest = params_.as<T>() + r.begin;
   if (device().is_host()) {
-    kernels::host::narrow(params_.as<T>(), values, n);
+    kernels::host::narrow(dest, values, n);
     return;
   }
-  std::vector<T> staged(plan_.arena_size);
+  std::vector<T> staged(static_cast<std::size_t>(n));
   kernels::host::narrow(staged.data(), values, n);
-  device().copy(params_.data(), staged.data(), sizeof(T) * staged.size());
+  device().copy(dest, staged.data(), sizeof(T) * staged.size());
 }
 
 template <typename T>
-void GptModelImpl<T>::get_parameters(float* values) {
-  const long n = static_cast<long>(plan_.arena_size);
+void GptModelImpl<T>::get_parameters(ArenaRange r, float* values) {
+  const long n = static_cast<long>(r.end - r.begin);
+  const T* src = params_.as<T>() + r.begin;
   if (device().is_host()) {
-    kernels::host::widen(values, params_.as<T>(), n);
+    kernels::host::widen(values, src, n);
     return;
   }
-  std::vector<T> staged(plan_.arena_size);
-  device().copy(staged.data(), params_.data(), sizeof(T) * staged.size());
+  std::vector<T> staged(static_cast<std::size_t>(n));
+  device().copy(staged.data(), src, sizeof(T) * staged.size());
   kernels::host::widen(values, staged.data(), n);
 }
 
@@ -380,14 +398,21 @@ std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParal
 }
 
 void init_parameters(const TensorTable& table, std::uint64_t seed, float* values) {
+  init_parameters(table, seed, {0, table.total()}, values);
+}
+
+void init_parameters(const TensorTable& table, std::uint64_t seed, ArenaRange r, float* values) {
+  std::fill(values, values + (r.end - r.begin), 0.0f);
   for (const auto& t : table.tensors()) {
-    float* w = values + t.offset;
+    const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
+    if (lo >= hi) continue;
+    float* w = values + (lo - r.begin);
     const std::uint64_t key = rng::key_of(seed, t.name);
-    for (long i = 0; i < static_cast<long>(t.numel); ++i) {
+    for (long i = static_cast<long>(lo - t.offset), end = static_cast<long>(hi - t.offset); i < end; ++i, ++w) {
       switch (t.init) {
-        case InitKind::zeros: w[i] = 0.0f; break;
-        case InitKind::ones: w[i] = 1.0f; break;
-        case InitKind::normal: w[i] = t.init_std * rng::normal(key, static_cast<std::uint64_t>(global_index(t, i))); break;
+        case InitKind::zeros: *w = 0.0f; break;
+        case InitKind::ones: *w = 1.0f; break;
+        case InitKind::normal: *w = t.init_std * rng::normal(key, static_cast<std::uint64_t>(global_index(t, i))); break;
       }
     }
   }

@@ -46,15 +46,19 @@ class GptModel {
   // Row `row` of slot's logits (after a forward through the head) as fp32 on the host.
   virtual void logits_row(int slot, long row, float* out /*(Vl)*/) = 0;
 
-  // The parameters as fp32 values on the host, in arena order (plan().arena_size elements): set rounds
-  // them to the storage type on the device, get widens them back.
-  virtual void set_parameters(const float* values) = 0;
-  virtual void get_parameters(float* values) = 0;
+  // The parameters of arena range r as fp32 values on the host (values: r.end - r.begin elements):
+  // set rounds them to the storage type on the device, get widens them back. Without a range: the
+  // whole arena (plan().arena_size elements, arena order).
+  virtual void set_parameters(ArenaRange r, const float* values) = 0;
+  virtual void get_parameters(ArenaRange r, float* values) = 0;
+  void set_parameters(const float* values) { set_parameters({0, plan_.arena_size}, values); }
+  void get_parameters(float* values) { get_parameters({0, plan_.arena_size}, values); }
 
-  // Called after each block's backward with its global layer index (gradient-ready hook).
-  void set_block_backward_hook(std::function<void(int)> hook) { backward_hook_ = std::move(hook); }
-  // Called before each block's forward with its global layer index (parameters-ready hook).
-  void set_block_forward_hook(std::function<void(int)> hook) { forward_hook_ = std::move(hook); }
+  // Called around every use of a layer's parameters (blocks by global layer index, kEmbeddingLayer,
+  // kHeadLayer; plan/buckets.hpp): before and after its forward, before its backward (a fully
+  // recomputed group announces each block before its replay), and after its backward, when this
+  // micro-batch's gradients of the layer are complete (the embedding announces only that).
+  void set_layer_hook(std::function<void(int, LayerPhase)> hook) { layer_hook_ = std::move(hook); }
 
   const RankPlan& plan() const { return plan_; }
   const TensorTable& table() const { return plan_.table; }
@@ -73,7 +77,10 @@ class GptModel {
   GptModel(const RankPlan& plan, Device& device);
   RankPlan plan_;
   Arena params_, grads_;
-  std::function<void(int)> forward_hook_, backward_hook_;
+  void hook(int layer, LayerPhase phase) {
+    if (layer_hook_) layer_hook_(layer, phase);
+  }
+  std::function<void(int, LayerPhase)> layer_hook_;
 };
 
 // The model `plan` describes, in plan.precision, on the device of `backend`. tp may be null (one rank
@@ -84,5 +91,7 @@ std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParal
 // the counter-based RNG keyed by (seed, tensor name, global element index): every layout starts from
 // the same global weights.
 void init_parameters(const TensorTable& table, std::uint64_t seed, float* values);
+// The same values for arena range r only (values: r.end - r.begin elements; alignment gaps are 0).
+void init_parameters(const TensorTable& table, std::uint64_t seed, ArenaRange r, float* values);
 
 }  // namespace dtrain

@@ -15,11 +15,12 @@ AdamW::AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend 
       m_(device_for(backend), plan.optimizer_elements() * sizeof(float)),
       v_(device_for(backend), plan.optimizer_elements() * sizeof(float)) {}
 
-void AdamW::set_master(const float* values) {
+void AdamW::set_master(ArenaRange from, const float* values) {
   if (!has_master()) return;
   std::size_t packed = 0;
   for (const auto& r : plan_.optimizer_ranges) {
-    master_.device().copy(master_.as<float>() + packed, values + r.begin, sizeof(float) * (r.end - r.begin));
+    const std::size_t lo = std::max(r.begin, from.begin), hi = std::min(r.end, from.end);
+    if (lo < hi) master_.device().copy(master_.as<float>() + packed + (lo - r.begin), values + (lo - from.begin), sizeof(float) * (hi - lo));
     packed += r.end - r.begin;
   }
 }

@@ -16,8 +16,10 @@ class AdamW {
  public:
   // Zero moments (and master weights) for the plan's optimizer ranges on the device of `backend`.
   AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend backend);
-  // bf16 runs: the master weights from fp32 values of the whole arena (host, arena order). No-op in fp32.
-  void set_master(const float* values);
+  // bf16 runs: the master weights of arena range r from fp32 values (host, r.end - r.begin elements;
+  // without a range the whole arena, arena order). Only the owned part of r is kept. No-op in fp32.
+  void set_master(ArenaRange r, const float* values);
+  void set_master(const float* values) { set_master({0, plan_.arena_size}, values); }
   // One update of the owned ranges with learning rate lr; t is the 1-based step count. params holds
   // plan.precision elements, grads fp32.
   void step(Arena& params, const Arena& grads, double lr, int t);

@@ -8,11 +8,20 @@ namespace dtrain {
 
 GradSync::GradSync(const RankPlan& plan, Arena& params, Arena& grads, const ParallelState& ps, bool overlap, int m)
     : plan_(plan), params_(params), grads_(grads), ps_(ps), overlap_(overlap), distributed_(plan.distributed_optimizer), m_(m) {
-  for (const auto& span : plan.buckets) buckets_.push_back({span.range, span.layer, {}, {}});
+  for (const auto& span : plan.buckets) buckets_.push_back({span.range, span.layer, owned_slice(span, ps.dp().size(), ps.dp().rank()), {}, {}});
   backward_counts_.assign(buckets_.size(), 0);
 }
 
-void GradSync::start_step() { std::fill(backward_counts_.begin(), backward_counts_.end(), 0); }
+void GradSync::start_step() {
+  std::fill(backward_counts_.begin(), backward_counts_.end(), 0);
+  for (auto& b : buckets_) b.reduced = b.settled = false;
+  if (!plan_.shards_grads()) {
+    grads_.zero();
+    return;
+  }
+  for (const auto& b : buckets_)
+    grads_.device().zero(grads_.as<float>() + b.owned.begin, sizeof(float) * (b.owned.end - b.owned.begin));
+}
 
 void GradSync::prepare(Bucket& b) {
   float* g = grads_.as<float>();
@@ -30,6 +39,7 @@ void GradSync::prepare(Bucket& b) {
 }
 
 void GradSync::start_reduce(Bucket& b, bool non_blocking) {
+  b.reduced = true;
   prepare(b);
   Communicator& dp = ps_.dp();
   const std::size_t n = b.range.end - b.range.begin;
@@ -44,25 +54,39 @@ void GradSync::start_reduce(Bucket& b, bool non_blocking) {
     b.grad_req = dp.all_reduce(g, n, DType::f32, ReduceOp::sum, {"allreduce gradients"}, when);
 }
 
+void GradSync::settle(Bucket& b) {
+  b.grad_req.wait();
+  if (b.settled) return;
+  b.settled = true;
+  if (!plan_.shards_grads()) return;
+  grads_.discard(sizeof(float) * b.range.begin, sizeof(float) * b.owned.begin);
+  grads_.discard(sizeof(float) * b.owned.end, sizeof(float) * b.range.end);
+}
+
 void GradSync::block_backward_done(int layer) {
-  if (!overlap_) return;
+  if (!overlap_ && !plan_.shards_grads()) return;
   // MPI has no progress thread here: poke the reductions in flight so they advance between blocks.
-  for (auto& b : buckets_) b.grad_req.test();
+  if (overlap_)
+    for (auto& b : buckets_)
+      if (b.reduced && b.grad_req.test()) settle(b);
   for (std::size_t i = 0; i < buckets_.size(); ++i)
-    if (buckets_[i].layer == layer && ++backward_counts_[i] == m_) start_reduce(buckets_[i], /*non_blocking=*/true);
+    if (buckets_[i].layer == layer && ++backward_counts_[i] == m_) {
+      start_reduce(buckets_[i], /*non_blocking=*/overlap_);
+      if (!overlap_) settle(buckets_[i]);
+    }
 }
 
 void GradSync::finish() {
   for (auto& b : buckets_) {
-    const bool started = overlap_ && b.layer >= 0;
-    if (!started) start_reduce(b, /*non_blocking=*/false);
-    b.grad_req.wait();
+    if (!b.reduced) start_reduce(b, /*non_blocking=*/false);
+    settle(b);
   }
 }
 
 void GradSync::gather_params(bool overlap) {
   Communicator& dp = ps_.dp();
-  if (!distributed_ || dp.size() == 1) return;
+  // ZeRO-3 gathers a bucket only when a block needs it (ShardedParams).
+  if (!distributed_ || dp.size() == 1 || plan_.shards_params()) return;
   for (auto& b : buckets_) {
     const std::size_t n = b.range.end - b.range.begin;
     if (n == 0) continue;

@@ -7,6 +7,9 @@
 // bucket, updates it, and the slices are all-gathered back into full parameters.
 // Before a bucket leaves, the gradients that are partial over tensor-parallel ranks (LayerNorm under
 // sequence parallelism) are summed over the TP group, and the tied embedding over the embedding group.
+// ZeRO-2 and 3 (plan.shards_grads()): a block's bucket is reduce-scattered as soon as its backward has
+// run for the last micro-batch (blocking, unless overlapped), and then every gradient but the rank's
+// slice is discarded (Arena::discard: the memory goes back until the next step writes it again).
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -24,7 +27,7 @@ class GradSync {
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 
-  void start_step();
+  void start_step();  // zeroes the gradients (under ZeRO-2/3 the owned slices; the rest is discarded)
   void block_backward_done(int layer);  // the model's backward hook
   // Completes every reduction. Afterwards the owned ranges hold gradients summed over data parallel.
   void finish();
@@ -40,10 +43,14 @@ class GradSync {
   struct Bucket {
     ArenaRange range;
     int layer;                            // -1 for the embedding and head ranges
+    ArenaRange owned;                     // this rank's slice
     CommRequest grad_req, param_req;      // reductions and gathers in flight
+    bool reduced = false;                 // this step's reduction has started
+    bool settled = false;                 // and is complete (and, under ZeRO-2/3, the rest discarded)
   };
   void prepare(Bucket& b);           // tensor-parallel and embedding-group sums
   void start_reduce(Bucket& b, bool non_blocking);
+  void settle(Bucket& b);            // waits for the reduction; discards what the rank does not own
 
   const RankPlan& plan_;
   Arena& params_;

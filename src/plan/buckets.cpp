@@ -18,16 +18,37 @@ std::vector<BucketSpan> gradient_buckets(const TensorTable& table, std::size_t s
   return buckets;
 }
 
+ArenaRange owned_slice(const BucketSpan& b, int dp, int r) {
+  const std::size_t slice = (b.range.end - b.range.begin) / static_cast<std::size_t>(dp);
+  const std::size_t lo = b.range.begin + slice * static_cast<std::size_t>(r);
+  return {lo, lo + slice};
+}
+
 std::vector<ArenaRange> optimizer_ranges(const std::vector<BucketSpan>& buckets, std::size_t size, int dp, int r,
                                          bool distributed) {
   if (!distributed) return {{0, size}};
   std::vector<ArenaRange> owned;
   for (const auto& b : buckets) {
-    const std::size_t slice = (b.range.end - b.range.begin) / static_cast<std::size_t>(dp);
-    const std::size_t lo = b.range.begin + slice * static_cast<std::size_t>(r);
-    if (slice > 0) owned.push_back({lo, lo + slice});
+    const ArenaRange slice = owned_slice(b, dp, r);
+    if (slice.end > slice.begin) owned.push_back(slice);
   }
   return owned;
+}
+
+std::vector<int> buckets_of_layer(const std::vector<BucketSpan>& buckets, int layer, bool tied) {
+  const int n = static_cast<int>(buckets.size());
+  std::vector<int> found;
+  const bool first_is_end = n > 0 && buckets.front().layer < 0, last_is_end = n > 1 && buckets.back().layer < 0;
+  if (layer >= 0) {
+    for (int i = 0; i < n; ++i)
+      if (buckets[i].layer == layer) found.push_back(i);
+  } else if (layer == kEmbeddingLayer) {
+    if (first_is_end) found.push_back(0);
+  } else if (layer == kHeadLayer && last_is_end) {
+    found.push_back(n - 1);
+    if (tied && first_is_end) found.push_back(0);
+  }
+  return found;
 }
 
 bool counts_tensor(const TensorSpec& t, int tp_rank, bool last_stage_with_tied_copy) {

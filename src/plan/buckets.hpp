@@ -25,10 +25,24 @@ struct BucketSpan {
 };
 std::vector<BucketSpan> gradient_buckets(const TensorTable& table, std::size_t arena_size);
 
+// The r-th of the dp equal slices of a bucket: what data-parallel rank r owns under the distributed
+// optimizer.
+ArenaRange owned_slice(const BucketSpan& bucket, int dp, int r);
+
 // Arena ranges the optimizer of data-parallel rank r updates: everything, or (distributed) the r-th
 // of the dp equal slices of every bucket.
 std::vector<ArenaRange> optimizer_ranges(const std::vector<BucketSpan>& buckets, std::size_t arena_size, int dp, int r,
                                          bool distributed);
+
+// Layer codes of the model's hooks besides blocks (global layer index): the embedding and the head.
+constexpr int kEmbeddingLayer = -1;
+constexpr int kHeadLayer = -2;
+enum class LayerPhase { before_forward, after_forward, before_backward, after_backward };
+
+// Indices of the buckets holding the parameters `layer` reads: a block's own bucket; for the
+// embedding, the stage's first bucket (wte, wpe); for the head, the last bucket (lnf, lm_head) and,
+// when tied, the first (wte). Empty when the stage has no such layer.
+std::vector<int> buckets_of_layer(const std::vector<BucketSpan>& buckets, int layer, bool tied);
 
 // Whether the rank at these coordinates is the one that counts a tensor in the gradient norm and
 // writes it to checkpoints: replicas over tensor parallelism are counted by tp rank 0, and the tied

@@ -30,8 +30,8 @@ MemoryEstimate RankPlan::memory() const {
   auto bytes = [](std::size_t n, std::size_t each) { return n > kMax ? kMax * each : n * each; };
   const std::size_t compute = compute_type_bytes();
   MemoryEstimate e;
-  e.params = bytes(arena_size, compute);
-  e.grads = bytes(arena_size, 4);
+  e.params = bytes(shards_params() ? resident_params() : arena_size, compute);
+  e.grads = bytes(shards_grads() ? resident_grads() : arena_size, 4);
   // AdamW first and second moments, and in a bf16 run the fp32 master weights, of the owned ranges.
   e.optimizer = (precision == Precision::bf16 ? 3 : 2) * bytes(optimizer_elements(), 4);
   e.activations = activations.bytes();
@@ -43,6 +43,49 @@ MemoryEstimate RankPlan::memory() const {
   const std::size_t messages = sizes.pp > 1 ? static_cast<std::size_t>(activations.slots) + 2 : 1;
   e.buffers = bytes(tokens, 4) + bytes(messages * message, compute);
   return e;
+}
+
+namespace {
+
+// Elements of a bucket that a data-parallel rank does not own (all but its 1/dp slice).
+std::size_t unowned(std::size_t bucket, int dp) { return bucket - bucket / static_cast<std::size_t>(dp); }
+
+}  // namespace
+
+RankPlan::BucketSizes RankPlan::bucket_sizes() const {
+  BucketSizes b;
+  const std::size_t n = buckets.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t size = buckets[i].range.end - buckets[i].range.begin;
+    if (buckets[i].layer >= 0) {
+      b.largest_block = std::max(b.largest_block, size);
+      b.blocks += size;
+    } else if (i == 0) {
+      b.front = size;
+    } else {
+      b.back = size;
+    }
+  }
+  return b;
+}
+
+std::size_t RankPlan::resident_params() const {
+  // Whole at once: a block and the next one prefetched (with full recomputation, a replayed group and
+  // one more), or the head's buckets (the tied embedding included), or the embedding's.
+  const BucketSizes b = bucket_sizes();
+  std::size_t group = 1;
+  for (const auto& [begin, end] : activations.recompute_groups()) group = std::max(group, static_cast<std::size_t>(end - begin));
+  const std::size_t whole = std::max({(group + 1) * b.largest_block, b.back + (shape.tied ? b.front : 0), b.front});
+  return optimizer_elements() + unowned(whole, sizes.dp);
+}
+
+std::size_t RankPlan::resident_grads() const {
+  // Whole at once: the embedding's and the head's buckets during the whole backward pass (reduced at
+  // its end); block buckets from their first backward to their last one's reduction: one or two at a
+  // time with one micro-batch per step, else every block.
+  const BucketSizes b = bucket_sizes();
+  const std::size_t blocks = micro_batches == 1 ? std::min(2 * b.largest_block, b.blocks) : b.blocks;
+  return optimizer_elements() + unowned(b.front + b.back + blocks, sizes.dp);
 }
 
 std::vector<ArenaRange> RankPlan::param_ranges() const {

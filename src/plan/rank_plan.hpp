@@ -63,6 +63,15 @@ struct RankPlan {
   std::size_t optimizer_elements() const { return total_elements(optimizer_ranges); }
   std::size_t compute_type_bytes() const { return precision == Precision::bf16 ? 2 : 4; }
   MemoryEstimate memory() const;
+  // Sizes of the rank's buckets in elements: the embedding's (front), the head's (back), blocks.
+  struct BucketSizes {
+    std::size_t front = 0, back = 0, largest_block = 0, blocks = 0;
+  };
+  BucketSizes bucket_sizes() const;
+  // Elements of parameters (ZeRO-3) and gradients (ZeRO-2/3) resident at most: the owned slices and
+  // the buckets whole at the same time.
+  std::size_t resident_params() const;
+  std::size_t resident_grads() const;
   // Elements of the largest single collective or transfer of a step: a gradient bucket, or a full
   // (N, C) activation of the tensor-parallel collectives. MPI counts are ints, so it must fit one.
   std::size_t largest_message() const;

@@ -35,6 +35,10 @@ class Arena {
     return static_cast<const T*>(data_);
   }
   void zero() { device_->zero(data_, bytes_); }
+  // Bytes [begin, end) read as zero afterwards and hold no memory until written (Device::discard).
+  void discard(std::size_t begin, std::size_t end) {
+    if (begin < end) device_->discard(static_cast<char*>(data_) + begin, end - begin);
+  }
   void* data() { return data_; }
   const void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }

@@ -57,6 +57,7 @@ class CudaDevice final : public Device {
   void zero(void* p, std::size_t bytes) override {
     if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, 0));
   }
+  void discard(void* p, std::size_t bytes) override { zero(p, bytes); }
   void synchronize() override { CUDA_CHECK(cudaDeviceSynchronize()); }
   std::size_t peak_bytes() const override { return peak_; }
 

@@ -1,5 +1,5 @@
-// The memory of the device a rank computes on, and copies between it and the host. Host: aligned
-// host memory and memcpy. CUDA: cudaMalloc'd device memory (arenas, allocated once at start), pinned
+// The memory of the device a rank computes on, and copies between it and the host. Host: anonymous
+// page mappings (zero pages until touched, so memory counts only once used) and memcpy. CUDA: cudaMalloc'd device memory (arenas, allocated once at start), pinned
 // host memory for staging, cudaMemcpy in any direction. Kernels run on the device's memory; whatever
 // the host reads or writes (checkpoints, token batches, the final weights) is copied through host
 // buffers, pinned on a GPU.
@@ -22,6 +22,10 @@ class Device {
   // Copies bytes between any two of the device's and the host's memory; done when it returns.
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void zero(void* p, std::size_t bytes) = 0;
+  // The contents of [p, p + bytes) are no longer needed: afterwards they read as zero, and the device
+  // may take the memory back until it is written again. Host: the whole pages inside go back to the
+  // operating system (zero-filled on the next touch). CUDA: zeroed, the memory stays allocated.
+  virtual void discard(void* p, std::size_t bytes) = 0;
   virtual void synchronize() = 0;  // all work queued on the device is done
   // Bytes of device memory this process has allocated at most (0 on the host).
   virtual std::size_t peak_bytes() const = 0;

@@ -71,4 +71,20 @@ std::size_t node_memory_bytes() {
   return bytes;
 }
 
+namespace {
+
+// A "Name:   1234 kB" line of /proc/self/status, in bytes (0 when absent).
+std::size_t status_kib(const std::string& name) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.compare(0, name.size() + 1, name + ":") == 0) return std::stoull(line.substr(name.size() + 1)) * 1024;
+  return 0;
+}
+
+}  // namespace
+
+std::size_t resident_bytes() { return status_kib("VmRSS"); }
+std::size_t peak_resident_bytes() { return status_kib("VmHWM"); }
+
 }  // namespace dtrain

@@ -7,8 +7,23 @@
 #include <filesystem>
 
 #include "common/error.hpp"
+#include "runtime/machine.hpp"
 
 namespace dtrain {
+namespace {
+
+// 1.23 GiB, or 456.7 MiB below a GiB.
+std::string format_bytes(double bytes) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  char buf[32];
+  if (bytes >= 1024.0 * kMiB)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * kMiB));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / kMiB);
+  return buf;
+}
+
+}  // namespace
 
 std::string format_duration(double s) {
   char buf[32];
@@ -38,9 +53,12 @@ void StepLog::step_line(const StepRecord& r) {
   char bubble[64] = "";
   if (r.pipelined)
     std::snprintf(bubble, sizeof bubble, " | bubble %.1f%% (predicted %.1f%%)", 100.0 * r.bubble, 100.0 * r.predicted_bubble);
-  std::printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%%%s | %.3f s/step | elapsed %s | ETA %s\n",
+  char memory[96];
+  const int n = std::snprintf(memory, sizeof memory, " | peak mem %s (rank %d)", format_bytes(r.peak_rss).c_str(), r.peak_rss_rank);
+  if (r.device_peak > 0) std::snprintf(memory + n, sizeof memory - n, ", GPU %s", format_bytes(r.device_peak).c_str());
+  std::printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%%%s | %.3f s/step%s | elapsed %s | ETA %s\n",
               static_cast<int>(std::to_string(r.total_steps).size()), r.step, r.total_steps, r.loss, r.lr, r.grad_norm,
-              r.tokens_per_s, 100.0 * r.mfu, bubble, r.step_seconds, format_duration(r.elapsed_s).c_str(),
+              r.tokens_per_s, 100.0 * r.mfu, bubble, r.step_seconds, memory, format_duration(r.elapsed_s).c_str(),
               format_duration(r.eta_s).c_str());
   std::fflush(stdout);
 }
@@ -52,11 +70,24 @@ void StepLog::metrics(const StepRecord& r) {
                r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.mfu, r.step_seconds, r.elapsed_s);
   if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.17g", *r.val_loss);
   if (r.pipelined) std::fprintf(metrics_.get(), ", \"bubble\": %.5f, \"predicted_bubble\": %.5f", r.bubble, r.predicted_bubble);
+  std::fprintf(metrics_.get(), ", \"peak_rss_bytes\": %.0f, \"peak_rss_rank\": %d, \"device_peak_bytes\": %.0f", r.peak_rss,
+               r.peak_rss_rank, r.device_peak);
   const bool written = std::fprintf(metrics_.get(), "}\n") > 0 && std::fflush(metrics_.get()) == 0 && !std::ferror(metrics_.get());
   if (!written && !metrics_failed_) {
     metrics_failed_ = true;  // training goes on; the user hears about it once
     message("warning: cannot write the metrics file '" + metrics_path_ + "' (" + std::strerror(errno) +
             "); metrics lines from step " + std::to_string(r.step) + " on are lost (the step lines still show them)");
+  }
+}
+
+void gather_memory_peaks(Communicator& world, std::size_t device_peak, StepRecord& r) {
+  const double mine[2] = {static_cast<double>(peak_resident_bytes()), static_cast<double>(device_peak)};
+  std::vector<double> all(2 * static_cast<std::size_t>(world.size()));
+  world.all_gather(mine, all.data(), 2, DType::f64, {"gather peak memory (step line)"});
+  r.peak_rss = r.device_peak = 0.0;
+  for (int rank = 0; rank < world.size(); ++rank) {
+    if (all[2 * rank] > r.peak_rss) r.peak_rss = all[2 * rank], r.peak_rss_rank = rank;
+    r.device_peak = std::max(r.device_peak, all[2 * rank + 1]);
   }
 }
 

@@ -19,7 +19,15 @@ struct StepRecord {
   double bubble = 0.0, predicted_bubble = 0.0;  // pipeline idle fraction: measured, from the formula
   bool pipelined = false;
   std::optional<double> val_loss;
+  // Measured memory, the largest over ranks (bytes): peak resident memory of the process, and the
+  // device's peak allocation (0 on the host).
+  double peak_rss = 0.0, device_peak = 0.0;
+  int peak_rss_rank = 0;
 };
+
+// Collective: every rank's peak resident memory (and its device's peak allocation, device_peak) into
+// r's memory fields.
+void gather_memory_peaks(Communicator& world, std::size_t device_peak, StepRecord& r);
 
 class StepLog {
  public:

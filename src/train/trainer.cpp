@@ -40,6 +40,7 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       tp_(ps.tp()),
       model_(make_gpt_model(make_rank_plan(cfg, plan, ps.coords()), &tp_, backend)),
       grad_sync_(model_->plan(), model_->params(), model_->grads(), ps, cfg.system.overlap_grad_reduce, plan.num_micro_batches),
+      sharded_(model_->plan().shards_params() ? std::make_unique<ShardedParams>(model_->plan(), model_->params(), ps) : nullptr),
       adamw_(model_->plan(), cfg.optimizer, backend),
       batch_elements_(static_cast<std::size_t>(plan.num_micro_batches) * static_cast<std::size_t>(model_->dims().N())),
       host_batch_(model_->device(), 2 * batch_elements_ * sizeof(int)),
@@ -50,15 +51,30 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       eval_exec_(stage_, ps,
                  forward_only(schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.virtual_stages, ps.coords().pp)),
                  plan.num_micro_batches, plan.virtual_stages) {
-  {
-    std::vector<float> initial(model_->plan().arena_size);
-    init_parameters(model_->table(), cfg.training.seed, initial.data());
-    model_->set_parameters(initial.data());
-    adamw_.set_master(initial.data());  // bf16: the exact fp32 initial values, not their rounding
-  }
-  model_->set_block_backward_hook([this](int layer) { grad_sync_.block_backward_done(layer); });
-  if (cfg.system.use_distributed_optimizer && cfg.system.overlap_param_gather)
-    model_->set_block_forward_hook([this](int layer) { grad_sync_.wait_params(layer); });
+  init_weights(cfg.training.seed);
+  const bool wait_gather = cfg.system.use_distributed_optimizer && cfg.system.overlap_param_gather;
+  model_->set_layer_hook([this, wait_gather](int layer, LayerPhase phase) {
+    if (sharded_) sharded_->on_layer(layer, phase);
+    if (phase == LayerPhase::before_forward && wait_gather && layer >= 0) grad_sync_.wait_params(layer);
+    if (phase == LayerPhase::after_backward && layer >= 0) grad_sync_.block_backward_done(layer);
+  });
+}
+
+void Trainer::init_weights(std::uint64_t seed) {
+  constexpr std::size_t kPiece = std::size_t{1} << 22;  // elements per piece: 16 MiB of fp32
+  std::vector<float> values;
+  for (const ArenaRange& range : model_->plan().param_ranges())
+    for (std::size_t at = range.begin; at < range.end; at += kPiece) {
+      const ArenaRange piece{at, std::min(range.end, at + kPiece)};
+      values.resize(piece.end - piece.begin);
+      init_parameters(model_->table(), seed, piece, values.data());
+      model_->set_parameters(piece, values.data());
+      adamw_.set_master(piece, values.data());  // bf16: the exact fp32 initial values, not their rounding
+    }
+}
+
+void Trainer::discard_gathered() {
+  if (sharded_) sharded_->discard_all();
 }
 
 void Trainer::load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step) {
@@ -84,7 +100,6 @@ StepResult Trainer::train_step(int step) {
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
   Arena& grads = model_->grads();
   grad_sync_.wait_params(-1);
-  grads.zero();
   grad_sync_.start_step();
   load_batches(*train_data_, "train", static_cast<std::uint64_t>(step));
   // Fault injection (debug.stall_*): this rank stops making progress in its first forward of the
@@ -135,6 +150,7 @@ StepResult Trainer::train_step(int step) {
     adamw_.step(model_->params(), grads, r.lr, step + 1);
   }
   grad_sync_.gather_params(cfg_.system.overlap_param_gather);
+  discard_gathered();
   // Measured bubble: every rank's waiting fraction, averaged (all ranks of a stage wait alike).
   r.bubble = sum_over_world(st.total_seconds > 0 ? st.wait_seconds / st.total_seconds : 0.0) / ps_.layout().world_size();
   return r;
@@ -187,7 +203,8 @@ RankState Trainer::host_state() {
 
 RankState Trainer::state_to_save() {
   RankState st = host_state();
-  if (st.params != model_->params().data()) model_->get_parameters(st.params);
+  if (st.params != model_->params().data())
+    for (const ArenaRange& r : model_->plan().param_ranges()) model_->get_parameters(r, st.params + r.begin);
   Device& device = model_->device();
   if (!device.is_host()) {
     if (st.master) device.copy(st.master, adamw_.master().data(), adamw_.master().bytes());
@@ -200,7 +217,9 @@ RankState Trainer::state_to_save() {
 RankState Trainer::state_to_load() { return host_state(); }
 
 void Trainer::load_state(const RankState& st) {
-  if (st.params != model_->params().data()) model_->set_parameters(st.params);
+  if (st.params != model_->params().data())
+    for (const ArenaRange& r : model_->plan().param_ranges()) model_->set_parameters(r, st.params + r.begin);
+  discard_gathered();
   Device& device = model_->device();
   if (!device.is_host()) {
     if (st.master) device.copy(adamw_.master().data(), st.master, adamw_.master().bytes());

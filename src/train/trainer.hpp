@@ -16,6 +16,7 @@
 #include "optim/adamw.hpp"
 #include "parallel/grad_sync.hpp"
 #include "parallel/pipeline_executor.hpp"
+#include "parallel/sharded_params.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "plan/training_plan.hpp"
 #include "comm/parallel_state.hpp"
@@ -63,6 +64,10 @@ class Trainer {
   const int* batch_targets() { return device_batch() + batch_elements_; }
   int* device_batch() { return batch_.data() ? batch_.as<int>() : host_batch_.as<int>(); }
   double sum_over_world(double v) const;
+  // The initial weights of the ranges the rank keeps, a bounded piece at a time (no full-size copy).
+  void init_weights(std::uint64_t seed);
+  // Discards the gathered copies of ZeRO-3 parameters (after the optimizer, or after a load).
+  void discard_gathered();
   // Host views of the state (the arenas themselves on the host, else staged copies).
   RankState host_state();
 
@@ -75,6 +80,7 @@ class Trainer {
   TensorParallel tp_;
   std::unique_ptr<GptModel> model_;
   GradSync grad_sync_;
+  std::unique_ptr<ShardedParams> sharded_;  // ZeRO-3 only
   AdamW adamw_;
   // This rank's share of the step's global batch: tokens then targets, each (m, B, T); read into the
   // pinned host buffer and copied to the device (the same memory on the host).

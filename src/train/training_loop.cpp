@@ -16,6 +16,7 @@
 #include "runtime/stop_signal.hpp"
 #include "train/checkpointing.hpp"
 #include "runtime/compute_budget.hpp"
+#include "runtime/machine.hpp"
 #include "train/step_log.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/trainer.hpp"
@@ -57,6 +58,8 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     tokenizer_id = tokenizer->identity();
   });
   broadcast_string(world, tokenizer_id);
+  double before_model = static_cast<double>(resident_bytes());
+  ps.world().all_reduce(&before_model, 1, DType::f64, ReduceOp::max, {"largest resident memory before the model"});
   Trainer trainer(cfg, plan, ps, backend, tokenizer_id);
   StepLog log(rank0, cfg.logging.metrics_file);
   const double flops_per_token = model_flops_per_token(cfg);
@@ -69,6 +72,12 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
                 bf16 ? "bf16" : "fp32", trainer.model().table().total(), plan.num_micro_batches, plan.micro_batch,
                 cfg.model.seq_length, compute.threads, compute.job_peak_gflops, peak_source, flops_per_token / 1e9);
   log.message(head);
+  char memory[256];
+  std::snprintf(memory, sizeof memory,
+                "memory per rank: the plan predicts %.1f MiB (largest stage; --dry-run shows the terms), on top of %.1f MiB "
+                "resident before the model was built (largest rank)",
+                static_cast<double>(plan.peak_memory()) / (1024.0 * 1024.0), before_model / (1024.0 * 1024.0));
+  log.message(memory);
   if (!compute.warning.empty()) log.message("warning: " + compute.warning);
   for (const auto& w : plan.warnings) log.message("warning: " + w);
   if (comm.nccl && !comm.nccl_pipeline)
@@ -123,6 +132,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
       rec.mfu = rec.tokens_per_s * flops_per_token / (compute.job_peak_gflops * 1e9);
       rec.elapsed_s = std::chrono::duration<double>(clock::now() - start).count();
       rec.eta_s = rec.elapsed_s / (step + 1 - first_step) * (total - step - 1);
+      gather_memory_peaks(ps.world(), trainer.model().device().peak_bytes(), rec);
       log.step_line(rec);
       if (rec.val_loss) log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) + " | val loss " + std::to_string(*rec.val_loss));
       log.metrics(rec);

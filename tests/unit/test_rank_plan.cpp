@@ -155,3 +155,48 @@ TEST_CASE("rank plan with activation recomputation keeps only what the backward 
   CHECK(bytes({"--model.recompute_granularity=full", "--model.recompute_method=block", "--model.recompute_num_layers=1"}) ==
         4 * (2080 + 560 + 608));
 }
+
+TEST_CASE("rank plan under ZeRO-2 and ZeRO-3 keeps the owned slices and the buckets in use", "[plan][rank_plan][zero]") {
+  // The tiny GPT at dp=2 (buckets start on multiples of 32): the embedding's bucket [0,160), four
+  // blocks of 928, the head's [3872,3904). Each rank owns half of each: 80 + 4 x 464 + 16 = 1952.
+  auto plan_of = [](int stage, int global_batch, const std::vector<std::string>& more = {}) {
+    std::vector<std::string> o = {"--system.use_distributed_optimizer=true", "--system.zero_stage=" + std::to_string(stage),
+                                  "--model.global_batch_size=" + std::to_string(global_batch)};
+    o.insert(o.end(), more.begin(), more.end());
+    const Config c = tiny(o);
+    Coords at;
+    at.dp = 1;
+    return make_rank_plan(c, make_plan(c, 2), at);
+  };
+  const RankPlan one = plan_of(1, 2);
+  CHECK(one.zero_stage == 1);
+  CHECK(one.memory().params == 3904 * 4);
+  CHECK(one.memory().grads == 3904 * 4);
+  REQUIRE(one.buckets.size() == 6);
+  CHECK(one.buckets[1].range.end - one.buckets[1].range.begin == 928);
+  CHECK(one.optimizer_elements() == 1952);
+  // ZeRO-2, one micro-batch per step: owned 1952 + the unowned halves of the embedding's and the head's
+  // buckets (whole through the backward pass) and of two blocks: (160 + 32 + 2 x 928) / 2 = 1024.
+  const RankPlan two = plan_of(2, 2);
+  CHECK(two.memory().grads == (1952 + 1024) * 4);
+  CHECK(two.memory().params == 3904 * 4);
+  // With 4 micro-batches a block's gradients live from the first backward to the last: no saving.
+  CHECK(plan_of(2, 8).memory().grads == 3904 * 4);
+  // ZeRO-3: parameters too: 1952 + a block and the prefetched next one, unowned halves: 928.
+  const RankPlan three = plan_of(3, 2);
+  CHECK(three.memory().params == (1952 + 928) * 4);
+  CHECK(three.memory().grads == (1952 + 1024) * 4);
+  CHECK(three.memory().optimizer == 2 * 1952 * 4);
+  // Full recomputation in groups of 2 replays two blocks with a third prefetched: 3 x 928 / 2 = 1392.
+  CHECK(plan_of(3, 2, {"--model.recompute_granularity=full", "--model.recompute_num_layers=2"}).memory().params ==
+        (1952 + 1392) * 4);
+  // Parameters kept between uses: the owned slices, which is also what the checkpoint pieces hold.
+  CHECK(total_elements(three.param_ranges()) == 1952);
+  CHECK(total_elements(two.param_ranges()) == 3904);
+  for (std::size_t i = 0; i < three.table.tensors().size(); ++i) CHECK_FALSE(three.writes_params(i));
+  // The buckets each layer reads: blocks their own; the embedding the first; the tied head the last and the first.
+  CHECK(buckets_of_layer(three.buckets, 2, true) == std::vector<int>{3});
+  CHECK(buckets_of_layer(three.buckets, kEmbeddingLayer, true) == std::vector<int>{0});
+  CHECK(buckets_of_layer(three.buckets, kHeadLayer, true) == std::vector<int>{5, 0});
+  CHECK(buckets_of_layer(three.buckets, kHeadLayer, false) == std::vector<int>{5});
+}

@@ -1,0 +1,79 @@
+// ShardedParams: ZeRO-3's gather-use-discard cycle of parameter buckets, one bucket prefetched ahead.
+#include "parallel/sharded_params.hpp"
+
+#include <algorithm>
+
+namespace dtrain {
+
+ShardedParams::ShardedParams(const RankPlan& plan, Arena& params, const ParallelState& ps) : plan_(plan), params_(params), ps_(ps) {
+  for (const auto& span : plan.buckets) buckets_.push_back({span.range, owned_slice(span, ps.dp().size(), ps.dp().rank()), {}, false});
+}
+
+void ShardedParams::start_gather(Bucket& b, Completion when) {
+  b.whole = true;
+  Communicator& dp = ps_.dp();
+  const std::size_t n = b.range.end - b.range.begin;
+  if (dp.size() == 1 || n == 0) return;
+  char* first = static_cast<char*>(params_.data()) + b.range.begin * plan_.compute_type_bytes();
+  b.gather = dp.all_gather_in_place(first, n / static_cast<std::size_t>(dp.size()),
+                                    plan_.precision == Precision::bf16 ? DType::bf16 : DType::f32,
+                                    {"all-gather ZeRO-3 parameters"}, when);
+}
+
+void ShardedParams::need(int i) {
+  Bucket& b = buckets_[static_cast<std::size_t>(i)];
+  if (!b.whole) start_gather(b, Completion::now);
+  b.gather.wait();
+}
+
+void ShardedParams::prefetch(int i) {
+  if (i < 0) return;
+  Bucket& b = buckets_[static_cast<std::size_t>(i)];
+  if (!b.whole) start_gather(b, Completion::later);
+}
+
+void ShardedParams::discard(Bucket& b) {
+  b.gather.wait();
+  if (!b.whole) return;
+  b.whole = false;
+  const std::size_t each = plan_.compute_type_bytes();
+  params_.discard(each * b.range.begin, each * b.owned.begin);
+  params_.discard(each * b.owned.end, each * b.range.end);
+}
+
+int ShardedParams::neighbour_bucket(int layer, int step) const {
+  if (layer < 0) return -1;
+  for (const auto& chunk : plan_.part.chunks) {
+    const auto at = std::find(chunk.begin(), chunk.end(), layer);
+    if (at == chunk.end()) continue;
+    const long next = (at - chunk.begin()) + step;
+    if (next < 0 || next >= static_cast<long>(chunk.size())) return -1;
+    const auto found = buckets_of_layer(plan_.buckets, chunk[static_cast<std::size_t>(next)], plan_.shape.tied);
+    return found.empty() ? -1 : found.front();
+  }
+  return -1;
+}
+
+void ShardedParams::on_layer(int layer, LayerPhase phase) {
+  const std::vector<int> used = buckets_of_layer(plan_.buckets, layer, plan_.shape.tied);
+  switch (phase) {
+    case LayerPhase::before_forward:
+    case LayerPhase::before_backward:
+      for (int i : used) need(i);
+      prefetch(neighbour_bucket(layer, phase == LayerPhase::before_forward ? 1 : -1));
+      break;
+    case LayerPhase::after_forward:
+    case LayerPhase::after_backward:
+      for (int i : used) discard(buckets_[static_cast<std::size_t>(i)]);
+      break;
+  }
+}
+
+void ShardedParams::discard_all() {
+  for (auto& b : buckets_) {
+    b.whole = true;  // a bucket never gathered still holds values set from outside
+    discard(b);
+  }
+}
+
+}  // namespace dtrain

@@ -1,0 +1,48 @@
+// ZeRO-3 parameter residency: between uses, a rank keeps only its slice of every bucket of the
+// parameter arena (its optimizer ranges); the rest of the arena is discarded memory. Before a layer's
+// forward or backward the buckets it reads are all-gathered in place (the one blocking gather of a
+// bucket not yet whole), the next layer of the pass is prefetched one ahead (a non-blocking gather, as
+// FSDP does), and after the use the bucket is discarded again. The gathered values are those the
+// distributed optimizer's all-gather would give, so ZeRO-3 trains exactly as ZeRO-1 does.
+// Every data-parallel rank of a stage runs the same schedule, so the gathers reach the data-parallel
+// communicator in the same order everywhere.
+#pragma once
+#include <vector>
+
+#include "comm/parallel_state.hpp"
+#include "plan/rank_plan.hpp"
+#include "runtime/arena.hpp"
+
+namespace dtrain {
+
+class ShardedParams {
+ public:
+  ShardedParams(const RankPlan& plan, Arena& params, const ParallelState& ps);
+  ShardedParams(const ShardedParams&) = delete;
+  ShardedParams& operator=(const ShardedParams&) = delete;
+
+  // The model's layer hook (GptModel::set_layer_hook).
+  void on_layer(int layer, LayerPhase phase);
+  // Completes every gather and discards everything but the owned slices: after the optimizer step
+  // (the gathered copies are stale) and after parameters are set.
+  void discard_all();
+
+ private:
+  struct Bucket {
+    ArenaRange range, owned;
+    CommRequest gather;     // a prefetch in flight
+    bool whole = false;     // gathered (or being gathered)
+  };
+  void need(int bucket);      // whole when it returns
+  void prefetch(int bucket);  // starts a non-blocking gather unless whole
+  void start_gather(Bucket& b, Completion when);
+  void discard(Bucket& b);
+  int neighbour_bucket(int layer, int step) const;  // the bucket of the layer `step` away in its chunk, or -1
+
+  const RankPlan& plan_;
+  Arena& params_;
+  const ParallelState& ps_;
+  std::vector<Bucket> buckets_;
+};
+
+}  // namespace dtrain
