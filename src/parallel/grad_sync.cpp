@@ -4,17 +4,30 @@
 
 #include <algorithm>
 
+#include "kernels/kernels.hpp"
+
 namespace dtrain {
 
 GradSync::GradSync(const RankPlan& plan, Arena& params, Arena& grads, const ParallelState& ps, bool overlap, int m)
     : plan_(plan), params_(params), grads_(grads), ps_(ps), overlap_(overlap), distributed_(plan.distributed_optimizer), m_(m) {
-  for (const auto& span : plan.buckets) buckets_.push_back({span.range, span.layer, owned_slice(span, ps.dp().size(), ps.dp().rank()), {}, {}});
-  backward_counts_.assign(buckets_.size(), 0);
+  std::size_t packed = 0;
+  for (const auto& span : plan.buckets) {
+    Bucket b;
+    b.range = span.range;
+    b.layer = span.layer;
+    b.owned = owned_slice(span, ps.dp().size(), ps.dp().rank());
+    b.packed = packed;
+    packed += b.owned.end - b.owned.begin;
+    buckets_.push_back(std::move(b));
+  }
+  if (plan.shards_grads() && m > 1) accumulated_ = Arena(grads.device(), packed * sizeof(float));
 }
 
 void GradSync::start_step() {
-  std::fill(backward_counts_.begin(), backward_counts_.end(), 0);
-  for (auto& b : buckets_) b.reduced = b.settled = false;
+  for (auto& b : buckets_) {
+    b.backward_count = 0;
+    b.reduced = b.settled = false;
+  }
   if (!plan_.shards_grads()) {
     grads_.zero();
     return;
@@ -59,20 +72,45 @@ void GradSync::settle(Bucket& b) {
   if (b.settled) return;
   b.settled = true;
   if (!plan_.shards_grads()) return;
+  float* own = grads_.as<float>() + b.owned.begin;
+  const long n = static_cast<long>(b.owned.end - b.owned.begin);
+  float* sum = accumulated_.data() ? accumulated_.as<float>() + b.packed : nullptr;
+  const auto& k = kernels::kernel_table<float>(grads_.device().backend());
+  const bool last = b.layer < 0 || b.backward_count == m_;
+  if (!last) {
+    // An earlier micro-batch: its reduced slice joins the accumulator and the whole bucket goes back,
+    // ready (zero) for the next micro-batch's backward.
+    if (b.backward_count == 1)
+      k.copy(sum, own, n);
+    else
+      k.residual_forward(sum, sum, own, n);
+    grads_.discard(sizeof(float) * b.range.begin, sizeof(float) * b.range.end);
+    b.reduced = b.settled = false;
+    return;
+  }
+  if (sum && b.layer >= 0) k.residual_forward(own, own, sum, n);  // the last micro-batch's slice + the earlier ones
   grads_.discard(sizeof(float) * b.range.begin, sizeof(float) * b.owned.begin);
   grads_.discard(sizeof(float) * b.owned.end, sizeof(float) * b.range.end);
 }
 
+void GradSync::block_backward_begin(int layer) {
+  // A reduction of an earlier micro-batch still in flight must finish before the backward adds to the bucket.
+  if (plan_.shards_grads())
+    for (auto& b : buckets_)
+      if (b.layer == layer && b.reduced) settle(b);
+}
+
 void GradSync::block_backward_done(int layer) {
-  if (!overlap_ && !plan_.shards_grads()) return;
+  const bool shards = plan_.shards_grads();
+  if (!overlap_ && !shards) return;
   // MPI has no progress thread here: poke the reductions in flight so they advance between blocks.
   if (overlap_)
     for (auto& b : buckets_)
       if (b.reduced && b.grad_req.test()) settle(b);
-  for (std::size_t i = 0; i < buckets_.size(); ++i)
-    if (buckets_[i].layer == layer && ++backward_counts_[i] == m_) {
-      start_reduce(buckets_[i], /*non_blocking=*/overlap_);
-      if (!overlap_) settle(buckets_[i]);
+  for (auto& b : buckets_)
+    if (b.layer == layer && (++b.backward_count == m_ || shards)) {
+      start_reduce(b, /*non_blocking=*/overlap_);
+      if (!overlap_) settle(b);
     }
 }
 

@@ -7,9 +7,12 @@
 // bucket, updates it, and the slices are all-gathered back into full parameters.
 // Before a bucket leaves, the gradients that are partial over tensor-parallel ranks (LayerNorm under
 // sequence parallelism) are summed over the TP group, and the tied embedding over the embedding group.
-// ZeRO-2 and 3 (plan.shards_grads()): a block's bucket is reduce-scattered as soon as its backward has
-// run for the last micro-batch (blocking, unless overlapped), and then every gradient but the rank's
-// slice is discarded (Arena::discard: the memory goes back until the next step writes it again).
+// ZeRO-2 and 3 (plan.shards_grads()): a block's bucket is reduce-scattered after every micro-batch's
+// backward of the block (blocking, unless overlapped; an overlapped one completes before the block's
+// next backward), the rank's slice is added to an accumulator of the owned slices (when m > 1), and
+// the bucket is discarded (Arena::discard: the memory goes back until a backward writes it again);
+// after the last micro-batch the slice takes the accumulated sum. Summing per micro-batch and then over
+// them rounds differently from ZeRO-1's order (accumulate, then reduce) when m > 1: within 1e-6.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -28,7 +31,8 @@ class GradSync {
   GradSync& operator=(const GradSync&) = delete;
 
   void start_step();  // zeroes the gradients (under ZeRO-2/3 the owned slices; the rest is discarded)
-  void block_backward_done(int layer);  // the model's backward hook
+  void block_backward_begin(int layer);  // the model's hooks: before a block's backward,
+  void block_backward_done(int layer);   // and after it
   // Completes every reduction. Afterwards the owned ranges hold gradients summed over data parallel.
   void finish();
 
@@ -44,8 +48,10 @@ class GradSync {
     ArenaRange range;
     int layer;                            // -1 for the embedding and head ranges
     ArenaRange owned;                     // this rank's slice
+    std::size_t packed = 0;               // where the slice sits in the accumulator (ZeRO-2/3, m > 1)
     CommRequest grad_req, param_req;      // reductions and gathers in flight
-    bool reduced = false;                 // this step's reduction has started
+    int backward_count = 0;               // micro-batches whose backward of the block is done
+    bool reduced = false;                 // the current reduction has started
     bool settled = false;                 // and is complete (and, under ZeRO-2/3, the rest discarded)
   };
   void prepare(Bucket& b);           // tensor-parallel and embedding-group sums
@@ -59,7 +65,7 @@ class GradSync {
   bool overlap_, distributed_;
   int m_;
   std::vector<Bucket> buckets_;
-  std::vector<int> backward_counts_;  // per bucket
+  Arena accumulated_;  // ZeRO-2/3 with m > 1: the owned slices summed over the step's micro-batches so far
 };
 
 }  // namespace dtrain

@@ -80,12 +80,12 @@ std::size_t RankPlan::resident_params() const {
 }
 
 std::size_t RankPlan::resident_grads() const {
-  // Whole at once: the embedding's and the head's buckets during the whole backward pass (reduced at
-  // its end); block buckets from their first backward to their last one's reduction: one or two at a
-  // time with one micro-batch per step, else every block.
+  // The owned slices (and their accumulator over several micro-batches); whole at once: the
+  // embedding's and the head's buckets during the whole backward pass (reduced at its end), and a
+  // block's bucket from its backward to its reduction, the next block's already started (two).
   const BucketSizes b = bucket_sizes();
-  const std::size_t blocks = micro_batches == 1 ? std::min(2 * b.largest_block, b.blocks) : b.blocks;
-  return optimizer_elements() + unowned(b.front + b.back + blocks, sizes.dp);
+  const std::size_t owned = optimizer_elements() * (micro_batches > 1 ? 2 : 1);
+  return owned + unowned(b.front + b.back + std::min(2 * b.largest_block, b.blocks), sizes.dp);
 }
 
 std::vector<ArenaRange> RankPlan::param_ranges() const {

@@ -56,6 +56,7 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
   model_->set_layer_hook([this, wait_gather](int layer, LayerPhase phase) {
     if (sharded_) sharded_->on_layer(layer, phase);
     if (phase == LayerPhase::before_forward && wait_gather && layer >= 0) grad_sync_.wait_params(layer);
+    if (phase == LayerPhase::before_backward && layer >= 0) grad_sync_.block_backward_begin(layer);
     if (phase == LayerPhase::after_backward && layer >= 0) grad_sync_.block_backward_done(layer);
   });
 }

@@ -217,11 +217,13 @@ TEST_CASE("recomputation equals keeping the activations bit for bit", "[mpi][lay
   testing::remove_test_data(MPI_COMM_WORLD, data);
 }
 
-// ZeRO-2 and ZeRO-3 move the same values as ZeRO-1 (the same reduce-scatter of the same buckets; the
-// all-gathers copy the owners' slices), so at every layout with dp in {2, 4} and tp, pp in {1, 2} that
-// the job's size allows they train exactly the ZeRO-1 run: losses and final weights bit-identical,
-// blocking and overlapped, fp32 and bf16, GPT-2 and Llama, with full recomputation (which replays a
-// group's blocks in backward: each needs its parameters again). ZeRO-1 matches one rank (tests above).
+// ZeRO-3's all-gathers copy the owners' slices, so it trains exactly as ZeRO-2 (losses and final
+// weights bit-identical). ZeRO-2 reduce-scatters every micro-batch and sums the slices: with one
+// micro-batch per rank and step that is ZeRO-1's reduction bit for bit; with several the sums round in
+// another order (per micro-batch over ranks, then over micro-batches), within 1e-6 relative (float32
+// summation ~1e-7 per step; a lost or doubled micro-batch is 1e-2; bf16 as between bf16 layouts). At every layout with dp in {2, 4}
+// and tp, pp in {1, 2} the job's size allows, blocking and overlapped, fp32 and bf16, GPT-2 and Llama,
+// with full recomputation (a replayed group needs its parameters again). ZeRO-1 matches one rank.
 TEST_CASE("ZeRO-2 and ZeRO-3 train exactly as ZeRO-1", "[mpi][layouts][zero]") {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -253,17 +255,30 @@ TEST_CASE("ZeRO-2 and ZeRO-3 train exactly as ZeRO-1", "[mpi][layouts][zero]") {
         };
         std::vector<float> w1, w2, w3;
         const auto zero1 = run_stage(1, w1), zero2 = run_stage(2, w2), zero3 = run_stage(3, w3);
-        std::string what = v.name();
+        const Config cfg = config_of(v, data, model);
+        const long m = cfg.model.global_batch_size / (cfg.model.micro_batch_size.value * v.dp);
+        std::string what = v.name() + " m=" + std::to_string(m);
         for (const auto& o : model) what += " " + o;
         INFO(what);
-        CHECK(zero2 == zero1);
-        CHECK(zero3 == zero1);
-        CHECK(w2 == w1);  // rank 0 holds them; empty on the others
-        CHECK(w3 == w1);
+        CHECK(zero3 == zero2);
+        CHECK(w3 == w2);  // rank 0 holds them; empty on the others
+        double loss_dev = 0.0, weights_dev = 0.0;
+        for (std::size_t i = 0; i < zero1.size(); ++i) loss_dev = std::max(loss_dev, std::abs(zero2[i] - zero1[i]) / std::abs(zero1[i]));
+        if (rank == 0) weights_dev = testing::relative_distance(w2, w1);
+        MPI_Bcast(&weights_dev, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        if (m == 1) {
+          CHECK(zero2 == zero1);
+          CHECK(w2 == w1);
+        }
+        // bf16: a 1e-7 difference of a master weight sometimes flips the rounding of its bf16 copy (one
+        // ulp, 4e-3), as between bf16 layouts: their tolerances (first step 1e-6, then 1e-3, weights 5e-3).
+        const bool bf16 = cfg.system.precision == Precision::bf16;
+        CHECK(std::abs(zero2[0] - zero1[0]) <= 1e-6 * std::abs(zero1[0]));
+        CHECK(loss_dev <= (bf16 ? 1e-3 : 1e-6));
+        CHECK(weights_dev <= (bf16 ? 5e-3 : 1e-6));
         if (rank == 0)
-          std::printf("zero %-60s ZeRO-2 %s, ZeRO-3 %s ZeRO-1 (last loss %.10f)\n", what.c_str(),
-                      zero2 == zero1 && w2 == w1 ? "equals" : "DIFFERS FROM", zero3 == zero1 && w3 == w1 ? "equals" : "DIFFERS FROM",
-                      zero1.back());
+          std::printf("zero %-60s ZeRO-3 %s ZeRO-2; ZeRO-2 vs ZeRO-1: losses %.1e, weights %.1e\n", what.c_str(),
+                      zero3 == zero2 && w3 == w2 ? "equals" : "DIFFERS FROM", loss_dev, weights_dev);
       }
   testing::remove_test_data(MPI_COMM_WORLD, data);
 }
