@@ -97,6 +97,7 @@ struct LoggingConfig {
   int log_interval = 1;
   std::string metrics_file;
   std::string trace_file;
+  int sample_tokens = 240;  // the text sample after training; 0 = none
 };
 
 // Fault injection for tests of the failure paths; never set in production inputs.

@@ -148,6 +148,7 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("logging.log_interval", &c.logging.log_interval, "steps between step lines");
   add("logging.metrics_file", &c.logging.metrics_file, "JSON-lines metrics file; empty = none");
   add("logging.trace_file", &c.logging.trace_file, "Chrome trace file prefix; empty = none");
+  add("logging.sample_tokens", &c.logging.sample_tokens, "tokens of the text sample printed after training; 0 = no sample");
 
   add("debug.stall_rank", &c.debug.stall_rank, "fault injection for tests: this world rank hangs (-1 = none)");
   add("debug.stall_at_step", &c.debug.stall_at_step, "fault injection for tests: ... in the first forward of this step");

@@ -23,7 +23,8 @@ struct MemoryEstimate {  // bytes on one rank
   std::size_t grads = 0;       // fp32
   std::size_t optimizer = 0;   // AdamW moments (and the fp32 master weights of a bf16 run) of the owned ranges
   std::size_t activations = 0;
-  std::size_t buffers = 0;  // the step's token batch and the pipeline's message buffers (an estimate)
+  std::size_t buffers = 0;  // the step's token batch, the pipeline's message buffers (an estimate) and
+                            // MPI's temporaries of data-parallel reductions on the host
   std::size_t total() const;
   const char* biggest_term() const;  // "params", "grads", "optimizer", "activations" or "buffers"
 };
@@ -48,6 +49,7 @@ struct RankPlan {
   // 1 the optimizer state, 2 also the reduced gradients (a bucket is whole only while it accumulates),
   // 3 also the parameters (a bucket is whole only while a block's forward or backward uses it).
   int zero_stage = 0;
+  bool host_reductions = false;  // data-parallel reductions run in MPI on host memory (device = cpu)
 
   bool shards_grads() const { return zero_stage >= 2; }
   bool shards_params() const { return zero_stage >= 3; }

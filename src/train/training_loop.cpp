@@ -164,11 +164,11 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     write_weights(weights, whole.table, weights_values.data(), WeightsMeta{tokenizer_id, config_text});
   });
   if (!weights.empty()) log.message("wrote final weights to " + weights + " (dtrain generate INPUT.ini --weights " + weights + ")");
-  if (rank0) {
+  if (rank0 && cfg.logging.sample_tokens > 0) {
     const std::unique_ptr<GptModel> full = make_gpt_model(whole, nullptr, backend);
     full->set_parameters(weights_values.data());
-    const std::vector<std::uint32_t> sample =
-        generate_tokens(*full, tokenizer->encode("\n"), tokenizer->vocab_size(), 240, 0.8, cfg.training.seed);
+    const std::vector<std::uint32_t> sample = generate_tokens(*full, tokenizer->encode("\n"), tokenizer->vocab_size(),
+                                                              cfg.logging.sample_tokens, 0.8, cfg.training.seed);
     log.message("sample: " + tokenizer->decode(sample));
   }
   return 0;

@@ -187,6 +187,13 @@ TEST_CASE("rank plan under ZeRO-2 and ZeRO-3 keeps the owned slices and the buck
   CHECK(three.memory().params == (1952 + 928) * 4);
   CHECK(three.memory().grads == (1952 + 1024) * 4);
   CHECK(three.memory().optimizer == 2 * 1952 * 4);
+  // MPI's reduce-scatter temporaries: twice the largest bucket (928); without the distributed
+  // optimizer, half of it for the all-reduce. Tokens (2 x 1 x 4 ints) and one (4,8) message besides.
+  CHECK(three.memory().buffers == (2 * 1 * 4 + 32 + 2 * 928) * 4);
+  Config plain = tiny({"--model.global_batch_size=2"});
+  Coords at;
+  at.dp = 1;
+  CHECK(make_rank_plan(plain, make_plan(plain, 2), at).memory().buffers == (2 * 1 * 4 + 32 + 928 / 2) * 4);
   // Full recomputation in groups of 2 replays two blocks with a third prefetched: 3 x 928 / 2 = 1392.
   CHECK(plan_of(3, 2, {"--model.recompute_granularity=full", "--model.recompute_num_layers=2"}).memory().params ==
         (1952 + 1392) * 4);
