@@ -11,15 +11,13 @@
 namespace dtrain {
 namespace {
 
-// The file's global tensor t (its shape checked against the model's).
-std::vector<float> read_tensor(const h5::File& f, const std::vector<std::string>& present, const TensorSpec& t) {
+// The file holds tensor t with the model's global shape.
+void check_tensor(const h5::File& f, const std::vector<std::string>& present, const TensorSpec& t) {
   if (std::find(present.begin(), present.end(), t.name) == present.end())
     throw UserError("weights file '" + f.path() + "' has no tensor '" + t.name + "'; was it written for another model?");
-  std::vector<std::int64_t> shape;
-  std::vector<float> data = f.read_floats(t.name, &shape);
+  const std::vector<std::int64_t> shape = f.shape(t.name);
   if (std::vector<long>(shape.begin(), shape.end()) != t.global_shape)
     throw UserError("weights file '" + f.path() + "': tensor '" + t.name + "' has another shape than the model in the input file");
-  return data;
 }
 
 }  // namespace
@@ -67,7 +65,8 @@ void read_weights(const std::string& path, const TensorTable& table, float* valu
   const h5::File f = h5::File::open_read(path);
   const auto present = f.list_datasets();
   for (const auto& t : table.tensors()) {
-    const std::vector<float> data = read_tensor(f, present, t);
+    check_tensor(f, present, t);
+    const std::vector<float> data = f.read_floats(t.name);
     std::copy(data.begin(), data.end(), values + t.offset);
   }
 }
@@ -75,7 +74,19 @@ void read_weights(const std::string& path, const TensorTable& table, float* valu
 void load_rank_weights(const std::string& path, RankState& st) {
   const h5::File f = h5::File::open_read(path);
   const auto present = f.list_datasets();
-  for (const auto& t : st.plan->table.tensors()) place_global_param(*st.plan, t, read_tensor(f, present, t), st);
+  for (const auto& t : st.plan->table.tensors()) check_tensor(f, present, t);
+  if (st.moments[0] || st.moments[1]) fatal("load_rank_weights: a weights file holds no optimizer state");
+  load_slices(st, [&](int, const TensorSpec& t, std::size_t begin, std::size_t count, float* out) {
+    std::vector<h5::Span> spans;  // the slice's runs, as runs of the global tensor's elements
+    for_each_run(t, static_cast<long>(begin), static_cast<long>(count), [&](long li, long gi, long len) {
+      const std::int64_t to = li - static_cast<long>(begin);
+      if (!spans.empty() && spans.back().at + spans.back().count == gi && spans.back().to + spans.back().count == to)
+        spans.back().count += len;
+      else
+        spans.push_back({gi, len, to});
+    });
+    f.read_spans(t.name, spans, out);
+  });
 }
 
 }  // namespace dtrain
