@@ -1,5 +1,5 @@
-// write_weights / read_weights / load_rank_weights through h5::File: every handle closed on every path,
-// failures as UserError, no temporary left behind.
+// WeightsWriter / write_weights / read_weights / load_rank_weights through h5::File: every handle
+// closed on every path, failures as UserError, no temporary left behind.
 #include "ckpt/weights_file.hpp"
 
 #include <algorithm>
@@ -22,24 +22,68 @@ void check_tensor(const h5::File& f, const std::vector<std::string>& present, co
 
 }  // namespace
 
+WeightsWriter::WeightsWriter(const std::string& path, const WeightsMeta& meta, h5::Stored stored)
+    : path_(path), tmp_(path + ".tmp"), stored_(stored) {
+  try {
+    file_.emplace(h5::File::create(tmp_));
+    file_->set_attr("tokenizer", meta.tokenizer);
+    if (!meta.config_text.empty()) file_->set_attr("config", meta.config_text);
+  } catch (const UserError& e) {
+    failed(e.what());
+  }
+}
+
+WeightsWriter::~WeightsWriter() {
+  if (!file_) return;  // finished, or failed and cleaned up
+  dataset_.reset();
+  file_->mark_failed();  // discarded as a failed file is, then removed
+  file_.reset();
+  std::remove(tmp_.c_str());
+}
+
+void WeightsWriter::failed(const std::string& why) {
+  dataset_.reset();
+  if (file_) file_->mark_failed();
+  file_.reset();
+  std::remove(tmp_.c_str());
+  throw UserError("the weights file '" + path_ + "' was not written: " + why);
+}
+
+void WeightsWriter::write(const std::string& name, const std::vector<long>& shape, std::size_t begin, std::size_t count,
+                          const float* values) {
+  if (!file_) fatal("WeightsWriter::write on a finished or failed file '" + path_ + "'");
+  try {
+    if (!dataset_ || name != tensor_) {
+      dataset_.reset();
+      dataset_.emplace(file_->create_dataset(name, std::vector<std::int64_t>(shape.begin(), shape.end()), stored_));
+      tensor_ = name;
+    }
+    dataset_->write_range(begin, count, values);
+  } catch (const UserError& e) {
+    failed(e.what());
+  }
+}
+
+void WeightsWriter::finish() {
+  if (!file_) fatal("WeightsWriter::finish on a finished or failed file '" + path_ + "'");
+  try {
+    dataset_.reset();
+    file_->close();
+    file_.reset();
+    if (std::rename(tmp_.c_str(), path_.c_str()) != 0) throw UserError("cannot rename '" + tmp_ + "' to '" + path_ + "'");
+  } catch (const UserError& e) {
+    failed(e.what());
+  }
+}
+
 void write_weights(const std::string& path, const TensorTable& table, const float* values, const WeightsMeta& meta,
                    h5::Stored stored) {
-  const std::string tmp = path + ".tmp";
-  try {
-    h5::File f = h5::File::create(tmp);
-    f.set_attr("tokenizer", meta.tokenizer);
-    if (!meta.config_text.empty()) f.set_attr("config", meta.config_text);
-    for (const auto& t : table.tensors()) {
-      if (t.split_dim >= 0) fatal("write_weights needs an unsharded table; '" + t.name + "' is split");
-      f.create_dataset(t.name, std::vector<std::int64_t>(t.global_shape.begin(), t.global_shape.end()), stored)
-          .write(values + t.offset);
-    }
-    f.close();
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw UserError("cannot rename '" + tmp + "' to '" + path + "'");
-  } catch (const UserError& e) {
-    std::remove(tmp.c_str());
-    throw UserError("the weights file '" + path + "' was not written: " + std::string(e.what()));
+  WeightsWriter out(path, meta, stored);
+  for (const auto& t : table.tensors()) {
+    if (t.split_dim >= 0) fatal("write_weights needs an unsharded table; '" + t.name + "' is split");
+    out.write(t.name, t.global_shape, 0, t.numel, values + t.offset);
   }
+  out.finish();
 }
 
 WeightsMeta weights_meta(const std::string& path) {

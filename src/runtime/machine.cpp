@@ -1,4 +1,5 @@
-// cores_available / node_memory_bytes from sched_getaffinity, sysconf and the cgroup files.
+// cores_available / node_memory_bytes / peak_resident_bytes from sched_getaffinity, sysconf, the
+// cgroup files and /proc/self/status.
 #include "runtime/machine.hpp"
 
 #include <sched.h>
@@ -69,6 +70,19 @@ std::size_t node_memory_bytes() {
   const std::size_t limit = cgroup_memory_limit();
   if (limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;
   return bytes;
+}
+
+std::size_t peak_resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) {
+      try {
+        return static_cast<std::size_t>(std::stoull(line.substr(6))) * 1024;  // "VmHWM:   123456 kB"
+      } catch (...) {
+        return 0;
+      }
+    }
+  return 0;
 }
 
 }  // namespace dtrain

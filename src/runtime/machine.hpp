@@ -1,5 +1,6 @@
 // Facts about the machine a rank runs on: the cores it may use (its CPU affinity, which srun and
-// mpirun set) and the memory of its node (physical memory, or the cgroup limit of the job when lower).
+// mpirun set), the memory of its node (physical memory, or the cgroup limit of the job when lower),
+// and the most memory this process has held.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -12,5 +13,7 @@ int cores_available();
 std::vector<int> affinity_cpus();
 // Bytes of memory this process's node offers: physical memory, capped by a cgroup memory limit.
 std::size_t node_memory_bytes();
+// The peak resident set of this process so far (VmHWM of /proc/self/status); 0 where unknown.
+std::size_t peak_resident_bytes();
 
 }  // namespace dtrain

@@ -12,9 +12,11 @@
 #   init_from_reads_own_slices  checkpoint.init_from a weights file at tp=2 pp=2: each rank reads at most
 #                        1.2x its state, and the first loss equals a one-rank start from the same file
 #   large_model_memory   a 92M-parameter model whose embedding (67 MB) is its largest tensor, trained at
-#                        tp=2 dp=2 with ZeRO-3: ckpt-consolidate --out peaks (/usr/bin/time) below
-#                        2 x the largest tensor + 100 MB, less than the model; it holds the values of
-#                        model-final.h5, bit for bit (h5py)
+#                        tp=2 dp=2 with ZeRO-3: writing model-final.h5 raises no rank's peak resident
+#                        memory (VmHWM) by more than 1 MB; ckpt-consolidate --out peaks (/usr/bin/time)
+#                        below 2 x the largest tensor + 100 MB, less than the model; both files hold the
+#                        same values, bit for bit (h5py); with 1 GB a rank, the whole model does not fit
+#                        beside rank 0's training state, and the closing sample says it was skipped
 set -u
 case_name=$1 dtrain=$2 tool=$3 consolidate=$4 read_share=$5 src=$6
 here=$(dirname "$0")
@@ -77,8 +79,14 @@ case $case_name in
   large_model_memory)
     big=(--model.vocab_size=16384 --model.hidden_size=1024 --model.num_attention_heads=8 --model.num_layers=6 --model.seq_length=32
          --model.global_batch_size=4 --model.micro_batch_size=1 --training.train_iters=1 --checkpoint.save_interval=1
-         --system.zero_stage=3)
+         --system.zero_stage=3 --system.memory_budget_gb=1)
     train 4 "$work/big.jsonl" "$work/ckB" "${tp2dp2[@]}" "${big[@]}"
+    line=$(grep -a '^memory: ' "$work/last.log") || { cat "$work/last.log"; fail "no memory line"; }
+    echo "  $line"
+    grown=$(sed -n "s/.*raised no rank's peak by more than \([0-9.]*\) MB.*/\1/p" <<<"$line")
+    awk -v g="$grown" 'BEGIN { exit !(g != "" && g <= 1.0) }' || fail "writing the final weights raised a rank's peak by $grown MB"
+    grep -a '^sample: skipped: the whole model needs .* GB on rank 0 to generate with, beside its .* GB of training state, more than the 1.000 GB a rank may use (system.memory_budget_gb=1' \
+      "$work/last.log" || fail "the sample was not skipped with a reason"
     /usr/bin/time -v "$consolidate" "$work/ckB" --out "$work/C.h5" > /dev/null 2> "$work/time.log" || { cat "$work/time.log"; fail "consolidate"; }
     peak_kb=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$work/time.log")
     /usr/bin/python3 - "$work/C.h5" "$work/ckB/model-final.h5" "$peak_kb" <<'PY' || fail "consolidate's memory or the files"
