@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/checksum.hpp"
+#include "ckpt/h5_file.hpp"
 #include "plan/rank_plan.hpp"
 
 namespace dtrain {
@@ -80,13 +82,36 @@ IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const Checkpoint
 // The pieces of a checkpoint directory, verified against its manifest.
 class CheckpointReader {
  public:
-  // Reads the manifest and every shard's index. verify_files: also hash every shard file against the
-  // manifest (one rank is enough). Throws UserError naming the file on any inconsistency.
-  CheckpointReader(const std::string& step_dir, bool verify_files);
+  // Reads the manifest and every shard's index (attributes only). hash_files: also hash every shard
+  // file against the manifest here. Throws UserError naming the file on any inconsistency.
+  CheckpointReader(const std::string& step_dir, bool hash_files);
+  // Hashes shard files rank, rank + size, ... against the manifest (run by every rank of a group inside
+  // collective_check: together they check every file once). Throws UserError naming a bad file.
+  void verify_files(int rank, int size) const;
   const CheckpointMeta& meta() const { return meta_; }
   const std::string& dir() const { return dir_; }
-  // The whole global tensor of a kind, assembled from the pieces; every element must be covered.
+
+  // Checksums of pieces read in parts over several read_slice calls, each part in order: a piece's
+  // checksum is checked when its last element has been read (consolidate and verify read every piece
+  // so). A piece read out of order, or only in part, is not checked here; verify_files covers it.
+  struct RunningHashes {
+    struct State {
+      h5::Hasher hasher;
+      std::int64_t next = 0;  // the piece's next element expected; -1 once it was read out of order
+    };
+    std::map<const void*, State> pieces;
+  };
+  // Elements [begin, begin + count) (flat, in the slice) of the slice `t` describes (its global shape,
+  // tensor-parallel slice and name; global_geometry() for the whole tensor) of one kind into out[0, count):
+  // reads only the parts of the pieces that overlap it (hyperslabs). Every element must be covered
+  // exactly once. Pieces read whole in this call (or completed in `running`) are checked against
+  // their checksums.
+  void read_slice(const std::string& kind, const TensorSpec& t, std::size_t begin, std::size_t count, float* out,
+                  RunningHashes* running = nullptr) const;
+  // The whole global tensor of a kind (read_slice over all of it).
   std::vector<float> global_tensor(const std::string& kind, const std::string& name) const;
+  // A TensorSpec of the whole tensor `name` (local = global shape), for read_slice.
+  TensorSpec global_geometry(const std::string& name) const;
   std::vector<std::string> tensor_names() const;
   std::vector<std::int64_t> global_shape(const std::string& name) const;
   bool has_kind(const std::string& kind) const;
@@ -98,22 +123,45 @@ class CheckpointReader {
     std::string file, dataset;
     std::vector<std::int64_t> global_shape, local_shape, local_offset;
     std::int64_t flat_begin = 0, count = 0;
+    std::int64_t global_first = 0, global_end = 0;  // global indices of its first element and past its last
     std::uint64_t hash = 0;
   };
-  // UserError unless the piece's shapes, offset and start describe a slice inside its tensor.
+  // UserError unless the piece's shapes, offset, start and length describe a run inside its tensor.
   static void check_piece_geometry(const Piece& p, const std::string& path);
+  const std::vector<Piece>& pieces_of(const std::string& kind, const std::string& name) const;
+  const h5::File& open(const std::string& path) const;  // a few shard files stay open between reads
   std::string dir_;
   CheckpointMeta meta_;
   std::vector<std::string> shards_;
+  std::vector<std::uint64_t> shard_hashes_;            // the manifest's, per shard
   std::map<std::string, std::vector<Piece>> pieces_;  // key: kind + "/" + tensor name
+  mutable std::map<std::string, h5::File> open_;
   double bytes_ = 0.0;
 };
 
-// Puts the global tensor t (global: all its elements) into a rank's state: its slice of the parameters
-// and, with master weights (bf16 runs), of the master weights.
-void place_global_param(const RankPlan& plan, const TensorSpec& t, const std::vector<float>& global, RankState& state);
-// Fills a rank's parameters and optimizer state from a checkpoint (any layout).
+// Fills a rank's state from a source of slices: source(kind, t, begin, count, out) puts elements
+// [begin, begin + count) of kind (index into kPieceKinds) of its slice of tensor t into out. The
+// parameters are read over plan->param_ranges() only (nothing else of state.params is written), the
+// master weights copied from them, the moments (when state has them) read over the optimizer ranges.
+using SliceSource = std::function<void(int kind, const TensorSpec& t, std::size_t begin, std::size_t count, float* out)>;
+void load_slices(RankState& state, const SliceSource& source);
+// Fills a rank's parameters and optimizer state from a checkpoint (any layout), reading only the
+// parts of pieces its slices overlap.
 void load_rank_state(const CheckpointReader& reader, RankState& state);
+// The bytes of the values a rank's state holds (what load_slices fills): the parameters of its tensors
+// over plan->param_ranges(), and the master weights and moments it has over its optimizer ranges.
+std::size_t rank_state_bytes(const RankState& state);
+
+// What the ranks of a group read from datasets (h5::dataset_bytes_read) while loading, against the
+// bytes of the state each holds: the total, and the rank that read the most for its state.
+struct ReadReport {
+  double total_bytes = 0.0;
+  int worst_rank = 0;
+  double worst_read = 0.0, worst_state = 0.0;
+  std::string text() const;  // "read 12.3 MB of datasets (rank 3 the most for its state: 1.2 MB for 1.2 MB, 1.00x)"
+};
+// Collective over comm.
+ReadReport read_report(MPI_Comm comm, std::uint64_t bytes_read, std::size_t state_bytes);
 
 // Writes a sharded checkpoint for a layout from a reader: every rank of the new layout's shard, as if
 // saved by that layout (ckpt-consolidate --reshard).

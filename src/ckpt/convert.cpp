@@ -1,6 +1,8 @@
-// consolidate / reshard / verify: offline checkpoint work split over the ranks of a communicator.
+// consolidate / reshard / verify: offline checkpoint work split over the ranks of a communicator. A
+// tensor is read and written in slabs, so memory stays bounded whatever the model's size.
 #include "ckpt/convert.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -18,6 +20,26 @@
 namespace fs = std::filesystem;
 
 namespace dtrain {
+namespace {
+
+constexpr std::size_t kSlab = std::size_t{1} << 22;  // elements read (and written) at a time: 16 MB of fp32
+
+// Reads the whole tensor `name` of a kind slab by slab, each piece's checksum checked as its last
+// element is read; fn(begin, count, values) gets every slab in order.
+template <typename Fn>
+void stream_tensor(const CheckpointReader& reader, const std::string& kind, const std::string& name, std::vector<float>& slab,
+                   Fn fn) {
+  const TensorSpec t = reader.global_geometry(name);
+  CheckpointReader::RunningHashes hashes;
+  slab.resize(std::max(slab.size(), std::min(kSlab, t.numel)));
+  for (std::size_t at = 0; at < t.numel; at += kSlab) {
+    const std::size_t n = std::min(kSlab, t.numel - at);
+    reader.read_slice(kind, t, at, n, slab.data(), &hashes);
+    fn(at, n, slab.data());
+  }
+}
+
+}  // namespace
 
 std::string resolve_checkpoint(const std::string& path) {
   if (fs::exists(path + "/manifest.txt")) return path;
@@ -56,10 +78,12 @@ void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::strin
     });
     collective_check(comm, [&] {
       std::size_t i = 0;
+      std::vector<float> slab;
       for (const auto& kind : kinds)
         for (const auto& name : names) {
           if (static_cast<int>(i % size) == rank) {
-            datasets[i].write(reader.global_tensor(kind, name).data());
+            stream_tensor(reader, kind, name, slab,
+                          [&](std::size_t at, std::size_t n, const float* values) { datasets[i].write_range(at, n, values); });
             if (progress) progress(static_cast<int>(i + 1), static_cast<int>(datasets.size()), kind + " " + name);
           }
           ++i;
@@ -120,6 +144,8 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
     fs::create_directories(tmp, ec);
     if (ec) throw UserError("cannot create '" + tmp + "': " + ec.message());
   });
+  // Ranks read parts of pieces, which their checksums cannot check: the shard files are hashed first.
+  collective_check(comm, [&] { reader.verify_files(rank, size); });
   const bool has_moments = reader.has_kind("exp_avg");
   std::vector<unsigned long long> records(static_cast<std::size_t>(3) * world, 0);
   collective_check(comm, [&] {
@@ -152,13 +178,15 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
 void verify(MPI_Comm comm, const CheckpointReader& reader, const Progress& progress) {
   const int rank = comm_rank(comm), size = comm_size(comm);
   const auto names = reader.tensor_names();
+  collective_check(comm, [&] { reader.verify_files(rank, size); });
   collective_check(comm, [&] {
     int i = 0;
     const int total = static_cast<int>(names.size()) * 3;
+    std::vector<float> slab;
     for (const char* kind : kPieceKinds)
       for (const auto& name : names) {
         if (i % size == rank && (std::string(kind) == "param" || reader.has_kind(kind))) {
-          reader.global_tensor(kind, name);
+          stream_tensor(reader, kind, name, slab, [](std::size_t, std::size_t, const float*) {});
           if (progress) progress(i + 1, total, std::string(kind) + " " + name);
         }
         ++i;

@@ -23,15 +23,19 @@ Config checkpoint_config(const CheckpointReader& reader);
 // optimizer, "optimizer/exp_avg/<name>" and "optimizer/exp_avg_sq/<name>". The weights are the
 // checkpoint's fp32 values (the master weights of a bf16 run), stored as fp32 or, with
 // weights == bf16, rounded to bfloat16; optimizer state stays fp32. Parallel HDF5: every rank of comm
-// writes its share of the tensors into the same file.
+// writes its share of the tensors into the same file, each in slabs (memory: a slab, not a tensor),
+// checking every piece's checksum as it is read.
 void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::string& out, bool optimizer, h5::Stored weights,
                  const Progress& progress);
 
-// A new sharded checkpoint (a checkpoint directory with the step and `latest`) for another layout.
+// A new sharded checkpoint (a checkpoint directory with the step and `latest`) for another layout. The
+// shard files are hashed against the manifest first (split over the ranks): the new shards are cut
+// from parts of pieces.
 void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout& layout, const std::string& out_dir,
              const Progress& progress);
 
-// Every tensor of every kind assembled once (checksums, coverage, shapes). Throws on the first problem.
+// Every shard file hashed against the manifest (split over the ranks), then every tensor of every kind
+// read once in slabs (piece checksums, coverage, shapes). Throws on the first problem.
 void verify(MPI_Comm comm, const CheckpointReader& reader, const Progress& progress);
 
 }  // namespace dtrain

@@ -1,9 +1,11 @@
-// h5::File: create/open, attributes, float datasets, listing; errors as UserError naming the file.
+// h5::File: create/open, attributes, float datasets whole or in hyperslabs, listing; errors as
+// UserError naming the file; the count of dataset bytes read.
 #include "ckpt/h5_file.hpp"
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -80,7 +82,61 @@ herr_t collect(hid_t, const char* name, const H5O_info_t* info, void* out) {
   return 0;
 }
 
+std::atomic<std::uint64_t> bytes_read{0};
+
+// A box of a dataspace: its first element and its size per dimension.
+struct Box {
+  std::vector<hsize_t> start, size;
+};
+
+// The flat row-major elements [a, b) of a dataspace of `dims` as boxes (at most 2 per dimension):
+// from each position, the coarsest dimension whose whole sub-blocks start there.
+void flat_boxes(const std::vector<hsize_t>& dims, hsize_t a, hsize_t b, std::vector<Box>& out) {
+  const std::size_t n = dims.size();  // 0: a scalar, whose one element is selected already
+  std::vector<hsize_t> stride(n, 1);
+  for (std::size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * dims[d];
+  while (n > 0 && a < b)
+    for (std::size_t d = 0; d < n; ++d) {
+      const hsize_t take = a % stride[d] != 0 ? 0 : std::min(dims[d] - a / stride[d] % dims[d], (b - a) / stride[d]);
+      if (take == 0) continue;  // not aligned to dimension d, or less than one of its sub-blocks left
+      Box box{std::vector<hsize_t>(n), std::vector<hsize_t>(n, 1)};
+      for (std::size_t e = 0; e < n; ++e) box.start[e] = a / stride[e] % dims[e];
+      box.size[d] = take;
+      for (std::size_t e = d + 1; e < n; ++e) box.size[e] = dims[e];
+      out.push_back(std::move(box));
+      a += take * stride[d];
+      break;
+    }
+}
+
+// Selects boxes (in increasing order, disjoint) of `space`. Boxes of one size repeating at a constant
+// step along one dimension are one strided hyperslab: the rows of a column-split slice are one call.
+bool select_boxes(hid_t space, const std::vector<Box>& boxes) {
+  for (std::size_t i = 0; i < boxes.size();) {
+    const Box& b = boxes[i];
+    std::vector<hsize_t> stride = b.size, count(b.start.size(), 1);
+    std::size_t j = i + 1, dim = 0, differ = 0;
+    if (j < boxes.size() && boxes[j].size == b.size)
+      for (std::size_t d = 0; d < b.start.size(); ++d)
+        if (boxes[j].start[d] != b.start[d]) ++differ, dim = d;
+    if (differ == 1 && boxes[j].start[dim] >= b.start[dim] + b.size[dim]) {
+      const hsize_t step = boxes[j].start[dim] - b.start[dim];
+      std::vector<hsize_t> next = b.start;
+      for (next[dim] += step; j < boxes.size() && boxes[j].size == b.size && boxes[j].start == next; next[dim] += step) ++j;
+      stride[dim] = step;
+      count[dim] = j - i;
+    }
+    if (H5Sselect_hyperslab(space, i == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, b.start.data(), stride.data(), count.data(),
+                            b.size.data()) < 0)
+      return false;
+    i = j;
+  }
+  return true;
+}
+
 }  // namespace
+
+std::uint64_t dataset_bytes_read() { return bytes_read.load(); }
 
 File File::create(const std::string& path) {
   Quiet q;
@@ -231,7 +287,7 @@ Dataset File::create_dataset(const std::string& name, const std::vector<std::int
   const hid_t type = stored == Stored::bf16 ? bf16_type() : H5T_IEEE_F32LE;
   const hid_t id = H5Dcreate2(id_, name.c_str(), type, space.id, lcpl.id, H5P_DEFAULT, H5P_DEFAULT);
   if (id < 0) fail("creating dataset " + name + " (disk full?)", __LINE__);
-  return Dataset(this, id, name, n, stored);
+  return Dataset(this, id, name, dims, n, stored);
 }
 
 Dataset::~Dataset() {
@@ -241,18 +297,26 @@ Dataset::~Dataset() {
   }
 }
 
-void Dataset::write(const float* data) {
-  if (!all_finite(data, count_))
+void Dataset::write_range(std::size_t at, std::size_t count, const float* data) {
+  if (!all_finite(data, count))
     file_->fail("dataset " + name_ + " holds non-finite values (NaN or infinity); they are never published", __LINE__, false);
+  if (count == 0) return;
+  if (at + count > count_) fatal("Dataset::write_range past the end of " + name_);
   Quiet q;
+  std::vector<Box> boxes;
+  flat_boxes(dims_, at, at + count, boxes);
+  const hsize_t n = count;
+  Handle memory{H5Screate_simple(1, &n, nullptr), H5Sclose};
+  Handle space{H5Dget_space(id_), H5Sclose};
+  if (space.id < 0 || !select_boxes(space.id, boxes)) file_->fail("selecting part of dataset " + name_, __LINE__);
   herr_t rc;
   if (stored_ == Stored::bf16) {
     // Rounded here (to nearest even, as the trainer rounds), then written as stored.
-    std::vector<bf16> rounded(count_);
-    for (std::size_t i = 0; i < count_; ++i) rounded[i] = to_bf16(data[i]);
-    rc = H5Dwrite(id_, bf16_type(), H5S_ALL, H5S_ALL, H5P_DEFAULT, rounded.data());
+    std::vector<bf16> rounded(count);
+    for (std::size_t i = 0; i < count; ++i) rounded[i] = to_bf16(data[i]);
+    rc = H5Dwrite(id_, bf16_type(), memory.id, space.id, H5P_DEFAULT, rounded.data());
   } else {
-    rc = H5Dwrite(id_, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    rc = H5Dwrite(id_, H5T_NATIVE_FLOAT, memory.id, space.id, H5P_DEFAULT, data);
   }
   if (rc < 0) file_->fail("writing dataset " + name_ + " (disk full?)", __LINE__);
 }
@@ -262,17 +326,41 @@ void File::write_floats(const std::string& name, const float* data, const std::v
 }
 
 std::vector<float> File::read_floats(const std::string& name, std::vector<std::int64_t>* shape) const {
+  const std::vector<std::int64_t> dims = this->shape(name);
+  std::int64_t n = 1;
+  for (auto d : dims) n *= d;
+  std::vector<float> v(static_cast<std::size_t>(n));
+  read_spans(name, {Span{0, n, 0}}, v.data());
+  if (shape) *shape = dims;
+  return v;
+}
+
+void File::read_spans(const std::string& name, const std::vector<Span>& spans, float* out) const {
   Quiet q;
   Handle ds{H5Dopen2(id_, name.c_str(), H5P_DEFAULT), H5Dclose};
   if (ds.id < 0) fail("no dataset '" + name + "'", __LINE__);
-  const std::vector<std::int64_t> dims = this->shape(name);
-  std::size_t n = 1;
-  for (auto d : dims) n *= static_cast<std::size_t>(d);
-  std::vector<float> v(n);
-  if (H5Dread(ds.id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
-    fail("reading dataset " + name + " (corrupt?)", __LINE__);
-  if (shape) *shape = dims;
-  return v;
+  const std::vector<std::int64_t> shape = this->shape(name);
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  std::int64_t total = 1, at = 0, to = 0, n = 0;
+  for (auto d : shape) total *= d;
+  std::vector<Box> in_file, in_memory;
+  for (const Span& s : spans) {
+    if (s.count <= 0) continue;
+    if (s.at < at || s.to < to) fatal("File::read_spans: spans of " + name + " out of order");
+    if (s.at + s.count > total)
+      fail("dataset " + name + " has " + std::to_string(total) + " elements, fewer than its attributes say (corrupt)", __LINE__, false);
+    flat_boxes(dims, static_cast<hsize_t>(s.at), static_cast<hsize_t>(s.at + s.count), in_file);
+    in_memory.push_back(Box{{static_cast<hsize_t>(s.to)}, {static_cast<hsize_t>(s.count)}});
+    at = s.at + s.count, to = s.to + s.count, n += s.count;
+  }
+  if (n == 0) return;
+  const hsize_t extent = static_cast<hsize_t>(to);
+  Handle memory{H5Screate_simple(1, &extent, nullptr), H5Sclose};
+  Handle space{H5Dget_space(ds.id), H5Sclose};
+  if (space.id < 0 || !select_boxes(space.id, in_file) || !select_boxes(memory.id, in_memory))
+    fail("selecting parts of dataset " + name, __LINE__);
+  if (H5Dread(ds.id, H5T_NATIVE_FLOAT, memory.id, space.id, H5P_DEFAULT, out) < 0) fail("reading dataset " + name + " (corrupt?)", __LINE__);
+  bytes_read += static_cast<std::uint64_t>(n) * (stored(name) == Stored::bf16 ? 2 : 4);
 }
 
 std::vector<std::int64_t> File::shape(const std::string& name) const {

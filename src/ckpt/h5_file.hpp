@@ -1,7 +1,8 @@
 // Small RAII helpers over the HDF5 C API for checkpoint and weights files: every HDF5 call of the
 // project goes through them. Every failure becomes a UserError that names the file, what was being
 // done, HDF5's own cause and the call's line, so a bad or missing file or a full disk is reported,
-// never a crash; HDF5's own stack printing is off.
+// never a crash; HDF5's own stack printing is off. Datasets are read and written whole or in parts
+// (hyperslabs of flat row-major element ranges), and every byte read from a dataset is counted.
 #pragma once
 #include <hdf5.h>
 #include <mpi.h>
@@ -18,25 +19,39 @@ class File;
 // that HDF5 converts to float when read).
 enum class Stored { f32, bf16 };
 
+// Elements [at, at + count) of a dataset (flat, row-major, whatever its shape) and where they go in a
+// contiguous memory buffer: [to, to + count).
+struct Span {
+  std::int64_t at = 0, count = 0, to = 0;
+};
+
+// Bytes this process has read from datasets (as stored: 4 per fp32 element, 2 per bf16), since it started.
+std::uint64_t dataset_bytes_read();
+
 // One float dataset of a writable file, open until destroyed.
 class Dataset {
  public:
-  Dataset(Dataset&& o) noexcept : file_(o.file_), id_(o.id_), name_(std::move(o.name_)), count_(o.count_), stored_(o.stored_) {
+  Dataset(Dataset&& o) noexcept
+      : file_(o.file_), id_(o.id_), name_(std::move(o.name_)), dims_(std::move(o.dims_)), count_(o.count_), stored_(o.stored_) {
     o.id_ = -1;
   }
   Dataset(const Dataset&) = delete;
   ~Dataset();
   // Writes the whole dataset (count values, rounded to bf16 when stored so); non-finite values are
   // refused. Independent I/O in a parallel file.
-  void write(const float* data);
+  void write(const float* data) { write_range(0, count_, data); }
+  // Writes elements [at, at + count) (flat, row-major) of the dataset, the same way.
+  void write_range(std::size_t at, std::size_t count, const float* data);
+  std::size_t size() const { return count_; }
 
  private:
   friend class File;
-  Dataset(const File* file, hid_t id, std::string name, std::size_t count, Stored stored)
-      : file_(file), id_(id), name_(std::move(name)), count_(count), stored_(stored) {}
+  Dataset(const File* file, hid_t id, std::string name, std::vector<hsize_t> dims, std::size_t count, Stored stored)
+      : file_(file), id_(id), name_(std::move(name)), dims_(std::move(dims)), count_(count), stored_(stored) {}
   const File* file_;
   hid_t id_;
   std::string name_;
+  std::vector<hsize_t> dims_;
   std::size_t count_;
   Stored stored_;
 };
@@ -77,6 +92,9 @@ class File {
   Dataset create_dataset(const std::string& name, const std::vector<std::int64_t>& shape, Stored stored = Stored::f32);
   void write_floats(const std::string& name, const float* data, const std::vector<std::int64_t>& shape);
   std::vector<float> read_floats(const std::string& name, std::vector<std::int64_t>* shape = nullptr) const;
+  // Reads only the spans of a float dataset (sorted by `at` and by `to`, disjoint) into out: one read
+  // of exactly those elements (hyperslabs), converted from either storage.
+  void read_spans(const std::string& name, const std::vector<Span>& spans, float* out) const;
   // A dataset's dimensions (nothing read).
   std::vector<std::int64_t> shape(const std::string& name) const;
   // How a float dataset is stored (bf16: a 2-byte float type).

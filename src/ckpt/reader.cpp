@@ -1,8 +1,6 @@
-// CheckpointReader: manifest check, shard index, global tensors assembled from pieces; and
-// load_rank_state, which cuts a rank's slices out of them.
-#include <algorithm>
+// CheckpointReader: the manifest check, the shard index (every piece's geometry and checksum), whole
+// shard files hashed against the manifest. Reading parts of tensors is ckpt/slices.cpp.
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <set>
 
@@ -28,6 +26,7 @@ TensorSpec geometry(const std::vector<std::int64_t>& global, const std::vector<s
   t.global_shape.assign(global.begin(), global.end());
   t.local_shape.assign(local.begin(), local.end());
   t.local_offset.assign(offset.begin(), offset.end());
+  t.numel = static_cast<std::size_t>(product(local));
   return t;
 }
 
@@ -42,10 +41,11 @@ void CheckpointReader::check_piece_geometry(const Piece& p, const std::string& p
   for (std::size_t d = 0; d < dims; ++d)
     if (p.global_shape[d] < 1 || p.local_shape[d] < 1 || p.local_offset[d] < 0 || p.local_offset[d] + p.local_shape[d] > p.global_shape[d])
       throw bad("describes a slice outside its tensor");
-  if (p.flat_begin < 0 || p.flat_begin > product(p.local_shape)) throw bad("starts outside its slice");
+  if (p.count < 0) throw bad("is not one-dimensional");
+  if (p.flat_begin < 0 || p.flat_begin + p.count > product(p.local_shape)) throw bad("is larger than its slice");
 }
 
-CheckpointReader::CheckpointReader(const std::string& step_dir, bool verify_files) : dir_(step_dir) {
+CheckpointReader::CheckpointReader(const std::string& step_dir, bool hash_files) : dir_(step_dir) {
   const Manifest manifest = read_manifest(dir_ + "/manifest.txt");
   const std::uint64_t id = manifest.checkpoint_id;
   const std::int64_t step = manifest.step;
@@ -72,7 +72,7 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool verify_file
       throw UserError("checkpoint shard '" + path + "' belongs to checkpoint " + shard_id + " but the manifest is of " +
                       h5::hex64(id) + " (files from different saves mixed)");
     if (bytes != r.bytes) throw wrong_size;
-    if (verify_files && h5::file_hash(path) != r.hash)
+    if (hash_files && h5::file_hash(path) != r.hash)
       throw UserError("checkpoint shard '" + path + "' fails its checksum (corrupt: bytes changed)");
     if (f.attr_int("step") != step)
       throw UserError("checkpoint shard '" + path + "' is of another step than its manifest");
@@ -99,13 +99,21 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool verify_file
       p.local_shape = f.attr_ints("local_shape", ds);
       p.local_offset = f.attr_ints("local_offset", ds);
       p.flat_begin = f.attr_int("flat_begin", ds);
+      const auto dims = f.shape(ds);
+      p.count = dims.size() == 1 ? dims[0] : -1;
       check_piece_geometry(p, path);
+      if (p.count > 0) {
+        const TensorSpec g = geometry(p.global_shape, p.local_shape, p.local_offset);
+        p.global_first = global_index(g, static_cast<long>(p.flat_begin));
+        p.global_end = global_index(g, static_cast<long>(p.flat_begin + p.count - 1)) + 1;
+      }
       const std::string hash = f.attr_string("hash64", ds);
       if (!h5::parse_hex64(hash, p.hash))
         throw UserError("checkpoint shard '" + path + "': dataset " + ds + " has a malformed checksum '" + hash + "' (corrupt)");
       pieces_[ds.substr(0, last)].push_back(p);
     }
     shards_.push_back(path);
+    shard_hashes_.push_back(r.hash);
     bytes_ += static_cast<double>(r.bytes);
   }
 }
@@ -129,68 +137,24 @@ std::vector<std::int64_t> CheckpointReader::global_shape(const std::string& name
   return it->second.front().global_shape;
 }
 
-std::vector<float> CheckpointReader::global_tensor(const std::string& kind, const std::string& name) const {
+const std::vector<CheckpointReader::Piece>& CheckpointReader::pieces_of(const std::string& kind, const std::string& name) const {
   auto it = pieces_.find(kind + "/" + name);
   if (it == pieces_.end())
     throw UserError("checkpoint '" + dir_ + "' has no " + kind + " of tensor '" + name + "' (written for another model?)");
-  const std::int64_t n = product(it->second.front().global_shape);
-  std::vector<float> global(static_cast<std::size_t>(n), 0.0f);
-  std::vector<unsigned char> covered(static_cast<std::size_t>(n), 0);
-  std::map<std::string, h5::File> open;
-  for (const Piece& p : it->second) {
-    auto f = open.find(p.file);
-    if (f == open.end()) f = open.emplace(p.file, h5::File::open_read(p.file)).first;
-    const std::vector<float> values = f->second.read_floats(p.dataset);
-    if (h5::hash64(values.data(), values.size() * sizeof(float)) != p.hash)
-      throw UserError("checkpoint shard '" + p.file + "': dataset " + p.dataset + " fails its checksum (corrupt)");
-    const TensorSpec g = geometry(p.global_shape, p.local_shape, p.local_offset);
-    if (product(p.local_shape) < p.flat_begin + static_cast<std::int64_t>(values.size()))
-      throw UserError("checkpoint shard '" + p.file + "': dataset " + p.dataset + " is larger than its slice");
-    for_each_run(g, static_cast<long>(p.flat_begin), static_cast<long>(values.size()), [&](long li, long gi, long len) {
-      if (gi < 0 || gi + len > n) throw UserError("checkpoint shard '" + p.file + "': dataset " + p.dataset + " points outside its tensor");
-      std::copy_n(values.begin() + (li - p.flat_begin), len, global.begin() + gi);
-      std::fill_n(covered.begin() + gi, len, 1);
-    });
-  }
-  if (std::find(covered.begin(), covered.end(), 0) != covered.end())
-    throw UserError("checkpoint '" + dir_ + "' lacks part of " + kind + " of tensor '" + name + "' (a shard is missing)");
-  return global;
+  return it->second;
 }
 
-namespace {
-
-// packed (back to back over the plan's optimizer ranges) <- the elements of tensor t in them, from the
-// global tensor `global`.
-void fill_packed(const RankPlan& plan, const TensorSpec& t, const std::vector<float>& global, float* packed) {
-  std::size_t at = 0;
-  for (const auto& r : plan.optimizer_ranges) {
-    const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
-    if (lo < hi)
-      for_each_run(t, static_cast<long>(lo - t.offset), static_cast<long>(hi - lo), [&](long li, long gi, long len) {
-        std::copy_n(global.begin() + gi, len, packed + at + (t.offset + li - r.begin));
-      });
-    at += r.end - r.begin;
-  }
+const h5::File& CheckpointReader::open(const std::string& path) const {
+  auto f = open_.find(path);
+  if (f != open_.end()) return f->second;
+  if (open_.size() >= 16) open_.clear();  // every HDF5 file open costs its caches: keep a few
+  return open_.emplace(path, h5::File::open_read(path)).first->second;
 }
 
-}  // namespace
-
-void place_global_param(const RankPlan& plan, const TensorSpec& t, const std::vector<float>& global, RankState& st) {
-  for_each_run(t, 0, static_cast<long>(t.numel),
-               [&](long li, long gi, long len) { std::copy_n(global.begin() + gi, len, st.params + t.offset + li); });
-  if (st.master) fill_packed(plan, t, global, st.master);
-}
-
-void load_rank_state(const CheckpointReader& reader, RankState& st) {
-  for (const auto& t : st.plan->table.tensors()) {
-    const std::string& name = t.name;
-    const auto shape = reader.global_shape(name);
-    if (std::vector<long>(shape.begin(), shape.end()) != t.global_shape)
-      throw UserError("checkpoint '" + reader.dir() + "': tensor '" + name + "' has another shape than the model of the input file");
-    place_global_param(*st.plan, t, reader.global_tensor("param", name), st);
-    for (int k = 0; k < 2; ++k)
-      if (st.moments[k]) fill_packed(*st.plan, t, reader.global_tensor(kPieceKinds[1 + k], name), st.moments[k]);
-  }
+void CheckpointReader::verify_files(int rank, int size) const {
+  for (std::size_t i = static_cast<std::size_t>(rank); i < shards_.size(); i += static_cast<std::size_t>(size))
+    if (h5::file_hash(shards_[i]) != shard_hashes_[i])
+      throw UserError("checkpoint shard '" + shards_[i] + "' fails its checksum (corrupt: bytes changed)");
 }
 
 }  // namespace dtrain

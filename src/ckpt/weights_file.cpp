@@ -1,5 +1,5 @@
-// write_weights / read_weights / load_rank_weights through h5::File: every handle closed on every path,
-// failures as UserError, no temporary left behind.
+// WeightsWriter / write_weights / read_weights / load_rank_weights through h5::File: every handle
+// closed on every path, failures as UserError, no temporary left behind.
 #include "ckpt/weights_file.hpp"
 
 #include <algorithm>
@@ -11,37 +11,79 @@
 namespace dtrain {
 namespace {
 
-// The file's global tensor t (its shape checked against the model's).
-std::vector<float> read_tensor(const h5::File& f, const std::vector<std::string>& present, const TensorSpec& t) {
+// The file holds tensor t with the model's global shape.
+void check_tensor(const h5::File& f, const std::vector<std::string>& present, const TensorSpec& t) {
   if (std::find(present.begin(), present.end(), t.name) == present.end())
     throw UserError("weights file '" + f.path() + "' has no tensor '" + t.name + "'; was it written for another model?");
-  std::vector<std::int64_t> shape;
-  std::vector<float> data = f.read_floats(t.name, &shape);
+  const std::vector<std::int64_t> shape = f.shape(t.name);
   if (std::vector<long>(shape.begin(), shape.end()) != t.global_shape)
     throw UserError("weights file '" + f.path() + "': tensor '" + t.name + "' has another shape than the model in the input file");
-  return data;
 }
 
 }  // namespace
 
+WeightsWriter::WeightsWriter(const std::string& path, const WeightsMeta& meta, h5::Stored stored)
+    : path_(path), tmp_(path + ".tmp"), stored_(stored) {
+  try {
+    file_.emplace(h5::File::create(tmp_));
+    file_->set_attr("tokenizer", meta.tokenizer);
+    if (!meta.config_text.empty()) file_->set_attr("config", meta.config_text);
+  } catch (const UserError& e) {
+    failed(e.what());
+  }
+}
+
+WeightsWriter::~WeightsWriter() {
+  if (!file_) return;  // finished, or failed and cleaned up
+  dataset_.reset();
+  file_->mark_failed();  // discarded as a failed file is, then removed
+  file_.reset();
+  std::remove(tmp_.c_str());
+}
+
+void WeightsWriter::failed(const std::string& why) {
+  dataset_.reset();
+  if (file_) file_->mark_failed();
+  file_.reset();
+  std::remove(tmp_.c_str());
+  throw UserError("the weights file '" + path_ + "' was not written: " + why);
+}
+
+void WeightsWriter::write(const std::string& name, const std::vector<long>& shape, std::size_t begin, std::size_t count,
+                          const float* values) {
+  if (!file_) fatal("WeightsWriter::write on a finished or failed file '" + path_ + "'");
+  try {
+    if (!dataset_ || name != tensor_) {
+      dataset_.reset();
+      dataset_.emplace(file_->create_dataset(name, std::vector<std::int64_t>(shape.begin(), shape.end()), stored_));
+      tensor_ = name;
+    }
+    dataset_->write_range(begin, count, values);
+  } catch (const UserError& e) {
+    failed(e.what());
+  }
+}
+
+void WeightsWriter::finish() {
+  if (!file_) fatal("WeightsWriter::finish on a finished or failed file '" + path_ + "'");
+  try {
+    dataset_.reset();
+    file_->close();
+    file_.reset();
+    if (std::rename(tmp_.c_str(), path_.c_str()) != 0) throw UserError("cannot rename '" + tmp_ + "' to '" + path_ + "'");
+  } catch (const UserError& e) {
+    failed(e.what());
+  }
+}
+
 void write_weights(const std::string& path, const TensorTable& table, const float* values, const WeightsMeta& meta,
                    h5::Stored stored) {
-  const std::string tmp = path + ".tmp";
-  try {
-    h5::File f = h5::File::create(tmp);
-    f.set_attr("tokenizer", meta.tokenizer);
-    if (!meta.config_text.empty()) f.set_attr("config", meta.config_text);
-    for (const auto& t : table.tensors()) {
-      if (t.split_dim >= 0) fatal("write_weights needs an unsharded table; '" + t.name + "' is split");
-      f.create_dataset(t.name, std::vector<std::int64_t>(t.global_shape.begin(), t.global_shape.end()), stored)
-          .write(values + t.offset);
-    }
-    f.close();
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw UserError("cannot rename '" + tmp + "' to '" + path + "'");
-  } catch (const UserError& e) {
-    std::remove(tmp.c_str());
-    throw UserError("the weights file '" + path + "' was not written: " + std::string(e.what()));
+  WeightsWriter out(path, meta, stored);
+  for (const auto& t : table.tensors()) {
+    if (t.split_dim >= 0) fatal("write_weights needs an unsharded table; '" + t.name + "' is split");
+    out.write(t.name, t.global_shape, 0, t.numel, values + t.offset);
   }
+  out.finish();
 }
 
 WeightsMeta weights_meta(const std::string& path) {
@@ -67,7 +109,8 @@ void read_weights(const std::string& path, const TensorTable& table, float* valu
   const h5::File f = h5::File::open_read(path);
   const auto present = f.list_datasets();
   for (const auto& t : table.tensors()) {
-    const std::vector<float> data = read_tensor(f, present, t);
+    check_tensor(f, present, t);
+    const std::vector<float> data = f.read_floats(t.name);
     std::copy(data.begin(), data.end(), values + t.offset);
   }
 }
@@ -75,7 +118,19 @@ void read_weights(const std::string& path, const TensorTable& table, float* valu
 void load_rank_weights(const std::string& path, RankState& st) {
   const h5::File f = h5::File::open_read(path);
   const auto present = f.list_datasets();
-  for (const auto& t : st.plan->table.tensors()) place_global_param(*st.plan, t, read_tensor(f, present, t), st);
+  for (const auto& t : st.plan->table.tensors()) check_tensor(f, present, t);
+  if (st.moments[0] || st.moments[1]) fatal("load_rank_weights: a weights file holds no optimizer state");
+  load_slices(st, [&](int, const TensorSpec& t, std::size_t begin, std::size_t count, float* out) {
+    std::vector<h5::Span> spans;  // the slice's runs, as runs of the global tensor's elements
+    for_each_run(t, static_cast<long>(begin), static_cast<long>(count), [&](long li, long gi, long len) {
+      const std::int64_t to = li - static_cast<long>(begin);
+      if (!spans.empty() && spans.back().at + spans.back().count == gi && spans.back().to + spans.back().count == to)
+        spans.back().count += len;
+      else
+        spans.push_back({gi, len, to});
+    });
+    f.read_spans(t.name, spans, out);
+  });
 }
 
 }  // namespace dtrain

@@ -139,6 +139,7 @@ TrainingPlan make_plan(const Config& c, int world, const MemoryLimit& limit) {
                     std::to_string(kMaxChunkForwards) + " chunk-forwards; raise model.micro_batch_size");
   if (plan.stage_memory.empty()) plan_memory(c, plan);
   if (!fits(plan, limit)) throw UserError(memory_problem(plan, limit));
+  plan.limit = limit;
   if (plan.largest_message > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     throw UserError("one collective of this plan moves " + std::to_string(plan.largest_message) +
                     " values (a block's gradients, or a micro-batch's activations), more than the 2^31-1 an MPI "

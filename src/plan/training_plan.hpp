@@ -29,6 +29,7 @@ struct TrainingPlan {
   double bubble = 0.0;
   std::vector<MemoryEstimate> stage_memory;  // per pipeline stage, at tp rank 0 and dp rank 0 (the largest)
   std::size_t largest_message = 0;           // elements; RankPlan::largest_message over the stages
+  MemoryLimit limit;                         // what one rank may use, as planned with
   std::vector<std::string> warnings;
   std::size_t peak_memory() const;
 };

@@ -1,4 +1,5 @@
-// cores_available / node_memory_bytes from sched_getaffinity, sysconf and the cgroup files.
+// cores_available / node_memory_bytes / peak_resident_bytes from sched_getaffinity, sysconf, the
+// cgroup files and /proc/self/status.
 #include "runtime/machine.hpp"
 
 #include <sched.h>
@@ -78,7 +79,13 @@ std::size_t status_kib(const std::string& name) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line))
-    if (line.compare(0, name.size() + 1, name + ":") == 0) return std::stoull(line.substr(name.size() + 1)) * 1024;
+    if (line.compare(0, name.size() + 1, name + ":") == 0) {
+      try {
+        return static_cast<std::size_t>(std::stoull(line.substr(name.size() + 1))) * 1024;
+      } catch (...) {
+        return 0;
+      }
+    }
   return 0;
 }
 

@@ -157,23 +157,6 @@ StepResult Trainer::train_step(int step) {
   return r;
 }
 
-void Trainer::gather_full_model(float* whole) {
-  const RankState st = state_to_save();
-  const RankPlan one = whole_model_plan(cfg_, 1);
-  std::vector<float> mine(one.arena_size, 0.0f);  // my pieces at their global places, zeros elsewhere
-  for_each_piece(st, [&](int kind, const TensorSpec& t, int, const float* data, std::int64_t flat, std::int64_t count) {
-    if (kind != 0) return;
-    const std::size_t base = one.table.get(t.name).offset;
-    for_each_run(t, static_cast<long>(flat), static_cast<long>(count), [&](long li, long gi, long len) {
-      std::copy_n(data + (li - flat), len, mine.begin() + static_cast<long>(base) + gi);
-    });
-  });
-  const std::size_t chunk = std::size_t{1} << 30;  // below MPI's int counts
-  for (std::size_t at = 0; at < one.arena_size; at += chunk)
-    ps_.world().reduce(mine.data() + at, ps_.world_rank() == 0 ? whole + at : nullptr, std::min(chunk, one.arena_size - at),
-                       DType::f32, 0, {"gather the final weights"});
-}
-
 namespace {
 
 // A pinned host buffer of `floats` elements (allocated on first use).
@@ -200,6 +183,33 @@ RankState Trainer::host_state() {
   st.moments[0] = view(adamw_.first_moment(), staged_moments_[0]);
   st.moments[1] = view(adamw_.second_moment(), staged_moments_[1]);
   return st;
+}
+
+void Trainer::gather_full_model(const SlabSink& sink) {
+  grad_sync_.wait_all_params();
+  const RankPlan& rp = model_->plan();
+  Device& device = model_->device();
+  // The fp32 values the pieces come from, on the host: the arena itself where it lives there, else a
+  // staged copy. Nothing else of the state is needed.
+  RankState st;
+  st.plan = &rp;
+  if (adamw_.has_master()) {
+    st.master = device.is_host() ? adamw_.master().as<float>() : staging(staged_master_, device, rp.optimizer_elements());
+    if (!device.is_host()) device.copy(st.master, adamw_.master().data(), adamw_.master().bytes());
+  } else if (device.is_host()) {
+    st.params = model_->params().as<float>();
+  } else {
+    st.params = staging(staged_params_, device, rp.arena_size);
+    model_->get_parameters(st.params);
+  }
+  float* scratch = device.is_host() ? model_->grads().as<float>() : nullptr;
+  gather_global_tensors(ps_.world_comm(), st, whole_model_plan(cfg_, 1).table, sink, scratch, rp.arena_size, ps_.watchdog());
+}
+
+void Trainer::gather_full_model(float* whole) {
+  gather_full_model([whole](const TensorSpec& t, std::size_t begin, std::size_t count, const float* values) {
+    std::copy_n(values, count, whole + t.offset + begin);
+  });
 }
 
 RankState Trainer::state_to_save() {

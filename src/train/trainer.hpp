@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/global_slabs.hpp"
 #include "config/config.hpp"
 #include "data/data_blend.hpp"
 #include "kernels/kernels.hpp"
@@ -46,8 +47,12 @@ class Trainer {
   const RankPlan& rank_plan() const { return model_->plan(); }
   Watchdog* watchdog() const { return ps_.watchdog(); }
   Trace* trace() const { return ps_.trace(); }
-  // Collective: assembles the global fp32 weights (the master weights of a bf16 run) on world rank 0
-  // into `whole` (arena order of whole_model_plan(), null on the other ranks).
+  // Collective, at the end of training: the global fp32 weights (the master weights of a bf16 run), one
+  // global tensor after another in bounded slabs, handed to `sink` on world rank 0
+  // (ckpt/global_slabs.hpp). No rank holds more than a slab or two beyond its own state: on the host
+  // the gradients arena, no longer needed, is the scratch (its values are overwritten).
+  void gather_full_model(const SlabSink& sink);
+  // The same into `whole` on world rank 0 (arena order of whole_model_plan(), null on the other ranks).
   void gather_full_model(float* whole);
   // The state a checkpoint saves (fp32, host memory; the plan says who writes what), copied from the
   // device when it lives there.

@@ -1,6 +1,7 @@
 // run_training: set-up, the step loop with logging and validation, final weights and a text sample.
 #include "train/training_loop.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -152,23 +153,67 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     if (checkpoints.due(step + 1, last)) checkpoints.save(trainer, step + 1);
   }
 
-  // The whole model on rank 0: final fp32 weights for `dtrain generate`, and a text sample.
-  const RankPlan whole = whole_model_plan(cfg, 1);
-  std::vector<float> weights_values(rank0 ? whole.arena_size : 0);
-  trainer.gather_full_model(rank0 ? weights_values.data() : nullptr);
+  // The final fp32 weights for `dtrain generate`: rank 0 writes model-final.h5 one global tensor at a
+  // time, in slabs gathered from the ranks that hold them; no rank holds the whole model for it.
+  const std::size_t trained_peak = peak_resident_bytes();
   const std::string weights = cfg.checkpoint.dir.empty() ? "" : cfg.checkpoint.dir + "/model-final.h5";
-  collective_check(world, [&] {
-    if (!rank0 || weights.empty()) return;
-    std::error_code ec;
-    std::filesystem::create_directories(cfg.checkpoint.dir, ec);
-    write_weights(weights, whole.table, weights_values.data(), WeightsMeta{tokenizer_id, config_text});
-  });
-  if (!weights.empty()) log.message("wrote final weights to " + weights + " (dtrain generate INPUT.ini --weights " + weights + ")");
-  if (rank0 && cfg.logging.sample_tokens > 0) {
-    const std::unique_ptr<GptModel> full = make_gpt_model(whole, nullptr, backend);
-    full->set_parameters(weights_values.data());
-    const std::vector<std::uint32_t> sample = generate_tokens(*full, tokenizer->encode("\n"), tokenizer->vocab_size(),
-                                                              cfg.logging.sample_tokens, 0.8, cfg.training.seed);
+  if (!weights.empty()) {
+    std::unique_ptr<WeightsWriter> out;
+    collective_check(world, [&] {
+      if (!rank0) return;
+      std::error_code ec;
+      std::filesystem::create_directories(cfg.checkpoint.dir, ec);
+      out = std::make_unique<WeightsWriter>(weights, WeightsMeta{tokenizer_id, config_text});
+    });
+    trainer.gather_full_model([&](const TensorSpec& t, std::size_t begin, std::size_t count, const float* values) {
+      out->write(t.name, t.global_shape, begin, count, values);
+    });
+    collective_check(world, [&] {
+      if (rank0) out->finish();
+    });
+    log.message("wrote final weights to " + weights + " (dtrain generate INPUT.ini --weights " + weights + ")");
+    // Each rank's peak resident memory through the last step against after the final weights (VmHWM).
+    double peaks[2] = {static_cast<double>(trained_peak), static_cast<double>(peak_resident_bytes()) - trained_peak};
+    ps.world().all_reduce(peaks, 2, DType::f64, ReduceOp::max, {"allreduce (memory report)"});
+    char memory[200];
+    std::snprintf(memory, sizeof memory,
+                  "memory: peak resident %.1f MB through the last step and its save (largest rank); the final weights raised no "
+                  "rank's peak by more than %.3f MB",
+                  peaks[0] / 1e6, std::max(0.0, peaks[1]) / 1e6);
+    log.message(memory);
+  }
+
+  // A text sample, from the whole model on rank 0: the trainer's own in a one-rank job, else a copy
+  // gathered there, where it fits in what a rank may use beside rank 0's training state.
+  if (cfg.logging.sample_tokens == 0) return 0;
+  const RankPlan whole = whole_model_plan(cfg, 1);
+  MemoryEstimate sampling = whole.memory();
+  sampling.optimizer = 0;
+  const double needed = static_cast<double>(sampling.total()) + 4.0 * static_cast<double>(whole.arena_size);  // + fp32 values
+  const double beside = plan.limit.bytes - static_cast<double>(plan.stage_memory.front().total());
+  const bool one_rank = env.world_size == 1;
+  if (!one_rank && plan.limit.bytes > 0 && needed > beside) {
+    char why[400];
+    std::snprintf(why, sizeof why,
+                  "sample: skipped: the whole model needs %.3f GB on rank 0 to generate with, beside its %.3f GB of training "
+                  "state, more than the %.3f GB a rank may use (%s)",
+                  needed / 1e9, static_cast<double>(plan.stage_memory.front().total()) / 1e9, plan.limit.bytes / 1e9,
+                  plan.limit.source.c_str());
+    log.message(why);
+    return 0;
+  }
+  std::vector<float> values(rank0 && !one_rank ? whole.arena_size : 0);
+  if (!one_rank) trainer.gather_full_model(rank0 ? values.data() : nullptr);
+  if (rank0) {
+    std::unique_ptr<GptModel> copy;
+    if (!one_rank) {
+      copy = make_gpt_model(whole, nullptr, backend);
+      copy->set_parameters(values.data());
+      std::vector<float>().swap(values);
+    }
+    const std::vector<std::uint32_t> sample = generate_tokens(one_rank ? trainer.model() : *copy, tokenizer->encode("\n"),
+                                                              tokenizer->vocab_size(), cfg.logging.sample_tokens, 0.8,
+                                                              cfg.training.seed);
     log.message("sample: " + tokenizer->decode(sample));
   }
   return 0;

@@ -1,6 +1,7 @@
 # Shared by the end-to-end test scripts (sourced, not run): a scratch directory $work removed at exit
 # (scripts add their own cleanup commands to on_exit), fail(), the Open MPI settings for running as
-# root with more ranks than cores, and make_small_data, a byte-level data set from a short text.
+# root with more ranks than cores, make_small_data, a byte-level data set from a short text, and the
+# losses of a metrics file compared with a reference run's (compare_tail).
 work=$(mktemp -d)
 chmod 755 "$work"  # world-searchable: munged (local Slurm) puts its socket below it
 on_exit=()
@@ -19,4 +20,18 @@ make_small_data() {
   local i
   for i in $(seq 1 "${2:-60}"); do printf 'Call me Ishmael. Some years ago, never mind how long precisely, having little money.\n'; done > "$work/text.txt"
   "$1" --out "$work/d" "$work/text.txt" > /dev/null || fail "dtrain-data"
+}
+
+# losses METRICS: the loss of every logged step, one per line.
+losses() { grep -o '"loss": [0-9.e+-]*' "$1" | awk '{print $2}'; }
+# compare_tail RESUMED_METRICS TOLERANCE [REFERENCE_METRICS]: the 2 steps of a resumed run (steps 3-4)
+# against the last 2 of the reference ($work/ref.jsonl by default), relative TOLERANCE (0 = bitwise).
+compare_tail() {
+  local got want
+  got=$(losses "$1"); want=$(losses "${3:-$work/ref.jsonl}" | tail -n 2)
+  [ "$(wc -l <<<"$got")" -eq 2 ] || fail "resumed run logged $(wc -l <<<"$got") steps, expected 2 (steps 3-4)"
+  paste <(echo "$want") <(echo "$got") | awk -v tol="$2" '{
+    d = $1 - $2; if (d < 0) d = -d; r = d / $1;
+    printf "  uninterrupted %s resumed %s rel %.2e\n", $1, $2, r;
+    if ((tol == 0 && $1 != $2) || (tol > 0 && r > tol)) bad = 1 } END { exit bad }' || fail "losses differ"
 }
