@@ -202,7 +202,11 @@ void Trainer::gather_full_model(const SlabSink& sink) {
     st.params = staging(staged_params_, device, rp.arena_size);
     model_->get_parameters(st.params);
   }
-  float* scratch = device.is_host() ? model_->grads().as<float>() : nullptr;
+  // The gradients are not needed between steps: their arena is the slab buffer. Discarded first, so
+  // that under ZeRO-2/3 (whose buckets were given back) the slabs take pages the owned slices free.
+  Arena& grads = model_->grads();
+  if (device.is_host()) grads.discard(0, grads.bytes());
+  float* scratch = device.is_host() ? grads.as<float>() : nullptr;
   gather_global_tensors(ps_.world_comm(), st, whole_model_plan(cfg_, 1).table, sink, scratch, rp.arena_size, ps_.watchdog());
 }
 
