@@ -38,9 +38,14 @@ void StepLog::step_line(const StepRecord& r) {
   char bubble[64] = "";
   if (r.pipelined)
     std::snprintf(bubble, sizeof bubble, " | bubble %.1f%% (predicted %.1f%%)", 100.0 * r.bubble, 100.0 * r.predicted_bubble);
-  std::printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%%%s | %.3f s/step | elapsed %s | ETA %s\n",
+  char save[64] = "";
+  if (r.sync_save_s)
+    std::snprintf(save, sizeof save, " | ckpt save %.3f s", *r.sync_save_s);
+  else if (r.save_stall_s)
+    std::snprintf(save, sizeof save, " | ckpt stall %.3f s", *r.save_stall_s);
+  std::printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%%%s | %.3f s/step%s | elapsed %s | ETA %s\n",
               static_cast<int>(std::to_string(r.total_steps).size()), r.step, r.total_steps, r.loss, r.lr, r.grad_norm,
-              r.tokens_per_s, 100.0 * r.mfu, bubble, r.step_seconds, format_duration(r.elapsed_s).c_str(),
+              r.tokens_per_s, 100.0 * r.mfu, bubble, r.step_seconds, save, format_duration(r.elapsed_s).c_str(),
               format_duration(r.eta_s).c_str());
   std::fflush(stdout);
 }
@@ -52,6 +57,8 @@ void StepLog::metrics(const StepRecord& r) {
                r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.mfu, r.step_seconds, r.elapsed_s);
   if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.17g", *r.val_loss);
   if (r.pipelined) std::fprintf(metrics_.get(), ", \"bubble\": %.5f, \"predicted_bubble\": %.5f", r.bubble, r.predicted_bubble);
+  if (r.save_stall_s) std::fprintf(metrics_.get(), ", \"ckpt_stall_s\": %.6f", *r.save_stall_s);
+  if (r.sync_save_s) std::fprintf(metrics_.get(), ", \"ckpt_save_s\": %.6f", *r.sync_save_s);
   const bool written = std::fprintf(metrics_.get(), "}\n") > 0 && std::fflush(metrics_.get()) == 0 && !std::ferror(metrics_.get());
   if (!written && !metrics_failed_) {
     metrics_failed_ = true;  // training goes on; the user hears about it once

@@ -19,6 +19,9 @@ struct StepRecord {
   double bubble = 0.0, predicted_bubble = 0.0;  // pipeline idle fraction: measured, from the formula
   bool pipelined = false;
   std::optional<double> val_loss;
+  // Checkpoints at the step boundaries since the last line: how long training stalled for them
+  // (whole saves, or snapshots and waits of asynchronous saves), and how long whole saves took.
+  std::optional<double> save_stall_s, sync_save_s;
 };
 
 class StepLog {
