@@ -13,13 +13,16 @@ namespace dtrain {
 
 class StateSnapshot {
  public:
-  // Copies every piece of `state` into the buffer; returns the bytes copied. The plan `state` points
+  // Makes the buffer large enough for the pieces of `state` (only their sizes are read) and touches
+  // every page, so that memory is committed now; returns the buffer's bytes. UserError when it cannot
+  // be allocated.
+  std::size_t reserve(const RankState& state);
+  // Copies every piece of `state` into the buffer (reserve first); returns the bytes copied. The plan `state` points
   // to must outlive the snapshot (the pieces refer to its tensors). UserError when the buffer cannot
   // be allocated.
   std::size_t take(const RankState& state);
   // Visits the copied pieces in for_each_piece's order (a PieceSource for write_shard).
   void for_each(const PieceVisitor& visit) const;
-  std::size_t buffer_bytes() const { return capacity_ * sizeof(float); }
   void release();  // frees the buffer (the pieces are gone)
 
  private:

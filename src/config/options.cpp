@@ -146,7 +146,7 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "with a fresh optimizer and step 0, when there is no checkpoint to resume; its model keys must be the run's");
   add("checkpoint.async_save", &k.async_save,
       "true: at a save's step boundary each rank copies what it writes into a host buffer (as large as its share of "
-      "the checkpoint, kept for every save) and writes its shard on a background thread while training goes on; the "
+      "the checkpoint, allocated at start) and writes its shard on a background thread while training goes on; the "
       "checkpoint is published (latest) at a later step boundary once every rank's write has finished, and at a stop "
       "or the end of training after waiting for it. false: training waits for every save");
 

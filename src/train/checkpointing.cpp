@@ -142,6 +142,14 @@ int Checkpointing::resume(Trainer& trainer) {
   return static_cast<int>(step);
 }
 
+void Checkpointing::prepare(Trainer& trainer) {
+  if (!cfg_.checkpoint.async_save || cfg_.checkpoint.dir.empty()) return;
+  std::size_t bytes = 0;
+  collective_check(world_, [&] { bytes = snapshot_.reserve(trainer.state_to_load()); });
+  log_.message("checkpoint: asynchronous saves copy each rank's share into a host buffer first (" + std::to_string(bytes / 1000000) +
+               " MB on rank 0, allocated now and kept)");
+}
+
 bool Checkpointing::due(int steps_done, bool last) const {
   if (cfg_.checkpoint.dir.empty()) return false;
   if (last) return true;
@@ -189,12 +197,7 @@ void Checkpointing::save(Trainer& trainer, int steps_done, bool wait) {
     auto w = watch(watchdog_, {"checkpoint snapshot", "world", -1, 0});
     Trace::Span span(trace_, "checkpoint snapshot", "io");
     in_flight_.target = begin_save(world_, cfg_.checkpoint.dir, meta, cfg_.checkpoint.keep_last);
-    const bool first = snapshot_.buffer_bytes() == 0;
-    std::size_t bytes = 0;
-    collective_check(world_, [&] { bytes = snapshot_.take(trainer.state_to_save()); });
-    if (first)
-      log_.message("checkpoint: asynchronous saves copy each rank's share into a host buffer kept for every save (" +
-                   std::to_string(bytes / 1000000) + " MB on rank 0)");
+    collective_check(world_, [&] { snapshot_.take(trainer.state_to_save()); });
   }
   writer_.start([target = in_flight_.target, rank = rank_, delay, this] {
     return write_shard_of_rank(target, rank, [this](const PieceVisitor& visit) { snapshot_.for_each(visit); }, delay);

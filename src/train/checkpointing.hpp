@@ -36,6 +36,9 @@ class Checkpointing {
   // Loads the checkpoint asked for, else the init_from weights (collective); returns the number of steps
   // already done.
   int resume(Trainer& trainer);
+  // Collective, before the first step: with checkpoint.async_save, the snapshot buffer is allocated and
+  // its pages touched (a lack of memory shows at start, and the first save's stall is a copy).
+  void prepare(Trainer& trainer);
   bool due(int steps_done, bool last) const;
   // Collective: saves step steps_done. A save in flight is published first. With checkpoint.async_save
   // and !wait: a snapshot, written in the background and published by a later poll() or finish();

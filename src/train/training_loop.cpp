@@ -76,6 +76,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
                 "interleaved schedule without deadlock (m >= 2p); tensor- and data-parallel traffic stays on NCCL");
   Checkpointing checkpoints(world, cfg, plan, config_text, tokenizer_id, log);
   const int first_step = checkpoints.resume(trainer);
+  checkpoints.prepare(trainer);
   if (first_step >= cfg.training.train_iters)
     log.message("training is already complete (step " + std::to_string(first_step) + " of " +
                 std::to_string(cfg.training.train_iters) + "); raise training.train_iters to go on, or set checkpoint.load=none");
