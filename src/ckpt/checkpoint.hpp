@@ -64,10 +64,14 @@ struct RankState {
 using PieceVisitor = std::function<void(int kind, const TensorSpec& t, int index, const float* data, std::int64_t flat_begin,
                                         std::int64_t count)>;
 void for_each_piece(const RankState& state, const PieceVisitor& visit);
+// What a shard is written from: calls the visitor on each piece to write, in for_each_piece's order
+// (for_each_piece over a RankState, or a StateSnapshot's copy of it).
+using PieceSource = std::function<void(const PieceVisitor&)>;
 
 struct IoStats {
-  double seconds = 0.0;
-  double bytes = 0.0;  // over all ranks
+  double seconds = 0.0;        // the whole save, first phase to publication, on this rank
+  double write_seconds = 0.0;  // the slowest rank's write phase
+  double bytes = 0.0;          // over all ranks
   std::string path;
 };
 
@@ -75,9 +79,33 @@ struct IoStats {
 std::uint64_t new_checkpoint_id(MPI_Comm comm);
 
 // Collective: writes and publishes step `meta.step` under dir; removes the oldest published checkpoints
-// beyond keep_last (ckpt/directory.hpp: by publication order, never `latest`). Throws UserError on every rank if any rank failed (the previous checkpoint stays).
+// beyond keep_last (ckpt/directory.hpp: by publication order, never `latest`). Throws UserError on every
+// rank if any rank failed (the previous checkpoint stays). pause_s: debug.save_write_delay_s.
 IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,
-                        int keep_last);
+                        int keep_last, double pause_s = 0.0);
+
+// save_checkpoint in its three phases, for a caller that writes away from the main thread:
+//   begin_save   collective: the temporary step directory (rank 0 creates it);
+//   write_shard_of_rank  local: this rank's shard into it. No MPI call, no exception (a failure is
+//                returned), and while it runs it must be the process's only HDF5 user;
+//   finish_save  collective: every rank's outcome agreed, then rank 0 publishes and prunes.
+struct SaveTarget {
+  std::string dir, tmp;  // checkpoint.dir, and the temporary directory the shards go to
+  CheckpointMeta meta;
+  int keep_last = 1;
+};
+struct ShardWrite {  // one rank's write phase
+  bool wrote = false;  // false: the rank owns no unique state (no shard)
+  std::uint64_t bytes = 0, hash = 0;
+  double seconds = 0.0;
+  std::string error;  // empty: written (fsynced)
+};
+SaveTarget begin_save(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, int keep_last);
+// pause_s > 0 (tests: debug.save_write_delay_s): sleeps that long after the first piece, the shard half written.
+ShardWrite write_shard_of_rank(const SaveTarget& target, int rank, const PieceSource& pieces, double pause_s);
+IoStats finish_save(MPI_Comm world, const SaveTarget& target, const ShardWrite& mine);
+// Collective: true on every rank when `mine` is true on every rank.
+bool all_ranks(MPI_Comm world, bool mine);
 
 // The pieces of a checkpoint directory, verified against its manifest.
 class CheckpointReader {

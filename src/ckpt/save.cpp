@@ -1,5 +1,6 @@
 // save_checkpoint: shards under a temporary directory, an agreement that every rank succeeded, then
-// rank 0 publishes (manifest, rename, `latest`) and prunes old checkpoints.
+// rank 0 publishes (manifest, rename, `latest`) and prunes old checkpoints; the same three phases one
+// at a time for saves whose shards are written on a background thread (train/checkpointing).
 #include <signal.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/directory.hpp"
@@ -42,58 +44,102 @@ std::uint64_t new_checkpoint_id(MPI_Comm comm) {
   return id;
 }
 
-IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,
-                        int keep_last) {
-  const auto t0 = std::chrono::steady_clock::now();
-  int rank = 0, size = 1;
-  MPI_CHECK(MPI_Comm_rank(world, &rank));
-  MPI_CHECK(MPI_Comm_size(world, &size));
-  const std::string final_dir = dir + "/" + step_dir_name(meta.step);
-  const std::string tmp = dir + "/.tmp-" + step_dir_name(meta.step) + "-" + std::to_string(meta.checkpoint_id % 1000000007ull);
-  ShardRecord mine;
-  int wrote = 0;
-  try {
-    collective_check(world, [&] {
-      if (rank == 0) {
-        std::error_code ec;
-        fs::create_directories(tmp, ec);
-        if (ec) throw UserError("cannot create checkpoint directory '" + tmp + "': " + ec.message());
-      }
-    });
-    collective_check(world, [&] {
-      wrote = write_shard(tmp + "/" + shard_file_name(rank), meta, state, rank, mine) ? 1 : 0;
-      maybe_die_in_save(rank, meta.step);
-    });
-  } catch (const UserError& e) {
-    if (rank == 0) {
-      std::error_code ec;
-      fs::remove_all(tmp, ec);
-    }
-    throw UserError(std::string("checkpoint save of step ") + std::to_string(meta.step) +
-                    " failed; the previous checkpoint is untouched: " + e.what());
-  }
-  // Every rank succeeded: collect the records on rank 0.
-  unsigned long long local[3] = {static_cast<unsigned long long>(wrote), mine.bytes, mine.hash};
-  std::vector<unsigned long long> all(static_cast<std::size_t>(3) * size);
-  MPI_CHECK(MPI_Gather(local, 3, MPI_UNSIGNED_LONG_LONG, all.data(), 3, MPI_UNSIGNED_LONG_LONG, 0, world));
-  IoStats stats;
+namespace {
+
+std::string failed(const CheckpointMeta& meta, const char* when, const std::string& why) {
+  return "checkpoint save of step " + std::to_string(meta.step) + " failed" + when + "; the previous checkpoint is untouched: " + why;
+}
+
+void remove_temporary(int rank, const SaveTarget& target) {
+  if (rank != 0) return;
+  std::error_code ec;
+  fs::remove_all(target.tmp, ec);  // unpublished shards (gone already if the rename happened)
+}
+
+}  // namespace
+
+SaveTarget begin_save(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, int keep_last) {
+  SaveTarget target{dir, dir + "/.tmp-" + step_dir_name(meta.step) + "-" + std::to_string(meta.checkpoint_id % 1000000007ull), meta,
+                    keep_last};
+  const int rank = comm_rank(world);
   try {
     collective_check(world, [&] {
       if (rank != 0) return;
-      stats.bytes = publish_checkpoint(tmp, dir, meta, all);
-      prune_checkpoints(dir, keep_last);
+      std::error_code ec;
+      fs::create_directories(target.tmp, ec);
+      if (ec) throw UserError("cannot create checkpoint directory '" + target.tmp + "': " + ec.message());
     });
   } catch (const UserError& e) {
-    if (rank == 0) {
-      std::error_code ec;
-      fs::remove_all(tmp, ec);  // unpublished shards (gone already if the rename happened)
-    }
-    throw UserError(std::string("checkpoint save of step ") + std::to_string(meta.step) +
-                    " failed while publishing; the previous checkpoint is untouched: " + e.what());
+    remove_temporary(rank, target);
+    throw UserError(failed(meta, "", e.what()));
+  }
+  return target;
+}
+
+ShardWrite write_shard_of_rank(const SaveTarget& target, int rank, const PieceSource& pieces, double pause_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ShardWrite out;
+  try {
+    ShardRecord rec;
+    const auto pause = [pause_s] { std::this_thread::sleep_for(std::chrono::duration<double>(pause_s)); };
+    out.wrote = write_shard(target.tmp + "/" + shard_file_name(rank), target.meta, pieces, rank, rec,
+                            pause_s > 0 ? std::function<void()>(pause) : std::function<void()>());
+    out.bytes = rec.bytes;
+    out.hash = rec.hash;
+    maybe_die_in_save(rank, target.meta.step);
+  } catch (const std::exception& e) {  // UserError (a full disk, a non-finite value), or the library's own
+    out.error = e.what();
+    if (out.error.empty()) out.error = "unknown failure writing " + shard_file_name(rank);
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+IoStats finish_save(MPI_Comm world, const SaveTarget& target, const ShardWrite& mine) {
+  const int rank = comm_rank(world), size = comm_size(world);
+  try {
+    collective_check(world, [&] {
+      if (!mine.error.empty()) throw UserError(mine.error);
+    });
+  } catch (const UserError& e) {
+    remove_temporary(rank, target);
+    throw UserError(failed(target.meta, "", e.what()));
+  }
+  // Every rank succeeded: collect the records on rank 0.
+  unsigned long long local[3] = {static_cast<unsigned long long>(mine.wrote ? 1 : 0), mine.bytes, mine.hash};
+  std::vector<unsigned long long> all(static_cast<std::size_t>(3) * size);
+  MPI_CHECK(MPI_Gather(local, 3, MPI_UNSIGNED_LONG_LONG, all.data(), 3, MPI_UNSIGNED_LONG_LONG, 0, world));
+  IoStats stats;
+  MPI_CHECK(MPI_Allreduce(&mine.seconds, &stats.write_seconds, 1, MPI_DOUBLE, MPI_MAX, world));
+  try {
+    collective_check(world, [&] {
+      if (rank != 0) return;
+      stats.bytes = publish_checkpoint(target.tmp, target.dir, target.meta, all);
+      prune_checkpoints(target.dir, target.keep_last);
+    });
+  } catch (const UserError& e) {
+    remove_temporary(rank, target);
+    throw UserError(failed(target.meta, " while publishing", e.what()));
   }
   MPI_CHECK(MPI_Bcast(&stats.bytes, 1, MPI_DOUBLE, 0, world));
+  stats.path = target.dir + "/" + step_dir_name(target.meta.step);
+  return stats;
+}
+
+bool all_ranks(MPI_Comm world, bool mine) {
+  int in = mine ? 1 : 0, all = 0;
+  MPI_CHECK(MPI_Allreduce(&in, &all, 1, MPI_INT, MPI_MIN, world));
+  return all == 1;
+}
+
+IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,
+                        int keep_last, double pause_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const SaveTarget target = begin_save(world, dir, meta, keep_last);
+  const ShardWrite mine =
+      write_shard_of_rank(target, comm_rank(world), [&](const PieceVisitor& visit) { for_each_piece(state, visit); }, pause_s);
+  IoStats stats = finish_save(world, target, mine);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  stats.path = final_dir;
   return stats;
 }
 

@@ -86,8 +86,13 @@ void for_each_piece(const RankState& st, const PieceVisitor& visit) {
 }
 
 bool write_shard(const std::string& path, const CheckpointMeta& meta, const RankState& st, int writer_rank, ShardRecord& rec) {
+  return write_shard(path, meta, [&](const PieceVisitor& visit) { for_each_piece(st, visit); }, writer_rank, rec);
+}
+
+bool write_shard(const std::string& path, const CheckpointMeta& meta, const PieceSource& pieces, int writer_rank,
+                 ShardRecord& rec, const std::function<void()>& after_first_piece) {
   bool any = false;
-  for_each_piece(st, [&](int, const TensorSpec&, int, const float*, std::int64_t, std::int64_t) { any = true; });
+  pieces([&](int, const TensorSpec&, int, const float*, std::int64_t, std::int64_t) { any = true; });
   if (!any) return false;
   h5::File f = h5::File::create(path);
   f.set_attr("format", kCheckpointFormat);
@@ -101,8 +106,11 @@ bool write_shard(const std::string& path, const CheckpointMeta& meta, const Rank
   f.set_attr("writer_rank", writer_rank);
   f.set_attr("config", meta.config_text);
   f.set_attr("tokenizer", meta.tokenizer);
-  for_each_piece(st, [&](int kind, const TensorSpec& t, int index, const float* data, std::int64_t flat, std::int64_t count) {
+  bool first = true;
+  pieces([&](int kind, const TensorSpec& t, int index, const float* data, std::int64_t flat, std::int64_t count) {
     write_piece(f, kPieceKinds[kind], t, index, data, flat, count);
+    if (first && after_first_piece) after_first_piece();
+    first = false;
   });
   f.close();
   fsync_path(path);

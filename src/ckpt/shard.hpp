@@ -1,6 +1,7 @@
 // One checkpoint shard file: writing a rank's pieces, and the manifest that lists the shards.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct ShardRecord {
 // unique state. Throws UserError on any failure, naming the file.
 bool write_shard(const std::string& path, const CheckpointMeta& meta, const RankState& state, int writer_rank,
                  ShardRecord& record);
+// The same from any source of pieces. after_first_piece (tests): called once, the file half written.
+bool write_shard(const std::string& path, const CheckpointMeta& meta, const PieceSource& pieces, int writer_rank,
+                 ShardRecord& record, const std::function<void()>& after_first_piece = {});
 
 // manifest.txt of a step directory: the checkpoint id, the step, the publication sequence (the order
 // in which checkpoints were published in their directory, by whichever run; absent in older

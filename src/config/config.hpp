@@ -91,6 +91,7 @@ struct CheckpointConfig {
   int keep_last = 2;
   CheckpointLoad load;
   std::string init_from;  // a weights file (.h5) to start from when there is no checkpoint to resume
+  bool async_save = false;  // snapshot at the step boundary, write the shards on a background thread
 };
 
 struct LoggingConfig {
@@ -105,6 +106,7 @@ struct DebugConfig {
   int stall_rank = -1;     // this world rank stops making progress ...
   int stall_at_step = -1;  // ... in the first forward of this step (1-based)
   bool synchronous_sends = false;  // pipeline sends complete only when matched (MPI_Issend): no buffering
+  double save_write_delay_s = 0.0;  // a checkpoint write pauses this long with its shard half written
 };
 
 struct Config {

@@ -144,6 +144,11 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("checkpoint.init_from", &k.init_from,
       "weights file (.h5: model-final.h5, ckpt-consolidate --out or --import-hf) to start training from, on any layout, "
       "with a fresh optimizer and step 0, when there is no checkpoint to resume; its model keys must be the run's");
+  add("checkpoint.async_save", &k.async_save,
+      "true: at a save's step boundary each rank copies what it writes into a host buffer (as large as its share of "
+      "the checkpoint, allocated at start) and writes its shard on a background thread while training goes on; the "
+      "checkpoint is published (latest) at a later step boundary once every rank's write has finished, and at a stop "
+      "or the end of training after waiting for it. false: training waits for every save");
 
   add("logging.log_interval", &c.logging.log_interval, "steps between step lines");
   add("logging.metrics_file", &c.logging.metrics_file, "JSON-lines metrics file; empty = none");
@@ -154,6 +159,8 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("debug.stall_at_step", &c.debug.stall_at_step, "fault injection for tests: ... in the first forward of this step");
   add("debug.synchronous_sends", &c.debug.synchronous_sends,
       "for tests: pipeline sends use MPI_Issend, so a schedule that relies on MPI buffering deadlocks");
+  add("debug.save_write_delay_s", &c.debug.save_write_delay_s,
+      "fault injection for tests: every checkpoint write pauses this many seconds with its shard half written");
 }
 
 bool OptionTable::has(const std::string& name) const {

@@ -140,6 +140,7 @@ void validate_config(const Config& c) {
   }
   p.range("checkpoint.save_interval", c.checkpoint.save_interval, 0, kMaxSteps, "0 = only at the end");
   p.range("checkpoint.keep_last", c.checkpoint.keep_last, 1, 1000000);
+  p.real("debug.save_write_delay_s", c.debug.save_write_delay_s, 0, 3600, false, false, "a number of seconds between 0 and 3600");
   p.range("logging.log_interval", c.logging.log_interval, 1, kMaxSteps);
   p.range("logging.sample_tokens", c.logging.sample_tokens, 0, 1000000, "0 = no sample");
   p.throw_if_any();

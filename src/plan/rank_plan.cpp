@@ -45,6 +45,7 @@ MemoryEstimate RankPlan::memory() const {
   // Open MPI 4.1 (host buffers) takes temporaries of twice a reduce-scatter's buffer and half an
   // all-reduce's (measured with VmHWM on one 196 MiB bucket at 4 ranks: +393 and +98 MiB); the
   // largest bucket sets the peak. NCCL and the all-gathers take none.
+  if (async_snapshot) e.buffers += bytes(checkpoint_elements(), 4);
   if (host_reductions && sizes.dp > 1) {
     std::size_t largest = 0;
     for (const auto& b : buckets) largest = std::max(largest, b.range.end - b.range.begin);
@@ -96,6 +97,22 @@ std::size_t RankPlan::resident_grads() const {
   return owned + unowned(b.front + b.back + std::min(2 * b.largest_block, b.blocks), sizes.dp);
 }
 
+std::size_t RankPlan::checkpoint_elements() const {
+  const bool range_params = precision == Precision::bf16 || shards_params();
+  std::size_t n = 0;
+  const auto& tensors = table.tensors();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSpec& t = tensors[i];
+    if (!range_params && writes_params(i)) n += t.numel;
+    if (!writes_moments(i)) continue;
+    for (const auto& r : optimizer_ranges) {
+      const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
+      if (lo < hi) n += (range_params ? 3 : 2) * (hi - lo);
+    }
+  }
+  return n;
+}
+
 std::vector<ArenaRange> RankPlan::param_ranges() const {
   if (shards_params()) return optimizer_ranges;
   return {{0, arena_size}};
@@ -142,6 +159,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   r.shape = shape;
   r.zero_stage = r.distributed_optimizer ? cfg.system.zero_stage : 0;
   r.host_reductions = cfg.system.device == ComputeDevice::cpu;
+  r.async_snapshot = cfg.checkpoint.async_save;
   return r;
 }
 

@@ -50,6 +50,7 @@ struct RankPlan {
   // 3 also the parameters (a bucket is whole only while a block's forward or backward uses it).
   int zero_stage = 0;
   bool host_reductions = false;  // data-parallel reductions run in MPI on host memory (device = cpu)
+  bool async_snapshot = false;   // checkpoint.async_save: a host copy of what the rank writes
 
   bool shards_grads() const { return zero_stage >= 2; }
   bool shards_params() const { return zero_stage >= 3; }
@@ -74,6 +75,9 @@ struct RankPlan {
   // the buckets whole at the same time.
   std::size_t resident_params() const;
   std::size_t resident_grads() const;
+  // Elements of the checkpoint pieces this rank writes (ckpt/shard.cpp's for_each_piece): whole
+  // parameter tensors, and per optimizer range the moments and the parameters or master weights.
+  std::size_t checkpoint_elements() const;
   // Elements of the largest single collective or transfer of a step: a gradient bucket, or a full
   // (N, C) activation of the tensor-parallel collectives. MPI counts are ints, so it must fit one.
   std::size_t largest_message() const;

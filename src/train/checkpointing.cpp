@@ -1,4 +1,5 @@
-// Checkpointing: resume from latest or a path, periodic atomic saves, timing in the log.
+// Checkpointing: resume from latest or a path, periodic atomic saves (on the main thread or in the
+// background), timing in the log.
 #include "train/checkpointing.hpp"
 
 #include <chrono>
@@ -19,6 +20,10 @@
 
 namespace dtrain {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string rate(double bytes, double seconds) {
   char buf[96];
@@ -152,13 +157,21 @@ int Checkpointing::resume(Trainer& trainer) {
   return static_cast<int>(step);
 }
 
+void Checkpointing::prepare(Trainer& trainer) {
+  if (!cfg_.checkpoint.async_save || cfg_.checkpoint.dir.empty()) return;
+  std::size_t bytes = 0;
+  collective_check(world_, [&] { bytes = snapshot_.reserve(trainer.state_to_load()); });
+  log_.message("checkpoint: asynchronous saves copy each rank's share into a host buffer first (" + std::to_string(bytes / 1000000) +
+               " MB on rank 0, allocated now and kept)");
+}
+
 bool Checkpointing::due(int steps_done, bool last) const {
   if (cfg_.checkpoint.dir.empty()) return false;
   if (last) return true;
   return cfg_.checkpoint.save_interval > 0 && steps_done % cfg_.checkpoint.save_interval == 0;
 }
 
-void Checkpointing::save(Trainer& trainer, int steps_done) {
+CheckpointMeta Checkpointing::meta_of(int steps_done) const {
   CheckpointMeta meta;
   meta.step = steps_done;
   meta.consumed_samples = static_cast<std::int64_t>(steps_done) * cfg_.model.global_batch_size;
@@ -170,14 +183,94 @@ void Checkpointing::save(Trainer& trainer, int steps_done) {
   meta.version = DTRAIN_VERSION;
   meta.tokenizer = tokenizer_;
   meta.checkpoint_id = new_checkpoint_id(world_);
+  return meta;
+}
+
+void Checkpointing::save(Trainer& trainer, int steps_done, bool wait) {
+  watchdog_ = trainer.watchdog();
+  trace_ = trainer.trace();
+  finish();  // the writer must be HDF5's only user, and its snapshot is about to be reused
+  const auto t0 = Clock::now();
+  const CheckpointMeta meta = meta_of(steps_done);
   if (rank_ == 0) {
     std::error_code ec;
     std::filesystem::create_directories(cfg_.checkpoint.dir, ec);
   }
-  auto w = watch(trainer.watchdog(), {"checkpoint save", "world", -1, 0});
-  Trace::Span span(trainer.trace(), "checkpoint save", "io");
-  const IoStats st = save_checkpoint(world_, cfg_.checkpoint.dir, meta, trainer.state_to_save(), cfg_.checkpoint.keep_last);
-  log_.message("checkpoint: saved step " + std::to_string(steps_done) + " to " + st.path + ": " + rate(st.bytes, st.seconds));
+  const double delay = cfg_.debug.save_write_delay_s;
+  if (!cfg_.checkpoint.async_save || wait) {
+    auto w = watch(watchdog_, {"checkpoint save", "world", -1, 0});
+    Trace::Span span(trace_, "checkpoint save", "io");
+    const IoStats st = save_checkpoint(world_, cfg_.checkpoint.dir, meta, trainer.state_to_save(), cfg_.checkpoint.keep_last, delay);
+    const double seconds = seconds_since(t0);
+    times_.stall_s += seconds;
+    times_.sync_save_s += seconds;
+    times_.any = times_.sync = true;
+    log_.message("checkpoint: saved step " + std::to_string(steps_done) + " to " + st.path + ": " + rate(st.bytes, st.seconds));
+    return;
+  }
+  {
+    auto w = watch(watchdog_, {"checkpoint snapshot", "world", -1, 0});
+    Trace::Span span(trace_, "checkpoint snapshot", "io");
+    in_flight_.target = begin_save(world_, cfg_.checkpoint.dir, meta, cfg_.checkpoint.keep_last);
+    collective_check(world_, [&] { snapshot_.take(trainer.state_to_save()); });
+  }
+  writer_.start([target = in_flight_.target, rank = rank_, delay, this] {
+    return write_shard_of_rank(target, rank, [this](const PieceVisitor& visit) { snapshot_.for_each(visit); }, delay);
+  });
+  in_flight_.active = true;
+  in_flight_.snapshot_s = in_flight_.stall_s = seconds_since(t0);
+  times_.stall_s += in_flight_.stall_s;
+  times_.any = true;
+}
+
+void Checkpointing::poll() {
+  if (!in_flight_.active) return;
+  const auto t0 = Clock::now();
+  if (all_ranks(world_, writer_.finished())) return publish_in_flight(t0);
+  const double seconds = seconds_since(t0);
+  in_flight_.stall_s += seconds;
+  times_.stall_s += seconds;
+}
+
+void Checkpointing::finish() {
+  if (!in_flight_.active) return;
+  auto w = watch(watchdog_, {"checkpoint save (waiting for the background write)", "world", -1, 0});
+  Trace::Span span(trace_, "checkpoint wait", "io");
+  publish_in_flight(Clock::now());
+}
+
+void Checkpointing::finish_and_release() {
+  finish();
+  snapshot_.release();
+}
+
+void Checkpointing::publish_in_flight(Clock::time_point since) {
+  const ShardWrite mine = writer_.wait();
+  in_flight_.active = false;
+  times_.any = true;
+  const auto account = [&] {
+    const double seconds = seconds_since(since);
+    in_flight_.stall_s += seconds;
+    times_.stall_s += seconds;
+  };
+  IoStats st;
+  try {
+    st = finish_save(world_, in_flight_.target, mine);
+  } catch (const UserError&) {
+    account();
+    throw;
+  }
+  account();
+  char stall[160];
+  std::snprintf(stall, sizeof stall, "; training stalled %.3f s for it (snapshot %.3f s)", in_flight_.stall_s, in_flight_.snapshot_s);
+  log_.message("checkpoint: saved step " + std::to_string(in_flight_.target.meta.step) + " to " + st.path + ": " +
+               rate(st.bytes, st.write_seconds) + " in the background" + stall);
+}
+
+CheckpointTimes Checkpointing::take_times() {
+  const CheckpointTimes t = times_;
+  times_ = CheckpointTimes{};
+  return t;
 }
 
 }  // namespace dtrain

@@ -3,16 +3,30 @@
 // step directory. Resuming works on any layout; the step, data position and learning-rate schedule
 // follow from the saved step (samples are chosen by seed and step). With no checkpoint to resume,
 // checkpoint.init_from starts from a weights file's model (any layout, fresh optimizer, step 0).
+// checkpoint.async_save: a save copies the rank's pieces into a snapshot and writes them on a
+// BackgroundWrite; the ranks agree at later step boundaries (poll) that every write finished, then
+// publish. Saves are timed: how long training stalled for them (take_times) goes to the step line.
 #pragma once
 #include <mpi.h>
 
+#include <chrono>
 #include <string>
 
+#include "ckpt/snapshot.hpp"
 #include "config/config.hpp"
+#include "train/background_write.hpp"
 #include "train/step_log.hpp"
 #include "train/trainer.hpp"
 
 namespace dtrain {
+
+// Time training spent on checkpoints between two take_times() calls.
+struct CheckpointTimes {
+  double stall_s = 0.0;      // training stopped: whole saves, snapshots, waits for writes, polls, publication
+  double sync_save_s = 0.0;  // of which whole saves written on the main thread
+  bool any = false;          // a save was written, snapshot, waited for or published
+  bool sync = false;         // one of them was a whole save
+};
 
 class Checkpointing {
  public:
@@ -22,14 +36,32 @@ class Checkpointing {
   // Loads the checkpoint asked for, else the init_from weights (collective); returns the number of steps
   // already done.
   int resume(Trainer& trainer);
+  // Collective, before the first step: with checkpoint.async_save, the snapshot buffer is allocated and
+  // its pages touched (a lack of memory shows at start, and the first save's stall is a copy).
+  void prepare(Trainer& trainer);
   bool due(int steps_done, bool last) const;
-  void save(Trainer& trainer, int steps_done);  // collective
+  // Collective: saves step steps_done. A save in flight is published first. With checkpoint.async_save
+  // and !wait: a snapshot, written in the background and published by a later poll() or finish();
+  // else written and published before returning. Throws UserError on every rank if any rank's write
+  // failed (the previous checkpoint stays latest).
+  void save(Trainer& trainer, int steps_done, bool wait);
+  // Collective, at every step boundary: publishes the save in flight once every rank's write finished
+  // (the same decision on every rank).
+  void poll();
+  // Collective: waits for the save in flight and publishes it. Before any other HDF5 use.
+  void finish();
+  // finish(), and the snapshot's memory goes back (the end of training: the final weights need it).
+  void finish_and_release();
+  CheckpointTimes take_times();
 
  private:
   std::string load_path() const;
   void init_from_weights(Trainer& trainer);  // collective
   // Rank 0: a warning when checkpoint.dir holds checkpoints this run does not resume from.
   void warn_about_other_checkpoints(const std::string& resume_path) const;
+  CheckpointMeta meta_of(int steps_done) const;  // collective (the checkpoint id)
+  // Joins the writer (finished, or waited for since `since`), agrees and publishes.
+  void publish_in_flight(std::chrono::steady_clock::time_point since);
   MPI_Comm world_;
   const Config& cfg_;
   TrainingPlan plan_;
@@ -37,6 +69,17 @@ class Checkpointing {
   std::string tokenizer_;  // the identity of data.tokenizer, stored in every save
   StepLog& log_;
   int rank_ = 0;
+  Watchdog* watchdog_ = nullptr;  // the trainer's, from the first save
+  Trace* trace_ = nullptr;
+  CheckpointTimes times_;
+  struct InFlight {
+    bool active = false;
+    SaveTarget target;
+    double snapshot_s = 0.0;  // the stall at its step boundary
+    double stall_s = 0.0;     // all the stall it caused so far
+  } in_flight_;
+  StateSnapshot snapshot_;
+  BackgroundWrite writer_;  // declared after the snapshot it reads: joined before the buffer goes
 };
 
 }  // namespace dtrain

@@ -53,12 +53,17 @@ void StepLog::step_line(const StepRecord& r) {
   char bubble[64] = "";
   if (r.pipelined)
     std::snprintf(bubble, sizeof bubble, " | bubble %.1f%% (predicted %.1f%%)", 100.0 * r.bubble, 100.0 * r.predicted_bubble);
+  char save[64] = "";
+  if (r.sync_save_s)
+    std::snprintf(save, sizeof save, " | ckpt save %.3f s", *r.sync_save_s);
+  else if (r.save_stall_s)
+    std::snprintf(save, sizeof save, " | ckpt stall %.3f s", *r.save_stall_s);
   char memory[96];
   const int n = std::snprintf(memory, sizeof memory, " | peak mem %s (rank %d)", format_bytes(r.peak_rss).c_str(), r.peak_rss_rank);
   if (r.device_peak > 0) std::snprintf(memory + n, sizeof memory - n, ", GPU %s", format_bytes(r.device_peak).c_str());
-  std::printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%%%s | %.3f s/step%s | elapsed %s | ETA %s\n",
+  std::printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%%%s | %.3f s/step%s%s | elapsed %s | ETA %s\n",
               static_cast<int>(std::to_string(r.total_steps).size()), r.step, r.total_steps, r.loss, r.lr, r.grad_norm,
-              r.tokens_per_s, 100.0 * r.mfu, bubble, r.step_seconds, memory, format_duration(r.elapsed_s).c_str(),
+              r.tokens_per_s, 100.0 * r.mfu, bubble, r.step_seconds, save, memory, format_duration(r.elapsed_s).c_str(),
               format_duration(r.eta_s).c_str());
   std::fflush(stdout);
 }
@@ -70,6 +75,8 @@ void StepLog::metrics(const StepRecord& r) {
                r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.mfu, r.step_seconds, r.elapsed_s);
   if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.17g", *r.val_loss);
   if (r.pipelined) std::fprintf(metrics_.get(), ", \"bubble\": %.5f, \"predicted_bubble\": %.5f", r.bubble, r.predicted_bubble);
+  if (r.save_stall_s) std::fprintf(metrics_.get(), ", \"ckpt_stall_s\": %.6f", *r.save_stall_s);
+  if (r.sync_save_s) std::fprintf(metrics_.get(), ", \"ckpt_save_s\": %.6f", *r.sync_save_s);
   std::fprintf(metrics_.get(), ", \"peak_rss_bytes\": %.0f, \"peak_rss_rank\": %d, \"device_peak_bytes\": %.0f", r.peak_rss,
                r.peak_rss_rank, r.device_peak);
   const bool written = std::fprintf(metrics_.get(), "}\n") > 0 && std::fflush(metrics_.get()) == 0 && !std::ferror(metrics_.get());

@@ -23,6 +23,9 @@ struct StepRecord {
   // device's peak allocation (0 on the host).
   double peak_rss = 0.0, device_peak = 0.0;
   int peak_rss_rank = 0;
+  // Checkpoints at the step boundaries since the last line: how long training stalled for them
+  // (whole saves, or snapshots and waits of asynchronous saves), and how long whole saves took.
+  std::optional<double> save_stall_s, sync_save_s;
 };
 
 // Collective: every rank's peak resident memory (and its device's peak allocation, device_peak) into

@@ -86,6 +86,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
                 "interleaved schedule without deadlock (m >= 2p); tensor- and data-parallel traffic stays on NCCL");
   Checkpointing checkpoints(world, cfg, plan, config_text, tokenizer_id, log);
   const int first_step = checkpoints.resume(trainer);
+  checkpoints.prepare(trainer);
   if (first_step >= cfg.training.train_iters)
     log.message("training is already complete (step " + std::to_string(first_step) + " of " +
                 std::to_string(cfg.training.train_iters) + "); raise training.train_iters to go on, or set checkpoint.load=none");
@@ -101,6 +102,8 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   double window_seconds = 0.0, window_bubble = 0.0, window_busy = 0.0;
+  double window_save_stall = 0.0, window_sync_save = 0.0;  // checkpoints at the window's step boundaries
+  bool window_saved = false, window_sync = false;
   const std::vector<std::string> node_of_rank = gather_node_names(world, env);
   int window_steps = 0;
   const int total = cfg.training.train_iters;
@@ -120,6 +123,19 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     rec.step = step + 1;
     rec.total_steps = total;
     if (cfg.training.eval_interval > 0 && ((step + 1) % cfg.training.eval_interval == 0 || last)) rec.val_loss = trainer.evaluate();
+    // Preemption: every rank learns here whether any rank was signalled, so all stop at the same step.
+    const int sig = agree_on_stop_signal(world);
+    checkpoints.poll();  // a background save is published once every rank's write has finished
+    // A stop or the end of training waits for its save (and for one still in flight) before going on.
+    if (sig && !cfg.checkpoint.dir.empty())
+      checkpoints.save(trainer, step + 1, /*wait=*/true);
+    else if (!sig && checkpoints.due(step + 1, last))
+      checkpoints.save(trainer, step + 1, /*wait=*/last);
+    const CheckpointTimes saves = checkpoints.take_times();
+    window_save_stall += saves.stall_s;
+    window_sync_save += saves.sync_save_s;
+    window_saved = window_saved || saves.any;
+    window_sync = window_sync || saves.sync;
     const bool log_now = (step + 1) % cfg.logging.log_interval == 0 || last || rec.val_loss;
     if (log_now) {
       rec.loss = r.loss;
@@ -131,6 +147,8 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
       rec.predicted_bubble = plan.bubble;
       rec.tokens_per_s = tokens_per_step / rec.step_seconds;
       rec.mfu = rec.tokens_per_s * flops_per_token / (compute.job_peak_gflops * 1e9);
+      if (window_saved) rec.save_stall_s = window_save_stall;
+      if (window_sync) rec.sync_save_s = window_sync_save;
       rec.elapsed_s = std::chrono::duration<double>(clock::now() - start).count();
       rec.eta_s = rec.elapsed_s / (step + 1 - first_step) * (total - step - 1);
       gather_memory_peaks(ps.world(), trainer.model().device().peak_bytes(), rec);
@@ -138,20 +156,21 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
       if (rec.val_loss) log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) + " | val loss " + std::to_string(*rec.val_loss));
       log.metrics(rec);
       log.stragglers(ps.world(), window_busy / window_steps, node_of_rank);
-      window_seconds = window_bubble = window_busy = 0.0;
+      window_seconds = window_bubble = window_busy = window_save_stall = window_sync_save = 0.0;
       window_steps = 0;
+      window_saved = window_sync = false;
     }
-    // Preemption: every rank learns here whether any rank was signalled, so all stop at the same step.
-    if (const int sig = agree_on_stop_signal(world)) {
-      if (!cfg.checkpoint.dir.empty()) checkpoints.save(trainer, step + 1);
+    if (sig) {
       log.message(std::string("dtrain: received ") + signal_name(sig) + " - " +
                   (cfg.checkpoint.dir.empty() ? "no checkpoint.dir set, so nothing was saved"
                                               : "saved step " + std::to_string(step + 1)) +
                   "; exiting with code " + std::to_string(kPreemptedExit) + " so the job can be requeued and resume");
       return kPreemptedExit;
     }
-    if (checkpoints.due(step + 1, last)) checkpoints.save(trainer, step + 1);
   }
+  // Nothing may be in flight when the final weights are written (HDF5 has one user), and they need the
+  // snapshot's memory.
+  checkpoints.finish_and_release();
 
   // The final fp32 weights for `dtrain generate`: rank 0 writes model-final.h5 one global tensor at a
   // time, in slabs gathered from the ranks that hold them; no rank holds the whole model for it.

@@ -149,11 +149,12 @@ TEST_CASE("non-finite and out-of-range hyperparameters are all named at once", "
                                {"--optimizer.lr=nan", "--optimizer.beta1=nan", "--optimizer.beta2=2", "--optimizer.eps=0",
                                 "--optimizer.weight_decay=-1", "--optimizer.warmup_iters=-3", "--optimizer.clip_grad=-1",
                                 "--system.collective_timeout_s=nan", "--system.step_timeout_s=-1", "--training.eval_iters=0",
-                                "--checkpoint.keep_last=0"});
+                                "--checkpoint.keep_last=0", "--debug.save_write_delay_s=nan"});
   const std::string e = error_of([&] { validate_config(c); });
   for (const char* key : {"optimizer.lr=nan", "optimizer.beta1=nan", "optimizer.beta2=2", "optimizer.eps=0", "optimizer.weight_decay=-1",
                           "optimizer.warmup_iters=-3", "optimizer.clip_grad=-1", "system.collective_timeout_s=nan",
-                          "system.step_timeout_s=-1", "training.eval_iters=0", "checkpoint.keep_last=0"}) {
+                          "system.step_timeout_s=-1", "training.eval_iters=0", "checkpoint.keep_last=0",
+                          "debug.save_write_delay_s=nan"}) {
     INFO(key);
     CHECK(contains(e, key));
   }

@@ -197,6 +197,12 @@ TEST_CASE("rank plan under ZeRO-2 and ZeRO-3 keeps the owned slices and the buck
   // Full recomputation in groups of 2 replays two blocks with a third prefetched: 3 x 928 / 2 = 1392.
   CHECK(plan_of(3, 2, {"--model.recompute_granularity=full", "--model.recompute_num_layers=2"}).memory().params ==
         (1952 + 1392) * 4);
+  // An asynchronous save's snapshot: what the rank writes. Every tensor is counted on this rank (tp=1,
+  // pp=1): its slices of the parameters and both moments, 3 x (1952 minus the alignment gaps in its
+  // halves: a block's upper half [464,928) holds fc_w 160 + fc_b 32 + fcproj_w 256 + fcproj_b 8 and 8
+  // of padding; the head's [3888,3904) lnf_b 8 and 8 of padding): 3 x (1952 - 4 x 8 - 8) = 5736.
+  CHECK(three.checkpoint_elements() == 5736);
+  CHECK(plan_of(3, 2, {"--checkpoint.async_save=true"}).memory().buffers == three.memory().buffers + 5736 * 4);
   // Parameters kept between uses: the owned slices, which is also what the checkpoint pieces hold.
   CHECK(total_elements(three.param_ranges()) == 1952);
   CHECK(total_elements(two.param_ranges()) == 3904);
