@@ -103,7 +103,9 @@ struct ShardWrite {  // one rank's write phase
 SaveTarget begin_save(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, int keep_last);
 // pause_s > 0 (tests: debug.save_write_delay_s): sleeps that long after the first piece, the shard half written.
 ShardWrite write_shard_of_rank(const SaveTarget& target, int rank, const PieceSource& pieces, double pause_s);
-IoStats finish_save(MPI_Comm world, const SaveTarget& target, const ShardWrite& mine);
+// pruned_aside: rank 0 sets the checkpoints it prunes aside there (prune_checkpoints) instead of removing them.
+IoStats finish_save(MPI_Comm world, const SaveTarget& target, const ShardWrite& mine,
+                    std::vector<std::string>* pruned_aside = nullptr);
 // Collective: true on every rank when `mine` is true on every rank.
 bool all_ranks(MPI_Comm world, bool mine);
 

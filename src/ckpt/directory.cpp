@@ -11,6 +11,11 @@
 namespace fs = std::filesystem;
 
 namespace dtrain {
+namespace {
+
+constexpr const char* kPrunedPrefix = ".tmp-pruned-";  // a pruned checkpoint waiting to be removed
+
+}  // namespace
 
 std::vector<PublishedCheckpoint> published_checkpoints(const std::string& dir) {
   std::vector<PublishedCheckpoint> out;
@@ -43,7 +48,7 @@ std::int64_t next_publication_sequence(const std::string& dir) {
   return most + 1;
 }
 
-void prune_checkpoints(const std::string& dir, int keep_last) {
+void prune_checkpoints(const std::string& dir, int keep_last, std::vector<std::string>* set_aside) {
   const auto all = published_checkpoints(dir);
   const std::string latest = latest_checkpoint(dir);
   const std::size_t keep = static_cast<std::size_t>(std::max(1, keep_last));
@@ -51,6 +56,15 @@ void prune_checkpoints(const std::string& dir, int keep_last) {
     const std::string path = dir + "/" + all[i].name;
     std::error_code ec;
     if (!latest.empty() && fs::equivalent(path, latest, ec)) continue;  // however `latest` spells it
+    if (set_aside) {
+      const std::string aside = dir + "/" + kPrunedPrefix + all[i].name;
+      fs::remove_all(aside, ec);  // left by an earlier run
+      fs::rename(path, aside, ec);
+      if (!ec) {
+        set_aside->push_back(aside);
+        continue;
+      }
+    }
     fs::remove_all(path, ec);
   }
 }
@@ -61,8 +75,8 @@ int remove_stale_temporaries(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) return 0;
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.path().filename().string().rfind(".tmp-", 0) == 0) {
+      if (e.path().filename().string().rfind(kPrunedPrefix, 0) != 0) ++removed;
       fs::remove_all(e.path(), ec);
-      ++removed;
     }
   return removed;
 }

@@ -24,9 +24,12 @@ std::vector<PublishedCheckpoint> published_checkpoints(const std::string& dir);
 // The sequence number the next publication in dir takes.
 std::int64_t next_publication_sequence(const std::string& dir);
 // Removes the oldest publications beyond keep_last (at least 1), never the one `latest` names.
-void prune_checkpoints(const std::string& dir, int keep_last);
+// set_aside: instead of removing them, renames them to ".tmp-pruned-<name>" (no longer published;
+// removing gigabytes is left to the caller, e.g. a background thread) and lists the new paths.
+void prune_checkpoints(const std::string& dir, int keep_last, std::vector<std::string>* set_aside = nullptr);
 
-// Removes temporaries of interrupted saves (".tmp-*") in dir. Returns how many.
+// Removes temporaries in dir (".tmp-*": interrupted saves, and pruned checkpoints set aside). Returns
+// how many interrupted saves there were.
 int remove_stale_temporaries(const std::string& dir);
 // The published checkpoint `latest` names; "" if there is no `latest` (a fresh start). An empty
 // `latest` is a UserError naming it: checkpoints are never skipped silently.

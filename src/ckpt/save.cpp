@@ -95,7 +95,7 @@ ShardWrite write_shard_of_rank(const SaveTarget& target, int rank, const PieceSo
   return out;
 }
 
-IoStats finish_save(MPI_Comm world, const SaveTarget& target, const ShardWrite& mine) {
+IoStats finish_save(MPI_Comm world, const SaveTarget& target, const ShardWrite& mine, std::vector<std::string>* pruned_aside) {
   const int rank = comm_rank(world), size = comm_size(world);
   try {
     collective_check(world, [&] {
@@ -115,7 +115,7 @@ IoStats finish_save(MPI_Comm world, const SaveTarget& target, const ShardWrite& 
     collective_check(world, [&] {
       if (rank != 0) return;
       stats.bytes = publish_checkpoint(target.tmp, target.dir, target.meta, all);
-      prune_checkpoints(target.dir, target.keep_last);
+      prune_checkpoints(target.dir, target.keep_last, pruned_aside);
     });
   } catch (const UserError& e) {
     remove_temporary(rank, target);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <utility>
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/compatibility.hpp"
@@ -206,6 +207,7 @@ void Checkpointing::save(Trainer& trainer, int steps_done, bool wait) {
     times_.sync_save_s += seconds;
     times_.any = times_.sync = true;
     log_.message("checkpoint: saved step " + std::to_string(steps_done) + " to " + st.path + ": " + rate(st.bytes, st.seconds));
+    remove_pruned();
     return;
   }
   {
@@ -214,7 +216,12 @@ void Checkpointing::save(Trainer& trainer, int steps_done, bool wait) {
     in_flight_.target = begin_save(world_, cfg_.checkpoint.dir, meta, cfg_.checkpoint.keep_last);
     collective_check(world_, [&] { snapshot_.take(trainer.state_to_save()); });
   }
-  writer_.start([target = in_flight_.target, rank = rank_, delay, this] {
+  // Gigabytes of pruned checkpoints are removed by the writer too, not while training waits.
+  writer_.start([target = in_flight_.target, rank = rank_, delay, pruned = std::exchange(pruned_, {}), this] {
+    for (const auto& path : pruned) {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
     return write_shard_of_rank(target, rank, [this](const PieceVisitor& visit) { snapshot_.for_each(visit); }, delay);
   });
   in_flight_.active = true;
@@ -241,7 +248,15 @@ void Checkpointing::finish() {
 
 void Checkpointing::finish_and_release() {
   finish();
+  remove_pruned();
   snapshot_.release();
+}
+
+void Checkpointing::remove_pruned() {
+  for (const auto& path : std::exchange(pruned_, {})) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
 }
 
 void Checkpointing::publish_in_flight(Clock::time_point since) {
@@ -255,7 +270,7 @@ void Checkpointing::publish_in_flight(Clock::time_point since) {
   };
   IoStats st;
   try {
-    st = finish_save(world_, in_flight_.target, mine);
+    st = finish_save(world_, in_flight_.target, mine, &pruned_);  // pruning costs a rename here
   } catch (const UserError&) {
     account();
     throw;

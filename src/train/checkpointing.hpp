@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "ckpt/snapshot.hpp"
 #include "config/config.hpp"
@@ -62,6 +63,7 @@ class Checkpointing {
   CheckpointMeta meta_of(int steps_done) const;  // collective (the checkpoint id)
   // Joins the writer (finished, or waited for since `since`), agrees and publishes.
   void publish_in_flight(std::chrono::steady_clock::time_point since);
+  void remove_pruned();  // the pruned checkpoints set aside, here and now
   MPI_Comm world_;
   const Config& cfg_;
   TrainingPlan plan_;
@@ -78,6 +80,7 @@ class Checkpointing {
     double snapshot_s = 0.0;  // the stall at its step boundary
     double stall_s = 0.0;     // all the stall it caused so far
   } in_flight_;
+  std::vector<std::string> pruned_;  // rank 0: pruned checkpoints set aside, removed by the next write
   StateSnapshot snapshot_;
   BackgroundWrite writer_;  // declared after the snapshot it reads: joined before the buffer goes
 };

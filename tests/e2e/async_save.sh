@@ -3,13 +3,15 @@
 #   async_save.sh CASE DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE SOURCE_DIR
 # Cases:
 #   resume_pp2_dp2 | resume_zero3_dp4 | resume_bf16_tp2
-#       a run saving asynchronously (each write held 0.5 s, so it spans step boundaries) trains the same
+#       a run saving asynchronously (each write held 0.5 s, published at a later step boundary) trains the same
 #       losses as a synchronous run, its checkpoints consolidate to the same bits (weights and moments),
 #       and resuming one gives the uninterrupted run's losses, bit for bit
 #   kill_during_write   every rank SIGKILLed while a write is in flight (its shard half written): latest
 #       still names the previous checkpoint, which --verify accepts and which resumes bit-identically
 #   preempt_during_write  SIGUSR1 while a write is in flight: it is published, the stop's own checkpoint
 #       too, every rank exits 3, and the resumed run matches an uninterrupted one bit for bit
+#   keep_last           a save every step with keep_last=2: the two newest stay, latest names the newest,
+#       and no pruned checkpoint is left behind (they are removed by the writer thread, then at the end)
 #   write_failure       a background write on a full filesystem: one error on every rank (exit 2), latest
 #       stays on the previous checkpoint, nothing temporary left
 set -u
@@ -59,8 +61,9 @@ resume_case() {  # resume_case NP LAYOUT...: sync vs async vs resumed, 6 steps, 
     --checkpoint.async_save=true --debug.save_write_delay_s=0.5
   grep -av '^step' "$work/async.log"
   grep -aq 'checkpoint: saved step 2 .* in the background; training stalled' "$work/async.log" || fail "step 2 was not saved in the background"
-  # The write of step 2 spans step boundaries: training went on to step 3 before it was published.
-  awk '/^step +3\/6/ {seen = 1} /checkpoint: saved step 2 / {exit !seen}' "$work/async.log" || fail "step 2 was published before step 3 trained"
+  # The write of step 2 is published at a later step boundary (its own boundary prints the step-2 line
+  # after the save was started; a save that waited for its write would publish before that line).
+  awk '/^step +2\/6/ {seen = 1} /checkpoint: saved step 2 / {exit !seen}' "$work/async.log" || fail "step 2 was published at its own step boundary"
   grep -aq '"ckpt_stall_s"' "$work/async.jsonl" || fail "the metrics file does not report the stall"
   same_losses sync async 1 6
   for t in 2 4 6; do
@@ -135,6 +138,14 @@ case $case_name in
     grep -aq "resumed from .*step_0*$stopped at step $stopped" "$work/resumed.log" || fail "did not resume from the stop's checkpoint"
     must_run ref 2 "${one[@]}" "--training.train_iters=$end" "--checkpoint.dir=$work/ckref"  # synchronous, uninterrupted
     same_losses ref resumed $((stopped + 1)) "$end" ;;
+  keep_last)
+    must_run kl 2 --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 --training.train_iters=8 \
+      --checkpoint.save_interval=1 --checkpoint.keep_last=2 "--checkpoint.dir=$work/ck" --checkpoint.async_save=true
+    [ "$(grep -ac 'checkpoint: saved step .* in the background' "$work/kl.log")" -eq 7 ] || fail "not 7 background saves"
+    [ "$(ls -a "$work/ck" | grep -v '^\.*$' | tr '\n' ' ')" = "latest model-final.h5 step_00000007 step_00000008 " ] ||
+      fail "left in the directory: $(ls -a "$work/ck" | tr '\n' ' ')"
+    [ "$(latest_of "$work/ck")" = step_00000008 ] || fail "latest is $(latest_of "$work/ck")"
+    "$consolidate" "$work/ck" --verify > /dev/null || fail "--verify" ;;
   write_failure)
     # Room for the step-2 checkpoint (about 10 MB), not for step 4's as well; step 4 is written in the
     # background (the last step, 6, would wait for its own write).
