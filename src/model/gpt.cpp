@@ -1,15 +1,14 @@
 // GptModelImpl<T>: forward/backward for one micro-batch on one rank, in llm.c's order of kernels, for
-// storage type T (float or bf16); the factory that picks T from the plan; the initial weights.
+// storage type T (float or bf16); the factory that picks T from the plan (initial weights:
+// initial_weights.cpp).
 // One block design covers GPT-2 and the Llama family: LayerNorm or RMSNorm, learned positions or RoPE
 // (applied to the packed queries and keys after the QKV product), GELU or SwiGLU MLP, multi-head or
 // grouped-query attention, tied or separate LM head, with or without linear biases (plan_.shape).
 #include "model/gpt.hpp"
 
-#include <algorithm>
 #include <type_traits>
 #include <vector>
 
-#include "common/counter_rng.hpp"
 #include "common/error.hpp"
 #include "kernels/kernels.hpp"
 #include "model/activations.hpp"
@@ -395,27 +394,6 @@ GptModel::GptModel(const RankPlan& plan, Device& device)
 std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend) {
   if (plan.precision == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend);
   return std::make_unique<GptModelImpl<float>>(plan, tp, backend);
-}
-
-void init_parameters(const TensorTable& table, std::uint64_t seed, float* values) {
-  init_parameters(table, seed, {0, table.total()}, values);
-}
-
-void init_parameters(const TensorTable& table, std::uint64_t seed, ArenaRange r, float* values) {
-  std::fill(values, values + (r.end - r.begin), 0.0f);
-  for (const auto& t : table.tensors()) {
-    const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
-    if (lo >= hi) continue;
-    float* w = values + (lo - r.begin);
-    const std::uint64_t key = rng::key_of(seed, t.name);
-    for (long i = static_cast<long>(lo - t.offset), end = static_cast<long>(hi - t.offset); i < end; ++i, ++w) {
-      switch (t.init) {
-        case InitKind::zeros: *w = 0.0f; break;
-        case InitKind::ones: *w = 1.0f; break;
-        case InitKind::normal: *w = t.init_std * rng::normal(key, static_cast<std::uint64_t>(global_index(t, i))); break;
-      }
-    }
-  }
 }
 
 }  // namespace dtrain
