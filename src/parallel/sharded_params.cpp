@@ -70,10 +70,7 @@ void ShardedParams::on_layer(int layer, LayerPhase phase) {
 }
 
 void ShardedParams::discard_all() {
-  for (auto& b : buckets_) {
-    b.whole = true;  // a bucket never gathered still holds values set from outside
-    discard(b);
-  }
+  for (auto& b : buckets_) discard(b);
 }
 
 }  // namespace dtrain

@@ -23,8 +23,9 @@ class ShardedParams {
 
   // The model's layer hook (GptModel::set_layer_hook).
   void on_layer(int layer, LayerPhase phase);
-  // Completes every gather and discards everything but the owned slices: after the optimizer step
-  // (the gathered copies are stale) and after parameters are set.
+  // Completes every gather and discards the gathered buckets (their copies are stale after the
+  // optimizer step). Parameters are only ever set over the owned slices (plan.param_ranges()), so a
+  // bucket not gathered holds nothing else.
   void discard_all();
 
  private:

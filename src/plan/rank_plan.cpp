@@ -42,10 +42,11 @@ MemoryEstimate RankPlan::memory() const {
   const std::size_t message = static_cast<std::size_t>(d.Ns()) * static_cast<std::size_t>(d.C);
   const std::size_t messages = sizes.pp > 1 ? static_cast<std::size_t>(activations.slots) + 2 : 1;
   e.buffers = bytes(tokens, 4) + bytes(messages * message, compute);
+  // An asynchronous save's host snapshot: the pieces the rank writes.
+  if (async_snapshot) e.buffers += bytes(checkpoint_elements(), 4);
   // Open MPI 4.1 (host buffers) takes temporaries of twice a reduce-scatter's buffer and half an
   // all-reduce's (measured with VmHWM on one 196 MiB bucket at 4 ranks: +393 and +98 MiB); the
   // largest bucket sets the peak. NCCL and the all-gathers take none.
-  if (async_snapshot) e.buffers += bytes(checkpoint_elements(), 4);
   if (host_reductions && sizes.dp > 1) {
     std::size_t largest = 0;
     for (const auto& b : buckets) largest = std::max(largest, b.range.end - b.range.begin);

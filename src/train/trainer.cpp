@@ -74,9 +74,7 @@ void Trainer::init_weights(std::uint64_t seed) {
     }
 }
 
-void Trainer::discard_gathered() {
-  if (sharded_) sharded_->discard_all();
-}
+
 
 void Trainer::load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step) {
   const long per_micro_batch = model_->dims().N();
@@ -151,7 +149,7 @@ StepResult Trainer::train_step(int step) {
     adamw_.step(model_->params(), grads, r.lr, step + 1);
   }
   grad_sync_.gather_params(cfg_.system.overlap_param_gather);
-  discard_gathered();
+  if (sharded_) sharded_->discard_all();  // ZeRO-3: the gathered copies are stale now
   // Measured bubble: every rank's waiting fraction, averaged (all ranks of a stage wait alike).
   r.bubble = sum_over_world(st.total_seconds > 0 ? st.wait_seconds / st.total_seconds : 0.0) / ps_.layout().world_size();
   return r;
@@ -234,7 +232,6 @@ RankState Trainer::state_to_load() { return host_state(); }
 void Trainer::load_state(const RankState& st) {
   if (st.params != model_->params().data())
     for (const ArenaRange& r : model_->plan().param_ranges()) model_->set_parameters(r, st.params + r.begin);
-  discard_gathered();
   Device& device = model_->device();
   if (!device.is_host()) {
     if (st.master) device.copy(adamw_.master().data(), st.master, adamw_.master().bytes());

@@ -71,8 +71,6 @@ class Trainer {
   double sum_over_world(double v) const;
   // The initial weights of the ranges the rank keeps, a bounded piece at a time (no full-size copy).
   void init_weights(std::uint64_t seed);
-  // Discards the gathered copies of ZeRO-3 parameters (after the optimizer, or after a load).
-  void discard_gathered();
   // Host views of the state (the arenas themselves on the host, else staged copies).
   RankState host_state();
 

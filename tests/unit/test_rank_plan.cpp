@@ -3,6 +3,7 @@
 // distributed optimizer. Tensors start on 16-float boundaries; the arithmetic is in the comments.
 #include <catch2/catch.hpp>
 
+#include "ckpt/checkpoint.hpp"
 #include "config/load.hpp"
 #include "plan/training_plan.hpp"
 
@@ -212,4 +213,43 @@ TEST_CASE("rank plan under ZeRO-2 and ZeRO-3 keeps the owned slices and the buck
   CHECK(buckets_of_layer(three.buckets, kEmbeddingLayer, true) == std::vector<int>{0});
   CHECK(buckets_of_layer(three.buckets, kHeadLayer, true) == std::vector<int>{5, 0});
   CHECK(buckets_of_layer(three.buckets, kHeadLayer, false) == std::vector<int>{5});
+}
+
+// The memory estimate's count of what a rank writes to a checkpoint (the asynchronous save's snapshot)
+// follows the rule for_each_piece writes by: the same elements on every rank of several layouts.
+TEST_CASE("rank plan counts the checkpoint pieces for_each_piece writes", "[plan][rank_plan][zero]") {
+  const std::vector<std::vector<std::string>> options = {
+      {},
+      {"--system.use_distributed_optimizer=true"},
+      {"--system.use_distributed_optimizer=true", "--system.zero_stage=3"},
+      {"--system.use_distributed_optimizer=true", "--system.precision=bf16"},
+      {"--system.precision=bf16"}};
+  for (const auto& o : options) {
+    std::vector<std::string> all = {"--system.tensor_model_parallel_size=2", "--system.pipeline_model_parallel_size=2"};
+    all.insert(all.end(), o.begin(), o.end());
+    const Config c = tiny(all);
+    const TrainingPlan plan = make_plan(c, 8);
+    for (int tp : {0, 1})
+      for (int pp : {0, 1})
+        for (int dp : {0, 1}) {
+          Coords at;
+          at.tp = tp, at.pp = pp, at.dp = dp;
+          const RankPlan p = make_rank_plan(c, plan, at);
+          std::vector<float> params(p.arena_size), master(p.optimizer_elements()), m(p.optimizer_elements()), v(m.size());
+          RankState st;
+          st.plan = &p;
+          st.params = params.data();
+          st.master = p.precision == Precision::bf16 ? master.data() : nullptr;
+          st.moments[0] = m.data();
+          st.moments[1] = v.data();
+          std::size_t written = 0;
+          for_each_piece(st, [&](int, const TensorSpec&, int, const float*, std::int64_t, std::int64_t count) {
+            written += static_cast<std::size_t>(count);
+          });
+          std::string what;
+          for (const auto& x : o) what += x + " ";
+          INFO(what << "tp " << tp << " pp " << pp << " dp " << dp);
+          CHECK(p.checkpoint_elements() == written);
+        }
+  }
 }
