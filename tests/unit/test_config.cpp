@@ -96,6 +96,16 @@ TEST_CASE("layout checks name the key and the fix", "[config]") {
     c.model.vocab_size = 255;
     CHECK(contains(error_of([&] { check_layout(c, 4); }), "model.vocab_size=255"));
   }
+  SECTION("ZeRO-2/3 need the distributed optimizer, and the host") {
+    c.system.zero_stage = 3;
+    CHECK(contains(error_of([&] { validate_config(c); }), "set system.use_distributed_optimizer=true"));
+    c.system.use_distributed_optimizer = true;
+    CHECK(error_of([&] { validate_config(c); }).empty());
+    c.system.device = ComputeDevice::cuda;
+    CHECK(contains(error_of([&] { validate_config(c); }), "use zero_stage=1 on GPUs"));
+    c.system.zero_stage = 4;
+    CHECK(contains(error_of([&] { validate_config(c); }), "system.zero_stage"));
+  }
 }
 
 TEST_CASE("word-valued keys accept their words only", "[config]") {
