@@ -12,66 +12,15 @@
 #include "common/error.hpp"
 #include "kernels/kernels.hpp"
 #include "model/activations.hpp"
+#include "model/param_views.hpp"
 
 namespace dtrain {
 namespace {
 
-// A block's tensors; the optional ones are null when the model has none (norm biases with RMSNorm,
-// linear biases without add_bias_linear). qkv_w is the packed [q | k | v] weight (QKVl rows): qkv_w, or
-// q_w with kv_w packed after it (grouped-query attention); likewise qkv_b.
-template <typename T>
-struct BlockParams {
-  T *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
-};
-template <typename T>
-struct ModelParams {
-  T* wte = nullptr;  // (Vl,C)
-  T* wpe = nullptr;  // (T,C) learned positions only
-  std::vector<BlockParams<T>> blocks;  // in the order of part.layers()
-  T* lnf_w = nullptr;
-  T* lnf_b = nullptr;
-  T* head = nullptr;  // (Vl,C) the LM head: wte (tied) or lm_head
-};
-
-// Pointers to every tensor of `plan`'s table in an arena of element type T (null for tensors the
-// model does not have).
-template <typename T>
-ModelParams<T> views(const RankPlan& plan, T* base) {
-  ModelParams<T> v;
-  const TensorTable& table = plan.table;
-  auto at = [&](const std::string& name) -> T* {
-    const TensorSpec* t = table.find(name);
-    return t ? base + t->offset : nullptr;
-  };
-  // The packed [q | k | v] weight: one tensor, or kv right after q in the arena.
-  auto packed_qkv = [&](const std::string& h, const char* q, const char* kv, const char* qkv) -> T* {
-    if (!plan.shape.grouped()) return at(h + qkv);
-    const TensorSpec* tq = table.find(h + q);
-    const TensorSpec* tkv = table.find(h + kv);
-    if (!tq || !tkv) return nullptr;
-    if (tkv->offset != tq->offset + tq->numel) fatal("internal error: " + h + kv + " is not packed after " + h + q);
-    return base + tq->offset;
-  };
-  v.wte = at("wte");
-  v.wpe = at("wpe");
-  for (int l : plan.part.layers()) {
-    const std::string h = "h" + std::to_string(l) + ".";
-    v.blocks.push_back({at(h + "ln1_w"), at(h + "ln1_b"), packed_qkv(h, "q_w", "kv_w", "qkv_w"), packed_qkv(h, "q_b", "kv_b", "qkv_b"),
-                        at(h + "proj_w"), at(h + "proj_b"), at(h + "ln2_w"), at(h + "ln2_b"), at(h + "fc_w"), at(h + "fc_b"),
-                        at(h + "fcproj_w"), at(h + "fcproj_b")});
-  }
-  if (plan.part.head) {
-    v.lnf_w = at("lnf_w");
-    v.lnf_b = at("lnf_b");
-    v.head = plan.shape.tied ? v.wte : at("lm_head");
-  }
-  return v;
-}
-
 template <typename T>
 class GptModelImpl final : public GptModel {
  public:
-  GptModelImpl(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend)
+  GptModelImpl(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, ExpertDispatch* dispatch)
       : GptModel(plan, device_for(backend)),
         k_(kernels::kernel_table<T>(backend)),
         tp_(tp && tp->size() > 1 ? tp : nullptr),
@@ -83,6 +32,8 @@ class GptModelImpl final : public GptModel {
         bias_owner_(plan.coords.tp == 0),
         selective_(plan.activations.recompute == RecomputeGranularity::selective),
         replay_from_(plan.activations.blocks_per_slot, -1) {
+    if (plan.shape.experts > 0)
+      moe_ = std::make_unique<MoeLayer<T>>(plan_, backend, tp_, dispatch ? *dispatch : local_dispatch_, device(), moe_stats_);
     for (const auto& [begin, end] : plan.activations.recompute_groups()) replay_from_[static_cast<std::size_t>(end - 1)] = begin;
   }
 
@@ -125,6 +76,8 @@ class GptModelImpl final : public GptModel {
   const T* full_rows_grad();
   void block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a);
   void mlp_activation(BlockActs<T>& a);  // fch_gelu from fch: GELU or SwiGLU
+  // The block's MLP (dense or MoE) of a.ln2 into `partial` (N,C), fp32 partial sums over tp.
+  void mlp_forward(const BlockParams<T>& p, BlockActs<T>& a, float* partial);
   void block_backward(const BlockParams<T>& p, const BlockParams<float>& g, const T* x, BlockActs<T>& a);
   T* block_input(SlotActs<T>& s, int i) { return i == 0 ? s.stage_input : s.blocks[static_cast<std::size_t>(i) - 1].res2; }
 
@@ -138,6 +91,10 @@ class GptModelImpl final : public GptModel {
   bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
   bool selective_;   // recompute the attention probabilities and the MLP activation in backward
   std::vector<int> replay_from_;  // for the last block of a fully recomputed group: its first block, else -1
+  LocalExpertDispatch local_dispatch_;
+  std::unique_ptr<MoeLayer<T>> moe_;  // MoE blocks
+  bool replaying_ = false;            // a full recomputation reruns forwards (not counted in the MoE statistics)
+  float loss_scale_ = 0.0f;           // the backward pass's LM loss weight per token
 };
 
 template <typename T>
@@ -232,12 +189,22 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
   reduce_rows(a.res1, partial);
   k_.residual_forward(a.res1, a.res1, x, d.Ns() * d.C);
   norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, p.ln2_w, p.ln2_b);
-  k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, N, d.C, d.Hl());
-  mlp_activation(a);
   partial = partial_for(a.res2);
-  k_.matmul_forward_wide(partial, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, N, d.Fl, d.C);
+  mlp_forward(p, a, partial);
   reduce_rows(a.res2, partial);
   k_.residual_forward(a.res2, a.res2, a.res1, d.Ns() * d.C);
+}
+
+template <typename T>
+void GptModelImpl<T>::mlp_forward(const BlockParams<T>& p, BlockActs<T>& a, float* partial) {
+  const ActivationDims& d = dims();
+  if (p.moe.router_w) {
+    moe_->forward(partial, p.moe, a.ln2, a.moe, acts_.scratch(), p.layer, !replaying_);
+    return;
+  }
+  k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, d.N(), d.C, d.Hl());
+  mlp_activation(a);
+  k_.matmul_forward_wide(partial, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, d.N(), d.Fl, d.C);
 }
 
 template <typename T>
@@ -293,13 +260,17 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   // sc.dres holds the gradient of this block's output; the residual adds pass it through unchanged.
   // Row-parallel biases see the full-row gradient on every rank, so their gradients are complete.
   const ModelShape& m = plan_.shape;
-  if (selective_) mlp_activation(a);
-  k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, full_rows_grad(), a.fch_gelu, p.fcproj_w, N, d.Fl, d.C);
-  if (m.swiglu)
-    k_.swiglu_backward(sc.dfch, a.fch, sc.dfch2, N, d.Fl);
-  else
-    k_.gelu_backward(sc.dfch, a.fch, sc.dfch2, N * d.Fl);
-  k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d.C, d.Hl());
+  if (p.moe.router_w) {
+    moe_->backward(dln, p.moe, g.moe, a.ln2, full_rows_grad(), a.moe, sc, loss_scale_);
+  } else {
+    if (selective_) mlp_activation(a);
+    k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, full_rows_grad(), a.fch_gelu, p.fcproj_w, N, d.Fl, d.C);
+    if (m.swiglu)
+      k_.swiglu_backward(sc.dfch, a.fch, sc.dfch2, N, d.Fl);
+    else
+      k_.gelu_backward(sc.dfch, a.fch, sc.dfch2, N * d.Fl);
+    k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d.C, d.Hl());
+  }
   norm_backward(sc.dres, g.ln2_w, g.ln2_b, dln, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
   k_.matmul_backward(sc.datty, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
   // Selective: the probabilities again (atty is rewritten with the values it holds).
@@ -317,6 +288,7 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
   const ActivationDims& d = dims();
   const long N = d.N(), rows = d.Ns() * d.C;
   Scratch<T>& sc = acts_.scratch();
+  loss_scale_ = loss_scale;
   if (plan_.part.head && chunk == num_chunks() - 1) {
     hook(kHeadLayer, LayerPhase::before_backward);
     float* dlnf = wide_or(sc.dln, sc.partial);
@@ -334,11 +306,14 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
   for (int i = blocks_per_chunk_ - 1; i >= 0; --i) {
     // Full recomputation: at a group's last block, rerun the group's forward from its kept input (the
     // same kernels on the same values: the activations come back bit for bit).
-    if (const int from = replay_from_[static_cast<std::size_t>(i)]; from >= 0)
+    if (const int from = replay_from_[static_cast<std::size_t>(i)]; from >= 0) {
+      replaying_ = true;
       for (int j = from; j <= i; ++j) {
         hook(layers[j], LayerPhase::before_backward);
         block_forward(p_.blocks[base + j], block_input(s, j), s.blocks[j]);
       }
+      replaying_ = false;
+    }
     hook(layers[i], LayerPhase::before_backward);
     block_backward(p_.blocks[base + i], g_.blocks[base + i], block_input(s, i), s.blocks[i]);
     hook(layers[i], LayerPhase::after_backward);
@@ -391,9 +366,10 @@ GptModel::GptModel(const RankPlan& plan, Device& device)
       params_(device, plan.arena_size * plan.compute_type_bytes()),
       grads_(device, plan.arena_size * sizeof(float)) {}
 
-std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend) {
-  if (plan.precision == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend);
-  return std::make_unique<GptModelImpl<float>>(plan, tp, backend);
+std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend,
+                                         ExpertDispatch* dispatch) {
+  if (plan.precision == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend, dispatch);
+  return std::make_unique<GptModelImpl<float>>(plan, tp, backend, dispatch);
 }
 
 }  // namespace dtrain

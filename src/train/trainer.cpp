@@ -100,6 +100,8 @@ StepResult Trainer::train_step(int step) {
   Arena& grads = model_->grads();
   grad_sync_.wait_params(-1);
   grad_sync_.start_step();
+  MoeStats& moe = model_->moe_stats();
+  moe.reset();  // from this step's forward passes only (not validation's)
   load_batches(*train_data_, "train", static_cast<std::uint64_t>(step));
   // Fault injection (debug.stall_*): this rank stops making progress in its first forward of the
   // step, as a wedged GPU or node would.
@@ -115,6 +117,15 @@ StepResult Trainer::train_step(int step) {
 
   StepResult r;
   r.loss = sum_over_world(loss_owner ? st.loss_sum : 0.0) / tokens;
+  if (!moe.tokens.empty()) {
+    // Every tp rank holds the same statistics: tp rank 0 reports them.
+    const bool owner = ps_.coords().tp == 0;
+    std::vector<double> sums(1 + moe.tokens.size(), 0.0);
+    if (owner) sums[0] = moe.aux_loss, std::copy(moe.tokens.begin(), moe.tokens.end(), sums.begin() + 1);
+    ps_.world().all_reduce(sums.data(), static_cast<long>(sums.size()), DType::f64, ReduceOp::sum, {"allreduce (MoE statistics)"});
+    r.moe_aux = sums[0] / (static_cast<double>(plan_.num_micro_batches) * plan_.sizes.dp);
+    r.moe_tokens.assign(sums.begin() + 1, sums.end());
+  }
   // Squared norm over the gradients this rank is responsible for: its optimizer ranges (all of them on
   // data-parallel rank 0 when the optimizer is not distributed), each tensor counted on one rank only.
   const RankPlan& rp = model_->plan();

@@ -30,6 +30,11 @@ struct StepResult {
   double grad_norm = 0.0;  // before clipping, every parameter counted once
   double lr = 0.0;
   double bubble = 0.0;     // measured: mean over stages of the fraction of the step spent waiting
+  // MoE models: the load-balancing loss added to the objective (the sum over MoE layers, averaged over
+  // the step's micro-batches like the LM loss) and the tokens routed to each expert before dropping
+  // ((num_layers, E), summed over the global batch); empty tokens without MoE.
+  double moe_aux = 0.0;
+  std::vector<double> moe_tokens;
 };
 
 class Trainer {
