@@ -12,66 +12,16 @@
 #include "common/error.hpp"
 #include "kernels/kernels.hpp"
 #include "model/activations.hpp"
+#include "model/param_views.hpp"
+#include "model/ring_attention.hpp"
 
 namespace dtrain {
 namespace {
 
-// A block's tensors; the optional ones are null when the model has none (norm biases with RMSNorm,
-// linear biases without add_bias_linear). qkv_w is the packed [q | k | v] weight (QKVl rows): qkv_w, or
-// q_w with kv_w packed after it (grouped-query attention); likewise qkv_b.
-template <typename T>
-struct BlockParams {
-  T *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
-};
-template <typename T>
-struct ModelParams {
-  T* wte = nullptr;  // (Vl,C)
-  T* wpe = nullptr;  // (T,C) learned positions only
-  std::vector<BlockParams<T>> blocks;  // in the order of part.layers()
-  T* lnf_w = nullptr;
-  T* lnf_b = nullptr;
-  T* head = nullptr;  // (Vl,C) the LM head: wte (tied) or lm_head
-};
-
-// Pointers to every tensor of `plan`'s table in an arena of element type T (null for tensors the
-// model does not have).
-template <typename T>
-ModelParams<T> views(const RankPlan& plan, T* base) {
-  ModelParams<T> v;
-  const TensorTable& table = plan.table;
-  auto at = [&](const std::string& name) -> T* {
-    const TensorSpec* t = table.find(name);
-    return t ? base + t->offset : nullptr;
-  };
-  // The packed [q | k | v] weight: one tensor, or kv right after q in the arena.
-  auto packed_qkv = [&](const std::string& h, const char* q, const char* kv, const char* qkv) -> T* {
-    if (!plan.shape.grouped()) return at(h + qkv);
-    const TensorSpec* tq = table.find(h + q);
-    const TensorSpec* tkv = table.find(h + kv);
-    if (!tq || !tkv) return nullptr;
-    if (tkv->offset != tq->offset + tq->numel) fatal("internal error: " + h + kv + " is not packed after " + h + q);
-    return base + tq->offset;
-  };
-  v.wte = at("wte");
-  v.wpe = at("wpe");
-  for (int l : plan.part.layers()) {
-    const std::string h = "h" + std::to_string(l) + ".";
-    v.blocks.push_back({at(h + "ln1_w"), at(h + "ln1_b"), packed_qkv(h, "q_w", "kv_w", "qkv_w"), packed_qkv(h, "q_b", "kv_b", "qkv_b"),
-                        at(h + "proj_w"), at(h + "proj_b"), at(h + "ln2_w"), at(h + "ln2_b"), at(h + "fc_w"), at(h + "fc_b"),
-                        at(h + "fcproj_w"), at(h + "fcproj_b")});
-  }
-  if (plan.part.head) {
-    v.lnf_w = at("lnf_w");
-    v.lnf_b = at("lnf_b");
-    v.head = plan.shape.tied ? v.wte : at("lm_head");
-  }
-  return v;
-}
-
 template <typename T>
 class GptModelImpl final : public GptModel {
  public:
-  GptModelImpl(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend)
+  GptModelImpl(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, Communicator* cp)
       : GptModel(plan, device_for(backend)),
         k_(kernels::kernel_table<T>(backend)),
         tp_(tp && tp->size() > 1 ? tp : nullptr),
@@ -83,6 +33,10 @@ class GptModelImpl final : public GptModel {
         bias_owner_(plan.coords.tp == 0),
         selective_(plan.activations.recompute == RecomputeGranularity::selective),
         replay_from_(plan.activations.blocks_per_slot, -1) {
+    if (plan.activations.dims.cp > 1) {
+      if (!cp || cp->size() != plan.activations.dims.cp) fatal("internal error: context parallelism without its group");
+      ring_ = std::make_unique<RingAttention<T>>(k_, *cp, plan.activations.dims);
+    }
     for (const auto& [begin, end] : plan.activations.recompute_groups()) replay_from_[static_cast<std::size_t>(end - 1)] = begin;
   }
 
@@ -138,7 +92,38 @@ class GptModelImpl final : public GptModel {
   bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
   bool selective_;   // recompute the attention probabilities and the MLP activation in backward
   std::vector<int> replay_from_;  // for the last block of a fully recomputed group: its first block, else -1
+  std::unique_ptr<RingAttention<T>> ring_;  // context parallelism
+  // RoPE, the embedding and its backward over the rank's rows, at their positions in their sequences.
+  void rope(T* x, bool backward);
+  void embed(T* out, const int* tokens);
+  void embed_backward(const T* dout, const int* tokens);
 };
+
+template <typename T>
+void GptModelImpl<T>::rope(T* x, bool backward) {
+  const ActivationDims& d = dims();
+  const ModelShape& m = plan_.shape;
+  for (const RowChunk& c : d.row_chunks())
+    (backward ? k_.rope_backward : k_.rope_forward)(x + c.row * d.QKVl(), c.samples, c.rows, d.QKVl(), d.NHl + d.NKVl, d.HD(),
+                                                    m.rotary_dim, m.rotary_base, c.position);
+}
+
+template <typename T>
+void GptModelImpl<T>::embed(T* out, const int* tokens) {
+  const ActivationDims& d = dims();
+  const T* wpe = bias_owner_ ? p_.wpe : nullptr;
+  for (const RowChunk& c : d.row_chunks())
+    k_.embedding_forward(out + c.row * d.C, tokens + c.row, p_.wte, wpe ? wpe + static_cast<long>(c.position) * d.C : nullptr,
+                         vocab_start_, c.samples, c.rows, d.C, d.Vl);
+}
+
+template <typename T>
+void GptModelImpl<T>::embed_backward(const T* dout, const int* tokens) {
+  const ActivationDims& d = dims();
+  for (const RowChunk& c : d.row_chunks())
+    k_.embedding_backward(g_.wte, g_.wpe ? g_.wpe + static_cast<long>(c.position) * d.C : nullptr, dout + c.row * d.C,
+                          tokens + c.row, vocab_start_, c.samples, c.rows, d.C, d.Vl);
+}
 
 template <typename T>
 void GptModelImpl<T>::norm_rows(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, long rows) {
@@ -225,8 +210,11 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
   const ModelShape& m = plan_.shape;
   norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
   k_.matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, d.C, d.QKVl());
-  if (m.rope) k_.rope_forward(a.qkv, d.B, d.T, d.QKVl(), d.NHl + d.NKVl, d.HD(), m.rotary_dim, m.rotary_base);
-  k_.attention_forward(a.atty, a.att, acts_.scratch().dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
+  if (m.rope) rope(a.qkv, false);
+  if (ring_)
+    ring_->forward(a.atty, a.lse, a.qkv, acts_.scratch());
+  else
+    k_.attention_forward(a.atty, a.att, acts_.scratch().dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
   float* partial = partial_for(a.res1);
   k_.matmul_forward_wide(partial, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
   reduce_rows(a.res1, partial);
@@ -250,7 +238,7 @@ double GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
     // Vocab-parallel embedding: each row is nonzero on the rank holding its token (plus wpe on tp rank 0),
     // so the sum over the group is exact in either precision.
     T* partial = sp() ? acts_.scratch().rows_full : s.stage_input;
-    k_.embedding_forward(partial, batch.tokens, p_.wte, bias_owner_ ? p_.wpe : nullptr, vocab_start_, d.B, d.T, d.C, d.Vl);
+    embed(partial, batch.tokens);
     if (sp())
       tp_->reduce_scatter_rows(s.stage_input, partial, d.Ns(), d.C);
     else if (tp_)
@@ -302,10 +290,14 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d.C, d.Hl());
   norm_backward(sc.dres, g.ln2_w, g.ln2_b, dln, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
   k_.matmul_backward(sc.datty, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
-  // Selective: the probabilities again (atty is rewritten with the values it holds).
-  if (selective_) k_.attention_forward(a.atty, a.att, sc.dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
-  k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.qkv, a.att, d.B, d.T, d.NHl, d.NKVl, d.HD());
-  if (m.rope) k_.rope_backward(sc.dqkv, d.B, d.T, d.QKVl(), d.NHl + d.NKVl, d.HD(), m.rotary_dim, m.rotary_base);
+  if (ring_) {
+    ring_->backward(sc.dqkv, sc.datty, a.atty, a.lse, a.qkv, sc);  // kept: the output and log-sum-exp
+  } else {
+    // Selective: the probabilities again (atty is rewritten with the values it holds).
+    if (selective_) k_.attention_forward(a.atty, a.att, sc.dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
+    k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.qkv, a.att, d.B, d.T, d.NHl, d.NKVl, d.HD());
+  }
+  if (m.rope) rope(sc.dqkv, true);
   k_.matmul_backward_wide(dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
   norm_backward(sc.dres, g.ln1_w, g.ln1_b, dln, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);
 }
@@ -344,7 +336,7 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
     hook(layers[i], LayerPhase::after_backward);
   }
   if (chunk == 0 && plan_.part.embedding) {
-    k_.embedding_backward(g_.wte, g_.wpe, full_rows_grad(), batch.tokens, vocab_start_, d.B, d.T, d.C, d.Vl);
+    embed_backward(full_rows_grad(), batch.tokens);
     hook(kEmbeddingLayer, LayerPhase::after_backward);
   } else
     k_.copy(static_cast<T*>(input_grad), sc.dres, rows);
@@ -391,9 +383,9 @@ GptModel::GptModel(const RankPlan& plan, Device& device)
       params_(device, plan.arena_size * plan.compute_type_bytes()),
       grads_(device, plan.arena_size * sizeof(float)) {}
 
-std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend) {
-  if (plan.precision == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend);
-  return std::make_unique<GptModelImpl<float>>(plan, tp, backend);
+std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, Communicator* cp) {
+  if (plan.precision == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend, cp);
+  return std::make_unique<GptModelImpl<float>>(plan, tp, backend, cp);
 }
 
 }  // namespace dtrain
