@@ -162,20 +162,48 @@ void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16
   store(dqkv, dq, rows * W);
 }
 
-void rope_forward(bf16* x, int B, int T, int W, int H, int HD, int R, float base) {
+void rope_forward(bf16* x, int B, int T, int W, int H, int HD, int R, float base, int t0) {
   Scratch s;
   const std::size_t n = sz(B) * sz(T) * sz(W);
   float* w = s.wide(x, n);
-  rope_forward(w, B, T, W, H, HD, R, base);
+  rope_forward(w, B, T, W, H, HD, R, base, t0);
   store(x, w, n);
 }
 
-void rope_backward(bf16* dx, int B, int T, int W, int H, int HD, int R, float base) {
+void rope_backward(bf16* dx, int B, int T, int W, int H, int HD, int R, float base, int t0) {
   Scratch s;
   const std::size_t n = sz(B) * sz(T) * sz(W);
   float* w = s.wide(dx, n);
-  rope_backward(w, B, T, W, H, HD, R, base);
+  rope_backward(w, B, T, W, H, HD, R, base, t0);
   store(dx, w, n);
+}
+
+// The rows of a strided block as fp32: rows of stride `stride`, the last `width` wide.
+static float* wide_rows(Scratch& s, const bf16* x, int rows, int stride, int width) {
+  return rows > 0 ? s.wide(x, sz(rows - 1) * sz(stride) + sz(width)) : nullptr;
+}
+
+void attention_block_forward(float* out, float* lse, float* scratch, const bf16* q, int qs, const bf16* kv, int ks, int Tq, int Tk,
+                             int NH, int NKV, int HD, bool causal) {
+  Scratch s;
+  attention_block_forward(out, lse, scratch, wide_rows(s, q, Tq, qs, NH * HD), qs, wide_rows(s, kv, Tk, ks, 2 * NKV * HD), ks, Tq,
+                          Tk, NH, NKV, HD, causal);
+}
+
+void attention_block_backward(float* dq, float* dkv, int dks, float* scratch, const bf16* dout, const bf16* out, const float* lse,
+                              const bf16* q, int qs, const bf16* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
+  Scratch s;
+  const std::size_t rows = sz(Tq) * sz(NH) * sz(HD);
+  attention_block_backward(dq, dkv, dks, scratch, s.wide(dout, rows), s.wide(out, rows), lse, wide_rows(s, q, Tq, qs, NH * HD), qs,
+                           wide_rows(s, kv, Tk, ks, 2 * NKV * HD), ks, Tq, Tk, NH, NKV, HD, causal);
+}
+
+void copy_columns(bf16* out, const bf16* inp, long N, int W, int col, int w) {
+  for (long i = 0; i < N; ++i) std::copy(inp + i * W + col, inp + i * W + col + w, out + i * w);
+}
+
+void narrow_columns(bf16* out, const float* inp, long N, int W, int col, int w) {
+  for (long i = 0; i < N; ++i) narrow_all(out + i * W + col, inp + i * w, sz(w));
 }
 
 void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, long N, int C, float eps) {

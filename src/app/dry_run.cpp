@@ -44,6 +44,12 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
   print_groups("DP groups:", layout.groups(Axis::dp));
   print_groups("PP groups:", layout.groups(Axis::pp));
   print_groups("embedding groups:", layout.embedding_groups());
+  if (s.cp > 1) {
+    std::vector<std::vector<int>> replicas;
+    for (int r = 0; r < layout.world_size(); ++r)
+      if (layout.replica_index(r) == 0) replicas.push_back(layout.replica_group_of(r));
+    print_groups("DP x CP groups (gradients, distributed optimizer):", replicas);
+  }
   for (int r = 0; r < layout.world_size(); ++r) {
     const Coords c = layout.coords_of(r);
     std::printf("  rank %d: node %s tp=%d cp=%d dp=%d pp=%d\n", r, names[r].c_str(), c.tp, c.cp, c.dp, c.pp);
@@ -58,6 +64,15 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
     for (const auto& c : rp.part.chunks) chunks += " [" + std::to_string(c.front()) + "-" + std::to_string(c.back()) + "]";
     std::printf("  stage %d: blocks%s%s%s, %zu parameters per rank, %d activation slots\n", st, chunks.c_str(),
                 rp.part.embedding ? " +embedding" : "", rp.part.head ? " +head" : "", rp.table.total(), rp.activations.slots);
+  }
+  if (s.cp > 1) {
+    const RankPlan rp = make_rank_plan(cfg, plan, Coords{});
+    const ActivationDims& d = rp.activations.dims;
+    const std::size_t kv = static_cast<std::size_t>(d.N()) * 2 * d.NKVl * d.HD();
+    std::printf("== context parallelism ==\n  each sequence of %d tokens in %d chunks of %d; cp rank r holds chunks r and %d-r "
+                "(%d tokens per sample); ring attention per block: %d steps of %.2f MiB keys/values forward, and in the "
+                "backward pass also %.2f MiB of fp32 key/value gradients\n",
+                cfg.model.seq_length, 2 * s.cp, d.T / 2, 2 * s.cp - 1, d.T, s.cp, mb(kv * rp.compute_type_bytes()), mb(kv * 4));
   }
   std::printf("== schedule ==\n");
   std::printf("  micro_batch_size %d, gradient-accumulation steps (micro-batches) m = %d x %d dp = global batch %d\n",
@@ -74,7 +89,7 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
                 mb(m.activations), mb(m.buffers), mb(m.total()));
   }
   if (cfg.system.use_distributed_optimizer && cfg.system.zero_stage > 1) {
-    // What ZeRO-2/3 keeps between uses against the model state (params, fp32 grads, optimizer) over dp.
+    // What ZeRO-2/3 keeps between uses against the model state (params, fp32 grads, optimizer) over its replicas (dp x cp).
     for (int st = 0; st < s.pp; ++st) {
       Coords at;
       at.pp = st;
@@ -82,10 +97,11 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
       const MemoryEstimate m = rp.memory();
       const std::size_t owned = rp.optimizer_elements(), compute = rp.compute_type_bytes();
       const std::size_t kept = (rp.shards_params() ? owned : rp.arena_size) * compute + owned * 4 + m.optimizer;
-      const std::size_t whole = rp.arena_size * (compute + 4) + m.optimizer * static_cast<std::size_t>(s.dp);
-      std::printf("  stage %d ZeRO-%d: params+grads+optimizer kept between uses %.2f MiB = %.3f x (stage total %.2f MiB / dp %d); "
+      const int replicas = rp.replicas();
+      const std::size_t whole = rp.arena_size * (compute + 4) + m.optimizer * static_cast<std::size_t>(replicas);
+      std::printf("  stage %d ZeRO-%d: params+grads+optimizer kept between uses %.2f MiB = %.3f x (stage total %.2f MiB / dp x cp %d); "
                   "buckets gathered at once add %.2f MiB params, %.2f MiB grads\n",
-                  st, rp.zero_stage, mb(kept), static_cast<double>(kept) * s.dp / static_cast<double>(whole), mb(whole), s.dp,
+                  st, rp.zero_stage, mb(kept), static_cast<double>(kept) * replicas / static_cast<double>(whole), mb(whole), replicas,
                   mb(m.params - (rp.shards_params() ? owned : rp.arena_size) * compute), mb(m.grads - owned * 4));
     }
   }

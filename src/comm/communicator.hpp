@@ -95,6 +95,11 @@ class Communicator {
   // receive is posted (MPI may buffer it) or only when it is matched: callers never rely on either.
   virtual void recv(void* buf, std::size_t count, DType t, int peer, int tag, const CommLabel& label) = 0;
   virtual CommRequest send(const void* buf, std::size_t count, DType t, int peer, int tag, const CommLabel& label) = 0;
+  // A ring step: sends `send` to send_peer and receives `recv` from recv_peer at once (the receive is
+  // posted before the send starts, so it never relies on buffering). Completion::later returns the
+  // request of both; recv is valid once it is waited for.
+  virtual CommRequest exchange(const void* send, void* recv, std::size_t count, DType t, int send_peer, int recv_peer, int tag,
+                               const CommLabel& label, Completion c = Completion::now) = 0;
   // A backend may hold a send back to launch it together with the group's next receive (NCCL, whose
   // sends complete only when matched); flush_sends launches the held sends now. MPI starts every send
   // at once and has nothing to flush.

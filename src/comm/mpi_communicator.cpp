@@ -53,21 +53,22 @@ int checked_count(std::size_t count) {
   return static_cast<int>(count);
 }
 
-// A request on an MPI_Request: wait and test report to the watchdog; `then` runs once it completed.
+// A request on one or two MPI_Requests: wait and test report to the watchdog; `then` runs once all
+// completed.
 class MpiRequest final : public CommRequest::Impl {
  public:
-  MpiRequest(MPI_Request request, Watchdog* watchdog, const OpInfo& info, std::function<void()> then)
-      : request_(request), watchdog_(watchdog), info_(info), then_(std::move(then)) {}
+  MpiRequest(std::vector<MPI_Request> requests, Watchdog* watchdog, const OpInfo& info, std::function<void()> then)
+      : requests_(std::move(requests)), watchdog_(watchdog), info_(info), then_(std::move(then)) {}
   bool test() override {
     int done = 0;
-    MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
+    MPI_CHECK(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE));
     if (done) finish();
     return done != 0;
   }
   void wait() override {
-    if (request_ != MPI_REQUEST_NULL) {
+    {
       auto w = watch(watchdog_, info_);
-      MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+      MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
     }
     finish();
   }
@@ -77,7 +78,7 @@ class MpiRequest final : public CommRequest::Impl {
     if (then_) then_();
     then_ = nullptr;
   }
-  MPI_Request request_;
+  std::vector<MPI_Request> requests_;
   Watchdog* watchdog_;
   OpInfo info_;
   std::function<void()> then_;
@@ -138,7 +139,7 @@ OpInfo MpiCommunicator::info(const CommLabel& label, int peer, std::size_t bytes
 
 CommRequest MpiCommunicator::pending(MPI_Request request, const CommLabel& label, int peer, std::size_t bytes,
                                      std::function<void()> then) {
-  return CommRequest(std::make_unique<MpiRequest>(request, watchdog_, info(label, peer, bytes), std::move(then)));
+  return CommRequest(std::make_unique<MpiRequest>(std::vector<MPI_Request>{request}, watchdog_, info(label, peer, bytes), std::move(then)));
 }
 
 MpiCommunicator::HostView MpiCommunicator::host_view(const void* device_ptr, std::size_t bytes, bool copy_in) {
@@ -290,6 +291,28 @@ CommRequest MpiCommunicator::send(const void* buf, std::size_t count, DType t, i
   else
     MPI_CHECK(MPI_Isend(h.data, n, mpi_type(t), peer, tag, comm_, &req));
   return pending(req, label, peer, bytes, [this, h] { done(h, nullptr, 0, 0); });
+}
+
+CommRequest MpiCommunicator::exchange(const void* send, void* recv, std::size_t count, DType t, int send_peer, int recv_peer,
+                                      int tag, const CommLabel& label, Completion c) {
+  const int n = checked_count(count);
+  const std::size_t bytes = count * dtype_bytes(t);
+  const HostView hr = host_view(recv, bytes, false), hs = host_view(send, bytes, true);
+  std::vector<MPI_Request> reqs(2);
+  MPI_CHECK(MPI_Irecv(hr.data, n, mpi_type(t), recv_peer, tag, comm_, &reqs[0]));
+  if (synchronous_sends_)
+    MPI_CHECK(MPI_Issend(hs.data, n, mpi_type(t), send_peer, tag, comm_, &reqs[1]));
+  else
+    MPI_CHECK(MPI_Isend(hs.data, n, mpi_type(t), send_peer, tag, comm_, &reqs[1]));
+  CommRequest r(std::make_unique<MpiRequest>(std::move(reqs), watchdog_, info(label, recv_peer, bytes), [this, hr, hs, recv, bytes] {
+    done(hs, nullptr, 0, 0);
+    done(hr, recv, 0, bytes);
+  }));
+  if (c == Completion::now) {
+    Trace::Span span(trace_, label.what, "p2p");
+    r.wait();
+  }
+  return r;
 }
 
 }  // namespace dtrain

@@ -58,6 +58,8 @@ class MpiCommunicator final : public Communicator {
   void reduce(const void* send, void* recv, std::size_t count, DType t, int root, const CommLabel& label) override;
   void recv(void* buf, std::size_t count, DType t, int peer, int tag, const CommLabel& label) override;
   CommRequest send(const void* buf, std::size_t count, DType t, int peer, int tag, const CommLabel& label) override;
+  CommRequest exchange(const void* send, void* recv, std::size_t count, DType t, int send_peer, int recv_peer, int tag,
+                       const CommLabel& label, Completion c) override;
   long max_tag() const override { return max_tag_; }
 
  private:

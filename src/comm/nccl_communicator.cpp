@@ -166,6 +166,17 @@ class NcclCommunicator final : public Communicator {
     launch_group(peer, buf, count, t);
   }
   CommRequest send(const void* buf, std::size_t count, DType t, int peer, int, const CommLabel& label) override;
+  CommRequest exchange(const void* send, void* recv, std::size_t count, DType t, int send_peer, int recv_peer, int,
+                       const CommLabel& label, Completion c) override {
+    Trace::Span span(trace_, label.what, "p2p");
+    flush_sends();
+    after_compute();
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclSend(send, count, nccl_type(t), send_peer, comm_, stream_));
+    NCCL_CHECK(ncclRecv(recv, count, nccl_type(t), recv_peer, comm_, stream_));
+    NCCL_CHECK(ncclGroupEnd());
+    return finish(label, recv_peer, count * dtype_bytes(t), c);
+  }
   void flush_sends() override {
     if (!deferred_.empty()) launch_group(-1, nullptr, 0, DType::f32);
   }

@@ -37,6 +37,9 @@ ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, const Com
   } else {
     embedding_ = make("embedding", layout_.group_index(Axis::pp, world_rank_), coords_.pp, emb);
   }
+  if (layout_.sizes().cp > 1)
+    replicas_ = make("dp-cp", layout_.replica_group_index(world_rank_), layout_.replica_index(world_rank_),
+                     layout_.replica_group_of(world_rank_));
   std::vector<int> everyone(static_cast<std::size_t>(size));
   std::iota(everyone.begin(), everyone.end(), 0);
   world_ = std::make_unique<MpiCommunicator>("world", world, 0, world_rank_, everyone, watchdog, trace, options.synchronous_sends,

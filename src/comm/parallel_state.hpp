@@ -44,6 +44,9 @@ class ParallelState {
   Communicator& cp() const { return group(Axis::cp); }
   Communicator& dp() const { return group(Axis::dp); }
   Communicator& pp() const { return group(Axis::pp); }
+  // The ranks holding the same parameters (data x context parallel, RankLayout::replica_group_of):
+  // gradient reductions and the distributed optimizer's shards. The dp group itself when cp = 1.
+  Communicator& replicas() const { return replicas_ ? *replicas_ : dp(); }
   Communicator& world() const { return *world_; }
   // The first and last pipeline stage of this rank's pipeline (the tied embedding); null elsewhere.
   Communicator* embedding() const { return embedding_.get(); }
@@ -59,7 +62,7 @@ class ParallelState {
   int world_rank_ = 0;
   Coords coords_;
   std::unique_ptr<Communicator> groups_[4];
-  std::unique_ptr<Communicator> embedding_, world_;
+  std::unique_ptr<Communicator> embedding_, replicas_, world_;
 };
 
 }  // namespace dtrain

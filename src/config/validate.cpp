@@ -108,9 +108,12 @@ void validate_config(const Config& c) {
   p.range("system.tensor_model_parallel_size", y.tensor_model_parallel_size, 1, kMaxRanks);
   p.range("system.pipeline_model_parallel_size", y.pipeline_model_parallel_size, 1, kMaxRanks);
   p.range("system.virtual_pipeline_model_parallel_size", y.virtual_pipeline_model_parallel_size, 1, kMaxLayers);
-  if (y.context_parallel_size != 1)
-    p.add("system.context_parallel_size=" + s(static_cast<long>(y.context_parallel_size)) +
-          ": context parallelism is not supported yet; set it to 1");
+  p.range("system.context_parallel_size", y.context_parallel_size, 1, kMaxRanks);
+  if (y.context_parallel_size > 1 && m.seq_length % (2L * y.context_parallel_size) != 0)
+    p.add("system.context_parallel_size=" + s(static_cast<long>(y.context_parallel_size)) + " cuts every sequence into 2 x " +
+          s(static_cast<long>(y.context_parallel_size)) + " chunks (two per rank, for balanced causal attention), so it must divide " +
+          "model.seq_length/2=" + s(static_cast<long>(m.seq_length) / 2) + (m.seq_length % 2 ? " (seq_length is odd)" : "") +
+          (m.seq_length >= 2 ? "; choose cp among: " + divisor_list(m.seq_length / 2) : std::string()));
   if (y.expert_model_parallel_size != 1)
     p.add("system.expert_model_parallel_size=" + s(static_cast<long>(y.expert_model_parallel_size)) +
           ": expert parallelism is not supported yet; set it to 1");

@@ -12,7 +12,9 @@
 #include "common/error.hpp"
 #include "kernels/kernels.hpp"
 #include "model/activations.hpp"
+#include "model/dense_mlp.hpp"
 #include "model/param_views.hpp"
+#include "model/ring_attention.hpp"
 
 namespace dtrain {
 namespace {
@@ -20,7 +22,7 @@ namespace {
 template <typename T>
 class GptModelImpl final : public GptModel {
  public:
-  GptModelImpl(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, ExpertDispatch* dispatch)
+  GptModelImpl(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, Communicator* cp, ExpertDispatch* dispatch)
       : GptModel(plan, device_for(backend)),
         k_(kernels::kernel_table<T>(backend)),
         tp_(tp && tp->size() > 1 ? tp : nullptr),
@@ -31,7 +33,12 @@ class GptModelImpl final : public GptModel {
         vocab_start_(plan.coords.tp * plan.activations.dims.Vl),
         bias_owner_(plan.coords.tp == 0),
         selective_(plan.activations.recompute == RecomputeGranularity::selective),
-        replay_from_(plan.activations.blocks_per_slot, -1) {
+        replay_from_(plan.activations.blocks_per_slot, -1),
+        dense_(k_, plan.activations.dims, plan.shape.swiglu, bias_owner_, selective_) {
+    if (plan.activations.dims.cp > 1) {
+      if (!cp || cp->size() != plan.activations.dims.cp) fatal("internal error: context parallelism without its group");
+      ring_ = std::make_unique<RingAttention<T>>(k_, *cp, plan.activations.dims);
+    }
     if (plan.shape.experts > 0)
       moe_ = std::make_unique<MoeLayer<T>>(plan_, backend, tp_, dispatch ? *dispatch : local_dispatch_, device(), moe_stats_);
     for (const auto& [begin, end] : plan.activations.recompute_groups()) replay_from_[static_cast<std::size_t>(end - 1)] = begin;
@@ -75,9 +82,6 @@ class GptModelImpl final : public GptModel {
   // The residual-stream gradient as full rows (N,C): gathered when sharded, else dres itself.
   const T* full_rows_grad();
   void block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a);
-  void mlp_activation(BlockActs<T>& a);  // fch_gelu from fch: GELU or SwiGLU
-  // The block's MLP (dense or MoE) of a.ln2 into `partial` (N,C), fp32 partial sums over tp.
-  void mlp_forward(const BlockParams<T>& p, BlockActs<T>& a, float* partial);
   void block_backward(const BlockParams<T>& p, const BlockParams<float>& g, const T* x, BlockActs<T>& a);
   T* block_input(SlotActs<T>& s, int i) { return i == 0 ? s.stage_input : s.blocks[static_cast<std::size_t>(i) - 1].res2; }
 
@@ -89,13 +93,45 @@ class GptModelImpl final : public GptModel {
   Activations<T> acts_;
   int vocab_start_;
   bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
-  bool selective_;   // recompute the attention probabilities and the MLP activation in backward
+  bool selective_;   // recompute the attention probabilities (and the dense MLP's activation) in backward
   std::vector<int> replay_from_;  // for the last block of a fully recomputed group: its first block, else -1
+  DenseMlp<T> dense_;
   LocalExpertDispatch local_dispatch_;
   std::unique_ptr<MoeLayer<T>> moe_;  // MoE blocks
   bool replaying_ = false;            // a full recomputation reruns forwards (not counted in the MoE statistics)
   float loss_scale_ = 0.0f;           // the backward pass's LM loss weight per token
+  std::unique_ptr<RingAttention<T>> ring_;  // context parallelism
+  // RoPE, the embedding and its backward over the rank's rows, at their positions in their sequences.
+  void rope(T* x, bool backward);
+  void embed(T* out, const int* tokens);
+  void embed_backward(const T* dout, const int* tokens);
 };
+
+template <typename T>
+void GptModelImpl<T>::rope(T* x, bool backward) {
+  const ActivationDims& d = dims();
+  const ModelShape& m = plan_.shape;
+  for (const RowChunk& c : d.row_chunks())
+    (backward ? k_.rope_backward : k_.rope_forward)(x + c.row * d.QKVl(), c.samples, c.rows, d.QKVl(), d.NHl + d.NKVl, d.HD(),
+                                                    m.rotary_dim, m.rotary_base, c.position);
+}
+
+template <typename T>
+void GptModelImpl<T>::embed(T* out, const int* tokens) {
+  const ActivationDims& d = dims();
+  const T* wpe = bias_owner_ ? p_.wpe : nullptr;
+  for (const RowChunk& c : d.row_chunks())
+    k_.embedding_forward(out + c.row * d.C, tokens + c.row, p_.wte, wpe ? wpe + static_cast<long>(c.position) * d.C : nullptr,
+                         vocab_start_, c.samples, c.rows, d.C, d.Vl);
+}
+
+template <typename T>
+void GptModelImpl<T>::embed_backward(const T* dout, const int* tokens) {
+  const ActivationDims& d = dims();
+  for (const RowChunk& c : d.row_chunks())
+    k_.embedding_backward(g_.wte, g_.wpe ? g_.wpe + static_cast<long>(c.position) * d.C : nullptr, dout + c.row * d.C,
+                          tokens + c.row, vocab_start_, c.samples, c.rows, d.C, d.Vl);
+}
 
 template <typename T>
 void GptModelImpl<T>::norm_rows(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, long rows) {
@@ -167,44 +203,29 @@ const T* GptModelImpl<T>::full_rows_grad() {
 }
 
 template <typename T>
-void GptModelImpl<T>::mlp_activation(BlockActs<T>& a) {
-  const ActivationDims& d = dims();
-  if (plan_.shape.swiglu)
-    k_.swiglu_forward(a.fch_gelu, a.fch, d.N(), d.Fl);
-  else
-    k_.gelu_forward(a.fch_gelu, a.fch, d.N() * d.Fl);
-}
-
-template <typename T>
 void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a) {
   const ActivationDims& d = dims();
   const long N = d.N();
   const ModelShape& m = plan_.shape;
   norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
   k_.matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, d.C, d.QKVl());
-  if (m.rope) k_.rope_forward(a.qkv, d.B, d.T, d.QKVl(), d.NHl + d.NKVl, d.HD(), m.rotary_dim, m.rotary_base);
-  k_.attention_forward(a.atty, a.att, acts_.scratch().dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
+  if (m.rope) rope(a.qkv, false);
+  if (ring_)
+    ring_->forward(a.atty, a.lse, a.qkv, acts_.scratch());
+  else
+    k_.attention_forward(a.atty, a.att, acts_.scratch().dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
   float* partial = partial_for(a.res1);
   k_.matmul_forward_wide(partial, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
   reduce_rows(a.res1, partial);
   k_.residual_forward(a.res1, a.res1, x, d.Ns() * d.C);
   norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, p.ln2_w, p.ln2_b);
   partial = partial_for(a.res2);
-  mlp_forward(p, a, partial);
+  if (p.moe.router_w)
+    moe_->forward(partial, p.moe, a.ln2, a.moe, acts_.scratch(), p.layer, !replaying_);
+  else
+    dense_.forward(partial, p, a);
   reduce_rows(a.res2, partial);
   k_.residual_forward(a.res2, a.res2, a.res1, d.Ns() * d.C);
-}
-
-template <typename T>
-void GptModelImpl<T>::mlp_forward(const BlockParams<T>& p, BlockActs<T>& a, float* partial) {
-  const ActivationDims& d = dims();
-  if (p.moe.router_w) {
-    moe_->forward(partial, p.moe, a.ln2, a.moe, acts_.scratch(), p.layer, !replaying_);
-    return;
-  }
-  k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, d.N(), d.C, d.Hl());
-  mlp_activation(a);
-  k_.matmul_forward_wide(partial, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, d.N(), d.Fl, d.C);
 }
 
 template <typename T>
@@ -217,7 +238,7 @@ double GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
     // Vocab-parallel embedding: each row is nonzero on the rank holding its token (plus wpe on tp rank 0),
     // so the sum over the group is exact in either precision.
     T* partial = sp() ? acts_.scratch().rows_full : s.stage_input;
-    k_.embedding_forward(partial, batch.tokens, p_.wte, bias_owner_ ? p_.wpe : nullptr, vocab_start_, d.B, d.T, d.C, d.Vl);
+    embed(partial, batch.tokens);
     if (sp())
       tp_->reduce_scatter_rows(s.stage_input, partial, d.Ns(), d.C);
     else if (tp_)
@@ -260,23 +281,20 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   // sc.dres holds the gradient of this block's output; the residual adds pass it through unchanged.
   // Row-parallel biases see the full-row gradient on every rank, so their gradients are complete.
   const ModelShape& m = plan_.shape;
-  if (p.moe.router_w) {
+  if (p.moe.router_w)
     moe_->backward(dln, p.moe, g.moe, a.ln2, full_rows_grad(), a.moe, sc, loss_scale_);
-  } else {
-    if (selective_) mlp_activation(a);
-    k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, full_rows_grad(), a.fch_gelu, p.fcproj_w, N, d.Fl, d.C);
-    if (m.swiglu)
-      k_.swiglu_backward(sc.dfch, a.fch, sc.dfch2, N, d.Fl);
-    else
-      k_.gelu_backward(sc.dfch, a.fch, sc.dfch2, N * d.Fl);
-    k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d.C, d.Hl());
-  }
+  else
+    dense_.backward(dln, p, g, a, full_rows_grad(), sc);
   norm_backward(sc.dres, g.ln2_w, g.ln2_b, dln, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
   k_.matmul_backward(sc.datty, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
-  // Selective: the probabilities again (atty is rewritten with the values it holds).
-  if (selective_) k_.attention_forward(a.atty, a.att, sc.dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
-  k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.qkv, a.att, d.B, d.T, d.NHl, d.NKVl, d.HD());
-  if (m.rope) k_.rope_backward(sc.dqkv, d.B, d.T, d.QKVl(), d.NHl + d.NKVl, d.HD(), m.rotary_dim, m.rotary_base);
+  if (ring_) {
+    ring_->backward(sc.dqkv, sc.datty, a.atty, a.lse, a.qkv, sc);  // kept: the output and log-sum-exp
+  } else {
+    // Selective: the probabilities again (atty is rewritten with the values it holds).
+    if (selective_) k_.attention_forward(a.atty, a.att, sc.dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
+    k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.qkv, a.att, d.B, d.T, d.NHl, d.NKVl, d.HD());
+  }
+  if (m.rope) rope(sc.dqkv, true);
   k_.matmul_backward_wide(dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
   norm_backward(sc.dres, g.ln1_w, g.ln1_b, dln, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);
 }
@@ -319,7 +337,7 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
     hook(layers[i], LayerPhase::after_backward);
   }
   if (chunk == 0 && plan_.part.embedding) {
-    k_.embedding_backward(g_.wte, g_.wpe, full_rows_grad(), batch.tokens, vocab_start_, d.B, d.T, d.C, d.Vl);
+    embed_backward(full_rows_grad(), batch.tokens);
     hook(kEmbeddingLayer, LayerPhase::after_backward);
   } else
     k_.copy(static_cast<T*>(input_grad), sc.dres, rows);
@@ -366,10 +384,10 @@ GptModel::GptModel(const RankPlan& plan, Device& device)
       params_(device, plan.arena_size * plan.compute_type_bytes()),
       grads_(device, plan.arena_size * sizeof(float)) {}
 
-std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend,
+std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, Communicator* cp,
                                          ExpertDispatch* dispatch) {
-  if (plan.precision == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend, dispatch);
-  return std::make_unique<GptModelImpl<float>>(plan, tp, backend, dispatch);
+  if (plan.precision == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend, cp, dispatch);
+  return std::make_unique<GptModelImpl<float>>(plan, tp, backend, cp, dispatch);
 }
 
 }  // namespace dtrain

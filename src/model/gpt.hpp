@@ -8,7 +8,9 @@
 // through the kernel table.
 // Tensor parallelism follows Megatron: column-parallel qkv and fc, row-parallel proj and fcproj,
 // vocab-parallel embedding and cross-entropy; with sequence parallelism the residual stream and the
-// LayerNorms hold N/tp rows, and all-gather / reduce-scatter replace the all-reduces.
+// LayerNorms hold N/tp rows, and all-gather / reduce-scatter replace the all-reduces. With context
+// parallelism a rank holds two chunks of every sample (ActivationDims), positions are the chunks'
+// global ones, and attention is ring attention over the cp group (model/ring_attention).
 // Precision (system.precision): the compute weights, activations and the messages between stages are
 // of the storage type (fp32 or bf16); parameter gradients, statistics and the loss are fp32, and
 // tensor-parallel partial sums are reduced in fp32 and rounded once, like the unsplit layer.
@@ -90,9 +92,10 @@ class GptModel {
 };
 
 // The model `plan` describes, in plan.precision, on the device of `backend`. tp may be null (one rank
-// per tensor-parallel group); dispatch moves MoE rows between ranks (null: every expert is local).
+// per tensor-parallel group); cp (the context-parallel group) is needed when plan.sizes.cp > 1; dispatch
+// moves MoE rows between ranks (null: every expert is local).
 std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend,
-                                         ExpertDispatch* dispatch = nullptr);
+                                         Communicator* cp = nullptr, ExpertDispatch* dispatch = nullptr);
 
 // Initial weights of every tensor of `table` (values: table.total() fp32 on the host, arena order) from
 // the counter-based RNG keyed by (seed, tensor name, global element index): every layout starts from

@@ -15,7 +15,7 @@ GradSync::GradSync(const RankPlan& plan, Arena& params, Arena& grads, const Para
     Bucket b;
     b.range = span.range;
     b.layer = span.layer;
-    b.owned = owned_slice(span, ps.dp().size(), ps.dp().rank());
+    b.owned = owned_slice(span, ps.replicas().size(), ps.replicas().rank());
     b.packed = packed;
     packed += b.owned.end - b.owned.begin;
     buckets_.push_back(std::move(b));
@@ -54,7 +54,7 @@ void GradSync::prepare(Bucket& b) {
 void GradSync::start_reduce(Bucket& b, bool non_blocking) {
   b.reduced = true;
   prepare(b);
-  Communicator& dp = ps_.dp();
+  Communicator& dp = ps_.replicas();
   const std::size_t n = b.range.end - b.range.begin;
   if (dp.size() == 1 || n == 0) return;
   float* g = grads_.as<float>() + b.range.begin;
@@ -122,7 +122,7 @@ void GradSync::finish() {
 }
 
 void GradSync::gather_params(bool overlap) {
-  Communicator& dp = ps_.dp();
+  Communicator& dp = ps_.replicas();
   // ZeRO-3 gathers a bucket only when a block needs it (ShardedParams).
   if (!distributed_ || dp.size() == 1 || plan_.shards_params()) return;
   for (auto& b : buckets_) {

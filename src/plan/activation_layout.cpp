@@ -96,7 +96,8 @@ void take_block(Carver& cv, const ActivationDims& d, BlockActs<T>& b, bool att_a
   b.ln1 = cv.take<T>(mul(N, C));
   b.qkv = cv.take<T>(mul(N, static_cast<std::size_t>(d.QKVl())));
   b.atty = cv.take<T>(mul(N, static_cast<std::size_t>(d.Cl)));
-  b.att = att_and_act ? cv.take<T>(mul(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn), Tn)) : nullptr;
+  b.att = att_and_act && d.cp == 1 ? cv.take<T>(mul(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn), Tn)) : nullptr;
+  b.lse = d.cp > 1 ? cv.take<float>(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn)) : nullptr;
   b.res1 = cv.take<T>(mul(Ns, C));
   b.ln2_mean = cv.take<float>(Ns);
   b.ln2_rstd = cv.take<float>(Ns);
@@ -159,12 +160,18 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   scratch.dfch2 = any_dense ? cv.take<T>(mul(N, Fl)) : nullptr;
   scratch.dtt = cv.take<float>(mul(mul(static_cast<std::size_t>(d.NHl), Tn), Tn));
   scratch.dloss = cv.take<float>(N);
+  const std::size_t ring_row = static_cast<std::size_t>(2 * d.NKVl * d.HD());
+  for (int i = 0; i < 2; ++i) {
+    scratch.ring_kv[i] = d.cp > 1 ? cv.take<T>(mul(N, ring_row)) : nullptr;
+    scratch.ring_dkv[i] = d.cp > 1 ? cv.take<float>(mul(N, ring_row)) : nullptr;
+  }
+  scratch.ring_acc = d.cp > 1 ? cv.take<float>(mul(N, Cl)) : nullptr;
   const bool wide_partials = !std::is_same_v<T, float>;
   scratch.partial = wide_partials ? cv.take<float>(mul(N, C)) : nullptr;
   scratch.partial_shard = wide_partials ? cv.take<float>(mul(Ns, C)) : nullptr;
   scratch.replay.assign(static_cast<std::size_t>(replay_blocks), BlockActs<T>{});
   for (auto& b : scratch.replay) take_block(cv, d, b, true, all_kinds);
-  scratch.att = selective ? cv.take<T>(mul(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn), Tn)) : nullptr;
+  scratch.att = selective && d.cp == 1 ? cv.take<T>(mul(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn), Tn)) : nullptr;
   scratch.fch_gelu = selective && any_dense ? cv.take<T>(mul(N, Fl)) : nullptr;
   if (all_kinds & kMoeMlp) take_moe_scratch(cv, d, scratch.moe);
   // The pointers of recomputed tensors lead into the scratch: a group's blocks into the replay blocks

@@ -3,7 +3,8 @@
 // function both counts the bytes (for the plan and the memory estimate) and hands out the pointers
 // (for the model), so the two can never disagree. Activations are of the run's storage type T (float
 // or bf16); statistics (LayerNorm mean and rstd, the softmax's max, sum, log-sum-exp) are float.
-// Sizes are per rank: N = B*T token rows, Ns = rows of the residual stream held here (N, or N/tp with
+// Sizes are per rank: N = B*T token rows (T = seq_length/cp: with context parallelism a rank holds two
+// chunks of T/2 rows of every sample), Ns = rows of the residual stream held here (N, or N/tp with
 // sequence parallelism), Cl = C/tp, Fl = F/tp, NHl = NH/tp, NKVl = key/value heads/tp, Vl = V/tp,
 // QKVl = (NHl + 2*NKVl)*HD, Hl = Fl (2*Fl with SwiGLU). MoE blocks: E experts, K choices per token,
 // Fe = expert width / tp, He = Fe (2*Fe with SwiGLU), R = N*K rows routed to experts: the dropless worst
@@ -23,12 +24,35 @@
 
 namespace dtrain {
 
+// A run of a rank's token rows that are consecutive positions of their samples: `samples` samples of
+// `rows` rows each, starting at token row `row`, the first at position `position` of its sequence.
+struct RowChunk {
+  long row;
+  int samples, rows, position;
+};
+
 struct ActivationDims {
   int B, T, C, Cl, NHl, NKVl, Fl, Vl;
   int seq_shards;  // tp with sequence parallelism, else 1
   bool gated;      // SwiGLU: the MLP's first layer is 2*Fl wide (2*Fe in MoE blocks)
+  // Context parallelism: the sequence is cut into 2*cp chunks; the rank of index cp_rank holds chunks
+  // cp_rank and 2*cp-1-cp_rank (the zig-zag assignment: every rank has the same causal-attention work)
+  // as its rows [0, T/2) and [T/2, T) of each sample.
+  int cp = 1, cp_rank = 0;
   int E = 0, K = 0, Fe = 0;  // MoE blocks: experts, choices per token, expert width on this rank
   long N() const { return static_cast<long>(B) * T; }
+  // The global chunk of a rank's half (0 or 1) of each sample, and that chunk's first position.
+  static int zigzag_chunk(int cp, int rank, int half) { return half == 0 ? rank : 2 * cp - 1 - rank; }
+  int chunk_position(int half) const { return zigzag_chunk(cp, cp_rank, half) * (T / 2); }
+  // The rank's rows as runs of consecutive positions: all of them at once (cp = 1), else each half
+  // sample at its chunk's position.
+  std::vector<RowChunk> row_chunks() const {
+    if (cp == 1) return {{0, B, T, 0}};
+    std::vector<RowChunk> out;
+    for (int b = 0; b < B; ++b)
+      for (int half = 0; half < 2; ++half) out.push_back({static_cast<long>(b) * T + half * (T / 2), 1, T / 2, chunk_position(half)});
+    return out;
+  }
   long Ns() const { return N() / seq_shards; }
   int HD() const { return Cl / NHl; }
   int QKVl() const { return (NHl + 2 * NKVl) * HD(); }  // the packed [q | k | v] row of this rank
@@ -73,7 +97,8 @@ struct BlockActs {
   T* ln1;           // (N,C)   norm output, gathered over the sequence when sharded
   T* qkv;           // (N,QKVl) after RoPE when the model rotates
   T* atty;          // (N,Cl)
-  T* att;           // (B,NHl,T,T)
+  T* att;           // (B,NHl,T,T)  without context parallelism
+  float* lse;       // (B,2,NHl,T/2) with context parallelism: the softmax's log-sum-exp per half sample
   T* res1;          // (Ns,C)  residual stream after attention
   float* ln2_mean;  // (Ns)
   float* ln2_rstd;  // (Ns)
@@ -110,6 +135,12 @@ struct Scratch {
   T* dfch;            // (N,Hl)
   T* dfch2;           // (N,Fl)
   float* dtt;         // (NHl,T,T) attention scratch (scores, their gradient: fp32)
+  // Context parallelism (null without): the key/value rows travelling around the ring (two, one in
+  // use and one arriving), their fp32 gradient accumulators, and the fp32 attention output (forward)
+  // or query gradient (backward) of the rank's rows.
+  T* ring_kv[2];        // (N,2*NKVl*HD)
+  float* ring_dkv[2];   // (N,2*NKVl*HD)
+  float* ring_acc;      // (N,Cl)
   float* dloss;       // (N) per-token loss weight
   // bf16 runs: the fp32 partial sums of tensor-parallel layers before they are reduced and rounded
   // (row-parallel outputs, column-parallel input gradients). fp32 runs sum in the T buffers (null here).

@@ -52,8 +52,10 @@ void check_layout(const Config& c, int world) {
     errs.push_back("model.num_layers=" + s(m.num_layers) + " is not divisible by system.pipeline_model_parallel_size=" + s(pp) +
                    (v > 1 ? " x system.virtual_pipeline_model_parallel_size=" + s(v) : std::string()) +
                    "; use num_layers a multiple of " + s(pp * v) + " or pp" + (v > 1 ? "*v" : "") + " among: " + divisor_list(m.num_layers));
-  if (y.sequence_parallel && m.seq_length % tp != 0)
-    errs.push_back("system.sequence_parallel needs model.seq_length=" + s(m.seq_length) + " divisible by tensor_model_parallel_size=" + s(tp));
+  if (y.sequence_parallel && (m.seq_length / cp) % tp != 0)
+    errs.push_back("system.sequence_parallel needs model.seq_length=" + s(m.seq_length) +
+                   (cp > 1 ? " / system.context_parallel_size=" + s(cp) + " = " + s(m.seq_length / cp) : std::string()) +
+                   " divisible by tensor_model_parallel_size=" + s(tp));
   try {
     RankLayout(ParallelSizes{}, y.rank_order);
   } catch (const UserError& e) {

@@ -116,4 +116,25 @@ std::vector<std::vector<int>> RankLayout::embedding_groups() const {
   return all;
 }
 
+std::vector<int> RankLayout::replica_group_of(int rank) const {
+  Coords c = coords_of(rank);
+  std::vector<int> g;
+  for (int dp = 0; dp < sizes_.dp; ++dp)
+    for (int cp = 0; cp < sizes_.cp; ++cp) {
+      c.dp = dp, c.cp = cp;
+      g.push_back(rank_of(c));
+    }
+  return g;
+}
+
+int RankLayout::replica_index(int rank) const {
+  const Coords c = coords_of(rank);
+  return c.dp * sizes_.cp + c.cp;
+}
+
+int RankLayout::replica_group_index(int rank) const {
+  const Coords c = coords_of(rank);
+  return c.pp * sizes_.tp + c.tp;
+}
+
 }  // namespace dtrain

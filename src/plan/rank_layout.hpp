@@ -53,6 +53,13 @@ class RankLayout {
   std::vector<int> embedding_group_of(int rank) const;
   std::vector<std::vector<int>> embedding_groups() const;
 
+  // The ranks that hold the same parameters as `rank` (same tp and pp coordinates): its data- and
+  // context-parallel ranks, ordered by replica index dp * cp + cp (context fastest). Gradients are
+  // reduced, and the distributed optimizer shards, over this group; it is the dp group when cp = 1.
+  std::vector<int> replica_group_of(int rank) const;
+  int replica_index(int rank) const;        // rank's place in replica_group_of(rank)
+  int replica_group_index(int rank) const;  // colour for MPI_Comm_split: one per (tp, pp)
+
  private:
   ParallelSizes sizes_;
   std::string order_;

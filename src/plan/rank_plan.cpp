@@ -47,7 +47,7 @@ MemoryEstimate RankPlan::memory() const {
   // Open MPI 4.1 (host buffers) takes temporaries of twice a reduce-scatter's buffer and half an
   // all-reduce's (measured with VmHWM on one 196 MiB bucket at 4 ranks: +393 and +98 MiB); the
   // largest bucket sets the peak. NCCL and the all-gathers take none.
-  if (host_reductions && sizes.dp > 1) {
+  if (host_reductions && replicas() > 1) {
     std::size_t largest = 0;
     for (const auto& b : buckets) largest = std::max(largest, b.range.end - b.range.begin);
     e.buffers += distributed_optimizer ? bytes(2 * largest, 4) : bytes(largest / 2, 4);
@@ -57,8 +57,8 @@ MemoryEstimate RankPlan::memory() const {
 
 namespace {
 
-// Elements of a bucket that a data-parallel rank does not own (all but its 1/dp slice).
-std::size_t unowned(std::size_t bucket, int dp) { return bucket - bucket / static_cast<std::size_t>(dp); }
+// Elements of a bucket that a replica does not own (all but its 1/replicas slice).
+std::size_t unowned(std::size_t bucket, int replicas) { return bucket - bucket / static_cast<std::size_t>(replicas); }
 
 }  // namespace
 
@@ -86,7 +86,7 @@ std::size_t RankPlan::resident_params() const {
   std::size_t group = 1;
   for (const auto& [begin, end] : activations.recompute_groups()) group = std::max(group, static_cast<std::size_t>(end - begin));
   const std::size_t whole = std::max({(group + 1) * b.largest_block, b.back + (shape.tied ? b.front : 0), b.front});
-  return optimizer_elements() + unowned(whole, sizes.dp);
+  return optimizer_elements() + unowned(whole, replicas());
 }
 
 std::size_t RankPlan::resident_grads() const {
@@ -95,7 +95,7 @@ std::size_t RankPlan::resident_grads() const {
   // block's bucket from its backward to its reduction, the next block's already started (two).
   const BucketSizes b = bucket_sizes();
   const std::size_t owned = optimizer_elements() * (micro_batches > 1 ? 2 : 1);
-  return owned + unowned(b.front + b.back + std::min(2 * b.largest_block, b.blocks), sizes.dp);
+  return owned + unowned(b.front + b.back + std::min(2 * b.largest_block, b.blocks), replicas());
 }
 
 std::size_t RankPlan::checkpoint_elements() const {
@@ -130,12 +130,13 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   const int v = plan.virtual_stages;
   const StagePart part = stage_part(cfg.model.num_layers, s.pp, v, c.pp);
   const ModelShape shape = ModelShape::from(cfg);
+  const int replicas = s.dp * s.cp, replica = c.dp * s.cp + c.cp;
   RankPlan r{c, s, cfg.system.use_distributed_optimizer, cfg.system.precision, part,
-             TensorTable(shape, part, s.tp, c.tp, 16 * static_cast<std::size_t>(s.dp)),
+             TensorTable(shape, part, s.tp, c.tp, 16 * static_cast<std::size_t>(replicas)),
              0, {}, {}, {}, {}, -1, {}};
-  r.arena_size = padded_arena_size(r.table, s.dp);
+  r.arena_size = padded_arena_size(r.table, replicas);
   r.buckets = gradient_buckets(r.table, r.arena_size);
-  r.optimizer_ranges = optimizer_ranges(r.buckets, r.arena_size, s.dp, c.dp, r.distributed_optimizer);
+  r.optimizer_ranges = optimizer_ranges(r.buckets, r.arena_size, replicas, replica, r.distributed_optimizer);
   const bool sp = cfg.system.sequence_parallel && s.tp > 1;
   const auto& tensors = r.table.tensors();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -147,8 +148,8 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
     if (t.name == "wte" && s.pp > 1 && shape.tied) r.tied_embedding = static_cast<int>(i);
   }
   const auto& m = cfg.model;
-  r.activations.dims = {plan.micro_batch, m.seq_length, m.hidden_size, m.hidden_size / s.tp, m.num_attention_heads / s.tp,
-                        m.kv_heads() / s.tp, cfg.ffn_hidden() / s.tp, m.vocab_size / s.tp, sp ? s.tp : 1, m.swiglu};
+  r.activations.dims = {plan.micro_batch, m.seq_length / s.cp, m.hidden_size, m.hidden_size / s.tp, m.num_attention_heads / s.tp,
+                        m.kv_heads() / s.tp, cfg.ffn_hidden() / s.tp, m.vocab_size / s.tp, sp ? s.tp : 1, m.swiglu, s.cp, c.cp};
   r.activations.blocks_per_slot = m.num_layers / (s.pp * v);
   if (m.num_experts > 0) {
     r.activations.dims.E = m.num_experts;

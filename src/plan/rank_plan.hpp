@@ -52,17 +52,21 @@ struct RankPlan {
   bool host_reductions = false;  // data-parallel reductions run in MPI on host memory (device = cpu)
   bool async_snapshot = false;   // checkpoint.async_save: a host copy of what the rank writes
 
+  // The ranks holding the same parameters: data x context parallel (RankLayout::replica_group_of).
+  // Gradients are reduced and the distributed optimizer shards over them; replica() is this rank's index.
+  int replicas() const { return sizes.dp * sizes.cp; }
+  int replica() const { return coords.dp * sizes.cp + coords.cp; }
   bool shards_grads() const { return zero_stage >= 2; }
   bool shards_params() const { return zero_stage >= 3; }
   // The arena ranges whose parameters this rank keeps between steps: all of it, or (ZeRO-3) its
   // optimizer ranges.
   std::vector<ArenaRange> param_ranges() const;
 
-  // Checkpoint writers: whole parameter tensors from data-parallel rank 0 (unless ZeRO-3 shards them:
-  // then, like the moments, each owner writes its slices); optimizer moments from every data-parallel
-  // rank under the distributed optimizer (each its slices), else from rank 0. Indices are table order.
-  bool writes_params(std::size_t tensor) const { return !shards_params() && coords.dp == 0 && counted[tensor]; }
-  bool writes_moments(std::size_t tensor) const { return (distributed_optimizer || coords.dp == 0) && counted[tensor]; }
+  // Checkpoint writers: whole parameter tensors from replica 0 (unless ZeRO-3 shards them: then, like
+  // the moments, each owner writes its slices); optimizer moments from every replica under the
+  // distributed optimizer (each its slices), else from replica 0. Indices are table order.
+  bool writes_params(std::size_t tensor) const { return !shards_params() && replica() == 0 && counted[tensor]; }
+  bool writes_moments(std::size_t tensor) const { return (distributed_optimizer || replica() == 0) && counted[tensor]; }
   std::size_t optimizer_elements() const { return total_elements(optimizer_ranges); }
   std::size_t compute_type_bytes() const { return precision == Precision::bf16 ? 2 : 4; }
   MemoryEstimate memory() const;

@@ -1,6 +1,7 @@
 // Trainer: the optimizer step of one rank on any layout.
 #include "train/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cmath>
@@ -38,7 +39,7 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       train_data_(open_checked(ps, cfg, tokenizer, "train")),
       val_data_(cfg.training.eval_interval > 0 ? open_checked(ps, cfg, tokenizer, "val") : nullptr),
       tp_(ps.tp()),
-      model_(make_gpt_model(make_rank_plan(cfg, plan, ps.coords()), &tp_, backend)),
+      model_(make_gpt_model(make_rank_plan(cfg, plan, ps.coords()), &tp_, backend, &ps.cp())),
       grad_sync_(model_->plan(), model_->params(), model_->grads(), ps, cfg.system.overlap_grad_reduce, plan.num_micro_batches),
       sharded_(model_->plan().shards_params() ? std::make_unique<ShardedParams>(model_->plan(), model_->params(), ps) : nullptr),
       adamw_(model_->plan(), cfg.optimizer, backend),
@@ -77,14 +78,32 @@ void Trainer::init_weights(std::uint64_t seed) {
 
 
 void Trainer::load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step) {
-  const long per_micro_batch = model_->dims().N();
+  const ActivationDims& d = model_->dims();
+  const long per_micro_batch = d.N();
+  const int seq = cfg_.model.seq_length;
   int* tokens = host_batch_.as<int>();
   int* targets = tokens + batch_elements_;
+  // Under context parallelism whole samples are read, and the rank keeps its two chunks of each.
+  std::vector<int> whole(d.cp > 1 ? 2 * static_cast<std::size_t>(plan_.micro_batch) * seq : 0);
   for (int mb = 0; mb < plan_.num_micro_batches; ++mb) {
     // Global sample index: this data-parallel rank's block of the global batch, micro-batch mb within it.
     const std::uint64_t first = static_cast<std::uint64_t>(ps_.coords().dp * plan_.num_micro_batches + mb) * plan_.micro_batch;
-    fill_samples(data, cfg_.training.seed, stream, step, first, plan_.micro_batch, cfg_.model.seq_length,
-                 tokens + mb * per_micro_batch, targets + mb * per_micro_batch);
+    int* mb_tokens = tokens + mb * per_micro_batch;
+    int* mb_targets = targets + mb * per_micro_batch;
+    if (d.cp == 1) {
+      fill_samples(data, cfg_.training.seed, stream, step, first, plan_.micro_batch, seq, mb_tokens, mb_targets);
+      continue;
+    }
+    int* whole_targets = whole.data() + whole.size() / 2;
+    fill_samples(data, cfg_.training.seed, stream, step, first, plan_.micro_batch, seq, whole.data(), whole_targets);
+    const int chunk = d.T / 2;
+    for (int b = 0; b < plan_.micro_batch; ++b)
+      for (int half = 0; half < 2; ++half) {
+        const std::size_t from = static_cast<std::size_t>(b) * seq + static_cast<std::size_t>(d.chunk_position(half));
+        const std::size_t to = static_cast<std::size_t>(b) * d.T + static_cast<std::size_t>(half) * chunk;
+        std::copy_n(whole.data() + from, chunk, mb_tokens + to);
+        std::copy_n(whole_targets + from, chunk, mb_targets + to);
+      }
   }
   if (batch_.data()) model_->device().copy(batch_.data(), tokens, 2 * batch_elements_ * sizeof(int));
 }
@@ -131,7 +150,7 @@ StepResult Trainer::train_step(int step) {
   const RankPlan& rp = model_->plan();
   const auto& tensors = rp.table.tensors();
   double sq = 0.0;
-  if (cfg_.system.use_distributed_optimizer || ps_.coords().dp == 0)
+  if (cfg_.system.use_distributed_optimizer || rp.replica() == 0)
     for (const auto& range : rp.optimizer_ranges)
       for (std::size_t i = 0; i < tensors.size(); ++i) {
         const TensorSpec& t = tensors[i];

@@ -3,6 +3,7 @@
 #   checkpoint.sh CASE DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE SOURCE_DIR
 # Cases:
 #   resume_same_layout   tp=2 pp=2 dp=2 + distributed optimizer: 4 steps vs 2 steps + resume: bit-identical
+#   cp_across_layouts    a cp=2 dp=2 checkpoint resumed at cp=1 dp=4, cp=4 dp=1 and cp=1 on one rank (1e-6)
 #   resume_other_layouts the step-2 checkpoint resumed at tp1/pp4/dp2, tp4/pp1/dp2, tp1/pp1/dp1, directly
 #                        and via --reshard: losses of steps 3-4 within 1e-4 relative of the uninterrupted run
 #   zero3_across_stages  ZeRO-3 follows ZeRO-1 (1e-6); its checkpoint resumes exactly on ZeRO-3, on ZeRO-1
@@ -116,6 +117,24 @@ case $case_name in
           --system.pipeline_model_parallel_size="$3" "${extra[@]}" "--checkpoint.load=$from"
         compare_tail "$work/r.jsonl" 1e-4
       done
+    done ;;
+  cp_across_layouts)
+    # Context parallelism is one more layout axis: a cp=2 dp=2 checkpoint (distributed optimizer)
+    # resumes at cp=1 dp=4, cp=4 dp=1 and on one rank, losses within 1e-6 of the uninterrupted run
+    # (fp32; the online softmax sums in another order than the whole-row softmax). T = 128 = 8 chunks of
+    # 16 at cp=4; 4 heads of 2 groups, rotary positions (global positions per chunk).
+    cp_model=(--model.position_embedding_type=rope --model.group_query_attention=true --model.num_query_groups=2)
+    train 4 "$work/ref.jsonl" "$work/ckA" "${cp_model[@]}" --system.context_parallel_size=2 \
+      --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 --system.use_distributed_optimizer=true
+    grep -q "tp=1 cp=2 pp=1 dp=2" "$work/last.log" || { cat "$work/last.log"; fail "the reference run is not cp=2 dp=2"; }
+    "$consolidate" "$work/ckA" --verify > /dev/null || fail "--verify refused the cp=2 checkpoint"
+    for layout in "4 1" "4 4" "1 1"; do
+      set -- $layout
+      echo "cp=2 dp=2 checkpoint resumed at cp=$2 on $1 ranks:"
+      rm -f "$work/r.jsonl"
+      train "$1" "$work/r.jsonl" "$work/ckR-$1-$2" "${cp_model[@]}" --system.context_parallel_size="$2" \
+        --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 "--checkpoint.load=$work/ckA/step_00000002"
+      compare_tail "$work/r.jsonl" 1e-6
     done ;;
   zero3_across_stages)
     # ZeRO-3 trains as ZeRO-1 does (within 1e-6: with 2 micro-batches it sums per micro-batch) and

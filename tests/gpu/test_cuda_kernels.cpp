@@ -177,6 +177,47 @@ void check_all_kernels() {
       expect_close("attention_backward dqkv" + heads, dqkv_d.get(), dqkv, attention_product_tolerance<KT>());
     }
   }
+  SECTION("attention blocks (ring attention) and column copies") {
+    // Two chunks of T/2 rows of one sample: the second query chunk against the first key chunk (all
+    // visible), merged after its own chunk (causal); then both blocks' gradients.
+    for (int NKV : {NH, NH / 2}) {
+      const int W = (NH + 2 * NKV) * HD, KW = 2 * NKV * HD, Tc = T / 2;
+      auto qkv = random_vec<KT>(gen, static_cast<std::size_t>(T) * W), dout = random_vec<KT>(gen, static_cast<std::size_t>(Tc) * C);
+      std::vector<KT> kv(static_cast<std::size_t>(T) * KW), out_kt(static_cast<std::size_t>(Tc) * C), grad(qkv.size());
+      std::vector<float> out(static_cast<std::size_t>(Tc) * C, 0.0f), lse(static_cast<std::size_t>(NH) * Tc, -INFINITY);
+      std::vector<float> dq(out.size(), 0.0f), dkv(static_cast<std::size_t>(T) * KW, 0.0f), scratch(static_cast<std::size_t>(NH) * 2 * Tc * Tc);
+      OnGpu<KT> qkv_d(qkv), kv_d(kv), dout_d(dout), out_kt_d(out_kt), grad_d(grad);
+      OnGpu<float> out_d(out), lse_d(lse), dq_d(dq), dkv_d(dkv), scratch_d(scratch);
+      h.copy_columns(kv.data(), qkv.data(), T, W, C, KW);
+      g.copy_columns(kv_d.data(), qkv_d.data(), T, W, C, KW);
+      expect_close("copy_columns", kv_d.get(), kv);
+      const KT* q = qkv.data() + static_cast<long>(Tc) * W;
+      const KT* q_d = qkv_d.data() + static_cast<long>(Tc) * W;
+      for (int kc : {1, 0}) {
+        h.attention_block_forward(out.data(), lse.data(), scratch.data(), q, W, kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc,
+                                  NH, NKV, HD, kc == 1);
+        g.attention_block_forward(out_d.data(), lse_d.data(), scratch_d.data(), q_d, W, kv_d.data() + static_cast<long>(kc) * Tc * KW,
+                                  KW, Tc, Tc, NH, NKV, HD, kc == 1);
+      }
+      expect_close("attention_block_forward out", out_d.get(), out, attention_product_tolerance<KT>());
+      expect_close("attention_block_forward lse", lse_d.get(), lse);
+      h.narrow(out_kt.data(), out.data(), static_cast<long>(out.size()));
+      OnGpu<KT> out_host_d(out_kt);
+      OnGpu<float> lse_host_d(lse);
+      for (int kc : {1, 0}) {
+        h.attention_block_backward(dq.data(), dkv.data() + static_cast<long>(kc) * Tc * KW, KW, scratch.data(), dout.data(), out_kt.data(),
+                                   lse.data(), q, W, kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc, NH, NKV, HD, kc == 1);
+        g.attention_block_backward(dq_d.data(), dkv_d.data() + static_cast<long>(kc) * Tc * KW, KW, scratch_d.data(), dout_d.data(),
+                                   out_host_d.data(), lse_host_d.data(), q_d, W, kv_d.data() + static_cast<long>(kc) * Tc * KW, KW,
+                                   Tc, Tc, NH, NKV, HD, kc == 1);
+      }
+      expect_close("attention_block_backward dq", dq_d.get(), dq, attention_product_tolerance<KT>());
+      expect_close("attention_block_backward dkv", dkv_d.get(), dkv, attention_product_tolerance<KT>());
+      h.narrow_columns(grad.data(), dkv.data(), T, W, C, KW);
+      g.narrow_columns(grad_d.data(), dkv_d.data(), T, W, C, KW);
+      expect_close("narrow_columns", grad_d.get(), grad);
+    }
+  }
   SECTION("rmsnorm") {
     auto x = random_vec<KT>(gen, N * C, 2.0f), w = random_vec<KT>(gen, C), dout = random_vec<KT>(gen, N * C);
     auto dinp = random_vec<KT>(gen, N * C);  // accumulated into
@@ -197,11 +238,11 @@ void check_all_kernels() {
     const int NKV = NH / 2, W = (NH + 2 * NKV) * HD, R = HD - 4;  // partial rotary: 12 of 16 dims
     auto x = random_vec<KT>(gen, N * W);
     OnGpu<KT> x_d(x);
-    h.rope_forward(x.data(), B, T, W, NH + NKV, HD, R, 10000.0f);
-    g.rope_forward(x_d.data(), B, T, W, NH + NKV, HD, R, 10000.0f);
+    h.rope_forward(x.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
+    g.rope_forward(x_d.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
     expect_close("rope_forward", x_d.get(), x);
-    h.rope_backward(x.data(), B, T, W, NH + NKV, HD, R, 10000.0f);
-    g.rope_backward(x_d.data(), B, T, W, NH + NKV, HD, R, 10000.0f);
+    h.rope_backward(x.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
+    g.rope_backward(x_d.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
     expect_close("rope_backward", x_d.get(), x);
     auto gu = random_vec<KT>(gen, N * 2 * F, 3.0f), dy = random_vec<KT>(gen, N * F);
     std::vector<KT> out(N * F), dgu(N * 2 * F);

@@ -25,9 +25,10 @@ struct Variant {
   bool sp = false, distributed = false;
   std::string schedule = "1f1b";
   bool overlap = true;  // with the distributed optimizer: overlapped reductions and gathers
+  int cp = 1;
   std::string name() const {
     char buf[128];
-    std::snprintf(buf, sizeof buf, "tp=%d pp=%d dp=%d %s%s%s", tp, pp, dp, schedule.c_str(), sp ? " +sp" : "",
+    std::snprintf(buf, sizeof buf, "tp=%d cp=%d pp=%d dp=%d %s%s%s", tp, cp, pp, dp, schedule.c_str(), sp ? " +sp" : "",
                   distributed ? (overlap ? " +distopt+overlap" : " +distopt") : "");
     return buf;
   }
@@ -58,6 +59,7 @@ Config config_of(const Variant& v, const std::string& data, const std::vector<st
   std::vector<std::string> o = {"--data.path=" + data,
                                 "--system.tensor_model_parallel_size=" + std::to_string(v.tp),
                                 "--system.pipeline_model_parallel_size=" + std::to_string(v.pp),
+                                "--system.context_parallel_size=" + std::to_string(v.cp),
                                 "--system.sequence_parallel=" + std::string(v.sp ? "true" : "false"),
                                 "--system.use_distributed_optimizer=" + std::string(v.distributed ? "true" : "false"),
                                 "--system.overlap_grad_reduce=" + std::string(v.distributed && v.overlap ? "true" : "false"),
@@ -168,6 +170,62 @@ TEST_CASE("bf16 layouts match one rank in bf16", "[mpi][layouts][bf16]") {
   if (world == 4) variants = {{2, 2, 1}, {2, 1, 2, true, true}, {1, 2, 2, false, true}};
   if (world == 2) variants = {{2, 1, 1, true}, {1, 2, 1}, {1, 1, 2, false, true}};
   check_layouts(variants, {"--system.precision=bf16"}, 1e-6, 1e-3, 5e-3);
+}
+
+// Context parallelism: every sample cut into 2 x cp chunks (zig-zag), ring attention over the cp group,
+// gradients reduced over dp x cp. Against one rank at T = 64: cp = 2 and 4 alone, with tp (+SP, an odd
+// number of heads per rank: 6 heads over tp 2), dp (distributed optimizer), pp (interleaved), and
+// cp2 x tp2 x pp2; GPT-2 (learned positions: each chunk reads its own rows of wpe) and Llama (RoPE at
+// the chunks' global positions, grouped-query attention); at np=4 also cp2 x dp2 under ZeRO-3 with
+// selective and full recomputation, and in bf16. fp32: the online softmax sums in another order, so
+// losses within 1e-6 (a wrong position, mask or chunk is 1e-2 or worse), weights within 1e-4 as the
+// other layouts; reruns bit-identical.
+TEST_CASE("context-parallel layouts match one rank", "[mpi][layouts][cp]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  auto with_cp = [](Variant v, int cp) {
+    v.cp = cp;
+    return v;
+  };
+  std::vector<Variant> variants;
+  if (world == 2) variants = {with_cp({1, 1, 1}, 2)};
+  if (world == 4)
+    variants = {with_cp({1, 1, 1}, 4), with_cp({2, 1, 1, true}, 2), with_cp({1, 1, 2, false, true}, 2),
+                with_cp({1, 2, 1, false, false, "interleaved"}, 2)};
+  if (world == 8) variants = {with_cp({2, 2, 1, true}, 2), with_cp({2, 2, 1, false, false, "interleaved"}, 2)};
+  const std::vector<std::string> shape = {"--model.seq_length=64", "--model.hidden_size=48", "--model.num_attention_heads=6"};
+  std::vector<std::string> llama = shape;
+  for (const char* o : {"--model.normalization=RMSNorm", "--model.position_embedding_type=rope", "--model.swiglu=true",
+                        "--model.group_query_attention=true", "--model.num_query_groups=2", "--model.ffn_hidden_size=64"})
+    llama.push_back(o);
+  check_layouts(variants, shape, 1e-6, 1e-6, 1e-4);
+  std::vector<Variant> llama_variants;
+  for (const Variant& v : variants)
+    if (v.tp <= 2) llama_variants.push_back(v);
+  check_layouts(llama_variants, llama, 1e-6, 1e-6, 1e-4);
+  // ZeRO-3 shards over the dp x cp replicas; recomputation (selective keeps the output and log-sum-exp,
+  // full replays the ring) and bf16 (first step 1e-6, then bf16 rounding flips as between bf16 layouts).
+  if (world == 4) {
+    const std::vector<Variant> zero = {with_cp({1, 1, 2, false, true}, 2)};
+    for (const char* recompute : {"selective", "full"}) {
+      std::vector<std::string> extra = llama;
+      extra.push_back("--system.zero_stage=3");
+      extra.push_back(std::string("--model.recompute_granularity=") + recompute);
+      check_layouts(zero, extra, 1e-6, 1e-6, 1e-4);
+    }
+    // bf16: ring attention keeps its probabilities in fp32 (flash-style) where one rank's attention
+    // rounds them to bf16 before the product with V, so even the first step differs by bf16 rounding of
+    // probabilities, not only by summation order: 1e-5 there (measured 1.0e-6), then the bf16 layouts' 1e-3.
+    std::vector<std::string> bf16 = llama;
+    bf16.push_back("--system.precision=bf16");
+    check_layouts(zero, bf16, 1e-5, 1e-3, 5e-3);
+  }
+  // Ring messages of 2 MiB (4 samples x 256 rows x 512 key/value values, fp32) with synchronous sends:
+  // every ring step's receive is posted before its send, nothing relies on MPI's buffering.
+  if (world == 2)
+    check_layouts(variants, {"--model.seq_length=512", "--model.hidden_size=256", "--model.num_attention_heads=4",
+                             "--model.micro_batch_size=4", "--training.train_iters=2", "--debug.synchronous_sends=true"},
+                  1e-6, 1e-6, 1e-4);
 }
 
 // Activation recomputation reruns the same kernels on the same values, so every option trains exactly

@@ -96,6 +96,20 @@ TEST_CASE("layout checks name the key and the fix", "[config]") {
     c.model.vocab_size = 255;
     CHECK(contains(error_of([&] { check_layout(c, 4); }), "model.vocab_size=255"));
   }
+  SECTION("context parallelism cuts sequences into 2cp chunks") {
+    c.system.tensor_model_parallel_size = 1;
+    c.system.context_parallel_size = 16;  // seq_length 32 / 2 = 16: 32 chunks of one token
+    CHECK(error_of([&] { validate_config(c); }).empty());
+    CHECK(error_of([&] { check_layout(c, 16); }).empty());
+    c.system.context_parallel_size = 3;
+    const auto e = error_of([&] { validate_config(c); });
+    CHECK(contains(e, "system.context_parallel_size=3"));
+    CHECK(contains(e, "model.seq_length/2=16; choose cp among: 1, 2, 4, 8, 16"));
+    c.system.context_parallel_size = 2;
+    c.system.sequence_parallel = true;
+    c.system.tensor_model_parallel_size = 32;  // 16 rows per cp rank cannot shard over 32
+    CHECK(contains(error_of([&] { check_layout(c, 64); }), "model.seq_length=32 / system.context_parallel_size=2 = 16"));
+  }
   SECTION("ZeRO-2/3 need the distributed optimizer, and the host") {
     c.system.zero_stage = 3;
     CHECK(contains(error_of([&] { validate_config(c); }), "set system.use_distributed_optimizer=true"));

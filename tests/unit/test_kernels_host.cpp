@@ -529,14 +529,15 @@ TEST_CASE("host rmsnorm forward/backward vs double reference", "[kernels]") {
 
 namespace {
 
-// Rows (B,T,W); heads [0,H) of HD dims; pairs (i, i + R/2), angle t * base^(-2i/R), in double.
-DVec ref_rope(const DVec& x, int B, int T, int W, int H, int HD, int R, double base) {
+// Rows (B,T,W) at positions t0 + t; heads [0,H) of HD dims; pairs (i, i + R/2), angle (t0 + t) *
+// base^(-2i/R), in double.
+DVec ref_rope(const DVec& x, int B, int T, int W, int H, int HD, int R, double base, int t0) {
   DVec y = x;
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h)
         for (int i = 0; i < R / 2; ++i) {
-          const double angle = t * std::pow(base, -2.0 * i / R);
+          const double angle = (t0 + t) * std::pow(base, -2.0 * i / R);
           const size_t at = (static_cast<size_t>(b) * T + t) * W + static_cast<size_t>(h) * HD + i;
           y[at] = x[at] * std::cos(angle) - x[at + R / 2] * std::sin(angle);
           y[at + R / 2] = x[at + R / 2] * std::cos(angle) + x[at] * std::sin(angle);
@@ -544,14 +545,14 @@ DVec ref_rope(const DVec& x, int B, int T, int W, int H, int HD, int R, double b
   return y;
 }
 
-void run_rope_check(int B, int T, int H, int HD, int R, int W, double base, unsigned seed) {
+void run_rope_check(int B, int T, int H, int HD, int R, int W, double base, unsigned seed, int t0 = 0) {
   std::mt19937 rng(seed);
   const size_t n = static_cast<size_t>(B) * T * W;
   const Vec x = random_vec(rng, n);
   DVec xd = to_double(x);
   Vec y = x;
-  k::rope_forward(y.data(), B, T, W, H, HD, R, static_cast<float>(base));
-  const DVec ref = ref_rope(xd, B, T, W, H, HD, R, base);
+  k::rope_forward(y.data(), B, T, W, H, HD, R, static_cast<float>(base), t0);
+  const DVec ref = ref_rope(xd, B, T, W, H, HD, R, base, t0);
   check_close("rope_forward", y, ref, kFwdRtol, kFwdAtol);
   for (size_t i = 0; i < n; ++i) {  // dims past R of a head, and columns past the H heads, stay bit-identical
     const size_t col = i % static_cast<size_t>(W);
@@ -559,8 +560,8 @@ void run_rope_check(int B, int T, int H, int HD, int R, int W, double base, unsi
   }
   const DVec Rw = to_double(random_vec(rng, n));
   Vec dx(Rw.begin(), Rw.end());
-  k::rope_backward(dx.data(), B, T, W, H, HD, R, static_cast<float>(base));
-  auto loss = [&] { return dot(ref_rope(xd, B, T, W, H, HD, R, base), Rw); };
+  k::rope_backward(dx.data(), B, T, W, H, HD, R, static_cast<float>(base), t0);
+  auto loss = [&] { return dot(ref_rope(xd, B, T, W, H, HD, R, base, t0), Rw); };
   check_grad("rope dx (in place)", loss, xd, dx, rng);
 }
 
@@ -569,6 +570,7 @@ void run_rope_check(int B, int T, int H, int HD, int R, int W, double base, unsi
 TEST_CASE("host rope forward/backward vs double reference", "[kernels]") {
   SECTION("whole heads, the query and key heads of a packed row (v columns untouched)") { run_rope_check(2, 13, 3, 8, 8, 4 * 8, 10000.0, 213); }
   SECTION("partial rotary (6 of 10 dims), Llama 3 base") { run_rope_check(1, 9, 2, 10, 6, 3 * 10, 500000.0, 214); }
+  SECTION("a chunk of a sequence at positions 40.. (context parallelism)") { run_rope_check(2, 7, 3, 8, 8, 4 * 8, 10000.0, 216, 40); }
 }
 
 // ================================================================= swiglu

@@ -1,0 +1,118 @@
+// Ring attention's pieces (attention_block_forward / attention_block_backward) against the
+// whole-sequence attention kernels (themselves checked against a double reference and finite
+// differences in test_kernels_host.cpp): a sequence cut into 2 x cp chunks, each query chunk merged
+// over the key/value chunks it may see (earlier chunks whole, its own causally) in the order ring
+// attention visits them, gives the same output and the same q, k, v gradients.
+// Tolerance: the block form sums the softmax in another order and normalises once per block (online
+// softmax), so results differ from the whole-row softmax by float rounding: 2e-6 relative to the
+// largest value (a wrong mask, a missing block or a bad merge is 1e-2 or worse).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+
+namespace k = dtrain::kernels::host;
+
+namespace {
+
+using Vec = std::vector<float>;
+
+Vec random_vec(std::mt19937& rng, std::size_t n) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Vec v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+double relative_max_error(const Vec& got, const Vec& want) {
+  double worst = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(got[i] - want[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
+  }
+  return worst / scale;
+}
+
+// The zig-zag cut: rank r of cp holds chunks r and 2cp-1-r; ring step s brings the key/values of rank
+// (r - s) mod cp. Returns, for each rank, the (query chunk, key chunk) pairs in the order visited.
+std::vector<std::vector<std::pair<int, int>>> ring_pairs(int cp) {
+  std::vector<std::vector<std::pair<int, int>>> all(static_cast<std::size_t>(cp));
+  for (int r = 0; r < cp; ++r)
+    for (int s = 0; s < cp; ++s) {
+      const int src = (r - s + cp) % cp;
+      for (int qc : {r, 2 * cp - 1 - r})
+        for (int kc : {src, 2 * cp - 1 - src})
+          if (kc <= qc) all[static_cast<std::size_t>(r)].push_back({qc, kc});
+    }
+  return all;
+}
+
+void check_ring(int T, int cp, int NH, int NKV, int HD, unsigned seed) {
+  std::mt19937 rng(seed);
+  const int W = (NH + 2 * NKV) * HD, C = NH * HD, KW = 2 * NKV * HD, Tc = T / (2 * cp);
+  const Vec qkv = random_vec(rng, static_cast<std::size_t>(T) * W);
+  const Vec dout = random_vec(rng, static_cast<std::size_t>(T) * C);
+  // The whole sequence at once (B = 1).
+  Vec out(static_cast<std::size_t>(T) * C), att(static_cast<std::size_t>(NH) * T * T), scratch(att.size());
+  k::attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), 1, T, NH, NKV, HD);
+  Vec dqkv(qkv.size());
+  k::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), 1, T, NH, NKV, HD);
+
+  // Block by block: outputs and log-sum-exps per query chunk, gradients accumulated in fp32.
+  Vec kv(static_cast<std::size_t>(T) * KW);
+  k::copy_columns(kv.data(), qkv.data(), T, W, C, KW);
+  Vec bout(out.size(), 0.0f), lse(static_cast<std::size_t>(2 * cp) * NH * Tc, -std::numeric_limits<float>::infinity());
+  Vec bscratch(static_cast<std::size_t>(NH) * 2 * Tc * Tc);
+  const auto pairs = ring_pairs(cp);
+  int visited = 0;
+  for (const auto& rank : pairs)
+    for (auto [qc, kc] : rank) {
+      k::attention_block_forward(bout.data() + static_cast<long>(qc) * Tc * C, lse.data() + static_cast<long>(qc) * NH * Tc,
+                                 bscratch.data(), qkv.data() + static_cast<long>(qc) * Tc * W, W,
+                                 kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc, NH, NKV, HD, qc == kc);
+      ++visited;
+    }
+  CHECK(visited == 2 * cp * (2 * cp + 1) / 2);  // every causal chunk pair exactly once
+  Vec dq(static_cast<std::size_t>(T) * C, 0.0f), dkv(kv.size(), 0.0f);
+  for (const auto& rank : pairs)
+    for (auto [qc, kc] : rank)
+      k::attention_block_backward(dq.data() + static_cast<long>(qc) * Tc * C, dkv.data() + static_cast<long>(kc) * Tc * KW, KW,
+                                  bscratch.data(), dout.data() + static_cast<long>(qc) * Tc * C, bout.data() + static_cast<long>(qc) * Tc * C,
+                                  lse.data() + static_cast<long>(qc) * NH * Tc, qkv.data() + static_cast<long>(qc) * Tc * W, W,
+                                  kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc, NH, NKV, HD, qc == kc);
+  Vec got(qkv.size());
+  k::narrow_columns(got.data(), dq.data(), T, W, 0, C);
+  k::narrow_columns(got.data(), dkv.data(), T, W, C, KW);
+
+  INFO("T=" << T << " cp=" << cp << " NH=" << NH << " NKV=" << NKV << " HD=" << HD);
+  CHECK(relative_max_error(bout, out) < 2e-6);
+  CHECK(relative_max_error(got, dqkv) < 2e-6);
+}
+
+}  // namespace
+
+TEST_CASE("ring attention blocks equal whole-sequence attention", "[kernels][cp]") {
+  SECTION("cp=2, multi-head") { check_ring(16, 2, 3, 3, 8, 301); }
+  SECTION("cp=4, grouped-query") { check_ring(32, 4, 4, 2, 8, 302); }
+  SECTION("cp=1 (two chunks of one rank), long rows") { check_ring(256, 1, 2, 1, 16, 303); }
+}
+
+TEST_CASE("copy_columns and narrow_columns move exactly their columns", "[kernels][cp]") {
+  const int N = 3, W = 7, col = 2, w = 3;
+  Vec inp(N * W);
+  for (int i = 0; i < N * W; ++i) inp[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  Vec packed(N * w);
+  k::copy_columns(packed.data(), inp.data(), N, W, col, w);
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < w; ++c) CHECK(packed[static_cast<std::size_t>(r * w + c)] == inp[static_cast<std::size_t>(r * W + col + c)]);
+  Vec back(N * W, -1.0f);
+  k::narrow_columns(back.data(), packed.data(), N, W, col, w);
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < W; ++c)
+      CHECK(back[static_cast<std::size_t>(r * W + c)] == (c >= col && c < col + w ? inp[static_cast<std::size_t>(r * W + c)] : -1.0f));
+}
