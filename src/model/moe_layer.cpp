@@ -9,11 +9,12 @@
 namespace dtrain {
 
 template <typename T>
-MoeLayer<T>::MoeLayer(const RankPlan& plan, kernels::Backend backend, const TensorParallel* tp, ExpertDispatch& dispatch,
-                      Device& device, MoeStats& stats)
+MoeLayer<T>::MoeLayer(const RankPlan& plan, kernels::Backend backend, const TensorParallel* tp, Communicator* cp,
+                      ExpertDispatch& dispatch, Device& device, MoeStats& stats)
     : k_(kernels::kernel_table<T>(backend)),
       kf_(kernels::kernel_table<float>(backend)),
       tp_(tp),
+      cp_(cp && cp->size() > 1 ? cp : nullptr),
       dispatch_(dispatch),
       device_(device),
       stats_(stats),
@@ -59,14 +60,16 @@ void MoeLayer<T>::forward(float* out, const MoeParams<T>& p, const T* x, MoeActs
   device_.copy(w.data(), a.w, sizeof(float) * w.size());
   device_.copy(probs.data(), a.probs, sizeof(float) * probs.size());
   const MoeRouting r = route_tokens(idx.data(), w.data(), N, E, K, capacity_);
-  // Context parallelism (not supported yet) splits a micro-batch's tokens over the cp group: the
-  // counts and probability sums of the load-balancing loss (and N) must then be the group's, summed
-  // over ParallelState::cp() here, before the loss and its gradient.
+  // Context parallelism splits a micro-batch's tokens over the cp group: the load-balancing loss is the
+  // micro-batch's, from the group's probability sums and counts over its N x cp tokens.
+  std::vector<double> sums = balance_sums(probs.data(), r.counts, N, E);
+  if (cp_) cp_->all_reduce(sums.data(), 2L * E, DType::f64, ReduceOp::sum, {"allreduce (MoE load balance)"});
   Routed& kept = routed_[a.src];
-  const double aux = load_balancing_loss(probs.data(), r.counts, N, E, K, aux_coeff_, aux_coeff_ > 0 ? &kept.daux : nullptr);
+  const long tokens = N * (cp_ ? cp_->size() : 1);
+  const double aux = load_balancing_loss(sums, tokens, E, K, aux_coeff_, aux_coeff_ > 0 ? &kept.daux : nullptr);
   if (record) {
     stats_.aux_loss += aux;
-    for (int e = 0; e < E; ++e) stats_.tokens[static_cast<std::size_t>(layer) * E + e] += static_cast<double>(r.counts[e]);
+    for (int e = 0; e < E; ++e) stats_.tokens[static_cast<std::size_t>(layer) * E + e] += sums[static_cast<std::size_t>(E + e)];
   }
   to_device(a.pos, r.pos);
   to_device(a.src, r.src);
@@ -118,11 +121,12 @@ void MoeLayer<T>::backward(float* dx, const MoeParams<T>& p, const MoeParams<flo
   expert_backward(p, g, xe, de, a, sc, kept.layout.local_rows());
   const float* dxt = static_cast<const float*>(dispatch_.from_experts(kept.layout, sc.moe.dxin, nullptr, C, DType::f32));
   // Router: softmax backward of the routing weights' and the load-balancing loss's gradients. The loss
-  // of a micro-batch of N tokens enters the objective as N x loss_scale x aux (1 / micro-batches).
+  // of a micro-batch of N x cp tokens enters the objective as N x cp x loss_scale x aux (1 / micro-batches).
   const float* daux = nullptr;
   if (!kept.daux.empty()) {
     std::vector<float> scaled(kept.daux);
-    for (float& v : scaled) v *= static_cast<float>(N) * loss_scale;
+    const float weight = static_cast<float>(N * (cp_ ? cp_->size() : 1)) * loss_scale;
+    for (float& v : scaled) v *= weight;
     to_device(sc.moe.daux, scaled);
     daux = sc.moe.daux;
   }

@@ -33,7 +33,8 @@ struct MoeParams {
 };
 
 // What the step line reports, summed over this rank's MoE layers and micro-batches since the last reset
-// (every tensor-parallel rank holds the same values).
+// (every tensor-parallel rank holds the same values; with context parallelism every rank of the cp group
+// holds its micro-batches' whole values).
 struct MoeStats {
   double aux_loss = 0.0;       // the load-balancing losses (before the objective's 1/micro-batches)
   std::vector<double> tokens;  // (num_layers, E) assignments per global layer and expert, before dropping
@@ -46,14 +47,17 @@ struct MoeStats {
 template <typename T>
 class MoeLayer {
  public:
-  MoeLayer(const RankPlan& plan, kernels::Backend backend, const TensorParallel* tp, ExpertDispatch& dispatch, Device& device,
-           MoeStats& stats);
+  // cp: the context-parallel group when plan.sizes.cp > 1 (the load-balancing loss sums its statistics
+  // over it), else null.
+  MoeLayer(const RankPlan& plan, kernels::Backend backend, const TensorParallel* tp, Communicator* cp, ExpertDispatch& dispatch,
+           Device& device, MoeStats& stats);
   // out (N,C): the combined expert outputs, fp32 partial sums over tp (=). record: count the layer in the
   // statistics (false when a recomputation reruns the forward).
   void forward(float* out, const MoeParams<T>& p, const T* x, MoeActs<T>& a, Scratch<T>& sc, int layer, bool record);
   // dx (N,C) (=): the gradient of x, fp32 partial sum over tp; dy (N,C): the gradient of the block's
   // output, full rows. loss_scale: the LM loss's weight per token (the load-balancing loss of a
-  // micro-batch of N tokens weighs N x loss_scale, so that it averages over micro-batches like the LM loss).
+  // micro-batch of N tokens (all cp ranks' rows) weighs N x loss_scale, so that it averages over
+  // micro-batches like the LM loss).
   void backward(float* dx, const MoeParams<T>& p, const MoeParams<float>& g, const T* x, const T* dy, MoeActs<T>& a,
                 Scratch<T>& sc, float loss_scale);
 
@@ -77,6 +81,7 @@ class MoeLayer {
   const kernels::KernelTable<T>& k_;
   const kernels::KernelTable<float>& kf_;  // the fp32 router
   const TensorParallel* tp_;
+  Communicator* cp_;
   ExpertDispatch& dispatch_;
   Device& device_;
   MoeStats& stats_;

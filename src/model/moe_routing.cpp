@@ -38,16 +38,23 @@ MoeRouting route_tokens(const int* idx, const float* w, long N, int E, int K, lo
   return r;
 }
 
-double load_balancing_loss(const float* probs, const std::vector<long>& counts, long N, int E, int K, double coeff,
-                           std::vector<float>* daux) {
+std::vector<double> balance_sums(const float* probs, const std::vector<long>& counts, long N, int E) {
+  std::vector<double> sums(2 * static_cast<std::size_t>(E), 0.0);
+  for (int e = 0; e < E; ++e) {
+    for (long t = 0; t < N; ++t) sums[static_cast<std::size_t>(e)] += probs[t * E + e];
+    sums[static_cast<std::size_t>(E + e)] = static_cast<double>(counts[static_cast<std::size_t>(e)]);
+  }
+  return sums;
+}
+
+double load_balancing_loss(const std::vector<double>& sums, long N, int E, int K, double coeff, std::vector<float>* daux) {
   const double scale = coeff * E / (static_cast<double>(N) * static_cast<double>(N) * K);
   double loss = 0.0;
   if (daux) daux->assign(static_cast<std::size_t>(E), 0.0f);
   for (int e = 0; e < E; ++e) {
-    double p = 0.0;  // sum over tokens, in token order
-    for (long t = 0; t < N; ++t) p += probs[t * E + e];
-    loss += p * static_cast<double>(counts[static_cast<std::size_t>(e)]);
-    if (daux) (*daux)[static_cast<std::size_t>(e)] = static_cast<float>(scale * static_cast<double>(counts[static_cast<std::size_t>(e)]));
+    const double count = sums[static_cast<std::size_t>(E + e)];
+    loss += sums[static_cast<std::size_t>(e)] * count;
+    if (daux) (*daux)[static_cast<std::size_t>(e)] = static_cast<float>(scale * count);
   }
   return scale * loss;
 }

@@ -137,8 +137,8 @@ StepResult Trainer::train_step(int step) {
   StepResult r;
   r.loss = sum_over_world(loss_owner ? st.loss_sum : 0.0) / tokens;
   if (!moe.tokens.empty()) {
-    // Every tp rank holds the same statistics: tp rank 0 reports them.
-    const bool owner = ps_.coords().tp == 0;
+    // Every tp rank, and every cp rank of a micro-batch, holds the same statistics: tp and cp rank 0 report them.
+    const bool owner = ps_.coords().tp == 0 && ps_.coords().cp == 0;
     std::vector<double> sums(1 + moe.tokens.size(), 0.0);
     if (owner) sums[0] = moe.aux_loss, std::copy(moe.tokens.begin(), moe.tokens.end(), sums.begin() + 1);
     ps_.world().all_reduce(sums.data(), static_cast<long>(sums.size()), DType::f64, ReduceOp::sum, {"allreduce (MoE statistics)"});

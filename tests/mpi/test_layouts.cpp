@@ -358,9 +358,10 @@ TEST_CASE("ZeRO-2 and ZeRO-3 train exactly as ZeRO-1", "[mpi][layouts][zero]") {
 
 // Mixture of experts: 4 experts, top-2, in every other block (blocks 0, 2, 4, 6), load-balancing loss
 // 1e-2, GPT-2 and Llama blocks (SwiGLU experts, no biases), dropless and with capacity factor 0.5: 4
-// assignments per expert of a micro-batch's 16 x 2, so at least half of them are dropped. Every layout
-// of the job's size (tp with and without SP, pp with every schedule, dp with and without the
-// distributed optimizer) against one rank: fp32, so layouts differ by summation order only; losses
+// assignments per expert of a micro-batch's 16 x 2, so at least half of them are dropped. Every 1F1B
+// layout of the job's size (tp with and without SP, pp, dp with and without the distributed
+// optimizer) and, dropless, context parallelism (cp 2 alone, with tp2+SP, with dp2+distopt, cp 4, cp2
+// tp2 pp2) against one rank: fp32, so layouts differ by summation order only; losses
 // within 1e-6 (measured ~1e-8), weights 1e-4, reruns bit-identical. Routing is a discrete choice: a
 // token whose k-th and (k+1)-th router probabilities differ by less than that summation noise can go
 // to another expert on another layout, and the runs part: the default seed 1234 has such a near-tie at
@@ -388,6 +389,17 @@ TEST_CASE("MoE layouts match one rank", "[mpi][layouts][moe]") {
       // groups per rank (tp <= 2).
       for (const Variant& v : variants_for(world))
         if (v.schedule == "1f1b" && (!v.distributed || v.overlap) && (!is_llama || v.tp <= 2)) variants.push_back(v);
+      // Context parallelism (dropless only: a capacity is per micro-batch): the load-balancing loss sums
+      // its statistics over the cp group.
+      if (!drop) {
+        if (world == 2) variants.push_back({1, 1, 1, false, false, "1f1b", true, 2});
+        if (world == 4) {
+          variants.push_back({2, 1, 1, true, false, "1f1b", true, 2});
+          variants.push_back({1, 1, 2, false, true, "1f1b", true, 2});
+          if (!is_llama) variants.push_back({1, 1, 1, false, false, "1f1b", true, 4});
+        }
+        if (world == 8) variants.push_back({2, 2, 1, true, false, "1f1b", true, 2});
+      }
       check_layouts(variants, extra, 1e-6, 1e-6, 1e-4);
     }
 }
