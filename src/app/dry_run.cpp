@@ -74,6 +74,30 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
                 "backward pass also %.2f MiB of fp32 key/value gradients\n",
                 cfg.model.seq_length, 2 * s.cp, d.T / 2, 2 * s.cp - 1, d.T, s.cp, mb(kv * rp.compute_type_bytes()), mb(kv * 4));
   }
+  if (cfg.model.num_experts > 0) {
+    const ModelConfig& m = cfg.model;
+    char routing[64] = "dropless";
+    if (m.moe_capacity_factor.set) std::snprintf(routing, sizeof routing, "capacity factor %g", m.moe_capacity_factor.value);
+    std::printf("== mixture of experts ==\n  %d experts of width %d, top-%d, %s, in blocks l with l %% %d == 0; %d experts per rank\n",
+                m.num_experts, cfg.moe_ffn_hidden(), m.moe_router_topk, routing, m.moe_layer_freq,
+                m.num_experts / cfg.system.expert_model_parallel_size);
+    for (int st = 0; st < s.pp; ++st) {
+      Coords at;
+      at.pp = st;
+      const RankPlan rp = make_rank_plan(cfg, plan, at);
+      std::size_t experts = 0, blocks = 0;
+      for (const auto& t : rp.table.tensors()) {
+        if (t.expert) experts += t.numel;
+        if (t.name.find(".router_w") != std::string::npos) ++blocks;
+      }
+      // The MoE share of the activations: the layout against the same one without its MoE buffers.
+      ActivationLayout dense = rp.activations;
+      for (auto& kind : dense.mlp_kinds) kind &= static_cast<unsigned char>(~kMoeMlp);
+      std::printf("  stage %d: %zu MoE blocks, %zu expert parameters per rank (%.2f MiB of weights), %.2f MiB of MoE "
+                  "activations (routed rows sized for the dropless worst case, tokens x top-k)\n",
+                  st, blocks, experts, mb(experts * rp.compute_type_bytes()), mb(rp.activations.bytes() - dense.bytes()));
+    }
+  }
   std::printf("== schedule ==\n");
   std::printf("  micro_batch_size %d, gradient-accumulation steps (micro-batches) m = %d x %d dp = global batch %d\n",
               plan.micro_batch, plan.num_micro_batches, s.dp, cfg.model.global_batch_size);

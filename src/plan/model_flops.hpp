@@ -1,7 +1,9 @@
 // The FLOP count behind MFU (model FLOPs utilisation), per token of a training step (forward +
 // backward):
 //   6 x (parameters used in matrix multiplies: per layer C^2 (queries) + 2C*G*HD (keys and values; G*HD = C
-//   without grouped-query attention) + C^2 (output projection) + 2CF (3CF with SwiGLU), plus the V x C LM head)
+//   without grouped-query attention) + C^2 (output projection) + 2CF (3CF with SwiGLU), plus the V x C LM head;
+//   a MoE block instead of 2CF: the router E*C and the top-k experts a token passes through, k x 2CF'
+//   (3CF' with SwiGLU), F' = moe_ffn_hidden_size, counted without dropping)
 //   + 6 x layers x T x C for attention (QK^T and attention-times-V), counted for the causal half:
 //     a causal model needs only the lower triangle (the host kernels compute only that; the CUDA
 //     kernels compute the whole (T,T) block and discard the upper half, which the count leaves out).

@@ -306,6 +306,40 @@ void check_all_kernels() {
     g.xent_backward(logits_d.data(), logits_d.data(), lse_d.data(), tokens_d.data(), dloss_d.data(), vocab_start, N, V);
     expect_close("xent_backward (in place)", logits_d.get(), logits);
   }
+  SECTION("moe") {  // E experts, top-K, R = N*K rows; a quarter of the assignments dropped (pos -1)
+    const int E = 8, K = 2;
+    const long R = N * K;
+    auto logits = random_vec<float>(gen, N * E, 2.0f), dw = random_vec<float>(gen, N * K), daux = random_vec<float>(gen, E, 0.1f);
+    std::vector<float> probs(N * E), w(N * K), dlogits(N * E);
+    std::vector<int> idx(N * K);
+    OnGpu<float> logits_d(logits), probs_d(probs), w_d(w), dw_d(dw), daux_d(daux), dlogits_d(dlogits);
+    OnGpu<int> idx_d(idx);
+    h.moe_router_forward(probs.data(), idx.data(), w.data(), logits.data(), N, E, K);
+    g.moe_router_forward(probs_d.data(), idx_d.data(), w_d.data(), logits_d.data(), N, E, K);
+    expect_close("moe_router_forward probs", probs_d.get(), probs);
+    expect_close("moe_router_forward weights", w_d.get(), w);
+    CHECK(idx_d.get() == idx);  // the same choices (random logits: no ties)
+    h.moe_router_backward(dlogits.data(), probs.data(), idx.data(), dw.data(), daux.data(), N, E, K);
+    g.moe_router_backward(dlogits_d.data(), probs_d.data(), idx_d.data(), dw_d.data(), daux_d.data(), N, E, K);
+    expect_close("moe_router_backward", dlogits_d.get(), dlogits);
+    std::vector<int> src(R), pos(N * K);
+    for (long r = 0; r < R; ++r) src[r] = static_cast<int>((r * 7919) % N), pos[r] = r % 4 == 3 ? -1 : static_cast<int>((r * 104729) % R);
+    auto x = random_vec<KT>(gen, N * C), scale = random_vec<float>(gen, R), rows = random_vec<float>(gen, R * C);
+    std::vector<KT> gathered(R * C);
+    std::vector<float> combined(N * C, 0.5f), dots(N * K);
+    OnGpu<int> src_d(src), pos_d(pos);
+    OnGpu<KT> x_d(x), gathered_d(gathered);
+    OnGpu<float> scale_d(scale), rows_d(rows), combined_d(combined), dots_d(dots);
+    h.moe_gather_rows(gathered.data(), x.data(), src.data(), scale.data(), R, C);
+    g.moe_gather_rows(gathered_d.data(), x_d.data(), src_d.data(), scale_d.data(), R, C);
+    expect_close("moe_gather_rows (scaled)", gathered_d.get(), gathered);
+    h.moe_combine(combined.data(), rows.data(), pos.data(), w.data(), N, K, C, true);
+    g.moe_combine(combined_d.data(), rows_d.data(), pos_d.data(), w_d.data(), N, K, C, true);
+    expect_close("moe_combine (accumulate)", combined_d.get(), combined);
+    h.moe_row_dots(dots.data(), x.data(), rows.data(), pos.data(), N, K, C);
+    g.moe_row_dots(dots_d.data(), x_d.data(), rows_d.data(), pos_d.data(), N, K, C);
+    expect_close("moe_row_dots", dots_d.get(), dots, 1e-5);
+  }
   SECTION("optimizer") {
     const long n = 100003;
     auto grad = random_vec<float>(gen, n), master = random_vec<float>(gen, n), m = random_vec<float>(gen, n, 0.1f);

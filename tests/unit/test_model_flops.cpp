@@ -22,3 +22,12 @@ TEST_CASE("model FLOPs of a Llama block count grouped keys/values and the SwiGLU
   // SwiGLU 3 x 32 x 64 = 6144: 9216; x 2 layers + 256*32 = 26624; x 6 = 159744. Attention as above: 786432.
   CHECK(model_flops_per_token(c) == 159744.0 + 786432.0);
 }
+
+TEST_CASE("model FLOPs of a MoE model count the router and the top-k experts of MoE blocks", "[plan][moe]") {
+  const Config c = load_config("[model]\nnum_layers=2\nhidden_size=32\nnum_attention_heads=1\nseq_length=2048\nvocab_size=256\n"
+                               "num_experts=8\nmoe_router_topk=2\nmoe_ffn_hidden_size=64\nmoe_layer_freq=2\n",
+                               "flops", {});
+  // Block 0 (MoE): attention 4*32^2 = 4096, router 8*32 = 256, two experts 2 x 2*32*64 = 8192: 12544;
+  // block 1 (dense, F = 128): 4096 + 2*32*128 = 12288; + 256*32 = 8192: 33024; x 6 = 198144; attention 786432.
+  CHECK(model_flops_per_token(c) == 198144.0 + 786432.0);
+}

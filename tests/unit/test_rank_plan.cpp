@@ -163,6 +163,14 @@ TEST_CASE("rank plan of a mixture-of-experts model: expert tensors split over tp
   for (std::size_t i = 0; i < t.size(); ++i)
     if (t[i].name == "h0.router_w" || t[i].name == "h0.expert_fcproj_b") CHECK_FALSE(p.counted[i]);
 
+  // Activations (fp32, 64-byte pieces; N = 4 tokens, E = 4, K = 2, R = 8 rows, C = 8, Fe = He = 4): a MoE
+  // block keeps probs (16 floats) 64, idx, w, pos (8 each) 3 x 64, src, row_w (8) 2 x 64, xin (64) 256,
+  // fch (32) 128, act (32) 128, out (64) 256 = 1152 bytes instead of the dense fch and fch_gelu (64 + 64
+  // floats, 512); the MoE scratch: logits 64, dw 64, daux 64, drows 256, dact 128, dfch 128, dxin 256 = 960.
+  const RankPlan dense = make_rank_plan(tiny({"--system.tensor_model_parallel_size=2"}), make_plan(c, 2), at);
+  CHECK(p.activations.bytes() == dense.activations.bytes() + 2 * (1152 - 512) + 960);
+  CHECK(p.memory().activations == p.activations.bytes());
+
   // Over expert parallelism each rank holds whole experts, initialised by their global index: the
   // slice of ep rank 1 of 2 is experts 2 and 3 of the one-rank tensor, value for value (SwiGLU: (E,2,F',C)).
   const ModelShape shape = ModelShape::from(tiny({"--model.num_experts=4", "--model.moe_ffn_hidden_size=8", "--model.swiglu=true"}));
