@@ -1,6 +1,6 @@
 // The whole model and whole runs on the GPU against the host and against one GPU rank:
-//   - one training step (forward, backward, AdamW) of the whole model on cuda vs host: fp32 loss and
-//     updated weights within 1e-5 (fp32 on both sides, summation order only, see test_cuda_kernels);
+//   - one training step (forward, backward, AdamW) of the whole model on cuda vs host (also with MoE
+//     blocks in fp32): fp32 loss and updated weights within 1e-5 (fp32 on both sides, summation order only, see test_cuda_kernels);
 //     bf16 loss within 2e-2 (the CUDA attention rounds its scores to bf16, the host does not, and every
 //     bf16 rounding step is 2^-8; the weights then move by one AdamW step of lr either way);
 //   - 2 and 4 ranks sharing this GPU through the MPI backend (device buffers staged through pinned
@@ -23,10 +23,10 @@ using namespace dtrain;
 
 namespace {
 
-Config small_model(const std::string& precision) {
+Config small_model(const std::string& precision, const std::vector<std::string>& overrides = {}) {
   return load_config("[model]\nnum_layers=2\nhidden_size=64\nnum_attention_heads=4\nseq_length=64\nvocab_size=64\n"
                      "global_batch_size=2\nmicro_batch_size=2\n[system]\nprecision=" + precision + "\n",
-                     "gpu step test", {});
+                     "gpu step test", overrides);
 }
 
 struct OneStep {
@@ -80,12 +80,16 @@ Config layout_config(const std::string& data, int tp, int pp, bool zero, const s
 TEST_CASE("one training step of the whole model on cuda matches the host", "[gpu][model]") {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  for (const char* precision : {"fp32", "bf16"}) {
-    const Config cfg = small_model(precision);
+  // fp32, bf16, and fp32 with MoE blocks (4 experts, top-2, load-balancing loss, capacity 1.0: the
+  // router, the host routing between device copies, the grouped expert GEMMs and the combine).
+  for (const char* precision : {"fp32", "bf16", "fp32 moe"}) {
+    const bool moe = std::string(precision) == "fp32 moe";
+    const Config cfg = moe ? small_model("fp32", {"--model.num_experts=4", "--model.moe_aux_loss_coeff=1e-2", "--model.moe_capacity_factor=1"})
+                           : small_model(precision);
     const OneStep host = one_step(cfg, kernels::Backend::host), gpu = one_step(cfg, kernels::Backend::cuda);
     const double loss_error = std::abs(gpu.loss - host.loss) / host.loss;
     const double weights_error = testing::relative_distance(gpu.weights, host.weights);
-    const bool fp32 = std::string(precision) == "fp32";
+    const bool fp32 = std::string(precision) != "bf16";
     if (rank == 0)
       std::printf("one step %s: loss cuda %.7f host %.7f (relative %.2e), weights relative %.2e\n", precision, gpu.loss, host.loss,
                   loss_error, weights_error);
