@@ -37,16 +37,27 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
   std::printf("== launch ==\n  launcher %s, %d ranks on %d node(s)%s\n", env.launcher.c_str(), env.world_size,
               env.num_nodes, env.job_id.empty() ? "" : (", Slurm job " + env.job_id).c_str());
 
-  std::printf("== layout: tp=%d cp=%d pp=%d dp=%d v=%d, order %s ==\n", s.tp, s.cp, s.pp, s.dp, plan.virtual_stages,
+  std::printf("== layout: tp=%d cp=%d pp=%d dp=%d ep=%d v=%d, order %s ==\n", s.tp, s.cp, s.pp, s.dp, s.ep, plan.virtual_stages,
               cfg.system.rank_order.c_str());
   print_groups("TP groups:", layout.groups(Axis::tp));
   print_groups("CP groups:", layout.groups(Axis::cp));
   print_groups("DP groups:", layout.groups(Axis::dp));
   print_groups("PP groups:", layout.groups(Axis::pp));
   print_groups("embedding groups:", layout.embedding_groups());
+  const bool moe = cfg.model.num_experts > 0;
+  if (moe) {
+    const int local = cfg.model.num_experts / s.ep;
+    std::printf("  experts: %d, ep=%d: %d experts per rank (EP rank e holds experts [e*%d, (e+1)*%d)); expert gradients are "
+                "reduced over expert-data-parallel groups of cp x dp / ep = %d ranks\n",
+                cfg.model.num_experts, s.ep, local, local, local, s.edp());
+    print_groups("EP groups:", layout.ep_groups());
+    print_groups("EDP groups:", layout.edp_groups());
+  }
   for (int r = 0; r < layout.world_size(); ++r) {
     const Coords c = layout.coords_of(r);
-    std::printf("  rank %d: node %s tp=%d cp=%d dp=%d pp=%d\n", r, names[r].c_str(), c.tp, c.cp, c.dp, c.pp);
+    std::printf("  rank %d: node %s tp=%d cp=%d dp=%d pp=%d", r, names[r].c_str(), c.tp, c.cp, c.dp, c.pp);
+    if (moe) std::printf(" ep=%d edp=%d", layout.ep_rank(c), layout.edp_rank(c));
+    std::printf("\n");
   }
 
   std::printf("== pipeline stages (balance) ==\n");

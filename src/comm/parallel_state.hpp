@@ -1,5 +1,5 @@
 // The parallel state of a rank: its coordinates on the grid and one communicator per axis (tp, cp,
-// dp, pp), the embedding group (first and last pipeline stage; absent on the other stages) and the
+// dp, pp), the expert-parallel and expert-data-parallel groups (rank_layout.hpp), the embedding group (first and last pipeline stage; absent on the other stages) and the
 // world, all from the communication layer (MPI or NCCL for the groups, MPI for the world). Built once from (world communicator, RankLayout), passed
 // by const reference; no globals. Destroy it before MPI_Finalize.
 #pragma once
@@ -45,6 +45,10 @@ class ParallelState {
   Communicator& dp() const { return group(Axis::dp); }
   Communicator& pp() const { return group(Axis::pp); }
   Communicator& world() const { return *world_; }
+  // Expert parallelism: the EP group (token dispatch) and the EDP group (expert gradients, expert
+  // optimizer slices); with ep = 1 the EP group is this rank alone and the EDP group is dp x cp.
+  Communicator& ep() const { return *ep_; }
+  Communicator& edp() const { return *edp_; }
   // The first and last pipeline stage of this rank's pipeline (the tied embedding); null elsewhere.
   Communicator* embedding() const { return embedding_.get(); }
 
@@ -59,7 +63,7 @@ class ParallelState {
   int world_rank_ = 0;
   Coords coords_;
   std::unique_ptr<Communicator> groups_[4];
-  std::unique_ptr<Communicator> embedding_, world_;
+  std::unique_ptr<Communicator> embedding_, world_, ep_, edp_;
 };
 
 }  // namespace dtrain

@@ -93,9 +93,10 @@ void validate_config(const Config& c) {
   if (y.context_parallel_size != 1)
     p.add("system.context_parallel_size=" + s(static_cast<long>(y.context_parallel_size)) +
           ": context parallelism is not supported yet; set it to 1");
-  if (y.expert_model_parallel_size != 1)
+  p.range("system.expert_model_parallel_size", y.expert_model_parallel_size, 1, kMaxRanks);
+  if (y.expert_model_parallel_size > 1 && m.num_experts < 2)
     p.add("system.expert_model_parallel_size=" + s(static_cast<long>(y.expert_model_parallel_size)) +
-          ": expert parallelism is not supported yet; set it to 1");
+          " needs a mixture-of-experts model; set model.num_experts >= 2 or expert_model_parallel_size=1");
   if (y.pipeline_schedule == PipelineSchedule::interleaved && y.virtual_pipeline_model_parallel_size < 2)
     p.add("system.pipeline_schedule=interleaved needs system.virtual_pipeline_model_parallel_size >= 2");
   else if (y.pipeline_schedule != PipelineSchedule::interleaved && y.virtual_pipeline_model_parallel_size > 1)
