@@ -56,7 +56,7 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
   for (int r = 0; r < layout.world_size(); ++r) {
     const Coords c = layout.coords_of(r);
     std::printf("  rank %d: node %s tp=%d cp=%d dp=%d pp=%d", r, names[r].c_str(), c.tp, c.cp, c.dp, c.pp);
-    if (moe) std::printf(" ep=%d edp=%d", layout.ep_rank(c), layout.edp_rank(c));
+    if (moe) std::printf(" ep=%d edp=%d", layout.sizes().ep_rank(c), layout.sizes().edp_rank(c));
     std::printf("\n");
   }
 

@@ -36,8 +36,8 @@ ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, const Com
     const int color = *std::min_element(members.begin(), members.end());
     return make(name, color, position, std::move(members));
   };
-  ep_ = make_group("ep", layout_.ep_group_of(world_rank_), layout_.ep_rank(coords_));
-  edp_ = make_group("edp", layout_.edp_group_of(world_rank_), layout_.edp_rank(coords_));
+  ep_ = make_group("ep", layout_.ep_group_of(world_rank_), layout_.sizes().ep_rank(coords_));
+  edp_ = make_group("edp", layout_.edp_group_of(world_rank_), layout_.sizes().edp_rank(coords_));
   const auto emb = layout_.embedding_group_of(world_rank_);
   if (emb.empty()) {
     MPI_Comm none = MPI_COMM_NULL;  // the split is collective: ranks outside every group take part too

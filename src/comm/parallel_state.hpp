@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "comm/communicator.hpp"
+#include "plan/buckets.hpp"
 #include "plan/rank_layout.hpp"
 #include "runtime/device.hpp"
 #include "runtime/trace.hpp"
@@ -49,6 +50,8 @@ class ParallelState {
   // optimizer slices); with ep = 1 the EP group is this rank alone and the EDP group is dp x cp.
   Communicator& ep() const { return *ep_; }
   Communicator& edp() const { return *edp_; }
+  // The group a gradient bucket is reduced (and sharded) over: edp for experts, else dp.
+  Communicator& grad_group(const BucketSpan& b) const { return b.expert ? edp() : dp(); }
   // The first and last pipeline stage of this rank's pipeline (the tied embedding); null elsewhere.
   Communicator* embedding() const { return embedding_.get(); }
 

@@ -99,7 +99,7 @@ std::vector<std::vector<int>> RankLayout::groups(Axis axis) const {
 
 std::vector<int> RankLayout::ep_group_of(int rank) const {
   Coords c = coords_of(rank);
-  const int first = c.dp - ep_rank(c);
+  const int first = c.dp - sizes_.ep_rank(c);
   std::vector<int> g;
   for (int i = 0; i < sizes_.ep; ++i) {
     c.dp = first + i;
@@ -110,7 +110,7 @@ std::vector<int> RankLayout::ep_group_of(int rank) const {
 
 std::vector<int> RankLayout::edp_group_of(int rank) const {
   Coords c = coords_of(rank);
-  const int e = ep_rank(c);
+  const int e = sizes_.ep_rank(c);
   std::vector<int> g;
   for (int j = 0; j < sizes_.dp / sizes_.ep; ++j)
     for (int k = 0; k < sizes_.cp; ++k) {  // EDP rank k + cp * j

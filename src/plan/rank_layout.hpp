@@ -36,6 +36,9 @@ struct ParallelSizes {
   int operator[](Axis a) const;
   int world() const { return tp * cp * dp * pp; }
   int edp() const { return cp * dp / ep; }  // expert-data-parallel group size
+  // A rank's place in its expert-parallel and expert-data-parallel groups (see the top of this file).
+  int ep_rank(const Coords& c) const { return c.dp % ep; }
+  int edp_rank(const Coords& c) const { return c.cp + cp * (c.dp / ep); }
 };
 
 class RankLayout {
@@ -58,8 +61,6 @@ class RankLayout {
   int group_index(Axis axis, int rank) const;
 
   // Expert parallelism (see the top of this file).
-  int ep_rank(const Coords& c) const { return c.dp % sizes_.ep; }
-  int edp_rank(const Coords& c) const { return c.cp + sizes_.cp * (c.dp / sizes_.ep); }
   std::vector<int> ep_group_of(int rank) const;   // ordered by EP rank
   std::vector<int> edp_group_of(int rank) const;  // ordered by EDP rank
   std::vector<std::vector<int>> ep_groups() const;

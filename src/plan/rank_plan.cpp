@@ -135,7 +135,8 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
              0, {}, {}, {}, {}, -1, {}};
   r.arena_size = padded_arena_size(r.table, s.dp);
   r.buckets = gradient_buckets(r.table, r.arena_size);
-  r.optimizer_ranges = optimizer_ranges(r.buckets, r.arena_size, s.dp, c.dp, r.distributed_optimizer);
+  r.groups = {{s.dp, c.dp}, {s.edp(), s.edp_rank(c)}};
+  r.optimizer_ranges = optimizer_ranges(r.buckets, r.arena_size, r.groups, r.distributed_optimizer);
   const bool sp = cfg.system.sequence_parallel && s.tp > 1;
   const auto& tensors = r.table.tensors();
   for (std::size_t i = 0; i < tensors.size(); ++i) {

@@ -58,6 +58,8 @@ struct TensorSpec {
   float init_std = 0.0f;
   std::size_t offset = 0;          // element offset in the parameter arena
   std::size_t numel = 0;           // elements of the local slice
+  bool expert = false;             // an expert's tensor: split over expert parallelism along dim 0, its
+                                   // gradients reduced over the expert-data-parallel group
 };
 
 // What part of the model a rank holds: v chunks of consecutive blocks (v = 1 without interleaving).

@@ -115,18 +115,18 @@ StepResult Trainer::train_step(int step) {
 
   StepResult r;
   r.loss = sum_over_world(loss_owner ? st.loss_sum : 0.0) / tokens;
-  // Squared norm over the gradients this rank is responsible for: its optimizer ranges (all of them on
-  // data-parallel rank 0 when the optimizer is not distributed), each tensor counted on one rank only.
+  // Squared norm over the gradients this rank is responsible for: its optimizer ranges of the tensors
+  // whose moments it writes (all ranges on rank 0 of a tensor's gradient group when the optimizer is
+  // not distributed), so every element is counted on one rank only.
   const RankPlan& rp = model_->plan();
   const auto& tensors = rp.table.tensors();
   double sq = 0.0;
-  if (cfg_.system.use_distributed_optimizer || ps_.coords().dp == 0)
-    for (const auto& range : rp.optimizer_ranges)
-      for (std::size_t i = 0; i < tensors.size(); ++i) {
-        const TensorSpec& t = tensors[i];
-        const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
-        if (lo < hi && rp.counted[i]) sq += k32_.sum_squares(grads.as<float>() + lo, static_cast<long>(hi - lo));
-      }
+  for (const auto& range : rp.optimizer_ranges)
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const TensorSpec& t = tensors[i];
+      const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
+      if (lo < hi && rp.writes_moments(i)) sq += k32_.sum_squares(grads.as<float>() + lo, static_cast<long>(hi - lo));
+    }
   r.grad_norm = std::sqrt(sum_over_world(sq));
   // Every rank holds the same loss and norm: all stop here together, before the optimizer step.
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {

@@ -73,7 +73,7 @@ TEST_CASE("EP and expert-data-parallel communicators match the layout", "[mpi][p
         const bool is_ep = g == &ps.ep();
         const auto expected = is_ep ? layout.ep_group_of(rank) : layout.edp_group_of(rank);
         CHECK(g->world_ranks() == expected);
-        CHECK(g->rank() == (is_ep ? layout.ep_rank(ps.coords()) : layout.edp_rank(ps.coords())));
+        CHECK(g->rank() == (is_ep ? layout.sizes().ep_rank(ps.coords()) : layout.sizes().edp_rank(ps.coords())));
         int sum = rank;
         g->all_reduce(&sum, 1, DType::i32, ReduceOp::sum, {"test"});
         CHECK(sum == std::accumulate(expected.begin(), expected.end(), 0));

@@ -106,6 +106,10 @@ TEST_CASE("layout checks name the key and the fix", "[config]") {
     CHECK(contains(e, "system.expert_model_parallel_size=4 does not divide the data-parallel size 2"));
     c.system.expert_model_parallel_size = 2;
     CHECK(error_of([&] { check_layout(c, 4); }).empty());
+    c.system.use_distributed_optimizer = true;
+    c.system.zero_stage = 2;
+    CHECK(contains(error_of([&] { validate_config(c); }), "system.zero_stage=2 with system.expert_model_parallel_size=2"));
+    c.system.zero_stage = 1;
     c.system.expert_model_parallel_size = 0;
     CHECK(contains(error_of([&] { validate_config(c); }), "system.expert_model_parallel_size"));
   }

@@ -124,8 +124,8 @@ TEST_CASE("16 ranks, tp=2 cp=2 dp=4 ep=2: EP and expert-data-parallel groups wri
   // EDP groups: same tp and EP rank (dp % 2), over (cp, dp / 2), ordered by cp + 2 * (dp / 2).
   CHECK(layout.edp_groups() == Groups{{0, 2, 8, 10}, {1, 3, 9, 11}, {4, 6, 12, 14}, {5, 7, 13, 15}});
   const Coords c = layout.coords_of(13);  // tp 1, cp 0, dp 3
-  CHECK(layout.ep_rank(c) == 1);
-  CHECK(layout.edp_rank(c) == 2);
+  CHECK(layout.sizes().ep_rank(c) == 1);
+  CHECK(layout.sizes().edp_rank(c) == 2);
   CHECK(layout.edp_group_of(13)[2] == 13);
   CHECK(layout.ep_group_of(13)[1] == 13);
 }
@@ -157,10 +157,10 @@ TEST_CASE("EP and EDP groups partition the world and cross in one rank", "[layou
       }
       for (int r = 0; r < layout.world_size(); ++r) {
         const Coords c = layout.coords_of(r);
-        CHECK(layout.ep_group_of(r)[layout.ep_rank(c)] == r);
-        CHECK(layout.edp_group_of(r)[layout.edp_rank(c)] == r);
+        CHECK(layout.ep_group_of(r)[layout.sizes().ep_rank(c)] == r);
+        CHECK(layout.edp_group_of(r)[layout.sizes().edp_rank(c)] == r);
         CHECK(static_cast<int>(layout.edp_group_of(r).size()) == s.edp());
-        for (int other : layout.edp_group_of(r)) CHECK(layout.ep_rank(layout.coords_of(other)) == layout.ep_rank(c));
+        for (int other : layout.edp_group_of(r)) CHECK(layout.sizes().ep_rank(layout.coords_of(other)) == layout.sizes().ep_rank(c));
       }
     }
 }
