@@ -45,6 +45,9 @@ void check_layout(const Config& c, int world) {
                    "; pad the vocabulary to a multiple of " + s(tp) + " (e.g. " + s((m.vocab_size + tp - 1) / tp * tp) + ")");
   if (c.ffn_hidden() % tp != 0)
     errs.push_back("model.ffn_hidden_size=" + s(c.ffn_hidden()) + " is not divisible by system.tensor_model_parallel_size=" + s(tp));
+  if (m.num_experts > 0 && c.moe_ffn_hidden() % tp != 0)
+    errs.push_back("model.moe_ffn_hidden_size=" + s(c.moe_ffn_hidden()) + " is not divisible by system.tensor_model_parallel_size=" +
+                   s(tp) + " (each tensor-parallel rank holds a slice of every expert's MLP)");
   if (m.num_layers % (pp * v) != 0)
     errs.push_back("model.num_layers=" + s(m.num_layers) + " is not divisible by system.pipeline_model_parallel_size=" + s(pp) +
                    (v > 1 ? " x system.virtual_pipeline_model_parallel_size=" + s(v) : std::string()) +

@@ -131,7 +131,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   const StagePart part = stage_part(cfg.model.num_layers, s.pp, v, c.pp);
   const ModelShape shape = ModelShape::from(cfg);
   RankPlan r{c, s, cfg.system.use_distributed_optimizer, cfg.system.precision, part,
-             TensorTable(shape, part, s.tp, c.tp, 16 * static_cast<std::size_t>(s.dp)),
+             TensorTable(shape, part, s.tp, c.tp, 16 * static_cast<std::size_t>(s.dp), s.ep, s.ep_rank(c)),
              0, {}, {}, {}, {}, -1, {}};
   r.arena_size = padded_arena_size(r.table, s.dp);
   r.buckets = gradient_buckets(r.table, r.arena_size);
