@@ -2,6 +2,7 @@
 #include "comm/communicator.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 namespace dtrain {
 
@@ -39,6 +40,13 @@ std::size_t Blocks::total() const {
   for (std::size_t c : counts) sum += c;
   return sum;
 }
+
+namespace {
+double now_seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+AllToAllTimer::AllToAllTimer(double& total) : total_(total), start_(now_seconds()) {}
+AllToAllTimer::~AllToAllTimer() { total_ += now_seconds() - start_; }
 
 CommRequest& CommRequest::operator=(CommRequest&& o) noexcept {
   if (this != &o) {

@@ -74,6 +74,19 @@ class CommRequest {
   std::unique_ptr<Impl> impl_;
 };
 
+// Adds the seconds of its lifetime to a counter (Communicator::all_to_all_seconds).
+class AllToAllTimer {
+ public:
+  explicit AllToAllTimer(double& total);
+  ~AllToAllTimer();
+  AllToAllTimer(const AllToAllTimer&) = delete;
+  AllToAllTimer& operator=(const AllToAllTimer&) = delete;
+
+ private:
+  double& total_;
+  double start_;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -104,6 +117,9 @@ class Communicator {
   // Host values, size() x k: block r (k counts) goes to rank r; the result's block r is what rank r sent
   // to this rank. How a receiver of all_to_all_v learns what comes.
   virtual std::vector<std::size_t> exchange_counts(const std::vector<std::size_t>& send_counts, const CommLabel& label) = 0;
+  // Seconds the host has spent in this group's all_to_all_v and exchange_counts so far (the
+  // dispatcher's share of a step; on NCCL only the launches, the transfer itself overlaps).
+  double all_to_all_seconds() const { return all_to_all_seconds_; }
   virtual void broadcast(void* buf, std::size_t count, DType t, int root, const CommLabel& label) = 0;
   // recv (count, on root only) <- the sum over the group of send.
   virtual void reduce(const void* send, void* recv, std::size_t count, DType t, int root, const CommLabel& label) = 0;
@@ -120,6 +136,7 @@ class Communicator {
 
  protected:
   Communicator(std::string name, std::vector<int> world_ranks) : name_(std::move(name)), world_ranks_(std::move(world_ranks)) {}
+  double all_to_all_seconds_ = 0.0;
   void set_position(int rank, int size) {
     rank_ = rank;
     size_ = size;

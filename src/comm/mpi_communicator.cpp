@@ -265,6 +265,7 @@ void MpiCommunicator::all_to_all_v(const void* send, const Blocks& send_blocks, 
   {
     auto w = watch(watchdog_, info(label, -1, (send_blocks.total() + recv_blocks.total()) * e));
     Trace::Span span(trace_, label.what, "comm");
+    const AllToAllTimer timer(all_to_all_seconds_);
     MPI_CHECK(MPI_Alltoallv(hs.data, sc.data(), sd.data(), mpi_type(t), hr.data, rc.data(), rd.data(), mpi_type(t), comm_));
   }
   done(hs, nullptr, 0, 0);
@@ -284,6 +285,7 @@ std::vector<std::size_t> MpiCommunicator::exchange_counts(const std::vector<std:
   {
     auto w = watch(watchdog_, info(label, -1, 2 * out.size() * sizeof(std::uint64_t)));
     Trace::Span span(trace_, label.what, "comm");
+    const AllToAllTimer timer(all_to_all_seconds_);
     MPI_CHECK(MPI_Alltoall(out.data(), k, MPI_UINT64_T, in.data(), k, MPI_UINT64_T, comm_));
   }
   return {in.begin(), in.end()};

@@ -154,6 +154,7 @@ class NcclCommunicator final : public Communicator {
   void all_to_all_v(const void* send, const Blocks& send_blocks, void* recv, const Blocks& recv_blocks, DType t,
                     const CommLabel& label) override {
     Trace::Span span(trace_, label.what, "comm");
+    const AllToAllTimer timer(all_to_all_seconds_);
     flush_sends();  // earlier sends of this group keep their place in NCCL's per-pair order
     after_compute();
     const std::size_t e = dtype_bytes(t);

@@ -98,6 +98,7 @@ StepResult Trainer::train_step(int step) {
   const double tokens = static_cast<double>(cfg_.model.global_batch_size) * cfg_.model.seq_length;
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
   Arena& grads = model_->grads();
+  const double all_to_all_before = ps_.ep().all_to_all_seconds();
   grad_sync_.wait_params(-1);
   grad_sync_.start_step();
   load_batches(*train_data_, "train", static_cast<std::uint64_t>(step));
@@ -152,6 +153,8 @@ StepResult Trainer::train_step(int step) {
   if (sharded_) sharded_->discard_all();  // ZeRO-3: the gathered copies are stale now
   // Measured bubble: every rank's waiting fraction, averaged (all ranks of a stage wait alike).
   r.bubble = sum_over_world(st.total_seconds > 0 ? st.wait_seconds / st.total_seconds : 0.0) / ps_.layout().world_size();
+  if (ps_.ep().size() > 1)
+    r.all_to_all_s = sum_over_world(ps_.ep().all_to_all_seconds() - all_to_all_before) / ps_.layout().world_size();
   return r;
 }
 
