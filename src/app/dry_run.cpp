@@ -69,6 +69,15 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
     for (const auto& c : rp.part.chunks) chunks += " [" + std::to_string(c.front()) + "-" + std::to_string(c.back()) + "]";
     std::printf("  stage %d: blocks%s%s%s, %zu parameters per rank, %d activation slots\n", st, chunks.c_str(),
                 rp.part.embedding ? " +embedding" : "", rp.part.head ? " +head" : "", rp.table.total(), rp.activations.slots);
+    if (moe) {
+      std::size_t experts = 0;
+      for (const auto& t : rp.table.tensors()) experts += t.expert ? t.numel : 0;
+      // fp32 gradients; moments (and bf16 master weights) of the rank's 1/edp slice under the distributed optimizer.
+      const std::size_t optimizer = (cfg.system.precision == Precision::bf16 ? 12 : 8) * experts /
+                                    static_cast<std::size_t>(cfg.system.use_distributed_optimizer ? s.edp() : 1);
+      std::printf("    of which %zu in its %d experts: %.2f MiB of params, %.2f MiB of grads, %.2f MiB of optimizer state per rank\n",
+                  experts, cfg.model.num_experts / s.ep, mb(experts * rp.compute_type_bytes()), mb(experts * 4), mb(optimizer));
+    }
   }
   std::printf("== schedule ==\n");
   std::printf("  micro_batch_size %d, gradient-accumulation steps (micro-batches) m = %d x %d dp = global batch %d\n",
