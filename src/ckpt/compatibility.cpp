@@ -13,17 +13,20 @@ std::vector<std::pair<std::string, std::string>> model_key_values(const Config& 
   const int kv = cfg.model.kv_heads();
   m.group_query_attention = kv != m.num_attention_heads;
   m.num_query_groups = m.group_query_attention ? kv : 1;
+  m.moe_ffn_hidden_size = m.num_experts > 0 ? cfg.moe_ffn_hidden() : 0;
   const bool rope = m.position_embedding_type == PositionEmbedding::rope;
   static const char* const kKeys[] = {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "seq_length",
                                       "vocab_size", "num_experts", "normalization", "norm_epsilon", "position_embedding_type",
                                       "rotary_base", "rotary_percent", "swiglu", "group_query_attention", "num_query_groups",
-                                      "untie_embeddings_and_output_weights", "add_bias_linear"};
+                                      "untie_embeddings_and_output_weights", "add_bias_linear", "moe_router_topk",
+                                      "moe_ffn_hidden_size", "moe_layer_freq"};
   const OptionTable table(c);
   std::vector<std::pair<std::string, std::string>> out;
   for (const char* key : kKeys) {
     const std::string name = std::string("model.") + key;
     const bool unused = (!rope && (name == "model.rotary_base" || name == "model.rotary_percent")) ||
-                        (!m.group_query_attention && name == "model.num_query_groups");
+                        (!m.group_query_attention && name == "model.num_query_groups") ||
+                        (m.num_experts == 0 && name.rfind("model.moe_", 0) == 0);
     for (const auto& o : table.options())
       if (o.name == name) out.emplace_back(name, unused ? std::string() : o.value_text());
   }

@@ -13,7 +13,9 @@ namespace dtrain {
 // The [model] keys that define the model's tensors and their meaning, as (key, value text) in the
 // options table's order and spelling, canonical: ffn_hidden_size resolved, grouped-query keys as the
 // tensors see them (num_query_groups = the key/value heads). A key the model does not use (rotary keys
-// without rope, num_query_groups without grouped-query attention) has the value "".
+// without rope, num_query_groups without grouped-query attention, the moe_ keys of a dense model) has the
+// value "". moe_ffn_hidden_size is resolved; the routing keys that do not shape tensors (capacity factor,
+// auxiliary loss) may change between runs.
 std::vector<std::pair<std::string, std::string>> model_key_values(const Config& cfg);
 
 // "model.num_layers = 4 in <saved_as>, 2 in this run" for every model key that differs. seq_length

@@ -100,6 +100,10 @@ const char* hf_class_name(HfArchitecture a) { return a == HfArchitecture::gpt2 ?
 
 HfArchitecture hf_architecture(const Config& cfg) {
   const ModelConfig& m = cfg.model;
+  if (m.num_experts > 0)
+    throw UserError("model.num_experts=" + std::to_string(m.num_experts) +
+                    ": mixture-of-experts models have no Hugging Face mapping in dtrain (GPT2LMHeadModel and "
+                    "LlamaForCausalLM are dense); export a model with num_experts=0");
   if (is_llama(m, cfg)) return HfArchitecture::llama;
   if (is_gpt2(m)) return HfArchitecture::gpt2;
   std::ostringstream os;
@@ -329,7 +333,7 @@ HfModelConfig config_from_hf(const std::string& json_text, const std::string& pa
 std::string model_keys_text(const Config& cfg) {
   std::string text;
   for (const auto& [key, value] : model_key_values(cfg))
-    if (!value.empty() && key != "model.num_experts") text += key.substr(6) + " = " + value + "\n";
+    if (!value.empty() && key.rfind("model.num_experts", 0) != 0 && key.rfind("model.moe_", 0) != 0) text += key.substr(6) + " = " + value + "\n";
   return text;
 }
 

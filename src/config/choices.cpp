@@ -5,10 +5,12 @@
 #include <boost/program_options/value_semantic.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <ostream>
+#include <string_view>
 
 namespace po = boost::program_options;
 
@@ -57,6 +59,14 @@ std::ostream& operator<<(std::ostream& os, PositionEmbedding v) {
   return os << (v == PositionEmbedding::rope ? "rope" : "learned_absolute");
 }
 std::ostream& operator<<(std::ostream& os, DataFormat v) { return os << (v == DataFormat::megatron ? "megatron" : "dtrain"); }
+std::ostream& operator<<(std::ostream& os, MoeLoadBalancing v) {
+  return os << (v == MoeLoadBalancing::none ? "none" : "aux_loss");
+}
+std::ostream& operator<<(std::ostream& os, const CapacityFactor& v) {
+  if (!v.set) return os << "none";
+  char buf[64];  // the shortest text that reads back as the same double
+  return os << std::string_view(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v.value).ptr - buf));
+}
 std::ostream& operator<<(std::ostream& os, const DataSplit& v) {
   return os << v.weights[0] << ',' << v.weights[1] << ',' << v.weights[2];
 }
@@ -137,6 +147,25 @@ void validate(boost::any& out, const std::vector<std::string>& values, DataForma
   if (s == "dtrain") out = DataFormat::dtrain;
   else if (s == "megatron") out = DataFormat::megatron;
   else bad_word(s, "dtrain or megatron");
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, MoeLoadBalancing*, int) {
+  const std::string& s = single(out, values);
+  if (s == "aux_loss") out = MoeLoadBalancing::aux_loss;
+  else if (s == "none") out = MoeLoadBalancing::none;
+  else bad_word(s, "aux_loss or none");
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, CapacityFactor*, int) {
+  const std::string& s = single(out, values);
+  CapacityFactor v;
+  if (s != "none") {
+    char* end = nullptr;
+    v.set = true;
+    v.value = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !std::isfinite(v.value)) bad_word(s, "none (dropless) or a number > 0 (e.g. 1.25)");
+  }
+  out = v;
 }
 
 void validate(boost::any& out, const std::vector<std::string>& values, DataSplit*, int) {

@@ -43,6 +43,17 @@ enum class PipelineSchedule {
   afab,         // "afab": all forwards, then all backwards (the oracle)
 };
 
+// model.moe_router_load_balancing_type (Megatron's words): aux_loss = the Switch/GShard load-balancing
+// loss (model.moe_aux_loss_coeff) is added to the objective; none = no auxiliary term.
+enum class MoeLoadBalancing { aux_loss, none };
+
+// model.moe_capacity_factor: unset ("none", the default) = dropless routing; a number f > 0 = each
+// expert takes at most ceil(f * tokens * topk / experts) assignments of a micro-batch, the rest dropped.
+struct CapacityFactor {
+  bool set = false;
+  double value = 0.0;
+};
+
 // data.format: dtrain token files (PREFIX.train.bin, PREFIX.val.bin) or Megatron indexed datasets
 // (PREFIX.bin + PREFIX.idx).
 enum class DataFormat { dtrain, megatron };
@@ -74,6 +85,8 @@ std::ostream& operator<<(std::ostream& os, RecomputeGranularity v);
 std::ostream& operator<<(std::ostream& os, RecomputeMethod v);
 std::ostream& operator<<(std::ostream& os, PositionEmbedding v);
 std::ostream& operator<<(std::ostream& os, DataFormat v);
+std::ostream& operator<<(std::ostream& os, MoeLoadBalancing v);
+std::ostream& operator<<(std::ostream& os, const CapacityFactor& v);
 std::ostream& operator<<(std::ostream& os, const DataSplit& v);
 std::ostream& operator<<(std::ostream& os, const MicroBatchSize& v);
 std::ostream& operator<<(std::ostream& os, const CheckpointLoad& v);
@@ -89,6 +102,8 @@ void validate(boost::any& out, const std::vector<std::string>& values, Recompute
 void validate(boost::any& out, const std::vector<std::string>& values, RecomputeMethod*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, PositionEmbedding*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, DataFormat*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, MoeLoadBalancing*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, CapacityFactor*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, DataSplit*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, MicroBatchSize*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, CheckpointLoad*, int);

@@ -17,7 +17,16 @@ struct ModelConfig {
   int vocab_size = 256;
   int global_batch_size = 8;
   MicroBatchSize micro_batch_size;  // resolved by the training plan
+  // Mixture of experts (Megatron's keys): num_experts = 0 is the dense MLP; n >= 1 replaces the MLP of
+  // every moe_layer_freq-th block (block l with l % moe_layer_freq == 0) by n experts of width
+  // moe_ffn_hidden_size, each token routed to moe_router_topk of them.
   int num_experts = 0;
+  int moe_router_topk = 2;
+  int moe_ffn_hidden_size = 0;      // 0 = ffn_hidden_size (resolved)
+  double moe_aux_loss_coeff = 0.0;  // weight of the load-balancing loss (0 = off)
+  MoeLoadBalancing moe_router_load_balancing_type = MoeLoadBalancing::aux_loss;
+  CapacityFactor moe_capacity_factor;  // unset = dropless
+  int moe_layer_freq = 1;
   // The block design (Megatron's keys): GPT-2 by default; Llama is RMSNorm + rope + swiglu + GQA,
   // untied, no linear biases.
   Normalization normalization = Normalization::layernorm;
@@ -35,6 +44,7 @@ struct ModelConfig {
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   int recompute_num_layers = 1;
   int kv_heads() const { return group_query_attention ? num_query_groups : num_attention_heads; }
+  bool moe_layer(int layer) const { return num_experts > 0 && moe_layer_freq > 0 && layer % moe_layer_freq == 0; }
 };
 
 struct SystemConfig {
@@ -120,6 +130,7 @@ struct Config {
   DebugConfig debug;
 
   int ffn_hidden() const { return model.ffn_hidden_size > 0 ? model.ffn_hidden_size : 4 * model.hidden_size; }
+  int moe_ffn_hidden() const { return model.moe_ffn_hidden_size > 0 ? model.moe_ffn_hidden_size : ffn_hidden(); }
   // Dims of each head that RoPE turns: int(head_dim * rotary_percent), as Megatron.
   int rotary_dims() const {
     const int head_dim = model.num_attention_heads > 0 ? model.hidden_size / model.num_attention_heads : 0;

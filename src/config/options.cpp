@@ -50,7 +50,21 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("model.micro_batch_size", &m.micro_batch_size,
       "samples per forward/backward pass; 'auto' picks the largest that meets "
       "system.max_bubble_fraction and system.memory_budget_gb");
-  add("model.num_experts", &m.num_experts, "mixture-of-experts experts; 0 = dense MLP (MoE is not supported yet)");
+  add("model.num_experts", &m.num_experts,
+      "mixture-of-experts experts E; 0 = dense MLP; E >= 1 replaces the MLP of every moe_layer_freq-th block by E experts");
+  add("model.moe_router_topk", &m.moe_router_topk,
+      "experts per token k (1 <= k <= num_experts): the router's softmax over the experts in fp32, then its k largest "
+      "probabilities (ties: the lower expert index) weight the experts' outputs, not renormalised");
+  add("model.moe_ffn_hidden_size", &m.moe_ffn_hidden_size, "width of each expert's MLP; 0 = ffn_hidden_size");
+  add("model.moe_aux_loss_coeff", &m.moe_aux_loss_coeff,
+      "weight of the Switch/GShard load-balancing loss coeff * E / (N^2 k) * sum_e (sum_t p_te) * tokens_e, per MoE "
+      "layer and micro-batch of N tokens, added to the objective (averaged over micro-batches like the LM loss)");
+  add("model.moe_router_load_balancing_type", &m.moe_router_load_balancing_type,
+      "aux_loss (the load-balancing loss above) or none (no auxiliary term)");
+  add("model.moe_capacity_factor", &m.moe_capacity_factor,
+      "none = dropless; a number f > 0 = each expert takes at most ceil(f * N * k / E) of a micro-batch's N*k "
+      "assignments, the most probable (ties: the earlier token); the others contribute nothing");
+  add("model.moe_layer_freq", &m.moe_layer_freq, "block l is a MoE block when l % moe_layer_freq == 0 (1 = every block)");
   add("model.normalization", &m.normalization, "LayerNorm (GPT-2) or RMSNorm (Llama): every block's norms and the final norm");
   add("model.norm_epsilon", &m.norm_epsilon, "epsilon added to the variance (LayerNorm) or mean square (RMSNorm)");
   add("model.position_embedding_type", &m.position_embedding_type,

@@ -44,6 +44,24 @@ class Problems {
   std::vector<std::string> lines_;
 };
 
+// The mixture-of-experts keys (checked only with num_experts >= 1; the dense model ignores them).
+void validate_moe(Problems& p, const Config& c) {
+  const auto& m = c.model;
+  p.range("model.num_experts", m.num_experts, 0, kMaxExperts, "0 = dense MLP");
+  if (m.num_experts < 1) return;
+  p.range("model.moe_router_topk", m.moe_router_topk, 1, m.num_experts, "experts per token, at most model.num_experts");
+  p.range("model.moe_ffn_hidden_size", m.moe_ffn_hidden_size, 0, kMaxFfn, "0 = ffn_hidden_size");
+  p.range("model.moe_layer_freq", m.moe_layer_freq, 1, kMaxLayers, "1 = every block");
+  p.real("model.moe_aux_loss_coeff", m.moe_aux_loss_coeff, 0, 1e9, false, false, "a finite number >= 0 (e.g. 1e-2)");
+  if (m.moe_capacity_factor.set) {
+    p.real("model.moe_capacity_factor", m.moe_capacity_factor.value, 0, 1e6, true, false, "> 0 (e.g. 1.25), or none for dropless");
+    if (c.system.context_parallel_size > 1)
+      p.add("model.moe_capacity_factor=" + s(m.moe_capacity_factor.value) + " drops tokens per micro-batch, which context "
+            "parallelism (system.context_parallel_size=" + s(static_cast<long>(c.system.context_parallel_size)) +
+            ") splits over ranks; use moe_capacity_factor=none (dropless) with context parallelism");
+  }
+}
+
 }  // namespace
 
 std::string divisor_list(long n) {
@@ -66,7 +84,7 @@ void validate_config(const Config& c) {
   if (!m.micro_batch_size.automatic && m.micro_batch_size.value > m.global_batch_size)
     p.add("model.micro_batch_size=" + s(m.micro_batch_size.value) + " is larger than model.global_batch_size=" +
           s(static_cast<long>(m.global_batch_size)));
-  if (m.num_experts > 1) p.add("model.num_experts=" + s(static_cast<long>(m.num_experts)) + ": mixture-of-experts is not supported yet; set it to 0");
+  validate_moe(p, c);
   if (m.hidden_size >= 1 && m.num_attention_heads >= 1 && m.hidden_size % m.num_attention_heads != 0)
     p.add("model.hidden_size=" + s(static_cast<long>(m.hidden_size)) + " is not divisible by model.num_attention_heads=" +
           s(static_cast<long>(m.num_attention_heads)) + "; use a head count among: " + divisor_list(m.hidden_size));
@@ -96,9 +114,10 @@ void validate_config(const Config& c) {
           s(static_cast<long>(y.context_parallel_size)) + " chunks (two per rank, for balanced causal attention), so it must divide " +
           "model.seq_length/2=" + s(static_cast<long>(m.seq_length) / 2) + (m.seq_length % 2 ? " (seq_length is odd)" : "") +
           (m.seq_length >= 2 ? "; choose cp among: " + divisor_list(m.seq_length / 2) : std::string()));
-  if (y.expert_model_parallel_size != 1)
+  p.range("system.expert_model_parallel_size", y.expert_model_parallel_size, 1, kMaxRanks);
+  if (y.expert_model_parallel_size > 1 && m.num_experts < 2)
     p.add("system.expert_model_parallel_size=" + s(static_cast<long>(y.expert_model_parallel_size)) +
-          ": expert parallelism is not supported yet; set it to 1");
+          " needs a mixture-of-experts model; set model.num_experts >= 2 or expert_model_parallel_size=1");
   if (y.pipeline_schedule == PipelineSchedule::interleaved && y.virtual_pipeline_model_parallel_size < 2)
     p.add("system.pipeline_schedule=interleaved needs system.virtual_pipeline_model_parallel_size >= 2");
   else if (y.pipeline_schedule != PipelineSchedule::interleaved && y.virtual_pipeline_model_parallel_size > 1)
@@ -116,6 +135,9 @@ void validate_config(const Config& c) {
   if (y.zero_stage > 1 && y.device == ComputeDevice::cuda)
     p.add("system.zero_stage=" + s(static_cast<long>(y.zero_stage)) +
           " releases memory page by page, which dtrain does on system.device=cpu only so far; use zero_stage=1 on GPUs");
+  if (y.zero_stage > 1 && y.expert_model_parallel_size > 1)
+    p.add("system.zero_stage=" + s(static_cast<long>(y.zero_stage)) + " with system.expert_model_parallel_size=" +
+          s(static_cast<long>(y.expert_model_parallel_size)) + ": ZeRO-2/3 do not shard expert-parallel tensors yet; use zero_stage=1");
   if (y.comm_backend == CommBackend::nccl && y.device != ComputeDevice::cuda)
     p.add("system.comm_backend=nccl needs system.device=cuda (NCCL moves GPU memory); use comm_backend=mpi or auto on CPUs");
 

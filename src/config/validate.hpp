@@ -14,6 +14,7 @@ namespace dtrain {
 constexpr long kMaxLayers = 4096;
 constexpr long kMaxHidden = 65536;
 constexpr long kMaxFfn = 1 << 20;
+constexpr long kMaxExperts = 4096;
 constexpr long kMaxSeqLength = 1 << 20;
 constexpr long kMaxVocab = 1 << 24;
 constexpr long kMaxGlobalBatch = 1 << 24;

@@ -18,6 +18,10 @@ ModelShape ModelShape::from(const Config& c) {
   s.norm_eps = static_cast<float>(m.norm_epsilon);
   s.rotary_base = static_cast<float>(m.rotary_base);
   s.rotary_dim = s.rope ? c.rotary_dims() : 0;
+  s.experts = m.num_experts;
+  s.moe_ffn = m.num_experts > 0 ? c.moe_ffn_hidden() : 0;
+  s.moe_freq = m.moe_layer_freq;
+  s.topk = m.num_experts > 0 ? m.moe_router_topk : 0;
   return s;
 }
 
@@ -55,8 +59,9 @@ StagePart stage_part(int num_layers, int pp, int v, int stage) {
   return part;
 }
 
-TensorTable::TensorTable(const ModelShape& s, const StagePart& part, int tp_size, int tp_rank, std::size_t bucket_alignment)
-    : tp_size_(tp_size), tp_rank_(tp_rank), bucket_alignment_(bucket_alignment) {
+TensorTable::TensorTable(const ModelShape& s, const StagePart& part, int tp_size, int tp_rank, std::size_t bucket_alignment,
+                         int ep_size, int ep_rank)
+    : tp_size_(tp_size), tp_rank_(tp_rank), ep_size_(ep_size), ep_rank_(ep_rank), bucket_alignment_(bucket_alignment) {
   const long C = s.hidden, F = s.ffn, V = s.vocab, T = s.seq_length, HD = s.head_dim();
   const float std_w = 0.02f;
   // GPT-2: residual-stream projections scaled by 1/sqrt(2 * layers).
@@ -86,6 +91,10 @@ TensorTable::TensorTable(const ModelShape& s, const StagePart& part, int tp_size
     add(p + "proj_w", {C, C}, 1, l, true, InitKind::normal, std_res);
     if (s.bias) add(p + "proj_b", {C}, -1, l, false, InitKind::zeros, 0);
     norm(p + "ln2", l);
+    if (s.moe(l)) {
+      add_moe(s, p, l, std_w, std_res);
+      continue;
+    }
     if (s.swiglu) {
       add(p + "fc_w", {2, F, C}, 1, l, true, InitKind::normal, std_w);
       if (s.bias) add(p + "fc_b", {2, F}, 1, l, false, InitKind::zeros, 0);
@@ -102,14 +111,36 @@ TensorTable::TensorTable(const ModelShape& s, const StagePart& part, int tp_size
   }
 }
 
+void TensorTable::add_moe(const ModelShape& s, const std::string& p, int l, float std_w, float std_res) {
+  const long E = s.experts, C = s.hidden, F = s.moe_ffn;
+  add(p + "router_w", {E, C}, -1, l, true, InitKind::normal, std_w);
+  if (s.swiglu) {
+    add(p + "expert_fc_w", {E, 2, F, C}, 2, l, true, InitKind::normal, std_w, false, true);
+    if (s.bias) add(p + "expert_fc_b", {E, 2, F}, 2, l, false, InitKind::zeros, 0, false, true);
+  } else {
+    add(p + "expert_fc_w", {E, F, C}, 1, l, true, InitKind::normal, std_w, false, true);
+    if (s.bias) add(p + "expert_fc_b", {E, F}, 1, l, false, InitKind::zeros, 0, false, true);
+  }
+  add(p + "expert_fcproj_w", {E, C, F}, 2, l, true, InitKind::normal, std_res, false, true);
+  if (s.bias) add(p + "expert_fcproj_b", {E, C}, -1, l, false, InitKind::zeros, 0, false, true);
+}
+
 void TensorTable::add(std::string name, std::vector<long> shape, int split_dim, int layer, bool decay,
-                      InitKind init, float std, bool packed) {
+                      InitKind init, float std, bool packed, bool expert) {
   TensorSpec t;
   t.name = std::move(name);
   t.global_shape = shape;
   t.split_dim = tp_size_ > 1 ? split_dim : -1;
   t.local_shape = shape;
   t.local_offset.assign(shape.size(), 0);
+  t.expert = expert;
+  if (expert) {  // whole experts per expert-parallel rank
+    if (shape[0] % ep_size_ != 0)
+      throw UserError(t.name + ": model.num_experts=" + std::to_string(shape[0]) +
+                      " is not divisible by system.expert_model_parallel_size=" + std::to_string(ep_size_));
+    t.local_shape[0] = shape[0] / ep_size_;
+    t.local_offset[0] = ep_rank_ * t.local_shape[0];
+  }
   if (t.split_dim >= 0) {
     const long full = shape[t.split_dim];
     if (full % tp_size_ != 0)
@@ -126,7 +157,7 @@ void TensorTable::add(std::string name, std::vector<long> shape, int split_dim, 
   for (long d : t.local_shape) t.numel *= static_cast<std::size_t>(d);
   // 16-float (64-byte) alignment keeps every tensor on its own cache line for SIMD kernels; a new
   // group (another layer) starts a new gradient bucket.
-  const bool new_group = !tensors_.empty() && tensors_.back().layer != layer;
+  const bool new_group = !tensors_.empty() && (tensors_.back().layer != layer || tensors_.back().expert != expert);
   const std::size_t align = packed ? 1 : new_group ? bucket_alignment_ : 16;
   total_ = (total_ + align - 1) / align * align;
   t.offset = total_;

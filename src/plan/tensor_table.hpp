@@ -16,6 +16,13 @@
 //   MLP: h<l>.fc_w (F,C) column-parallel (split dim 0), h<l>.fc_b (F) [b]; with swiglu h<l>.fc_w (2,F,C)
 //     split dim 1 ([gate; up] rows), h<l>.fc_b (2,F) [b]
 //   h<l>.fcproj_w (C,F) row-parallel (split dim 1), h<l>.fcproj_b (C) [b]
+//   MoE blocks (model.num_experts = E >= 1, block l with l % moe_layer_freq == 0) replace the MLP by a
+//   router and E experts of width F' = moe_ffn_hidden_size, split over tp like the dense MLP and over
+//   expert parallelism (ep) along dim 0, E/ep whole experts per rank (TensorSpec::expert):
+//     h<l>.router_w (E,C) replicated (over tp and ep; the router computes in fp32, stored in the run's type)
+//     h<l>.expert_fc_w (E,F',C) split dim 1, h<l>.expert_fc_b (E,F') [b]; with swiglu (E,2,F',C) split dim 2
+//       ([gate; up] rows per expert) and (E,2,F') [b]
+//     h<l>.expert_fcproj_w (E,C,F') split dim 2, h<l>.expert_fcproj_b (E,C) [b] replicated over tp
 //   lnf_w, lnf_b [LN] (C) (last stage); the LM head is wte (tied) or lm_head (V,C) vocab-parallel (untied),
 //   last stage.
 #pragma once
@@ -39,8 +46,13 @@ struct ModelShape {
   float norm_eps = 1e-5f;
   float rotary_base = 10000.0f;
   int rotary_dim = 0;     // dims of each head that RoPE turns
+  int experts = 0;        // model.num_experts (0 = dense MLP everywhere)
+  int moe_ffn = 0;        // width of each expert's MLP
+  int moe_freq = 1;       // every moe_freq-th block (l % moe_freq == 0) is a MoE block
+  int topk = 0;           // experts per token
   static ModelShape from(const Config& c);
   int head_dim() const { return hidden / heads; }
+  bool moe(int layer) const { return experts > 0 && layer % moe_freq == 0; }
   bool grouped() const { return kv_heads != heads; }
 };
 
@@ -58,6 +70,10 @@ struct TensorSpec {
   float init_std = 0.0f;
   std::size_t offset = 0;          // element offset in the parameter arena
   std::size_t numel = 0;           // elements of the local slice
+  // An expert tensor: dim 0 indexes the experts and is split over expert parallelism (this rank holds
+  // experts [local_offset[0], local_offset[0] + local_shape[0])); its gradient is not summed over the
+  // ranks that hold other experts (the expert-data-parallel group reduces it).
+  bool expert = false;
 };
 
 // What part of the model a rank holds: v chunks of consecutive blocks (v = 1 without interleaving).
@@ -75,20 +91,26 @@ StagePart stage_part(int num_layers, int pp, int v, int stage);
 
 class TensorTable {
  public:
-  // Tensors start on 16-float boundaries; each layer's group of tensors (and the embedding and head
-  // groups) on a multiple of bucket_alignment (16 x the data-parallel size), so that gradient buckets
-  // split into equal, aligned data-parallel slices.
-  TensorTable(const ModelShape& shape, const StagePart& part, int tp_size, int tp_rank, std::size_t bucket_alignment = 16);
+  // Tensors start on 16-float boundaries; each layer's group of tensors (a block's experts a group of
+  // their own, and the embedding and head groups) on a multiple of bucket_alignment (16 x the
+  // data-parallel size), so that gradient buckets
+  // split into equal, aligned data-parallel slices. Expert tensors are sliced over ep_size expert-parallel
+  // ranks (this one ep_rank) along dim 0.
+  TensorTable(const ModelShape& shape, const StagePart& part, int tp_size, int tp_rank, std::size_t bucket_alignment = 16,
+              int ep_size = 1, int ep_rank = 0);
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
   const TensorSpec& get(const std::string& name) const;
   const TensorSpec* find(const std::string& name) const;
   std::size_t total() const { return total_; }
 
  private:
-  // packed: placed right after the previous tensor, without alignment (one weight with it).
+  // packed: placed right after the previous tensor, without alignment (one weight with it); expert: an
+  // expert tensor (dim 0 split over ep).
   void add(std::string name, std::vector<long> shape, int split_dim, int layer, bool decay, InitKind init, float std,
-           bool packed = false);
-  int tp_size_, tp_rank_;
+           bool packed = false, bool expert = false);
+  // The router and experts of MoE block l (prefix "h<l>.").
+  void add_moe(const ModelShape& s, const std::string& prefix, int layer, float std_w, float std_res);
+  int tp_size_, tp_rank_, ep_size_, ep_rank_;
   std::size_t bucket_alignment_;
   std::vector<TensorSpec> tensors_;
   std::size_t total_ = 0;

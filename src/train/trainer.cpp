@@ -117,6 +117,7 @@ StepResult Trainer::train_step(int step) {
   const double tokens = static_cast<double>(cfg_.model.global_batch_size) * cfg_.model.seq_length;
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
   Arena& grads = model_->grads();
+  const double all_to_all_before = ps_.ep().all_to_all_seconds();
   grad_sync_.wait_params(-1);
   grad_sync_.start_step();
   load_batches(*train_data_, "train", static_cast<std::uint64_t>(step));
@@ -134,18 +135,18 @@ StepResult Trainer::train_step(int step) {
 
   StepResult r;
   r.loss = sum_over_world(loss_owner ? st.loss_sum : 0.0) / tokens;
-  // Squared norm over the gradients this rank is responsible for: its optimizer ranges (all of them on
-  // data-parallel rank 0 when the optimizer is not distributed), each tensor counted on one rank only.
+  // Squared norm over the gradients this rank is responsible for: its optimizer ranges of the tensors
+  // whose moments it writes (all ranges on rank 0 of a tensor's gradient group when the optimizer is
+  // not distributed), so every element is counted on one rank only.
   const RankPlan& rp = model_->plan();
   const auto& tensors = rp.table.tensors();
   double sq = 0.0;
-  if (cfg_.system.use_distributed_optimizer || rp.replica() == 0)
-    for (const auto& range : rp.optimizer_ranges)
-      for (std::size_t i = 0; i < tensors.size(); ++i) {
-        const TensorSpec& t = tensors[i];
-        const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
-        if (lo < hi && rp.counted[i]) sq += k32_.sum_squares(grads.as<float>() + lo, static_cast<long>(hi - lo));
-      }
+  for (const auto& range : rp.optimizer_ranges)
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const TensorSpec& t = tensors[i];
+      const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
+      if (lo < hi && rp.writes_moments(i)) sq += k32_.sum_squares(grads.as<float>() + lo, static_cast<long>(hi - lo));
+    }
   r.grad_norm = std::sqrt(sum_over_world(sq));
   // Every rank holds the same loss and norm: all stop here together, before the optimizer step.
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
@@ -171,6 +172,8 @@ StepResult Trainer::train_step(int step) {
   if (sharded_) sharded_->discard_all();  // ZeRO-3: the gathered copies are stale now
   // Measured bubble: every rank's waiting fraction, averaged (all ranks of a stage wait alike).
   r.bubble = sum_over_world(st.total_seconds > 0 ? st.wait_seconds / st.total_seconds : 0.0) / ps_.layout().world_size();
+  if (ps_.ep().size() > 1)
+    r.all_to_all_s = sum_over_world(ps_.ep().all_to_all_seconds() - all_to_all_before) / ps_.layout().world_size();
   return r;
 }
 

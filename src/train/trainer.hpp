@@ -30,6 +30,7 @@ struct StepResult {
   double grad_norm = 0.0;  // before clipping, every parameter counted once
   double lr = 0.0;
   double bubble = 0.0;     // measured: mean over stages of the fraction of the step spent waiting
+  double all_to_all_s = 0.0;  // expert parallelism: mean over ranks of the seconds in the token all-to-alls
 };
 
 class Trainer {

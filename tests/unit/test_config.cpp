@@ -110,6 +110,23 @@ TEST_CASE("layout checks name the key and the fix", "[config]") {
     c.system.tensor_model_parallel_size = 32;  // 16 rows per cp rank cannot shard over 32
     CHECK(contains(error_of([&] { check_layout(c, 64); }), "model.seq_length=32 / system.context_parallel_size=2 = 16"));
   }
+  SECTION("expert parallelism: ep divides num_experts and the data-parallel size") {
+    c.system.expert_model_parallel_size = 2;
+    CHECK(contains(error_of([&] { validate_config(c); }), "system.expert_model_parallel_size=2 needs a mixture-of-experts model"));
+    c.model.num_experts = 6;
+    c.system.expert_model_parallel_size = 4;  // dp = 2 at 4 ranks with tp 2
+    auto e = error_of([&] { check_layout(c, 4); });
+    CHECK(contains(e, "model.num_experts=6 is not divisible by system.expert_model_parallel_size=4"));
+    CHECK(contains(e, "system.expert_model_parallel_size=4 does not divide the data-parallel size 2"));
+    c.system.expert_model_parallel_size = 2;
+    CHECK(error_of([&] { check_layout(c, 4); }).empty());
+    c.system.use_distributed_optimizer = true;
+    c.system.zero_stage = 2;
+    CHECK(contains(error_of([&] { validate_config(c); }), "system.zero_stage=2 with system.expert_model_parallel_size=2"));
+    c.system.zero_stage = 1;
+    c.system.expert_model_parallel_size = 0;
+    CHECK(contains(error_of([&] { validate_config(c); }), "system.expert_model_parallel_size"));
+  }
   SECTION("ZeRO-2/3 need the distributed optimizer, and the host") {
     c.system.zero_stage = 3;
     CHECK(contains(error_of([&] { validate_config(c); }), "set system.use_distributed_optimizer=true"));
@@ -184,4 +201,51 @@ TEST_CASE("non-finite and out-of-range hyperparameters are all named at once", "
   }
   Config ok = load_config(kIni, "t.ini", {"--optimizer.min_lr=0.5", "--optimizer.lr=0.1"});
   CHECK(contains(error_of([&] { validate_config(ok); }), "optimizer.min_lr=0.5 is larger than optimizer.lr=0.1"));
+}
+
+TEST_CASE("mixture-of-experts keys: Megatron's defaults, ranges and refusals name the key", "[config][moe]") {
+  const Config d = load_config(kIni, "t.ini", {"--model.num_experts=4"});
+  CHECK(d.model.moe_router_topk == 2);
+  CHECK(d.moe_ffn_hidden() == d.ffn_hidden());
+  CHECK(d.model.moe_aux_loss_coeff == 0.0);
+  CHECK(d.model.moe_router_load_balancing_type == MoeLoadBalancing::aux_loss);
+  CHECK_FALSE(d.model.moe_capacity_factor.set);
+  CHECK(d.model.moe_layer_freq == 1);
+  CHECK(error_of([&] { validate_config(d); }).empty());
+  const Config f = load_config(kIni, "t.ini", {"--model.num_experts=4", "--model.moe_capacity_factor=1.25", "--model.moe_layer_freq=2",
+                                               "--model.moe_router_load_balancing_type=none"});
+  CHECK(f.model.moe_capacity_factor.set);
+  CHECK(f.model.moe_capacity_factor.value == 1.25);
+  CHECK(f.model.moe_layer(0));
+  CHECK_FALSE(f.model.moe_layer(1));
+  CHECK(f.model.moe_layer(2));
+  CHECK(f.model.moe_router_load_balancing_type == MoeLoadBalancing::none);
+  CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--model.moe_capacity_factor=lots"}); }),
+                 "'model.moe_capacity_factor' = 'lots' is not accepted; use none (dropless) or a number > 0"));
+  CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--model.moe_router_load_balancing_type=sinkhorn"}); }),
+                 "'model.moe_router_load_balancing_type' = 'sinkhorn' is not accepted; use aux_loss or none"));
+  Config c = d;
+  c.model.moe_router_topk = 5;
+  CHECK(contains(error_of([&] { validate_config(c); }), "model.moe_router_topk=5 must be between 1 and 4"));
+  c = d;
+  c.model.moe_capacity_factor = {true, 0.0};
+  CHECK(contains(error_of([&] { validate_config(c); }), "model.moe_capacity_factor=0 must be > 0"));
+  c.model.moe_capacity_factor = {true, 1.0};
+  c.system.context_parallel_size = 2;
+  CHECK(contains(error_of([&] { validate_config(c); }), "use moe_capacity_factor=none (dropless) with context parallelism"));
+  c = d;
+  c.model.moe_layer_freq = 0;
+  CHECK(contains(error_of([&] { validate_config(c); }), "model.moe_layer_freq=0 must be between 1 and"));
+  c = d;
+  c.model.moe_aux_loss_coeff = -1;
+  CHECK(contains(error_of([&] { validate_config(c); }), "model.moe_aux_loss_coeff=-1 must be a finite number >= 0"));
+  c = d;
+  c.model.num_experts = -1;
+  CHECK(contains(error_of([&] { validate_config(c); }), "model.num_experts=-1 must be between 0 and 4096"));
+  // The dense model ignores the MoE keys.
+  c = load_config(kIni, "t.ini", {"--model.moe_router_topk=9"});
+  CHECK(error_of([&] { validate_config(c); }).empty());
+  // A width the tensor-parallel ranks cannot split.
+  c = load_config(kIni, "t.ini", {"--model.num_experts=4", "--model.moe_ffn_hidden_size=33"});
+  CHECK(contains(error_of([&] { check_layout(c, 2); }), "model.moe_ffn_hidden_size=33 is not divisible by system.tensor_model_parallel_size=2"));
 }
