@@ -255,6 +255,20 @@ void residual_forward(bf16* out, const bf16* inp1, const bf16* inp2, long n) {
   for (long i = 0; i < n; ++i) out[i] = to_bf16(to_float(inp1[i]) + to_float(inp2[i]));
 }
 
+void moe_gather_rows(bf16* out, const bf16* inp, const int* src, const float* scale, long R, int C) {
+  Scratch s;
+  float* o = s.buffer(sz(R) * sz(C));
+  long N = 0;  // rows of inp that src reaches
+  for (long r = 0; r < R; ++r) N = std::max(N, static_cast<long>(src[r]) + 1);
+  moe_gather_rows(o, s.wide(inp, sz(N) * sz(C)), src, scale, R, C);
+  store(out, o, sz(R) * sz(C));
+}
+
+void moe_row_dots(float* dw, const bf16* dy, const float* rows, const int* pos, long N, int K, int C) {
+  Scratch s;
+  moe_row_dots(dw, s.wide(dy, sz(N) * sz(C)), rows, pos, N, K, C);
+}
+
 void copy(bf16* out, const bf16* inp, long n) {
   if (out != inp) std::memcpy(out, inp, sizeof(bf16) * sz(n));
 }

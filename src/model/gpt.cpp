@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "kernels/kernels.hpp"
 #include "model/activations.hpp"
+#include "model/dense_mlp.hpp"
 #include "model/param_views.hpp"
 #include "model/ring_attention.hpp"
 
@@ -21,7 +22,7 @@ namespace {
 template <typename T>
 class GptModelImpl final : public GptModel {
  public:
-  GptModelImpl(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, Communicator* cp)
+  GptModelImpl(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, Communicator* cp, ExpertDispatch* dispatch)
       : GptModel(plan, device_for(backend)),
         k_(kernels::kernel_table<T>(backend)),
         tp_(tp && tp->size() > 1 ? tp : nullptr),
@@ -32,11 +33,14 @@ class GptModelImpl final : public GptModel {
         vocab_start_(plan.coords.tp * plan.activations.dims.Vl),
         bias_owner_(plan.coords.tp == 0),
         selective_(plan.activations.recompute == RecomputeGranularity::selective),
-        replay_from_(plan.activations.blocks_per_slot, -1) {
+        replay_from_(plan.activations.blocks_per_slot, -1),
+        dense_(k_, plan.activations.dims, plan.shape.swiglu, bias_owner_, selective_) {
     if (plan.activations.dims.cp > 1) {
       if (!cp || cp->size() != plan.activations.dims.cp) fatal("internal error: context parallelism without its group");
       ring_ = std::make_unique<RingAttention<T>>(k_, *cp, plan.activations.dims);
     }
+    if (plan.shape.experts > 0)
+      moe_ = std::make_unique<MoeLayer<T>>(plan_, backend, tp_, dispatch ? *dispatch : local_dispatch_, device(), moe_stats_);
     for (const auto& [begin, end] : plan.activations.recompute_groups()) replay_from_[static_cast<std::size_t>(end - 1)] = begin;
   }
 
@@ -78,7 +82,6 @@ class GptModelImpl final : public GptModel {
   // The residual-stream gradient as full rows (N,C): gathered when sharded, else dres itself.
   const T* full_rows_grad();
   void block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a);
-  void mlp_activation(BlockActs<T>& a);  // fch_gelu from fch: GELU or SwiGLU
   void block_backward(const BlockParams<T>& p, const BlockParams<float>& g, const T* x, BlockActs<T>& a);
   T* block_input(SlotActs<T>& s, int i) { return i == 0 ? s.stage_input : s.blocks[static_cast<std::size_t>(i) - 1].res2; }
 
@@ -90,8 +93,13 @@ class GptModelImpl final : public GptModel {
   Activations<T> acts_;
   int vocab_start_;
   bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
-  bool selective_;   // recompute the attention probabilities and the MLP activation in backward
+  bool selective_;   // recompute the attention probabilities (and the dense MLP's activation) in backward
   std::vector<int> replay_from_;  // for the last block of a fully recomputed group: its first block, else -1
+  DenseMlp<T> dense_;
+  LocalExpertDispatch local_dispatch_;
+  std::unique_ptr<MoeLayer<T>> moe_;  // MoE blocks
+  bool replaying_ = false;            // a full recomputation reruns forwards (not counted in the MoE statistics)
+  float loss_scale_ = 0.0f;           // the backward pass's LM loss weight per token
   std::unique_ptr<RingAttention<T>> ring_;  // context parallelism
   // RoPE, the embedding and its backward over the rank's rows, at their positions in their sequences.
   void rope(T* x, bool backward);
@@ -195,15 +203,6 @@ const T* GptModelImpl<T>::full_rows_grad() {
 }
 
 template <typename T>
-void GptModelImpl<T>::mlp_activation(BlockActs<T>& a) {
-  const ActivationDims& d = dims();
-  if (plan_.shape.swiglu)
-    k_.swiglu_forward(a.fch_gelu, a.fch, d.N(), d.Fl);
-  else
-    k_.gelu_forward(a.fch_gelu, a.fch, d.N() * d.Fl);
-}
-
-template <typename T>
 void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a) {
   const ActivationDims& d = dims();
   const long N = d.N();
@@ -220,10 +219,11 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
   reduce_rows(a.res1, partial);
   k_.residual_forward(a.res1, a.res1, x, d.Ns() * d.C);
   norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, p.ln2_w, p.ln2_b);
-  k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, N, d.C, d.Hl());
-  mlp_activation(a);
   partial = partial_for(a.res2);
-  k_.matmul_forward_wide(partial, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, N, d.Fl, d.C);
+  if (p.moe.router_w)
+    moe_->forward(partial, p.moe, a.ln2, a.moe, acts_.scratch(), p.layer, !replaying_);
+  else
+    dense_.forward(partial, p, a);
   reduce_rows(a.res2, partial);
   k_.residual_forward(a.res2, a.res2, a.res1, d.Ns() * d.C);
 }
@@ -281,13 +281,10 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   // sc.dres holds the gradient of this block's output; the residual adds pass it through unchanged.
   // Row-parallel biases see the full-row gradient on every rank, so their gradients are complete.
   const ModelShape& m = plan_.shape;
-  if (selective_) mlp_activation(a);
-  k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, full_rows_grad(), a.fch_gelu, p.fcproj_w, N, d.Fl, d.C);
-  if (m.swiglu)
-    k_.swiglu_backward(sc.dfch, a.fch, sc.dfch2, N, d.Fl);
+  if (p.moe.router_w)
+    moe_->backward(dln, p.moe, g.moe, a.ln2, full_rows_grad(), a.moe, sc, loss_scale_);
   else
-    k_.gelu_backward(sc.dfch, a.fch, sc.dfch2, N * d.Fl);
-  k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d.C, d.Hl());
+    dense_.backward(dln, p, g, a, full_rows_grad(), sc);
   norm_backward(sc.dres, g.ln2_w, g.ln2_b, dln, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
   k_.matmul_backward(sc.datty, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
   if (ring_) {
@@ -309,6 +306,7 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
   const ActivationDims& d = dims();
   const long N = d.N(), rows = d.Ns() * d.C;
   Scratch<T>& sc = acts_.scratch();
+  loss_scale_ = loss_scale;
   if (plan_.part.head && chunk == num_chunks() - 1) {
     hook(kHeadLayer, LayerPhase::before_backward);
     float* dlnf = wide_or(sc.dln, sc.partial);
@@ -326,11 +324,14 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
   for (int i = blocks_per_chunk_ - 1; i >= 0; --i) {
     // Full recomputation: at a group's last block, rerun the group's forward from its kept input (the
     // same kernels on the same values: the activations come back bit for bit).
-    if (const int from = replay_from_[static_cast<std::size_t>(i)]; from >= 0)
+    if (const int from = replay_from_[static_cast<std::size_t>(i)]; from >= 0) {
+      replaying_ = true;
       for (int j = from; j <= i; ++j) {
         hook(layers[j], LayerPhase::before_backward);
         block_forward(p_.blocks[base + j], block_input(s, j), s.blocks[j]);
       }
+      replaying_ = false;
+    }
     hook(layers[i], LayerPhase::before_backward);
     block_backward(p_.blocks[base + i], g_.blocks[base + i], block_input(s, i), s.blocks[i]);
     hook(layers[i], LayerPhase::after_backward);
@@ -383,9 +384,10 @@ GptModel::GptModel(const RankPlan& plan, Device& device)
       params_(device, plan.arena_size * plan.compute_type_bytes()),
       grads_(device, plan.arena_size * sizeof(float)) {}
 
-std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, Communicator* cp) {
-  if (plan.precision == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend, cp);
-  return std::make_unique<GptModelImpl<float>>(plan, tp, backend, cp);
+std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, Communicator* cp,
+                                         ExpertDispatch* dispatch) {
+  if (plan.precision == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend, cp, dispatch);
+  return std::make_unique<GptModelImpl<float>>(plan, tp, backend, cp, dispatch);
 }
 
 }  // namespace dtrain

@@ -1,7 +1,8 @@
 // GptModel: the part of a decoder (GPT-2 or Llama family, plan().shape) one rank holds (the model chunks of its pipeline stage, its
 // tensor-parallel slice), its parameter and gradient arenas, activation slots, and the forward and
 // backward pass of one micro-batch through one chunk, on the rank's device and in the run's precision.
-// Pre-norm blocks: x -> x + proj(attn(norm1(x))) -> (.) + fcproj(act(fc(norm2(.)))); final norm; LM head
+// Pre-norm blocks: x -> x + proj(attn(norm1(x))) -> (.) + fcproj(act(fc(norm2(.)))) (or, in MoE blocks,
+// the mixture of experts of norm2(.), model/moe_layer.hpp); final norm; LM head
 // (the token embedding when tied); softmax cross-entropy. Norm LayerNorm or RMSNorm, act GELU or
 // SwiGLU, attention multi-head or grouped-query with learned or rotary positions. All compute goes
 // through the kernel table.
@@ -21,6 +22,7 @@
 #include "comm/communicator.hpp"
 #include "kernels/backend.hpp"
 #include "model/micro_batch.hpp"
+#include "model/moe_layer.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "plan/rank_plan.hpp"
 #include "runtime/arena.hpp"
@@ -61,6 +63,9 @@ class GptModel {
   // recomputed group announces each block before its replay), and after its backward, when this
   // micro-batch's gradients of the layer are complete (the embedding announces only that).
   void set_layer_hook(std::function<void(int, LayerPhase)> hook) { layer_hook_ = std::move(hook); }
+  // MoE blocks' load-balancing losses and tokens per expert since the last reset (forward passes, not
+  // their recomputation); empty tokens without MoE.
+  MoeStats& moe_stats() { return moe_stats_; }
 
   const RankPlan& plan() const { return plan_; }
   const TensorTable& table() const { return plan_.table; }
@@ -83,12 +88,14 @@ class GptModel {
     if (layer_hook_) layer_hook_(layer, phase);
   }
   std::function<void(int, LayerPhase)> layer_hook_;
+  MoeStats moe_stats_;
 };
 
 // The model `plan` describes, in plan.precision, on the device of `backend`. tp may be null (one rank
-// per tensor-parallel group); cp (the context-parallel group) is needed when plan.sizes.cp > 1.
+// per tensor-parallel group); cp (the context-parallel group) is needed when plan.sizes.cp > 1; dispatch
+// moves MoE rows between ranks (null: every expert is local).
 std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend,
-                                         Communicator* cp = nullptr);
+                                         Communicator* cp = nullptr, ExpertDispatch* dispatch = nullptr);
 
 // Initial weights of every tensor of `table` (values: table.total() fp32 on the host, arena order) from
 // the counter-based RNG keyed by (seed, tensor name, global element index): every layout starts from

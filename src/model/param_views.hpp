@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "model/moe_layer.hpp"
 #include "plan/rank_plan.hpp"
 
 namespace dtrain {
@@ -15,6 +16,8 @@ namespace dtrain {
 template <typename T>
 struct BlockParams {
   T *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
+  MoeParams<T> moe;  // MoE blocks (router_w null in dense blocks, whose fc_w ... are null in MoE blocks)
+  int layer;         // global block index
 };
 template <typename T>
 struct ModelParams {
@@ -51,7 +54,10 @@ ModelParams<T> views(const RankPlan& plan, T* base) {
     const std::string h = "h" + std::to_string(l) + ".";
     v.blocks.push_back({at(h + "ln1_w"), at(h + "ln1_b"), packed_qkv(h, "q_w", "kv_w", "qkv_w"), packed_qkv(h, "q_b", "kv_b", "qkv_b"),
                         at(h + "proj_w"), at(h + "proj_b"), at(h + "ln2_w"), at(h + "ln2_b"), at(h + "fc_w"), at(h + "fc_b"),
-                        at(h + "fcproj_w"), at(h + "fcproj_b")});
+                        at(h + "fcproj_w"), at(h + "fcproj_b"),
+                        {at(h + "router_w"), at(h + "expert_fc_w"), at(h + "expert_fc_b"), at(h + "expert_fcproj_w"),
+                         at(h + "expert_fcproj_b")},
+                        l});
   }
   if (plan.part.head) {
     v.lnf_w = at("lnf_w");

@@ -46,12 +46,52 @@ std::vector<std::pair<int, int>> ActivationLayout::recompute_groups() const {
   return groups;
 }
 
+unsigned char ActivationLayout::mlp_kind(int position) const {
+  return mlp_kinds.empty() ? kDenseMlp : mlp_kinds[static_cast<std::size_t>(position)];
+}
+
 namespace {
 
-// Every tensor of one block; `att_and_act` = false leaves the attention probabilities and the MLP
-// activation to the selective scratch.
+// What a MoE block keeps (MoE activations are never recomputed selectively).
 template <typename T>
-void take_block(Carver& cv, const ActivationDims& d, BlockActs<T>& b, bool att_and_act) {
+void take_moe(Carver& cv, const ActivationDims& d, MoeActs<T>& m) {
+  const std::size_t N = static_cast<std::size_t>(d.N()), R = static_cast<std::size_t>(d.R());
+  const std::size_t E = d.E, K = d.K, C = d.C;
+  m.probs = cv.take<float>(mul(N, E));
+  m.idx = cv.take<int>(mul(N, K));
+  m.w = cv.take<float>(mul(N, K));
+  m.pos = cv.take<int>(mul(N, K));
+  m.src = cv.take<int>(R);
+  m.row_w = cv.take<float>(R);
+  const std::size_t Re = static_cast<std::size_t>(d.Re());
+  m.xin = cv.take<T>(mul(R, C));
+  m.fch = cv.take<T>(mul(Re, static_cast<std::size_t>(d.He())));
+  m.act = cv.take<T>(mul(Re, static_cast<std::size_t>(d.Fe)));
+  m.out = cv.take<float>(mul(Re, C));
+  m.y = d.ep > 1 ? cv.take<float>(mul(R, C)) : m.out;
+}
+
+template <typename T>
+void take_moe_scratch(Carver& cv, const ActivationDims& d, MoeScratch<T>& m) {
+  const std::size_t N = static_cast<std::size_t>(d.N()), R = static_cast<std::size_t>(d.R());
+  const std::size_t E = d.E, K = d.K, C = d.C;
+  const bool wide = !std::is_same_v<T, float>;
+  m.logits = cv.take<float>(mul(N, E));
+  m.dw = cv.take<float>(mul(N, K));
+  m.daux = cv.take<float>(E);
+  m.x32 = wide ? cv.take<float>(mul(N, C)) : nullptr;
+  m.w32 = wide ? cv.take<float>(mul(E, C)) : nullptr;
+  const std::size_t Re = static_cast<std::size_t>(d.Re());
+  m.drows = cv.take<T>(mul(R, C));
+  m.dact = cv.take<T>(mul(Re, static_cast<std::size_t>(d.Fe)));
+  m.dfch = cv.take<T>(mul(Re, static_cast<std::size_t>(d.He())));
+  m.dxin = cv.take<float>(mul(Re, C));
+}
+
+// Every tensor of one block; `att_and_act` = false leaves the attention probabilities and the MLP
+// activation to the selective scratch; `kinds` says which MLP's tensors (dense, MoE or both).
+template <typename T>
+void take_block(Carver& cv, const ActivationDims& d, BlockActs<T>& b, bool att_and_act, unsigned char kinds) {
   const std::size_t N = static_cast<std::size_t>(d.N()), Ns = static_cast<std::size_t>(d.Ns());
   const std::size_t C = d.C, Tn = d.T;
   b.ln1_mean = cv.take<float>(Ns);
@@ -65,9 +105,11 @@ void take_block(Carver& cv, const ActivationDims& d, BlockActs<T>& b, bool att_a
   b.ln2_mean = cv.take<float>(Ns);
   b.ln2_rstd = cv.take<float>(Ns);
   b.ln2 = cv.take<T>(mul(N, C));
-  b.fch = cv.take<T>(mul(N, static_cast<std::size_t>(d.Hl())));
-  b.fch_gelu = att_and_act ? cv.take<T>(mul(N, static_cast<std::size_t>(d.Fl))) : nullptr;
+  const bool dense = kinds & kDenseMlp;
+  b.fch = dense ? cv.take<T>(mul(N, static_cast<std::size_t>(d.Hl()))) : nullptr;
+  b.fch_gelu = dense && att_and_act ? cv.take<T>(mul(N, static_cast<std::size_t>(d.Fl))) : nullptr;
   b.res2 = cv.take<T>(mul(Ns, C));
+  if (kinds & kMoeMlp) take_moe(cv, d, b.moe);
 }
 
 }  // namespace
@@ -86,6 +128,10 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
     for (int i = groups[k].first; i < groups[k].second; ++i) group_of[static_cast<std::size_t>(i)] = static_cast<int>(k);
     replay_blocks = std::max(replay_blocks, groups[k].second - groups[k].first);
   }
+  // Which MLPs occur at all (replay blocks serve every position of a group: they take both).
+  unsigned char all_kinds = 0;
+  for (int i = 0; i < layout.blocks_per_slot; ++i) all_kinds |= layout.mlp_kind(i);
+  const bool any_dense = all_kinds & kDenseMlp;
   Carver cv(base);
   out.assign(static_cast<std::size_t>(layout.slots), SlotActs<T>{});
   for (auto& s : out) {
@@ -93,7 +139,7 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
     s.blocks.resize(static_cast<std::size_t>(layout.blocks_per_slot));
     for (std::size_t i = 0; i < s.blocks.size(); ++i) {
       const int k = group_of[i];
-      if (k < 0) take_block(cv, d, s.blocks[i], !selective);
+      if (k < 0) take_block(cv, d, s.blocks[i], !selective, layout.mlp_kind(static_cast<int>(i)));
       else if (static_cast<int>(i) == groups[static_cast<std::size_t>(k)].second - 1) s.blocks[i].res2 = cv.take<T>(mul(Ns, C));
     }
     if (layout.head) {
@@ -113,8 +159,8 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   scratch.dln = cv.take<T>(mul(N, C));
   scratch.datty = cv.take<T>(mul(N, Cl));
   scratch.dqkv = cv.take<T>(mul(N, static_cast<std::size_t>(d.QKVl())));
-  scratch.dfch = cv.take<T>(mul(N, static_cast<std::size_t>(d.Hl())));
-  scratch.dfch2 = cv.take<T>(mul(N, Fl));
+  scratch.dfch = any_dense ? cv.take<T>(mul(N, static_cast<std::size_t>(d.Hl()))) : nullptr;
+  scratch.dfch2 = any_dense ? cv.take<T>(mul(N, Fl)) : nullptr;
   scratch.dtt = cv.take<float>(mul(mul(static_cast<std::size_t>(d.NHl), Tn), Tn));
   scratch.dloss = cv.take<float>(N);
   const std::size_t ring_row = static_cast<std::size_t>(2 * d.NKVl * d.HD());
@@ -127,9 +173,10 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   scratch.partial = wide_partials ? cv.take<float>(mul(N, C)) : nullptr;
   scratch.partial_shard = wide_partials ? cv.take<float>(mul(Ns, C)) : nullptr;
   scratch.replay.assign(static_cast<std::size_t>(replay_blocks), BlockActs<T>{});
-  for (auto& b : scratch.replay) take_block(cv, d, b, true);
+  for (auto& b : scratch.replay) take_block(cv, d, b, true, all_kinds);
   scratch.att = selective && d.cp == 1 ? cv.take<T>(mul(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn), Tn)) : nullptr;
-  scratch.fch_gelu = selective ? cv.take<T>(mul(N, Fl)) : nullptr;
+  scratch.fch_gelu = selective && any_dense ? cv.take<T>(mul(N, Fl)) : nullptr;
+  if (all_kinds & kMoeMlp) take_moe_scratch(cv, d, scratch.moe);
   // The pointers of recomputed tensors lead into the scratch: a group's blocks into the replay blocks
   // (the last one keeps its own output), a selective block's probabilities and activation into the
   // selective buffers.

@@ -6,7 +6,10 @@
 // Sizes are per rank: N = B*T token rows (T = seq_length/cp: with context parallelism a rank holds two
 // chunks of T/2 rows of every sample), Ns = rows of the residual stream held here (N, or N/tp with
 // sequence parallelism), Cl = C/tp, Fl = F/tp, NHl = NH/tp, NKVl = key/value heads/tp, Vl = V/tp,
-// QKVl = (NHl + 2*NKVl)*HD, Hl = Fl (2*Fl with SwiGLU).
+// QKVl = (NHl + 2*NKVl)*HD, Hl = Fl (2*Fl with SwiGLU). MoE blocks: E experts, K choices per token,
+// Fe = expert width / tp, He = Fe (2*Fe with SwiGLU), R = N*K rows routed to experts: the dropless worst
+// case (with a capacity fewer rows are used; the sizes do not depend on the data). These sizes hold for
+// expert parallelism 1, where a rank's experts receive exactly its own tokens' rows.
 // Recomputation (model.recompute_*) changes only where pointers lead: a selective block's attention
 // probabilities and MLP activation, and everything of a fully recomputed group's blocks but the last
 // block's output, point into shared scratch (the replay workspace), which the backward pass refills by
@@ -31,11 +34,13 @@ struct RowChunk {
 struct ActivationDims {
   int B, T, C, Cl, NHl, NKVl, Fl, Vl;
   int seq_shards;  // tp with sequence parallelism, else 1
-  bool gated;      // SwiGLU: the MLP's first layer is 2*Fl wide
+  bool gated;      // SwiGLU: the MLP's first layer is 2*Fl wide (2*Fe in MoE blocks)
   // Context parallelism: the sequence is cut into 2*cp chunks; the rank of index cp_rank holds chunks
   // cp_rank and 2*cp-1-cp_rank (the zig-zag assignment: every rank has the same causal-attention work)
   // as its rows [0, T/2) and [T/2, T) of each sample.
   int cp = 1, cp_rank = 0;
+  int E = 0, K = 0, Fe = 0;  // MoE blocks: experts, choices per token, expert width on this rank
+  int ep = 1;                // expert-parallel ranks (the experts' rows come from all of them)
   long N() const { return static_cast<long>(B) * T; }
   // The global chunk of a rank's half (0 or 1) of each sample, and that chunk's first position.
   static int zigzag_chunk(int cp, int rank, int half) { return half == 0 ? rank : 2 * cp - 1 - rank; }
@@ -53,6 +58,41 @@ struct ActivationDims {
   int HD() const { return Cl / NHl; }
   int QKVl() const { return (NHl + 2 * NKVl) * HD(); }  // the packed [q | k | v] row of this rank
   int Hl() const { return gated ? 2 * Fl : Fl; }         // the MLP's first-layer outputs
+  int He() const { return gated ? 2 * Fe : Fe; }         // an expert's first-layer outputs
+  long R() const { return N() * K; }                      // rows routed to experts (at most)
+  // Rows the rank's experts compute at most: its own R under ep = 1; with expert parallelism every
+  // rank of the EP group may route all its rows here (dropless worst case).
+  long Re() const { return R() * ep; }
+};
+
+// What a MoE block keeps for its backward pass.
+template <typename T>
+struct MoeActs {
+  float* probs;  // (N,E)  router softmax
+  int* idx;      // (N,K)  chosen experts
+  float* w;      // (N,K)  their probabilities (routing weights)
+  int* pos;      // (N,K)  row of each assignment in expert-major order, -1 dropped
+  int* src;      // (R)    token of each row
+  float* row_w;  // (R)    routing weight of each row
+  T* xin;        // (R,C)  the experts' input rows, token side
+  T* fch;        // (Re,He) first layer (expert side: the rows this rank's experts compute)
+  T* act;        // (Re,Fe) GELU or SwiGLU output
+  float* out;    // (Re,C)  expert outputs (fp32, partial over tp)
+  float* y;      // (R,C)   the same outputs back on the token side (out itself when ep = 1)
+};
+
+// MoE scratch, used by one block's forward or backward at a time.
+template <typename T>
+struct MoeScratch {
+  float* logits;  // (N,E)  router logits; their gradient in backward
+  float* dw;      // (N,K)  routing weights' gradient
+  float* daux;    // (E)    load-balancing loss gradient per expert
+  float* x32;     // (N,C)  bf16 runs: the router input widened to fp32 (null in fp32 runs)
+  float* w32;     // (E,C)  bf16 runs: the router weight widened to fp32 (null in fp32 runs)
+  T* drows;       // (R,C)  weighted output gradient rows
+  T* dact;        // (Re,Fe)
+  T* dfch;        // (Re,He)
+  float* dxin;    // (Re,C)  input gradient rows, expert side (fp32, partial over tp)
 };
 
 template <typename T>
@@ -68,9 +108,10 @@ struct BlockActs {
   float* ln2_mean;  // (Ns)
   float* ln2_rstd;  // (Ns)
   T* ln2;           // (N,C)
-  T* fch;           // (N,Hl)
+  T* fch;           // (N,Hl)  dense blocks
   T* fch_gelu;      // (N,Fl)  GELU or SwiGLU output
   T* res2;          // (Ns,C)  block output
+  MoeActs<T> moe;   // MoE blocks
 };
 
 template <typename T>
@@ -115,6 +156,7 @@ struct Scratch {
   std::vector<BlockActs<T>> replay;
   T* att;             // (B,NHl,T,T) selective
   T* fch_gelu;        // (N,Fl)      selective
+  MoeScratch<T> moe;  // null without MoE blocks
 };
 
 // The shape of a rank's activation arena.
@@ -127,11 +169,17 @@ struct ActivationLayout {
   RecomputeGranularity recompute = RecomputeGranularity::none;
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   int recompute_layers = 1;
+  // Per block position of a chunk: kDenseMlp and/or kMoeMlp, the MLPs the blocks at that position have in
+  // this rank's chunks (both when chunks differ). Empty = every block dense.
+  std::vector<unsigned char> mlp_kinds;
+  unsigned char mlp_kind(int position) const;
   std::size_t bytes() const;  // the whole arena (64-byte aligned pieces)
   // Full recomputation: the groups [begin, end) of a chunk's blocks that keep only the group's input
   // (and the last block's output, the next block's input); blocks in no group keep everything.
   std::vector<std::pair<int, int>> recompute_groups() const;
 };
+
+constexpr unsigned char kDenseMlp = 1, kMoeMlp = 2;
 
 // Carves `base` into the slots and scratch of `layout` (T matching layout.precision); returns the bytes
 // used. With a null base it only counts (the pointers are then null).

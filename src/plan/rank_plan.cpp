@@ -152,6 +152,15 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   r.activations.dims = {plan.micro_batch, m.seq_length / s.cp, m.hidden_size, m.hidden_size / s.tp, m.num_attention_heads / s.tp,
                         m.kv_heads() / s.tp, cfg.ffn_hidden() / s.tp, m.vocab_size / s.tp, sp ? s.tp : 1, m.swiglu, s.cp, c.cp};
   r.activations.blocks_per_slot = m.num_layers / (s.pp * v);
+  if (m.num_experts > 0) {
+    r.activations.dims.E = m.num_experts;
+    r.activations.dims.K = m.moe_router_topk;
+    r.activations.dims.Fe = cfg.moe_ffn_hidden() / s.tp;
+    r.activations.dims.ep = s.ep;
+    r.activations.mlp_kinds.assign(static_cast<std::size_t>(r.activations.blocks_per_slot), 0);
+    for (const auto& chunk : part.chunks)
+      for (std::size_t i = 0; i < chunk.size(); ++i) r.activations.mlp_kinds[i] |= shape.moe(chunk[i]) ? kMoeMlp : kDenseMlp;
+  }
   r.activations.head = r.part.head;
   r.activations.slots = max_in_flight(plan.schedule, s.pp, plan.num_micro_batches, v, c.pp);
   r.activations.precision = cfg.system.precision;

@@ -22,6 +22,8 @@ ModelShape ModelShape::from(const Config& c) {
   s.moe_ffn = m.num_experts > 0 ? c.moe_ffn_hidden() : 0;
   s.moe_freq = m.moe_layer_freq;
   s.topk = m.num_experts > 0 ? m.moe_router_topk : 0;
+  s.moe_aux_coeff = m.moe_router_load_balancing_type == MoeLoadBalancing::aux_loss ? m.moe_aux_loss_coeff : 0.0;
+  s.capacity_factor = m.moe_capacity_factor.set ? m.moe_capacity_factor.value : 0.0;
   return s;
 }
 

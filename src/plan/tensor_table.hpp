@@ -50,6 +50,8 @@ struct ModelShape {
   int moe_ffn = 0;        // width of each expert's MLP
   int moe_freq = 1;       // every moe_freq-th block (l % moe_freq == 0) is a MoE block
   int topk = 0;           // experts per token
+  double moe_aux_coeff = 0.0;    // weight of the load-balancing loss (0 also with load-balancing type none)
+  double capacity_factor = 0.0;  // 0 = dropless
   static ModelShape from(const Config& c);
   int head_dim() const { return hidden / heads; }
   bool moe(int layer) const { return experts > 0 && layer % moe_freq == 0; }

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 
 #include "common/error.hpp"
 #include "runtime/machine.hpp"
@@ -48,8 +49,33 @@ StepLog::StepLog(bool active, const std::string& path) : active_(active), metric
   }
 }
 
+void MoeWindow::add(double aux, const std::vector<double>& tokens) {
+  if (tokens.empty()) return;
+  tokens_.resize(tokens.size(), 0.0);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens_[i] += tokens[i];
+  aux_ += aux;
+  ++steps_;
+}
+
+void MoeWindow::take(StepRecord& r, int experts) {
+  if (steps_ == 0 || experts < 1) return;
+  double worst = 0.0;
+  for (std::size_t l = 0; l + static_cast<std::size_t>(experts) <= tokens_.size(); l += static_cast<std::size_t>(experts)) {
+    const auto first = tokens_.begin() + static_cast<long>(l), last = first + experts;
+    const double sum = std::accumulate(first, last, 0.0);
+    if (sum > 0) worst = std::max(worst, *std::max_element(first, last) / (sum / experts));
+  }
+  r.moe_aux = aux_ / steps_;
+  r.moe_imbalance = worst;
+  aux_ = 0.0;
+  steps_ = 0;
+  std::fill(tokens_.begin(), tokens_.end(), 0.0);
+}
+
 void StepLog::step_line(const StepRecord& r) {
   if (!active_) return;
+  char moe[96] = "";
+  if (r.moe_aux) std::snprintf(moe, sizeof moe, " | aux %.4g | experts max/mean %.2f", *r.moe_aux, *r.moe_imbalance);
   char bubble[96] = "";
   if (r.pipelined)
     std::snprintf(bubble, sizeof bubble, " | bubble %.1f%% (predicted %.1f%%)", 100.0 * r.bubble, 100.0 * r.predicted_bubble);
@@ -64,8 +90,8 @@ void StepLog::step_line(const StepRecord& r) {
   char memory[96];
   const int n = std::snprintf(memory, sizeof memory, " | peak mem %s (rank %d)", format_bytes(r.peak_rss).c_str(), r.peak_rss_rank);
   if (r.device_peak > 0) std::snprintf(memory + n, sizeof memory - n, ", GPU %s", format_bytes(r.device_peak).c_str());
-  std::printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%%%s | %.3f s/step%s%s | elapsed %s | ETA %s\n",
-              static_cast<int>(std::to_string(r.total_steps).size()), r.step, r.total_steps, r.loss, r.lr, r.grad_norm,
+  std::printf("step %*d/%d | loss %.4f%s | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%%%s | %.3f s/step%s%s | elapsed %s | ETA %s\n",
+              static_cast<int>(std::to_string(r.total_steps).size()), r.step, r.total_steps, r.loss, moe, r.lr, r.grad_norm,
               r.tokens_per_s, 100.0 * r.mfu, bubble, r.step_seconds, save, memory, format_duration(r.elapsed_s).c_str(),
               format_duration(r.eta_s).c_str());
   std::fflush(stdout);
@@ -77,6 +103,7 @@ void StepLog::metrics(const StepRecord& r) {
   std::fprintf(metrics_.get(), "{\"step\": %d, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"mfu\": %.5f, \"step_s\": %.5f, \"elapsed_s\": %.2f",
                r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.mfu, r.step_seconds, r.elapsed_s);
   if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.17g", *r.val_loss);
+  if (r.moe_aux) std::fprintf(metrics_.get(), ", \"moe_aux_loss\": %.17g, \"moe_imbalance\": %.6f", *r.moe_aux, *r.moe_imbalance);
   if (r.pipelined) std::fprintf(metrics_.get(), ", \"bubble\": %.5f, \"predicted_bubble\": %.5f", r.bubble, r.predicted_bubble);
   if (r.all_to_all_s) std::fprintf(metrics_.get(), ", \"all_to_all_s\": %.6f", *r.all_to_all_s);
   if (r.save_stall_s) std::fprintf(metrics_.get(), ", \"ckpt_stall_s\": %.6f", *r.save_stall_s);

@@ -27,6 +27,22 @@ struct StepRecord {
   // Checkpoints at the step boundaries since the last line: how long training stalled for them
   // (whole saves, or snapshots and waits of asynchronous saves), and how long whole saves took.
   std::optional<double> save_stall_s, sync_save_s;
+  // MoE models: the load-balancing loss (mean per step over the interval) and the token-per-expert
+  // imbalance (max / mean of the interval's tokens per expert, before dropping, the worst MoE layer).
+  std::optional<double> moe_aux, moe_imbalance;
+};
+
+// The MoE statistics of one log interval.
+class MoeWindow {
+ public:
+  void add(double aux, const std::vector<double>& tokens /*(layers, E)*/);
+  // Into r's MoE fields (left unset without MoE), then starts a new interval.
+  void take(StepRecord& r, int experts);
+
+ private:
+  double aux_ = 0.0;
+  int steps_ = 0;
+  std::vector<double> tokens_;
 };
 
 // Collective: every rank's peak resident memory (and its device's peak allocation, device_peak) into

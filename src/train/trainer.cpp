@@ -12,6 +12,7 @@
 #include "data/batch_sampler.hpp"
 #include "data/open_data.hpp"
 #include "optim/lr_schedule.hpp"
+#include "parallel/all_to_all_dispatch.hpp"
 
 namespace dtrain {
 namespace {
@@ -39,7 +40,8 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       train_data_(open_checked(ps, cfg, tokenizer, "train")),
       val_data_(cfg.training.eval_interval > 0 ? open_checked(ps, cfg, tokenizer, "val") : nullptr),
       tp_(ps.tp()),
-      model_(make_gpt_model(make_rank_plan(cfg, plan, ps.coords()), &tp_, backend, &ps.cp())),
+      dispatch_(ps.ep().size() > 1 ? std::make_unique<AllToAllExpertDispatch>(ps.ep(), device_for(backend)) : nullptr),
+      model_(make_gpt_model(make_rank_plan(cfg, plan, ps.coords()), &tp_, backend, &ps.cp(), dispatch_.get())),
       grad_sync_(model_->plan(), model_->params(), model_->grads(), ps, cfg.system.overlap_grad_reduce, plan.num_micro_batches),
       sharded_(model_->plan().shards_params() ? std::make_unique<ShardedParams>(model_->plan(), model_->params(), ps) : nullptr),
       adamw_(model_->plan(), cfg.optimizer, backend),
@@ -120,6 +122,8 @@ StepResult Trainer::train_step(int step) {
   const double all_to_all_before = ps_.ep().all_to_all_seconds();
   grad_sync_.wait_params(-1);
   grad_sync_.start_step();
+  MoeStats& moe = model_->moe_stats();
+  moe.reset();  // from this step's forward passes only (not validation's)
   load_batches(*train_data_, "train", static_cast<std::uint64_t>(step));
   // Fault injection (debug.stall_*): this rank stops making progress in its first forward of the
   // step, as a wedged GPU or node would.
@@ -135,6 +139,15 @@ StepResult Trainer::train_step(int step) {
 
   StepResult r;
   r.loss = sum_over_world(loss_owner ? st.loss_sum : 0.0) / tokens;
+  if (!moe.tokens.empty()) {
+    // Every tp rank holds the same statistics: tp rank 0 reports them.
+    const bool owner = ps_.coords().tp == 0;
+    std::vector<double> sums(1 + moe.tokens.size(), 0.0);
+    if (owner) sums[0] = moe.aux_loss, std::copy(moe.tokens.begin(), moe.tokens.end(), sums.begin() + 1);
+    ps_.world().all_reduce(sums.data(), static_cast<long>(sums.size()), DType::f64, ReduceOp::sum, {"allreduce (MoE statistics)"});
+    r.moe_aux = sums[0] / (static_cast<double>(plan_.num_micro_batches) * plan_.sizes.dp);
+    r.moe_tokens.assign(sums.begin() + 1, sums.end());
+  }
   // Squared norm over the gradients this rank is responsible for: its optimizer ranges of the tensors
   // whose moments it writes (all ranges on rank 0 of a tensor's gradient group when the optimizer is
   // not distributed), so every element is counted on one rank only.

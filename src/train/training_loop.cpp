@@ -106,6 +106,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   bool window_saved = false, window_sync = false;
   const std::vector<std::string> node_of_rank = gather_node_names(world, env);
   int window_steps = 0;
+  MoeWindow window_moe;
   const int total = cfg.training.train_iters;
   for (int step = first_step; step < total; ++step) {
     const auto t0 = clock::now();
@@ -118,6 +119,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     window_busy += step_seconds - watchdog.take_comm_seconds();
     window_bubble += r.bubble;
     window_all_to_all += r.all_to_all_s;
+    window_moe.add(r.moe_aux, r.moe_tokens);
     ++window_steps;
     const bool last = step + 1 == total;
     StepRecord rec;
@@ -151,6 +153,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
       rec.mfu = rec.tokens_per_s * flops_per_token / (compute.job_peak_gflops * 1e9);
       if (window_saved) rec.save_stall_s = window_save_stall;
       if (window_sync) rec.sync_save_s = window_sync_save;
+      window_moe.take(rec, cfg.model.num_experts);
       rec.elapsed_s = std::chrono::duration<double>(clock::now() - start).count();
       rec.eta_s = rec.elapsed_s / (step + 1 - first_step) * (total - step - 1);
       gather_memory_peaks(ps.world(), trainer.model().device().peak_bytes(), rec);

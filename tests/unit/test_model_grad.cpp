@@ -24,6 +24,17 @@ const std::vector<std::string> kLlama = {
     "--model.rotary_percent=0.75", "--model.swiglu=true", "--model.ffn_hidden_size=24", "--model.group_query_attention=true",
     "--model.num_query_groups=2", "--model.untie_embeddings_and_output_weights=true", "--model.add_bias_linear=false"};
 
+// Mixture of experts in block 0 (block 1 dense): 3 experts of width 12, each token routed to all 3, so
+// that the loss is a smooth function of the router (top-k of fewer experts jumps where the choice
+// changes; the PyTorch reference covers top-k and dropping).
+const std::vector<std::string> kMoe = {"--model.num_experts=3", "--model.moe_router_topk=3", "--model.moe_ffn_hidden_size=12",
+                                       "--model.moe_layer_freq=2"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 void check_model_gradient(const Config& cfg);
 
 }  // namespace
@@ -40,6 +51,16 @@ TEST_CASE("Llama-family model gradient matches finite differences of the loss", 
   CHECK(plan.table.get("h1.fc_w").global_shape == std::vector<long>{2, 24, 32});
   CHECK(plan.shape.rotary_dim == 6);
   check_model_gradient(cfg);
+}
+
+TEST_CASE("MoE model gradient matches finite differences of the loss (router, experts, combine)", "[model][moe]") {
+  for (const auto& model : {kMoe, with(kLlama, kMoe)}) {
+    const Config cfg = tiny_config(model);
+    const RankPlan plan = whole_model_plan(cfg, 2);
+    for (const char* name : {"h0.router_w", "h0.expert_fc_w", "h0.expert_fcproj_w", "h1.fc_w"}) CHECK(plan.table.find(name));
+    CHECK_FALSE(plan.table.find("h0.fc_w"));
+    check_model_gradient(cfg);
+  }
 }
 
 namespace {
@@ -134,7 +155,7 @@ TEST_CASE("runs of a slice cover exactly its elements at their global indices", 
 // 7e-3 normwise on the gradients (tolerances 1e-3 and 2e-2); a wrong conversion or a buffer read in
 // the wrong type is off by orders of magnitude.
 TEST_CASE("the bf16 model follows the fp32 model on the same weights", "[model][bf16]") {
-  Config cfg = GENERATE(tiny_config(), tiny_config(kLlama));  // GPT-2 and Llama blocks
+  Config cfg = GENERATE(tiny_config(), tiny_config(kLlama), tiny_config(kMoe));  // GPT-2, Llama and MoE blocks
   const RankPlan plan32 = whole_model_plan(cfg, 2);
   cfg.system.precision = Precision::bf16;
   const RankPlan plan16 = whole_model_plan(cfg, 2);

@@ -1,0 +1,49 @@
+// DenseMlp<T>: a dense block's MLP, forward and backward of one micro-batch: fc (column-parallel) ->
+// GELU or SwiGLU -> fcproj (row-parallel) of the block's second norm output, the output as fp32 partial
+// sums over tp (the block reduces and rounds them once). With selective recomputation the activation
+// is recomputed from fch in backward. MoE blocks use MoeLayer instead.
+#pragma once
+#include "kernels/kernels.hpp"
+#include "model/param_views.hpp"
+
+namespace dtrain {
+
+template <typename T>
+class DenseMlp {
+ public:
+  DenseMlp(const kernels::KernelTable<T>& k, const ActivationDims& d, bool swiglu, bool bias_owner, bool selective)
+      : k_(k), d_(d), swiglu_(swiglu), bias_owner_(bias_owner), selective_(selective) {}
+
+  // partial (N,C) (=): fcproj(act(fc(a.ln2))), the bias added on tp rank 0.
+  void forward(float* partial, const BlockParams<T>& p, BlockActs<T>& a) const {
+    k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, d_.N(), d_.C, d_.Hl());
+    activation(a);
+    k_.matmul_forward_wide(partial, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, d_.N(), d_.Fl, d_.C);
+  }
+
+  // dln (N,C) (=): the gradient of a.ln2, fp32 partial over tp; dy (N,C): the block output's gradient, full rows.
+  void backward(float* dln, const BlockParams<T>& p, const BlockParams<float>& g, BlockActs<T>& a, const T* dy, Scratch<T>& sc) const {
+    const long N = d_.N();
+    if (selective_) activation(a);
+    k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, p.fcproj_w, N, d_.Fl, d_.C);
+    if (swiglu_)
+      k_.swiglu_backward(sc.dfch, a.fch, sc.dfch2, N, d_.Fl);
+    else
+      k_.gelu_backward(sc.dfch, a.fch, sc.dfch2, N * d_.Fl);
+    k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d_.C, d_.Hl());
+  }
+
+ private:
+  void activation(BlockActs<T>& a) const {  // fch_gelu from fch
+    if (swiglu_)
+      k_.swiglu_forward(a.fch_gelu, a.fch, d_.N(), d_.Fl);
+    else
+      k_.gelu_forward(a.fch_gelu, a.fch, d_.N() * d_.Fl);
+  }
+
+  const kernels::KernelTable<T>& k_;
+  ActivationDims d_;
+  bool swiglu_, bias_owner_, selective_;
+};
+
+}  // namespace dtrain

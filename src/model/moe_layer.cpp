@@ -1,0 +1,163 @@
+// MoeLayer<T>: router, routing, experts and combine of a MoE block (forward and backward).
+#include "model/moe_layer.hpp"
+
+#include <type_traits>
+
+#include "common/bf16.hpp"
+#include "model/moe_routing.hpp"
+
+namespace dtrain {
+
+template <typename T>
+MoeLayer<T>::MoeLayer(const RankPlan& plan, kernels::Backend backend, const TensorParallel* tp, ExpertDispatch& dispatch,
+                      Device& device, MoeStats& stats)
+    : k_(kernels::kernel_table<T>(backend)),
+      kf_(kernels::kernel_table<float>(backend)),
+      tp_(tp),
+      dispatch_(dispatch),
+      device_(device),
+      stats_(stats),
+      d_(plan.activations.dims),
+      swiglu_(plan.shape.swiglu),
+      bias_owner_(plan.coords.tp == 0),
+      aux_coeff_(plan.shape.moe_aux_coeff),
+      capacity_(plan.shape.capacity_factor > 0 ? expert_capacity(plan.shape.capacity_factor, d_.N(), d_.K, d_.E) : -1) {
+  stats_.tokens.assign(static_cast<std::size_t>(plan.shape.num_layers) * static_cast<std::size_t>(d_.E), 0.0);
+}
+
+template <typename T>
+const float* MoeLayer<T>::router_input(const T* x, Scratch<T>& sc) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    k_.widen(sc.moe.x32, x, d_.N() * d_.C);
+    return sc.moe.x32;
+  }
+}
+
+template <typename T>
+const float* MoeLayer<T>::router_weight(const T* w, Scratch<T>& sc) {
+  if constexpr (std::is_same_v<T, float>) {
+    return w;
+  } else {
+    k_.widen(sc.moe.w32, w, static_cast<long>(d_.E) * d_.C);
+    return sc.moe.w32;
+  }
+}
+
+template <typename T>
+void MoeLayer<T>::forward(float* out, const MoeParams<T>& p, const T* x, MoeActs<T>& a, Scratch<T>& sc, int layer, bool record) {
+  const long N = d_.N();
+  const int E = d_.E, K = d_.K, C = d_.C;
+  // Router, fp32: every tp rank computes the same logits from the same full rows.
+  kf_.matmul_forward(sc.moe.logits, router_input(x, sc), router_weight(p.router_w, sc), nullptr, N, C, E);
+  kf_.moe_router_forward(a.probs, a.idx, a.w, sc.moe.logits, N, E, K);
+  // Routing on the host (a few ints and floats per token).
+  std::vector<int> idx(static_cast<std::size_t>(N * K));
+  std::vector<float> w(idx.size()), probs(static_cast<std::size_t>(N * E));
+  device_.copy(idx.data(), a.idx, sizeof(int) * idx.size());
+  device_.copy(w.data(), a.w, sizeof(float) * w.size());
+  device_.copy(probs.data(), a.probs, sizeof(float) * probs.size());
+  const MoeRouting r = route_tokens(idx.data(), w.data(), N, E, K, capacity_);
+  // Context parallelism (not supported yet) splits a micro-batch's tokens over the cp group: the
+  // counts and probability sums of the load-balancing loss (and N) must then be the group's, summed
+  // over ParallelState::cp() here, before the loss and its gradient.
+  Routed& kept = routed_[a.src];
+  const double aux = load_balancing_loss(probs.data(), r.counts, N, E, K, aux_coeff_, aux_coeff_ > 0 ? &kept.daux : nullptr);
+  if (record) {
+    stats_.aux_loss += aux;
+    for (int e = 0; e < E; ++e) stats_.tokens[static_cast<std::size_t>(layer) * E + e] += static_cast<double>(r.counts[e]);
+  }
+  to_device(a.pos, r.pos);
+  to_device(a.src, r.src);
+  to_device(a.row_w, r.row_w);
+  kept.layout = dispatch_.plan(r.rows);
+  // Dispatch: token rows into expert-major rows, then to the experts that compute them (with ep = 1 the
+  // expert side is the token side), and the outputs back; the token side's copy is kept for backward.
+  k_.moe_gather_rows(a.xin, x, a.src, nullptr, r.total_rows(), C);
+  const T* xe = static_cast<const T*>(dispatch_.to_experts(kept.layout, a.xin, nullptr, C, dtype_of<T>()));
+  expert_forward(p, xe, a, kept.layout.local_rows());
+  const float* y = static_cast<const float*>(dispatch_.from_experts(kept.layout, a.out, nullptr, C, DType::f32));
+  if (y != a.y) kf_.copy(a.y, y, kept.layout.token_rows() * C);
+  kf_.moe_combine(out, a.y, a.pos, a.w, N, K, C, false);
+}
+
+template <typename T>
+void MoeLayer<T>::expert_forward(const MoeParams<T>& p, const T* xe, MoeActs<T>& a, const std::vector<long>& rows) {
+  const int C = d_.C, Fe = d_.Fe, He = d_.He();
+  long o = 0;  // first row of expert e
+  for (std::size_t e = 0; e < rows.size(); o += rows[e], ++e) {
+    const long n = rows[e];
+    if (n == 0) continue;
+    const long le = static_cast<long>(e);
+    T* h = a.fch + o * He;   // (n,He)
+    T* act = a.act + o * Fe;  // (n,Fe)
+    k_.matmul_forward(h, xe + o * C, p.fc_w + le * He * C, p.fc_b ? p.fc_b + le * He : nullptr, n, C, He);
+    if (swiglu_)
+      k_.swiglu_forward(act, h, n, Fe);
+    else
+      k_.gelu_forward(act, h, n * Fe);
+    const T* bias = bias_owner_ && p.fcproj_b ? p.fcproj_b + le * C : nullptr;  // added once over tp
+    k_.matmul_forward_wide(a.out + o * C, act, p.fcproj_w + le * C * Fe, bias, n, Fe, C);
+  }
+}
+
+template <typename T>
+void MoeLayer<T>::backward(float* dx, const MoeParams<T>& p, const MoeParams<float>& g, const T* x, const T* dy, MoeActs<T>& a,
+                           Scratch<T>& sc, float loss_scale) {
+  const long N = d_.N();
+  const int E = d_.E, K = d_.K, C = d_.C;
+  const Routed& kept = routed_.at(a.src);
+  const long R = kept.layout.token_rows();
+  // Routing weights: dw = dot(dy, expert output), the output being the sum of the tp-partial outputs.
+  k_.moe_row_dots(sc.moe.dw, dy, a.y, a.pos, N, K, C);
+  if (tp_) tp_->all_reduce(sc.moe.dw, N * K);
+  // Experts: the output gradient of each row is its routing weight x dy of its token.
+  k_.moe_gather_rows(sc.moe.drows, dy, a.src, a.row_w, R, C);
+  const T* de = static_cast<const T*>(dispatch_.to_experts(kept.layout, sc.moe.drows, nullptr, C, dtype_of<T>()));
+  const T* xe = static_cast<const T*>(dispatch_.to_experts(kept.layout, a.xin, nullptr, C, dtype_of<T>()));
+  expert_backward(p, g, xe, de, a, sc, kept.layout.local_rows());
+  const float* dxt = static_cast<const float*>(dispatch_.from_experts(kept.layout, sc.moe.dxin, nullptr, C, DType::f32));
+  // Router: softmax backward of the routing weights' and the load-balancing loss's gradients. The loss
+  // of a micro-batch of N tokens enters the objective as N x loss_scale x aux (1 / micro-batches).
+  const float* daux = nullptr;
+  if (!kept.daux.empty()) {
+    std::vector<float> scaled(kept.daux);
+    for (float& v : scaled) v *= static_cast<float>(N) * loss_scale;
+    to_device(sc.moe.daux, scaled);
+    daux = sc.moe.daux;
+  }
+  float* dlogits = sc.moe.logits;
+  kf_.moe_router_backward(dlogits, a.probs, a.idx, sc.moe.dw, daux, N, E, K);
+  // dW_r on every rank (the same values); the router's share of dx only on tp rank 0, then the experts'.
+  kf_.matmul_backward(bias_owner_ ? dx : nullptr, g.router_w, nullptr, dlogits, router_input(x, sc), router_weight(p.router_w, sc),
+                      N, C, E);
+  kf_.moe_combine(dx, dxt, a.pos, nullptr, N, K, C, bias_owner_);
+}
+
+template <typename T>
+void MoeLayer<T>::expert_backward(const MoeParams<T>& p, const MoeParams<float>& g, const T* xe, const T* de, MoeActs<T>& a,
+                                  Scratch<T>& sc, const std::vector<long>& rows) {
+  const int C = d_.C, Fe = d_.Fe, He = d_.He();
+  long o = 0;
+  for (std::size_t e = 0; e < rows.size(); o += rows[e], ++e) {
+    const long n = rows[e];
+    if (n == 0) continue;
+    const long le = static_cast<long>(e);
+    T* dact = sc.moe.dact + o * Fe;  // (n,Fe)
+    T* dh = sc.moe.dfch + o * He;    // (n,He)
+    k_.matmul_backward(dact, g.fcproj_w + le * C * Fe, g.fcproj_b ? g.fcproj_b + le * C : nullptr, de + o * C, a.act + o * Fe,
+                       p.fcproj_w + le * C * Fe, n, Fe, C);
+    if (swiglu_)
+      k_.swiglu_backward(dh, a.fch + o * He, dact, n, Fe);
+    else
+      k_.gelu_backward(dh, a.fch + o * He, dact, n * Fe);
+    k_.matmul_backward_wide(sc.moe.dxin + o * C, g.fc_w + le * He * C, g.fc_b ? g.fc_b + le * He : nullptr, dh, xe + o * C,
+                            p.fc_w + le * He * C, n, C, He);
+  }
+}
+
+template class MoeLayer<float>;
+template class MoeLayer<bf16>;
+
+}  // namespace dtrain

@@ -1,0 +1,55 @@
+// route_tokens, expert_capacity, load_balancing_loss: the host side of MoE routing.
+#include "model/moe_routing.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dtrain {
+
+long expert_capacity(double factor, long N, int K, int E) {
+  return static_cast<long>(std::ceil(factor * static_cast<double>(N) * K / E));
+}
+
+MoeRouting route_tokens(const int* idx, const float* w, long N, int E, int K, long capacity) {
+  MoeRouting r;
+  r.pos.assign(static_cast<std::size_t>(N * K), -1);
+  r.counts.assign(static_cast<std::size_t>(E), 0);
+  r.rows.assign(static_cast<std::size_t>(E), 0);
+  // Each expert's assignments (flat indices t*K + j), in token order.
+  std::vector<std::vector<long>> of(static_cast<std::size_t>(E));
+  for (long a = 0; a < N * K; ++a) of[static_cast<std::size_t>(idx[a])].push_back(a);
+  for (int e = 0; e < E; ++e) {
+    std::vector<long>& list = of[static_cast<std::size_t>(e)];
+    r.counts[static_cast<std::size_t>(e)] = static_cast<long>(list.size());
+    if (capacity >= 0 && static_cast<long>(list.size()) > capacity) {
+      // Keep the most probable (stable: the earlier token first among equal probabilities), then back
+      // to token order.
+      std::stable_sort(list.begin(), list.end(), [&](long a, long b) { return w[a] > w[b]; });
+      list.resize(static_cast<std::size_t>(capacity));
+      std::sort(list.begin(), list.end());
+    }
+    r.rows[static_cast<std::size_t>(e)] = static_cast<long>(list.size());
+    for (long a : list) {
+      r.pos[static_cast<std::size_t>(a)] = static_cast<int>(r.src.size());
+      r.src.push_back(static_cast<int>(a / K));
+      r.row_w.push_back(w[a]);
+    }
+  }
+  return r;
+}
+
+double load_balancing_loss(const float* probs, const std::vector<long>& counts, long N, int E, int K, double coeff,
+                           std::vector<float>* daux) {
+  const double scale = coeff * E / (static_cast<double>(N) * static_cast<double>(N) * K);
+  double loss = 0.0;
+  if (daux) daux->assign(static_cast<std::size_t>(E), 0.0f);
+  for (int e = 0; e < E; ++e) {
+    double p = 0.0;  // sum over tokens, in token order
+    for (long t = 0; t < N; ++t) p += probs[t * E + e];
+    loss += p * static_cast<double>(counts[static_cast<std::size_t>(e)]);
+    if (daux) (*daux)[static_cast<std::size_t>(e)] = static_cast<float>(scale * static_cast<double>(counts[static_cast<std::size_t>(e)]));
+  }
+  return scale * loss;
+}
+
+}  // namespace dtrain
