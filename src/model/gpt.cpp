@@ -40,7 +40,7 @@ class GptModelImpl final : public GptModel {
       ring_ = std::make_unique<RingAttention<T>>(k_, *cp, plan.activations.dims);
     }
     if (plan.shape.experts > 0)
-      moe_ = std::make_unique<MoeLayer<T>>(plan_, backend, tp_, dispatch ? *dispatch : local_dispatch_, device(), moe_stats_);
+      moe_ = std::make_unique<MoeLayer<T>>(plan_, backend, tp_, cp, dispatch ? *dispatch : local_dispatch_, device(), moe_stats_);
     for (const auto& [begin, end] : plan.activations.recompute_groups()) replay_from_[static_cast<std::size_t>(end - 1)] = begin;
   }
 

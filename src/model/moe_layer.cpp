@@ -9,11 +9,13 @@
 namespace dtrain {
 
 template <typename T>
-MoeLayer<T>::MoeLayer(const RankPlan& plan, kernels::Backend backend, const TensorParallel* tp, ExpertDispatch& dispatch,
-                      Device& device, MoeStats& stats)
+MoeLayer<T>::MoeLayer(const RankPlan& plan, kernels::Backend backend, const TensorParallel* tp, Communicator* cp,
+                      ExpertDispatch& dispatch, Device& device, MoeStats& stats)
     : k_(kernels::kernel_table<T>(backend)),
       kf_(kernels::kernel_table<float>(backend)),
       tp_(tp),
+      cp_(cp && cp->size() > 1 ? cp : nullptr),
+      reports_aux_(plan.coords.cp == 0),
       dispatch_(dispatch),
       device_(device),
       stats_(stats),
@@ -59,13 +61,24 @@ void MoeLayer<T>::forward(float* out, const MoeParams<T>& p, const T* x, MoeActs
   device_.copy(w.data(), a.w, sizeof(float) * w.size());
   device_.copy(probs.data(), a.probs, sizeof(float) * probs.size());
   const MoeRouting r = route_tokens(idx.data(), w.data(), N, E, K, capacity_);
-  // Context parallelism (not supported yet) splits a micro-batch's tokens over the cp group: the
-  // counts and probability sums of the load-balancing loss (and N) must then be the group's, summed
-  // over ParallelState::cp() here, before the loss and its gradient.
+  // Context parallelism splits a micro-batch's tokens over the cp group: the load-balancing loss is
+  // the whole micro-batch's, from the sums of every cp rank (each cp rank then holds the same loss;
+  // cp rank 0 reports it).
   Routed& kept = routed_[a.src];
-  const double aux = load_balancing_loss(probs.data(), r.counts, N, E, K, aux_coeff_, aux_coeff_ > 0 ? &kept.daux : nullptr);
+  LoadBalanceSums sums(probs.data(), r.counts, N, E);
+  if (cp_) {
+    std::vector<double> all(sums.probs);
+    all.insert(all.end(), sums.counts.begin(), sums.counts.end());
+    all.push_back(static_cast<double>(sums.tokens));
+    cp_->all_reduce(all.data(), all.size(), DType::f64, ReduceOp::sum, {"allreduce (MoE load-balancing sums)"});
+    std::copy(all.begin(), all.begin() + E, sums.probs.begin());
+    std::copy(all.begin() + E, all.begin() + 2 * E, sums.counts.begin());
+    sums.tokens = static_cast<long>(all.back());
+  }
+  kept.tokens = sums.tokens;
+  const double aux = load_balancing_loss(sums, K, aux_coeff_, aux_coeff_ > 0 ? &kept.daux : nullptr);
   if (record) {
-    stats_.aux_loss += aux;
+    if (reports_aux_) stats_.aux_loss += aux;
     for (int e = 0; e < E; ++e) stats_.tokens[static_cast<std::size_t>(layer) * E + e] += static_cast<double>(r.counts[e]);
   }
   to_device(a.pos, r.pos);
@@ -123,7 +136,7 @@ void MoeLayer<T>::backward(float* dx, const MoeParams<T>& p, const MoeParams<flo
   const float* daux = nullptr;
   if (!kept.daux.empty()) {
     std::vector<float> scaled(kept.daux);
-    for (float& v : scaled) v *= static_cast<float>(N) * loss_scale;
+    for (float& v : scaled) v *= static_cast<float>(kept.tokens) * loss_scale;
     to_device(sc.moe.daux, scaled);
     daux = sc.moe.daux;
   }

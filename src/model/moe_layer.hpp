@@ -46,8 +46,9 @@ struct MoeStats {
 template <typename T>
 class MoeLayer {
  public:
-  MoeLayer(const RankPlan& plan, kernels::Backend backend, const TensorParallel* tp, ExpertDispatch& dispatch, Device& device,
-           MoeStats& stats);
+  // cp: the context-parallel group (the load-balancing loss sums over a micro-batch's tokens on all of it).
+  MoeLayer(const RankPlan& plan, kernels::Backend backend, const TensorParallel* tp, Communicator* cp, ExpertDispatch& dispatch,
+           Device& device, MoeStats& stats);
   // out (N,C): the combined expert outputs, fp32 partial sums over tp (=). record: count the layer in the
   // statistics (false when a recomputation reruns the forward).
   void forward(float* out, const MoeParams<T>& p, const T* x, MoeActs<T>& a, Scratch<T>& sc, int layer, bool record);
@@ -62,6 +63,7 @@ class MoeLayer {
   struct Routed {
     ExpertLayout layout;
     std::vector<float> daux;  // (E) load-balancing gradient per expert, unscaled; empty without the loss
+    long tokens = 0;          // the micro-batch's tokens (over the cp group)
   };
   // The router's fp32 input and weight: the tensors themselves in fp32 runs, widened copies in bf16 runs.
   const float* router_input(const T* x, Scratch<T>& sc);
@@ -77,6 +79,8 @@ class MoeLayer {
   const kernels::KernelTable<T>& k_;
   const kernels::KernelTable<float>& kf_;  // the fp32 router
   const TensorParallel* tp_;
+  Communicator* cp_;   // null without context parallelism
+  bool reports_aux_;   // cp rank 0 adds the micro-batch's load-balancing loss to the statistics
   ExpertDispatch& dispatch_;
   Device& device_;
   MoeStats& stats_;

@@ -387,6 +387,18 @@ TEST_CASE("expert-parallel layouts match one rank", "[mpi][layouts][moe][ep]") {
     extra.push_back(std::string("--model.moe_capacity_factor=") + capacity);
     check_layouts(variants, extra, 1e-6, 1e-6, 1e-4);
   }
+  // With context parallelism (dropless): a micro-batch's load-balancing loss from the sums of its cp
+  // ranks; at T = 64 (2 chunks of 16 per rank at cp 2).
+  std::vector<Variant> with_cp;
+  for (bool distributed : {false, true}) {
+    Variant v{1, 1, world / 2, false, distributed};
+    v.cp = 2;
+    v.ep = world / 2;
+    if (world >= 4) with_cp.push_back(v);
+  }
+  std::vector<std::string> long_moe = moe;
+  long_moe.push_back("--model.seq_length=64");
+  check_layouts(with_cp, long_moe, 1e-6, 1e-6, 1e-4);
 }
 
 // Mixture of experts: 4 experts, top-2, in every other block (blocks 0, 2, 4, 6), load-balancing loss
