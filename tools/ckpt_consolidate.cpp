@@ -37,7 +37,7 @@ namespace {
 
 const char* kUsage =
     "usage: ckpt-consolidate CKPT --info | --verify | --out FILE.h5 [--optimizer] [--dtype fp32|bf16]\n"
-    "       ckpt-consolidate CKPT --reshard tp=N,pp=N,dp=N[,v=N][,zero=0|1] --out DIR\n"
+    "       ckpt-consolidate CKPT --reshard tp=N,pp=N,dp=N[,v=N][,ep=N][,zero=0|1] --out DIR\n"
     "       ckpt-consolidate CKPT|FILE.h5 --export-hf DIR [--dtype fp32|bf16] [--max-shard-size SIZE]\n"
     "       ckpt-consolidate --import-hf DIR --out FILE.h5 [--tokenizer SPEC]\n"
     "CKPT: a checkpoint step directory (step_XXXXXXXX) or a checkpoint directory (its 'latest' is used).\n"
@@ -62,10 +62,11 @@ ReshardLayout parse_layout(const std::string& spec) {
     else if (key == "pp") l.pp = static_cast<int>(value);
     else if (key == "dp") l.dp = static_cast<int>(value);
     else if (key == "v") l.v = static_cast<int>(value);
+    else if (key == "ep") l.ep = static_cast<int>(value);
     else if (key == "zero") l.distributed_optimizer = value != 0;
-    else throw UserError("--reshard: unknown key '" + key + "' (tp, pp, dp, v, zero)");
+    else throw UserError("--reshard: unknown key '" + key + "' (tp, pp, dp, v, ep, zero)");
   }
-  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.v < 1) throw UserError("--reshard: sizes must be at least 1");
+  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.v < 1 || l.ep < 1) throw UserError("--reshard: sizes must be at least 1");
   if (static_cast<long>(l.tp) * l.pp * l.dp > kMaxRanks)
     throw UserError("--reshard: tp x pp x dp is more than " + std::to_string(kMaxRanks) + " ranks");
   return l;
@@ -202,9 +203,9 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
     std::printf("checkpoint %s\n  step %lld, consumed samples %lld, checkpoint id %016llx, written by dtrain %s\n", dir.c_str(),
                 static_cast<long long>(m.step), static_cast<long long>(m.consumed_samples),
                 static_cast<unsigned long long>(m.checkpoint_id), m.version.c_str());
-    std::printf("  layout tp=%lld cp=%lld pp=%lld dp=%lld v=%lld order %s, distributed optimizer %s\n",
+    std::printf("  layout tp=%lld cp=%lld pp=%lld dp=%lld v=%lld ep=%lld order %s, distributed optimizer %s\n",
                 static_cast<long long>(m.tp), static_cast<long long>(m.cp), static_cast<long long>(m.pp),
-                static_cast<long long>(m.dp), static_cast<long long>(m.v), m.order.c_str(), m.distributed_optimizer ? "on" : "off");
+                static_cast<long long>(m.dp), static_cast<long long>(m.v), static_cast<long long>(m.ep), m.order.c_str(), m.distributed_optimizer ? "on" : "off");
     std::printf("  %zu shards, %.1f MB; optimizer state: %s\n  tensors (global shapes):\n", reader->shard_files().size(),
                 reader->total_bytes() / 1e6, reader->has_kind("exp_avg") ? "yes" : "no");
     for (const auto& name : reader->tensor_names()) {
@@ -226,7 +227,8 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
     const ReshardLayout layout = parse_layout(reshard_spec);
     reshard(comm, *reader, layout, out, progress);
     if (rank == 0)
-      std::printf("reshard: wrote %s/latest -> tp=%d pp=%d dp=%d v=%d%s\n", out.c_str(), layout.tp, layout.pp, layout.dp, layout.v,
+      std::printf("reshard: wrote %s/latest -> tp=%d pp=%d dp=%d v=%d ep=%d%s\n", out.c_str(), layout.tp, layout.pp, layout.dp, layout.v,
+                  layout.ep,
                   layout.distributed_optimizer ? " (distributed optimizer)" : "");
   }
   return 0;

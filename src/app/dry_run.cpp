@@ -37,7 +37,7 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
   std::printf("== launch ==\n  launcher %s, %d ranks on %d node(s)%s\n", env.launcher.c_str(), env.world_size,
               env.num_nodes, env.job_id.empty() ? "" : (", Slurm job " + env.job_id).c_str());
 
-  std::printf("== layout: tp=%d cp=%d pp=%d dp=%d v=%d, order %s ==\n", s.tp, s.cp, s.pp, s.dp, plan.virtual_stages,
+  std::printf("== layout: tp=%d cp=%d pp=%d dp=%d ep=%d v=%d, order %s ==\n", s.tp, s.cp, s.pp, s.dp, s.ep, plan.virtual_stages,
               cfg.system.rank_order.c_str());
   print_groups("TP groups:", layout.groups(Axis::tp));
   print_groups("CP groups:", layout.groups(Axis::cp));
@@ -50,9 +50,20 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
       if (layout.replica_index(r) == 0) replicas.push_back(layout.replica_group_of(r));
     print_groups("DP x CP groups (gradients, distributed optimizer):", replicas);
   }
+  const bool moe = cfg.model.num_experts > 0;
+  if (moe) {
+    const int local = cfg.model.num_experts / s.ep;
+    std::printf("  experts: %d, ep=%d: %d experts per rank (EP rank e holds experts [e*%d, (e+1)*%d)); expert gradients are "
+                "reduced over expert-data-parallel groups of cp x dp / ep = %d ranks\n",
+                cfg.model.num_experts, s.ep, local, local, local, s.edp());
+    print_groups("EP groups:", layout.ep_groups());
+    print_groups("EDP groups:", layout.edp_groups());
+  }
   for (int r = 0; r < layout.world_size(); ++r) {
     const Coords c = layout.coords_of(r);
-    std::printf("  rank %d: node %s tp=%d cp=%d dp=%d pp=%d\n", r, names[r].c_str(), c.tp, c.cp, c.dp, c.pp);
+    std::printf("  rank %d: node %s tp=%d cp=%d dp=%d pp=%d", r, names[r].c_str(), c.tp, c.cp, c.dp, c.pp);
+    if (moe) std::printf(" ep=%d edp=%d", layout.sizes().ep_rank(c), layout.sizes().edp_rank(c));
+    std::printf("\n");
   }
 
   std::printf("== pipeline stages (balance) ==\n");
@@ -64,6 +75,15 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
     for (const auto& c : rp.part.chunks) chunks += " [" + std::to_string(c.front()) + "-" + std::to_string(c.back()) + "]";
     std::printf("  stage %d: blocks%s%s%s, %zu parameters per rank, %d activation slots\n", st, chunks.c_str(),
                 rp.part.embedding ? " +embedding" : "", rp.part.head ? " +head" : "", rp.table.total(), rp.activations.slots);
+    if (moe) {
+      std::size_t experts = 0;
+      for (const auto& t : rp.table.tensors()) experts += t.expert ? t.numel : 0;
+      // fp32 gradients; moments (and bf16 master weights) of the rank's 1/edp slice under the distributed optimizer.
+      const std::size_t optimizer = (cfg.system.precision == Precision::bf16 ? 12 : 8) * experts /
+                                    static_cast<std::size_t>(cfg.system.use_distributed_optimizer ? s.edp() : 1);
+      std::printf("    of which %zu in its %d experts: %.2f MiB of params, %.2f MiB of grads, %.2f MiB of optimizer state per rank\n",
+                  experts, cfg.model.num_experts / s.ep, mb(experts * rp.compute_type_bytes()), mb(experts * 4), mb(optimizer));
+    }
   }
   if (s.cp > 1) {
     const RankPlan rp = make_rank_plan(cfg, plan, Coords{});

@@ -36,6 +36,7 @@ struct CheckpointMeta {
   std::int64_t step = 0;               // optimizer steps done (the data position and LR schedule follow)
   std::int64_t consumed_samples = 0;
   std::int64_t tp = 1, cp = 1, pp = 1, dp = 1, v = 1;
+  std::int64_t ep = 1;                 // expert-parallel ranks (the sixth entry of `layout`; absent = 1)
   std::string order = "tp-cp-dp-pp";
   std::int64_t distributed_optimizer = 0;
   std::string config_text;             // the resolved input.ini
@@ -196,7 +197,7 @@ ReadReport read_report(MPI_Comm comm, std::uint64_t bytes_read, std::size_t stat
 // Writes a sharded checkpoint for a layout from a reader: every rank of the new layout's shard, as if
 // saved by that layout (ckpt-consolidate --reshard).
 struct ReshardLayout {
-  int tp = 1, pp = 1, dp = 1, v = 1;
+  int tp = 1, pp = 1, dp = 1, v = 1, ep = 1;
   bool distributed_optimizer = false;
 };
 

@@ -117,6 +117,7 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
   cfg.system.tensor_model_parallel_size = L.tp;
   cfg.system.pipeline_model_parallel_size = L.pp;
   cfg.system.virtual_pipeline_model_parallel_size = L.v;
+  cfg.system.expert_model_parallel_size = L.ep;
   cfg.system.sequence_parallel = false;
   cfg.model.micro_batch_size.automatic = true;  // the batch is the resuming run's business
   const int world = L.tp * L.pp * L.dp;  // bounded by parse_layout
@@ -124,16 +125,17 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
     check_layout(cfg, world);
   } catch (const UserError& e) {
     throw UserError("--reshard tp=" + std::to_string(L.tp) + ",pp=" + std::to_string(L.pp) + ",dp=" + std::to_string(L.dp) +
-                    ",v=" + std::to_string(L.v) + " does not fit the checkpoint's model:\n" + e.what());
+                    ",v=" + std::to_string(L.v) +
+                    ",ep=" + std::to_string(L.ep) + " does not fit the checkpoint's model:\n" + e.what());
   }
   // The plan of the new layout: which tensors, slices and optimizer ranges each of its ranks holds.
   TrainingPlan target;
-  target.sizes.tp = L.tp, target.sizes.pp = L.pp, target.sizes.dp = L.dp;
+  target.sizes.tp = L.tp, target.sizes.pp = L.pp, target.sizes.dp = L.dp, target.sizes.ep = L.ep;
   target.virtual_stages = L.v;
   cfg.system.use_distributed_optimizer = L.distributed_optimizer;
   const RankLayout layout(target.sizes, reader.meta().order);
   CheckpointMeta meta = reader.meta();
-  meta.tp = L.tp, meta.pp = L.pp, meta.dp = L.dp, meta.v = L.v, meta.cp = 1;
+  meta.tp = L.tp, meta.pp = L.pp, meta.dp = L.dp, meta.v = L.v, meta.cp = 1, meta.ep = L.ep;
   meta.distributed_optimizer = L.distributed_optimizer ? 1 : 0;
   meta.checkpoint_id = new_checkpoint_id(comm);
   const std::string step = step_dir_name(meta.step);

@@ -81,8 +81,9 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool hash_files)
       meta_.step = step;
       meta_.consumed_samples = f.attr_int("consumed_samples");
       const auto layout = f.attr_ints("layout");
-      if (layout.size() != 5) throw UserError("checkpoint shard '" + path + "' has a malformed layout attribute");
+      if (layout.size() != 5 && layout.size() != 6) throw UserError("checkpoint shard '" + path + "' has a malformed layout attribute");
       meta_.tp = layout[0], meta_.cp = layout[1], meta_.pp = layout[2], meta_.dp = layout[3], meta_.v = layout[4];
+      meta_.ep = layout.size() == 6 ? layout[5] : 1;
       meta_.order = f.attr_string("rank_order");
       meta_.distributed_optimizer = f.attr_int("distributed_optimizer");
       meta_.version = f.attr_string("dtrain_version");

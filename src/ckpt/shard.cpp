@@ -99,7 +99,7 @@ bool write_shard(const std::string& path, const CheckpointMeta& meta, const Piec
   f.set_attr("checkpoint_id", h5::hex64(meta.checkpoint_id));
   f.set_attr("step", meta.step);
   f.set_attr("consumed_samples", meta.consumed_samples);
-  f.set_attr("layout", std::vector<std::int64_t>{meta.tp, meta.cp, meta.pp, meta.dp, meta.v});
+  f.set_attr("layout", std::vector<std::int64_t>{meta.tp, meta.cp, meta.pp, meta.dp, meta.v, meta.ep});
   f.set_attr("rank_order", meta.order);
   f.set_attr("distributed_optimizer", meta.distributed_optimizer);
   f.set_attr("dtrain_version", std::string(DTRAIN_VERSION));

@@ -1,5 +1,5 @@
 // The communication layer: everything the parallel code needs from a group of ranks (a tensor-,
-// data- or pipeline-parallel group, the embedding group, the world), behind one interface with two
+// data-, expert- or pipeline-parallel group, the embedding group, the world), behind one interface with two
 // backends: MPI (host buffers, or device buffers staged through pinned host memory) and NCCL (device
 // buffers). Every operation reports itself to the hang watchdog and the trace inside the layer, so a
 // call site says once what it waits for (a CommLabel) and the report adds the group, the peer, the
@@ -35,6 +35,15 @@ constexpr DType dtype_of<bf16>() { return DType::bf16; }
 enum class ReduceOp { sum, max };
 enum class Completion { now, later };
 
+// Where each rank's block lies in an all-to-all buffer: counts[r] elements starting at element displs[r].
+struct Blocks {
+  std::vector<std::size_t> counts, displs;
+  // Blocks back to back in rank order.
+  static Blocks packed(std::vector<std::size_t> counts);
+  std::size_t extent() const;  // elements from the buffer's start to the end of its last block
+  std::size_t total() const;   // the sum of counts
+};
+
 // What a call is for, as the watchdog and the trace name it ("allreduce gradients", "recv activation").
 struct CommLabel {
   const char* what = "";
@@ -65,6 +74,19 @@ class CommRequest {
   std::unique_ptr<Impl> impl_;
 };
 
+// Adds the seconds of its lifetime to a counter (Communicator::all_to_all_seconds).
+class AllToAllTimer {
+ public:
+  explicit AllToAllTimer(double& total);
+  ~AllToAllTimer();
+  AllToAllTimer(const AllToAllTimer&) = delete;
+  AllToAllTimer& operator=(const AllToAllTimer&) = delete;
+
+ private:
+  double& total_;
+  double start_;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -87,6 +109,17 @@ class Communicator {
   // In place over buf (size x count): afterwards every block r holds rank r's block r.
   virtual CommRequest all_gather_in_place(void* buf, std::size_t count, DType t, const CommLabel& label,
                                           Completion c = Completion::now) = 0;
+  // Every rank sends its send block r to rank r and receives rank r's block into its recv block r; a
+  // block may be empty. Both Blocks have size() entries; a receiver must know its counts first
+  // (exchange_counts).
+  virtual void all_to_all_v(const void* send, const Blocks& send_blocks, void* recv, const Blocks& recv_blocks, DType t,
+                            const CommLabel& label) = 0;
+  // Host values, size() x k: block r (k counts) goes to rank r; the result's block r is what rank r sent
+  // to this rank. How a receiver of all_to_all_v learns what comes.
+  virtual std::vector<std::size_t> exchange_counts(const std::vector<std::size_t>& send_counts, const CommLabel& label) = 0;
+  // Seconds the host has spent in this group's all_to_all_v and exchange_counts so far (the
+  // dispatcher's share of a step; on NCCL only the launches, the transfer itself overlaps).
+  double all_to_all_seconds() const { return all_to_all_seconds_; }
   virtual void broadcast(void* buf, std::size_t count, DType t, int root, const CommLabel& label) = 0;
   // recv (count, on root only) <- the sum over the group of send.
   virtual void reduce(const void* send, void* recv, std::size_t count, DType t, int root, const CommLabel& label) = 0;
@@ -108,6 +141,7 @@ class Communicator {
 
  protected:
   Communicator(std::string name, std::vector<int> world_ranks) : name_(std::move(name)), world_ranks_(std::move(world_ranks)) {}
+  double all_to_all_seconds_ = 0.0;
   void set_position(int rank, int size) {
     rank_ = rank;
     size_ = size;

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 
@@ -51,6 +52,13 @@ int checked_count(std::size_t count) {
   if (count > static_cast<std::size_t>(INT_MAX))
     fatal("internal error: an MPI message of " + std::to_string(count) + " elements (the plan keeps them below 2^31)");
   return static_cast<int>(count);
+}
+
+// MPI's int counts and displacements of an all-to-all's blocks, refused beyond int range.
+std::vector<int> checked_counts(const std::vector<std::size_t>& v) {
+  std::vector<int> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = checked_count(v[i]);
+  return out;
 }
 
 // A request on one or two MPI_Requests: wait and test report to the watchdog; `then` runs once all
@@ -243,6 +251,45 @@ CommRequest MpiCommunicator::all_gather_in_place(void* buf, std::size_t count, D
   }
   done(h, buf, 0, all);
   return {};
+}
+
+void MpiCommunicator::all_to_all_v(const void* send, const Blocks& send_blocks, void* recv, const Blocks& recv_blocks, DType t,
+                                   const CommLabel& label) {
+  const std::size_t n = static_cast<std::size_t>(size()), e = dtype_bytes(t);
+  if (send_blocks.counts.size() != n || send_blocks.displs.size() != n || recv_blocks.counts.size() != n ||
+      recv_blocks.displs.size() != n)
+    fatal("internal error: all_to_all_v over " + name() + " needs " + std::to_string(n) + " blocks each way");
+  const std::vector<int> sc = checked_counts(send_blocks.counts), sd = checked_counts(send_blocks.displs);
+  const std::vector<int> rc = checked_counts(recv_blocks.counts), rd = checked_counts(recv_blocks.displs);
+  const std::size_t send_bytes = send_blocks.extent() * e, recv_bytes = recv_blocks.extent() * e;
+  const HostView hs = host_view(send, send_bytes, true), hr = host_view(recv, recv_bytes, false);
+  {
+    auto w = watch(watchdog_, info(label, -1, (send_blocks.total() + recv_blocks.total()) * e));
+    Trace::Span span(trace_, label.what, "comm");
+    const AllToAllTimer timer(all_to_all_seconds_);
+    MPI_CHECK(MPI_Alltoallv(hs.data, sc.data(), sd.data(), mpi_type(t), hr.data, rc.data(), rd.data(), mpi_type(t), comm_));
+  }
+  done(hs, nullptr, 0, 0);
+  if (hr.slot < 0) return;
+  for (std::size_t r = 0; r < n; ++r)  // only the blocks: what lies between them is the caller's
+    if (recv_blocks.counts[r] > 0)
+      buffers_.copy(static_cast<char*>(recv) + recv_blocks.displs[r] * e, static_cast<char*>(hr.data) + recv_blocks.displs[r] * e,
+                    recv_blocks.counts[r] * e);
+  done(hr, nullptr, 0, 0);
+}
+
+std::vector<std::size_t> MpiCommunicator::exchange_counts(const std::vector<std::size_t>& send_counts, const CommLabel& label) {
+  const std::size_t n = static_cast<std::size_t>(size());
+  if (send_counts.size() % n != 0) fatal("internal error: exchange_counts over " + name() + " needs a multiple of its size");
+  const int k = checked_count(send_counts.size() / n);
+  std::vector<std::uint64_t> out(send_counts.begin(), send_counts.end()), in(send_counts.size());
+  {
+    auto w = watch(watchdog_, info(label, -1, 2 * out.size() * sizeof(std::uint64_t)));
+    Trace::Span span(trace_, label.what, "comm");
+    const AllToAllTimer timer(all_to_all_seconds_);
+    MPI_CHECK(MPI_Alltoall(out.data(), k, MPI_UINT64_T, in.data(), k, MPI_UINT64_T, comm_));
+  }
+  return {in.begin(), in.end()};
 }
 
 void MpiCommunicator::broadcast(void* buf, std::size_t count, DType t, int root, const CommLabel& label) {

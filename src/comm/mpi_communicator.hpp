@@ -54,6 +54,9 @@ class MpiCommunicator final : public Communicator {
   void reduce_scatter(const void* send, void* recv, std::size_t count, DType t, const CommLabel& label) override;
   CommRequest reduce_scatter_in_place(void* buf, std::size_t count, DType t, const CommLabel& label, Completion c) override;
   CommRequest all_gather_in_place(void* buf, std::size_t count, DType t, const CommLabel& label, Completion c) override;
+  void all_to_all_v(const void* send, const Blocks& send_blocks, void* recv, const Blocks& recv_blocks, DType t,
+                    const CommLabel& label) override;
+  std::vector<std::size_t> exchange_counts(const std::vector<std::size_t>& send_counts, const CommLabel& label) override;
   void broadcast(void* buf, std::size_t count, DType t, int root, const CommLabel& label) override;
   void reduce(const void* send, void* recv, std::size_t count, DType t, int root, const CommLabel& label) override;
   void recv(void* buf, std::size_t count, DType t, int peer, int tag, const CommLabel& label) override;

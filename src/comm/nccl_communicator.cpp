@@ -13,6 +13,7 @@
 #include "comm/nccl_communicator.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <thread>
 
@@ -148,6 +149,41 @@ class NcclCommunicator final : public Communicator {
     const char* mine = static_cast<const char*>(buf) + count * dtype_bytes(t) * rank();
     NCCL_CHECK(ncclAllGather(mine, buf, count, nccl_type(t), comm_, stream_));
     return finish(label, -1, count * dtype_bytes(t) * size(), c);
+  }
+  // One group of a send and a receive per peer with a non-empty block (NCCL has no all-to-all-v).
+  void all_to_all_v(const void* send, const Blocks& send_blocks, void* recv, const Blocks& recv_blocks, DType t,
+                    const CommLabel& label) override {
+    Trace::Span span(trace_, label.what, "comm");
+    const AllToAllTimer timer(all_to_all_seconds_);
+    flush_sends();  // earlier sends of this group keep their place in NCCL's per-pair order
+    after_compute();
+    const std::size_t e = dtype_bytes(t);
+    NCCL_CHECK(ncclGroupStart());
+    for (int r = 0; r < size(); ++r) {
+      const std::size_t i = static_cast<std::size_t>(r);
+      if (send_blocks.counts[i] > 0)
+        NCCL_CHECK(ncclSend(static_cast<const char*>(send) + send_blocks.displs[i] * e, send_blocks.counts[i], nccl_type(t), r, comm_,
+                            stream_));
+      if (recv_blocks.counts[i] > 0)
+        NCCL_CHECK(ncclRecv(static_cast<char*>(recv) + recv_blocks.displs[i] * e, recv_blocks.counts[i], nccl_type(t), r, comm_,
+                            stream_));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    finish(label, -1, (send_blocks.total() + recv_blocks.total()) * e, Completion::now);
+  }
+  // Through a device copy of the counts (NCCL moves device memory); the host waits for the result.
+  std::vector<std::size_t> exchange_counts(const std::vector<std::size_t>& send_counts, const CommLabel& label) override {
+    const std::size_t n = static_cast<std::size_t>(size()), k = send_counts.size() / n, bytes = send_counts.size() * sizeof(std::uint64_t);
+    std::vector<std::uint64_t> out(send_counts.begin(), send_counts.end()), in(send_counts.size());
+    std::uint64_t* dev = nullptr;  // (2 x size x k): sent, then received
+    CUDA_CHECK(cudaMalloc(&dev, 2 * bytes));
+    CUDA_CHECK(cudaMemcpy(dev, out.data(), bytes, cudaMemcpyHostToDevice));
+    Blocks blocks = Blocks::packed(std::vector<std::size_t>(n, k));
+    all_to_all_v(dev, blocks, dev + send_counts.size(), blocks, DType::f64, label);  // 64-bit words moved as they are
+    wait_event(*record(0), comm_, watchdog_, info(label, -1, 2 * bytes));
+    CUDA_CHECK(cudaMemcpy(in.data(), dev + send_counts.size(), bytes, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(dev));
+    return {in.begin(), in.end()};
   }
   void broadcast(void* buf, std::size_t count, DType t, int root, const CommLabel& label) override {
     Trace::Span span(trace_, label.what, "comm");

@@ -1,6 +1,7 @@
 // ParallelState: communicators from the pure RankLayout, one split per axis, of the chosen backend.
 #include "comm/parallel_state.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -30,6 +31,13 @@ ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, const Com
   };
   for (Axis a : kAllAxes)
     groups_[static_cast<int>(a)] = make(axis_name(a), layout_.group_index(a, world_rank_), coords_[a], layout_.group_of(a, world_rank_));
+  // Sub-groups of the grid: the colour is the group's lowest rank, the key the rank's place in it.
+  auto make_group = [&](const char* name, std::vector<int> members, int position) {
+    const int color = *std::min_element(members.begin(), members.end());
+    return make(name, color, position, std::move(members));
+  };
+  ep_ = make_group("ep", layout_.ep_group_of(world_rank_), layout_.sizes().ep_rank(coords_));
+  edp_ = make_group("edp", layout_.edp_group_of(world_rank_), layout_.sizes().edp_rank(coords_));
   const auto emb = layout_.embedding_group_of(world_rank_);
   if (emb.empty()) {
     MPI_Comm none = MPI_COMM_NULL;  // the split is collective: ranks outside every group take part too

@@ -1,5 +1,5 @@
 // The parallel state of a rank: its coordinates on the grid and one communicator per axis (tp, cp,
-// dp, pp), the embedding group (first and last pipeline stage; absent on the other stages) and the
+// dp, pp), the expert-parallel and expert-data-parallel groups (rank_layout.hpp), the embedding group (first and last pipeline stage; absent on the other stages) and the
 // world, all from the communication layer (MPI or NCCL for the groups, MPI for the world). Built once from (world communicator, RankLayout), passed
 // by const reference; no globals. Destroy it before MPI_Finalize.
 #pragma once
@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "comm/communicator.hpp"
+#include "plan/buckets.hpp"
 #include "plan/rank_layout.hpp"
 #include "runtime/device.hpp"
 #include "runtime/trace.hpp"
@@ -48,6 +49,12 @@ class ParallelState {
   // gradient reductions and the distributed optimizer's shards. The dp group itself when cp = 1.
   Communicator& replicas() const { return replicas_ ? *replicas_ : dp(); }
   Communicator& world() const { return *world_; }
+  // Expert parallelism: the EP group (token dispatch) and the EDP group (expert gradients, expert
+  // optimizer slices); with ep = 1 the EP group is this rank alone and the EDP group is dp x cp.
+  Communicator& ep() const { return *ep_; }
+  Communicator& edp() const { return *edp_; }
+  // The group a gradient bucket is reduced (and sharded) over: edp for experts, else the replicas (dp x cp).
+  Communicator& grad_group(const BucketSpan& b) const { return b.expert ? edp() : replicas(); }
   // The first and last pipeline stage of this rank's pipeline (the tied embedding); null elsewhere.
   Communicator* embedding() const { return embedding_.get(); }
 
@@ -62,7 +69,7 @@ class ParallelState {
   int world_rank_ = 0;
   Coords coords_;
   std::unique_ptr<Communicator> groups_[4];
-  std::unique_ptr<Communicator> embedding_, replicas_, world_;
+  std::unique_ptr<Communicator> embedding_, replicas_, world_, ep_, edp_;
 };
 
 }  // namespace dtrain

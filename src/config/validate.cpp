@@ -114,9 +114,10 @@ void validate_config(const Config& c) {
           s(static_cast<long>(y.context_parallel_size)) + " chunks (two per rank, for balanced causal attention), so it must divide " +
           "model.seq_length/2=" + s(static_cast<long>(m.seq_length) / 2) + (m.seq_length % 2 ? " (seq_length is odd)" : "") +
           (m.seq_length >= 2 ? "; choose cp among: " + divisor_list(m.seq_length / 2) : std::string()));
-  if (y.expert_model_parallel_size != 1)
+  p.range("system.expert_model_parallel_size", y.expert_model_parallel_size, 1, kMaxRanks);
+  if (y.expert_model_parallel_size > 1 && m.num_experts < 2)
     p.add("system.expert_model_parallel_size=" + s(static_cast<long>(y.expert_model_parallel_size)) +
-          ": expert parallelism is not supported yet; set it to 1");
+          " needs a mixture-of-experts model; set model.num_experts >= 2 or expert_model_parallel_size=1");
   if (y.pipeline_schedule == PipelineSchedule::interleaved && y.virtual_pipeline_model_parallel_size < 2)
     p.add("system.pipeline_schedule=interleaved needs system.virtual_pipeline_model_parallel_size >= 2");
   else if (y.pipeline_schedule != PipelineSchedule::interleaved && y.virtual_pipeline_model_parallel_size > 1)
@@ -134,6 +135,9 @@ void validate_config(const Config& c) {
   if (y.zero_stage > 1 && y.device == ComputeDevice::cuda)
     p.add("system.zero_stage=" + s(static_cast<long>(y.zero_stage)) +
           " releases memory page by page, which dtrain does on system.device=cpu only so far; use zero_stage=1 on GPUs");
+  if (y.zero_stage > 1 && y.expert_model_parallel_size > 1)
+    p.add("system.zero_stage=" + s(static_cast<long>(y.zero_stage)) + " with system.expert_model_parallel_size=" +
+          s(static_cast<long>(y.expert_model_parallel_size)) + ": ZeRO-2/3 do not shard expert-parallel tensors yet; use zero_stage=1");
   if (y.comm_backend == CommBackend::nccl && y.device != ComputeDevice::cuda)
     p.add("system.comm_backend=nccl needs system.device=cuda (NCCL moves GPU memory); use comm_backend=mpi or auto on CPUs");
 

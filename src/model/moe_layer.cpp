@@ -15,6 +15,7 @@ MoeLayer<T>::MoeLayer(const RankPlan& plan, kernels::Backend backend, const Tens
       kf_(kernels::kernel_table<float>(backend)),
       tp_(tp),
       cp_(cp && cp->size() > 1 ? cp : nullptr),
+      reports_aux_(plan.coords.cp == 0),
       dispatch_(dispatch),
       device_(device),
       stats_(stats),
@@ -60,28 +61,38 @@ void MoeLayer<T>::forward(float* out, const MoeParams<T>& p, const T* x, MoeActs
   device_.copy(w.data(), a.w, sizeof(float) * w.size());
   device_.copy(probs.data(), a.probs, sizeof(float) * probs.size());
   const MoeRouting r = route_tokens(idx.data(), w.data(), N, E, K, capacity_);
-  // Context parallelism splits a micro-batch's tokens over the cp group: the load-balancing loss is the
-  // micro-batch's, from the group's probability sums and counts over its N x cp tokens.
-  std::vector<double> sums = balance_sums(probs.data(), r.counts, N, E);
-  if (cp_) cp_->all_reduce(sums.data(), 2L * E, DType::f64, ReduceOp::sum, {"allreduce (MoE load balance)"});
+  // Context parallelism splits a micro-batch's tokens over the cp group: the load-balancing loss is
+  // the whole micro-batch's, from the sums of every cp rank (each cp rank then holds the same loss;
+  // cp rank 0 reports it).
   Routed& kept = routed_[a.src];
-  const long tokens = N * (cp_ ? cp_->size() : 1);
-  const double aux = load_balancing_loss(sums, tokens, E, K, aux_coeff_, aux_coeff_ > 0 ? &kept.daux : nullptr);
+  LoadBalanceSums sums(probs.data(), r.counts, N, E);
+  if (cp_) {
+    std::vector<double> all(sums.probs);
+    all.insert(all.end(), sums.counts.begin(), sums.counts.end());
+    all.push_back(static_cast<double>(sums.tokens));
+    cp_->all_reduce(all.data(), all.size(), DType::f64, ReduceOp::sum, {"allreduce (MoE load-balancing sums)"});
+    std::copy(all.begin(), all.begin() + E, sums.probs.begin());
+    std::copy(all.begin() + E, all.begin() + 2 * E, sums.counts.begin());
+    sums.tokens = static_cast<long>(all.back());
+  }
+  kept.tokens = sums.tokens;
+  const double aux = load_balancing_loss(sums, K, aux_coeff_, aux_coeff_ > 0 ? &kept.daux : nullptr);
   if (record) {
-    stats_.aux_loss += aux;
-    for (int e = 0; e < E; ++e) stats_.tokens[static_cast<std::size_t>(layer) * E + e] += sums[static_cast<std::size_t>(E + e)];
+    if (reports_aux_) stats_.aux_loss += aux;
+    for (int e = 0; e < E; ++e) stats_.tokens[static_cast<std::size_t>(layer) * E + e] += static_cast<double>(r.counts[e]);
   }
   to_device(a.pos, r.pos);
   to_device(a.src, r.src);
   to_device(a.row_w, r.row_w);
   kept.layout = dispatch_.plan(r.rows);
-  // Dispatch: token rows into expert-major rows, then to the experts that compute them. With ep = 1 the
-  // expert side is the token side (ep > 1 needs expert-side buffers of its own here and in backward).
+  // Dispatch: token rows into expert-major rows, then to the experts that compute them (with ep = 1 the
+  // expert side is the token side), and the outputs back; the token side's copy is kept for backward.
   k_.moe_gather_rows(a.xin, x, a.src, nullptr, r.total_rows(), C);
   const T* xe = static_cast<const T*>(dispatch_.to_experts(kept.layout, a.xin, nullptr, C, dtype_of<T>()));
   expert_forward(p, xe, a, kept.layout.local_rows());
   const float* y = static_cast<const float*>(dispatch_.from_experts(kept.layout, a.out, nullptr, C, DType::f32));
-  kf_.moe_combine(out, y, a.pos, a.w, N, K, C, false);
+  if (y != a.y) kf_.copy(a.y, y, kept.layout.token_rows() * C);
+  kf_.moe_combine(out, a.y, a.pos, a.w, N, K, C, false);
 }
 
 template <typename T>
@@ -112,7 +123,7 @@ void MoeLayer<T>::backward(float* dx, const MoeParams<T>& p, const MoeParams<flo
   const Routed& kept = routed_.at(a.src);
   const long R = kept.layout.token_rows();
   // Routing weights: dw = dot(dy, expert output), the output being the sum of the tp-partial outputs.
-  k_.moe_row_dots(sc.moe.dw, dy, a.out, a.pos, N, K, C);
+  k_.moe_row_dots(sc.moe.dw, dy, a.y, a.pos, N, K, C);
   if (tp_) tp_->all_reduce(sc.moe.dw, N * K);
   // Experts: the output gradient of each row is its routing weight x dy of its token.
   k_.moe_gather_rows(sc.moe.drows, dy, a.src, a.row_w, R, C);
@@ -121,12 +132,11 @@ void MoeLayer<T>::backward(float* dx, const MoeParams<T>& p, const MoeParams<flo
   expert_backward(p, g, xe, de, a, sc, kept.layout.local_rows());
   const float* dxt = static_cast<const float*>(dispatch_.from_experts(kept.layout, sc.moe.dxin, nullptr, C, DType::f32));
   // Router: softmax backward of the routing weights' and the load-balancing loss's gradients. The loss
-  // of a micro-batch of N x cp tokens enters the objective as N x cp x loss_scale x aux (1 / micro-batches).
+  // of a micro-batch of N tokens enters the objective as N x loss_scale x aux (1 / micro-batches).
   const float* daux = nullptr;
   if (!kept.daux.empty()) {
     std::vector<float> scaled(kept.daux);
-    const float weight = static_cast<float>(N * (cp_ ? cp_->size() : 1)) * loss_scale;
-    for (float& v : scaled) v *= weight;
+    for (float& v : scaled) v *= static_cast<float>(kept.tokens) * loss_scale;
     to_device(sc.moe.daux, scaled);
     daux = sc.moe.daux;
   }

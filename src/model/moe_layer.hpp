@@ -33,8 +33,7 @@ struct MoeParams {
 };
 
 // What the step line reports, summed over this rank's MoE layers and micro-batches since the last reset
-// (every tensor-parallel rank holds the same values; with context parallelism every rank of the cp group
-// holds its micro-batches' whole values).
+// (every tensor-parallel rank holds the same values).
 struct MoeStats {
   double aux_loss = 0.0;       // the load-balancing losses (before the objective's 1/micro-batches)
   std::vector<double> tokens;  // (num_layers, E) assignments per global layer and expert, before dropping
@@ -47,8 +46,7 @@ struct MoeStats {
 template <typename T>
 class MoeLayer {
  public:
-  // cp: the context-parallel group when plan.sizes.cp > 1 (the load-balancing loss sums its statistics
-  // over it), else null.
+  // cp: the context-parallel group (the load-balancing loss sums over a micro-batch's tokens on all of it).
   MoeLayer(const RankPlan& plan, kernels::Backend backend, const TensorParallel* tp, Communicator* cp, ExpertDispatch& dispatch,
            Device& device, MoeStats& stats);
   // out (N,C): the combined expert outputs, fp32 partial sums over tp (=). record: count the layer in the
@@ -56,8 +54,7 @@ class MoeLayer {
   void forward(float* out, const MoeParams<T>& p, const T* x, MoeActs<T>& a, Scratch<T>& sc, int layer, bool record);
   // dx (N,C) (=): the gradient of x, fp32 partial sum over tp; dy (N,C): the gradient of the block's
   // output, full rows. loss_scale: the LM loss's weight per token (the load-balancing loss of a
-  // micro-batch of N tokens (all cp ranks' rows) weighs N x loss_scale, so that it averages over
-  // micro-batches like the LM loss).
+  // micro-batch of N tokens weighs N x loss_scale, so that it averages over micro-batches like the LM loss).
   void backward(float* dx, const MoeParams<T>& p, const MoeParams<float>& g, const T* x, const T* dy, MoeActs<T>& a,
                 Scratch<T>& sc, float loss_scale);
 
@@ -66,6 +63,7 @@ class MoeLayer {
   struct Routed {
     ExpertLayout layout;
     std::vector<float> daux;  // (E) load-balancing gradient per expert, unscaled; empty without the loss
+    long tokens = 0;          // the micro-batch's tokens (over the cp group)
   };
   // The router's fp32 input and weight: the tensors themselves in fp32 runs, widened copies in bf16 runs.
   const float* router_input(const T* x, Scratch<T>& sc);
@@ -81,7 +79,8 @@ class MoeLayer {
   const kernels::KernelTable<T>& k_;
   const kernels::KernelTable<float>& kf_;  // the fp32 router
   const TensorParallel* tp_;
-  Communicator* cp_;
+  Communicator* cp_;   // null without context parallelism
+  bool reports_aux_;   // cp rank 0 adds the micro-batch's load-balancing loss to the statistics
   ExpertDispatch& dispatch_;
   Device& device_;
   MoeStats& stats_;

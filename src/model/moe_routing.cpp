@@ -38,23 +38,21 @@ MoeRouting route_tokens(const int* idx, const float* w, long N, int E, int K, lo
   return r;
 }
 
-std::vector<double> balance_sums(const float* probs, const std::vector<long>& counts, long N, int E) {
-  std::vector<double> sums(2 * static_cast<std::size_t>(E), 0.0);
-  for (int e = 0; e < E; ++e) {
-    for (long t = 0; t < N; ++t) sums[static_cast<std::size_t>(e)] += probs[t * E + e];
-    sums[static_cast<std::size_t>(E + e)] = static_cast<double>(counts[static_cast<std::size_t>(e)]);
-  }
-  return sums;
+LoadBalanceSums::LoadBalanceSums(const float* p, const std::vector<long>& c, long N, int E)
+    : probs(static_cast<std::size_t>(E), 0.0), counts(c.begin(), c.end()), tokens(N) {
+  for (int e = 0; e < E; ++e)
+    for (long t = 0; t < N; ++t) probs[static_cast<std::size_t>(e)] += p[t * E + e];
 }
 
-double load_balancing_loss(const std::vector<double>& sums, long N, int E, int K, double coeff, std::vector<float>* daux) {
-  const double scale = coeff * E / (static_cast<double>(N) * static_cast<double>(N) * K);
+double load_balancing_loss(const LoadBalanceSums& sums, int K, double coeff, std::vector<float>* daux) {
+  const std::size_t E = sums.probs.size();
+  const double N = static_cast<double>(sums.tokens);
+  const double scale = coeff * static_cast<double>(E) / (N * N * K);
   double loss = 0.0;
-  if (daux) daux->assign(static_cast<std::size_t>(E), 0.0f);
-  for (int e = 0; e < E; ++e) {
-    const double count = sums[static_cast<std::size_t>(E + e)];
-    loss += sums[static_cast<std::size_t>(e)] * count;
-    if (daux) (*daux)[static_cast<std::size_t>(e)] = static_cast<float>(scale * count);
+  if (daux) daux->assign(E, 0.0f);
+  for (std::size_t e = 0; e < E; ++e) {
+    loss += sums.probs[e] * sums.counts[e];
+    if (daux) (*daux)[e] = static_cast<float>(scale * sums.counts[e]);
   }
   return scale * loss;
 }

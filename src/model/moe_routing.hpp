@@ -25,14 +25,18 @@ long expert_capacity(double factor, long N, int K, int E);
 // idx, w (N,K): the router's choices and their probabilities; capacity < 0 = dropless.
 MoeRouting route_tokens(const int* idx, const float* w, long N, int E, int K, long capacity);
 
-// What the load-balancing loss needs of a rank's N token rows: per expert (E), the sum over tokens of the
-// router probability (probs (N,E), in token order), then the top-k counts; (2E) values to sum over the
-// ranks that hold parts of one micro-batch (context parallelism).
-std::vector<double> balance_sums(const float* probs, const std::vector<long>& counts, long N, int E);
+// The load-balancing loss's sums over one micro-batch: per expert P_e = sum_t probs[t,e] (token order)
+// and the assignments counted before dropping, and the tokens. Context parallelism splits a micro-
+// batch over ranks: each holds the sums of its tokens, added over the cp group into the whole's.
+struct LoadBalanceSums {
+  std::vector<double> probs, counts;  // (E), (E)
+  long tokens = 0;
+  LoadBalanceSums(const float* probs /*(N,E)*/, const std::vector<long>& counts, long N, int E);
+};
 
-// Switch/GShard load-balancing loss of one micro-batch of N tokens from its balance_sums (P_e, counts_e):
-// coeff * E / (N^2 K) * sum_e P_e * counts_e; and its gradient with respect to every probs[t,e] of
-// expert e, coeff * E / (N^2 K) * counts_e (the counts are not differentiated), into daux (E).
-double load_balancing_loss(const std::vector<double>& sums, long N, int E, int K, double coeff, std::vector<float>* daux);
+// Switch/GShard load-balancing loss of one micro-batch: coeff * E / (N^2 K) * sum_e P_e * counts_e;
+// and its gradient with respect to every probs[t,e] of expert e, coeff * E / (N^2 K) * counts_e (the
+// counts are not differentiated), into daux (E).
+double load_balancing_loss(const LoadBalanceSums& sums, int K, double coeff, std::vector<float>* daux);
 
 }  // namespace dtrain

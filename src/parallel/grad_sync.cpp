@@ -15,7 +15,8 @@ GradSync::GradSync(const RankPlan& plan, Arena& params, Arena& grads, const Para
     Bucket b;
     b.range = span.range;
     b.layer = span.layer;
-    b.owned = owned_slice(span, ps.replicas().size(), ps.replicas().rank());
+    b.group = &ps.grad_group(span);
+    b.owned = owned_slice(span, plan.groups.of(span));
     b.packed = packed;
     packed += b.owned.end - b.owned.begin;
     buckets_.push_back(std::move(b));
@@ -54,7 +55,7 @@ void GradSync::prepare(Bucket& b) {
 void GradSync::start_reduce(Bucket& b, bool non_blocking) {
   b.reduced = true;
   prepare(b);
-  Communicator& dp = ps_.replicas();
+  Communicator& dp = *b.group;
   const std::size_t n = b.range.end - b.range.begin;
   if (dp.size() == 1 || n == 0) return;
   float* g = grads_.as<float>() + b.range.begin;
@@ -122,12 +123,12 @@ void GradSync::finish() {
 }
 
 void GradSync::gather_params(bool overlap) {
-  Communicator& dp = ps_.replicas();
   // ZeRO-3 gathers a bucket only when a block needs it (ShardedParams).
-  if (!distributed_ || dp.size() == 1 || plan_.shards_params()) return;
+  if (!distributed_ || plan_.shards_params()) return;
   for (auto& b : buckets_) {
+    Communicator& dp = *b.group;
     const std::size_t n = b.range.end - b.range.begin;
-    if (n == 0) continue;
+    if (n == 0 || dp.size() == 1) continue;
     // The compute weights (fp32 or bf16) of each slice, as its owner's optimizer left them.
     char* first = static_cast<char*>(params_.data()) + b.range.begin * plan_.compute_type_bytes();
     b.param_req = dp.all_gather_in_place(first, n / static_cast<std::size_t>(dp.size()),

@@ -4,7 +4,9 @@
 // last micro-batch; with it, a block's bucket starts reducing (non-blocking) as soon as the block's
 // backward has run for the last micro-batch. With system.use_distributed_optimizer (ZeRO-1) each
 // bucket is reduce-scattered: data-parallel rank r owns the r-th of the dp equal slices of every
-// bucket, updates it, and the slices are all-gathered back into full parameters.
+// bucket, updates it, and the slices are all-gathered back into full parameters. A block's expert
+// tensors are a bucket of their own, reduced (and sliced) the same way over the expert-data-parallel
+// group: the ranks holding the same experts.
 // Before a bucket leaves, the gradients that are partial over tensor-parallel ranks (LayerNorm under
 // sequence parallelism) are summed over the TP group, and the tied embedding over the embedding group.
 // ZeRO-2 and 3 (plan.shards_grads()): a block's bucket is reduce-scattered after every micro-batch's
@@ -47,7 +49,8 @@ class GradSync {
   struct Bucket {
     ArenaRange range;
     int layer;                            // -1 for the embedding and head ranges
-    ArenaRange owned;                     // this rank's slice
+    Communicator* group;                  // dp, or edp for a block's experts
+    ArenaRange owned;                     // this rank's slice over the group
     std::size_t packed = 0;               // where the slice sits in the accumulator (ZeRO-2/3, m > 1)
     CommRequest grad_req, param_req;      // reductions and gathers in flight
     int backward_count = 0;               // micro-batches whose backward of the block is done

@@ -6,12 +6,13 @@
 namespace dtrain {
 
 ShardedParams::ShardedParams(const RankPlan& plan, Arena& params, const ParallelState& ps) : plan_(plan), params_(params), ps_(ps) {
-  for (const auto& span : plan.buckets) buckets_.push_back({span.range, owned_slice(span, ps.replicas().size(), ps.replicas().rank()), {}, false});
+  for (const auto& span : plan.buckets)
+    buckets_.push_back({span.range, owned_slice(span, plan.groups.of(span)), &ps.grad_group(span), {}, false});
 }
 
 void ShardedParams::start_gather(Bucket& b, Completion when) {
   b.whole = true;
-  Communicator& dp = ps_.replicas();
+  Communicator& dp = *b.group;
   const std::size_t n = b.range.end - b.range.begin;
   if (dp.size() == 1 || n == 0) return;
   char* first = static_cast<char*>(params_.data()) + b.range.begin * plan_.compute_type_bytes();

@@ -31,6 +31,7 @@ class ShardedParams {
  private:
   struct Bucket {
     ArenaRange range, owned;
+    Communicator* group;    // dp, or edp for a block's experts
     CommRequest gather;     // a prefetch in flight
     bool whole = false;     // gathered (or being gathered)
   };

@@ -63,10 +63,12 @@ void take_moe(Carver& cv, const ActivationDims& d, MoeActs<T>& m) {
   m.pos = cv.take<int>(mul(N, K));
   m.src = cv.take<int>(R);
   m.row_w = cv.take<float>(R);
+  const std::size_t Re = static_cast<std::size_t>(d.Re());
   m.xin = cv.take<T>(mul(R, C));
-  m.fch = cv.take<T>(mul(R, static_cast<std::size_t>(d.He())));
-  m.act = cv.take<T>(mul(R, static_cast<std::size_t>(d.Fe)));
-  m.out = cv.take<float>(mul(R, C));
+  m.fch = cv.take<T>(mul(Re, static_cast<std::size_t>(d.He())));
+  m.act = cv.take<T>(mul(Re, static_cast<std::size_t>(d.Fe)));
+  m.out = cv.take<float>(mul(Re, C));
+  m.y = d.ep > 1 ? cv.take<float>(mul(R, C)) : m.out;
 }
 
 template <typename T>
@@ -79,10 +81,11 @@ void take_moe_scratch(Carver& cv, const ActivationDims& d, MoeScratch<T>& m) {
   m.daux = cv.take<float>(E);
   m.x32 = wide ? cv.take<float>(mul(N, C)) : nullptr;
   m.w32 = wide ? cv.take<float>(mul(E, C)) : nullptr;
+  const std::size_t Re = static_cast<std::size_t>(d.Re());
   m.drows = cv.take<T>(mul(R, C));
-  m.dact = cv.take<T>(mul(R, static_cast<std::size_t>(d.Fe)));
-  m.dfch = cv.take<T>(mul(R, static_cast<std::size_t>(d.He())));
-  m.dxin = cv.take<float>(mul(R, C));
+  m.dact = cv.take<T>(mul(Re, static_cast<std::size_t>(d.Fe)));
+  m.dfch = cv.take<T>(mul(Re, static_cast<std::size_t>(d.He())));
+  m.dxin = cv.take<float>(mul(Re, C));
 }
 
 // Every tensor of one block; `att_and_act` = false leaves the attention probabilities and the MLP

@@ -40,6 +40,7 @@ struct ActivationDims {
   // as its rows [0, T/2) and [T/2, T) of each sample.
   int cp = 1, cp_rank = 0;
   int E = 0, K = 0, Fe = 0;  // MoE blocks: experts, choices per token, expert width on this rank
+  int ep = 1;                // expert-parallel ranks (the experts' rows come from all of them)
   long N() const { return static_cast<long>(B) * T; }
   // The global chunk of a rank's half (0 or 1) of each sample, and that chunk's first position.
   static int zigzag_chunk(int cp, int rank, int half) { return half == 0 ? rank : 2 * cp - 1 - rank; }
@@ -59,6 +60,9 @@ struct ActivationDims {
   int Hl() const { return gated ? 2 * Fl : Fl; }         // the MLP's first-layer outputs
   int He() const { return gated ? 2 * Fe : Fe; }         // an expert's first-layer outputs
   long R() const { return N() * K; }                      // rows routed to experts (at most)
+  // Rows the rank's experts compute at most: its own R under ep = 1; with expert parallelism every
+  // rank of the EP group may route all its rows here (dropless worst case).
+  long Re() const { return R() * ep; }
 };
 
 // What a MoE block keeps for its backward pass.
@@ -70,10 +74,11 @@ struct MoeActs {
   int* pos;      // (N,K)  row of each assignment in expert-major order, -1 dropped
   int* src;      // (R)    token of each row
   float* row_w;  // (R)    routing weight of each row
-  T* xin;        // (R,C)  the experts' input rows
-  T* fch;        // (R,He) first layer
-  T* act;        // (R,Fe) GELU or SwiGLU output
-  float* out;    // (R,C)  expert outputs (fp32, partial over tp)
+  T* xin;        // (R,C)  the experts' input rows, token side
+  T* fch;        // (Re,He) first layer (expert side: the rows this rank's experts compute)
+  T* act;        // (Re,Fe) GELU or SwiGLU output
+  float* out;    // (Re,C)  expert outputs (fp32, partial over tp)
+  float* y;      // (R,C)   the same outputs back on the token side (out itself when ep = 1)
 };
 
 // MoE scratch, used by one block's forward or backward at a time.
@@ -85,9 +90,9 @@ struct MoeScratch {
   float* x32;     // (N,C)  bf16 runs: the router input widened to fp32 (null in fp32 runs)
   float* w32;     // (E,C)  bf16 runs: the router weight widened to fp32 (null in fp32 runs)
   T* drows;       // (R,C)  weighted output gradient rows
-  T* dact;        // (R,Fe)
-  T* dfch;        // (R,He)
-  float* dxin;    // (R,C)  input gradient rows (fp32, partial over tp)
+  T* dact;        // (Re,Fe)
+  T* dfch;        // (Re,He)
+  float* dxin;    // (Re,C)  input gradient rows, expert side (fp32, partial over tp)
 };
 
 template <typename T>

@@ -13,23 +13,24 @@ std::size_t padded_arena_size(const TensorTable& table, int multiple) {
 std::vector<BucketSpan> gradient_buckets(const TensorTable& table, std::size_t size) {
   std::vector<BucketSpan> buckets;
   for (const auto& t : table.tensors())
-    if (buckets.empty() || buckets.back().layer != t.layer) buckets.push_back({{t.offset, size}, t.layer});
+    if (buckets.empty() || buckets.back().layer != t.layer || buckets.back().expert != t.expert)
+      buckets.push_back({{t.offset, size}, t.layer, t.expert});
   for (std::size_t i = 0; i + 1 < buckets.size(); ++i) buckets[i].range.end = buckets[i + 1].range.begin;
   return buckets;
 }
 
-ArenaRange owned_slice(const BucketSpan& b, int dp, int r) {
-  const std::size_t slice = (b.range.end - b.range.begin) / static_cast<std::size_t>(dp);
-  const std::size_t lo = b.range.begin + slice * static_cast<std::size_t>(r);
+ArenaRange owned_slice(const BucketSpan& b, const SliceGroup& g) {
+  const std::size_t slice = (b.range.end - b.range.begin) / static_cast<std::size_t>(g.size);
+  const std::size_t lo = b.range.begin + slice * static_cast<std::size_t>(g.rank);
   return {lo, lo + slice};
 }
 
-std::vector<ArenaRange> optimizer_ranges(const std::vector<BucketSpan>& buckets, std::size_t size, int dp, int r,
+std::vector<ArenaRange> optimizer_ranges(const std::vector<BucketSpan>& buckets, std::size_t size, const GradientGroups& groups,
                                          bool distributed) {
   if (!distributed) return {{0, size}};
   std::vector<ArenaRange> owned;
   for (const auto& b : buckets) {
-    const ArenaRange slice = owned_slice(b, dp, r);
+    const ArenaRange slice = owned_slice(b, groups.of(b));
     if (slice.end > slice.begin) owned.push_back(slice);
   }
   return owned;

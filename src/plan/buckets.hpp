@@ -15,23 +15,35 @@ namespace dtrain {
 std::size_t padded_arena_size(const TensorTable& table, int multiple);
 
 // The bucket layout of an arena: one range per group of tensors of one layer (the embedding before
-// the first block, each block, the head after the last), from the group's first tensor to the next
-// group's (alignment gaps included; the last to the arena's end). `layer` is -1 for the embedding
-// and head. With a table aligned to 16 x dp (TensorTable's bucket_alignment) and an arena padded
-// the same way, every bucket splits into dp equal, aligned slices.
+// the first block, each block, the head after the last), a block's expert tensors a group of their
+// own (they are reduced over another group), from the group's first tensor to the next group's
+// (alignment gaps included; the last to the arena's end). `layer` is -1 for the embedding and head.
+// With a table aligned to 16 x dp (TensorTable's bucket_alignment) and an arena padded the same way,
+// every bucket splits into dp equal, aligned slices, and so into edp (a divisor of dp x cp) slices.
 struct BucketSpan {
   ArenaRange range;
   int layer;
+  bool expert = false;  // the bucket of a block's experts
 };
 std::vector<BucketSpan> gradient_buckets(const TensorTable& table, std::size_t arena_size);
 
-// The r-th of the dp equal slices of a bucket: what data-parallel rank r owns under the distributed
-// optimizer.
-ArenaRange owned_slice(const BucketSpan& bucket, int dp, int r);
+// The group a bucket's gradients are reduced and sharded over, and this rank's place in it: the
+// data-parallel group for dense buckets, the expert-data-parallel group for expert buckets.
+struct SliceGroup {
+  int size = 1, rank = 0;
+};
+struct GradientGroups {
+  SliceGroup dense, expert;
+  const SliceGroup& of(const BucketSpan& b) const { return b.expert ? expert : dense; }
+};
 
-// Arena ranges the optimizer of data-parallel rank r updates: everything, or (distributed) the r-th
-// of the dp equal slices of every bucket.
-std::vector<ArenaRange> optimizer_ranges(const std::vector<BucketSpan>& buckets, std::size_t arena_size, int dp, int r,
+// The g.rank-th of the g.size equal slices of a bucket: what that rank of the bucket's group owns
+// under the distributed optimizer.
+ArenaRange owned_slice(const BucketSpan& bucket, const SliceGroup& g);
+
+// Arena ranges the optimizer of a rank updates: everything, or (distributed) its owned slice of
+// every bucket over the bucket's group.
+std::vector<ArenaRange> optimizer_ranges(const std::vector<BucketSpan>& buckets, std::size_t arena_size, const GradientGroups& groups,
                                          bool distributed);
 
 // Layer codes of the model's hooks besides blocks (global layer index): the embedding and the head.

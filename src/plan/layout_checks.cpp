@@ -61,6 +61,13 @@ void check_layout(const Config& c, int world) {
   } catch (const UserError& e) {
     errs.push_back(e.what());
   }
+  const long ep = y.expert_model_parallel_size;
+  if (ep > 1 && m.num_experts % ep != 0)
+    errs.push_back("model.num_experts=" + s(m.num_experts) + " is not divisible by system.expert_model_parallel_size=" + s(ep) +
+                   "; use an expert_model_parallel_size among: " + divisor_list(m.num_experts));
+  if (ep > 1 && model_parallel > 0 && world % model_parallel == 0 && (world / model_parallel) % ep != 0)
+    errs.push_back("system.expert_model_parallel_size=" + s(ep) + " does not divide the data-parallel size " + s(world / model_parallel) +
+                   " (experts are split over data-parallel ranks); use one among: " + divisor_list(world / model_parallel));
   if (!m.micro_batch_size.automatic && model_parallel > 0 && world % model_parallel == 0) {
     const long dp = world / model_parallel, mb = m.micro_batch_size.value;  // mb <= global batch <= 2^24
     if (m.global_batch_size % (mb * dp) != 0)

@@ -83,13 +83,50 @@ std::vector<int> RankLayout::group_of(Axis axis, int rank) const {
   return g;
 }
 
-std::vector<std::vector<int>> RankLayout::groups(Axis axis) const {
+template <typename GroupOf>
+std::vector<std::vector<int>> RankLayout::distinct(GroupOf group_of) const {
   std::vector<std::vector<int>> all;
   for (int r = 0; r < world_size(); ++r) {
-    auto g = group_of(axis, r);
+    auto g = group_of(r);
     if (*std::min_element(g.begin(), g.end()) == r) all.push_back(std::move(g));
   }
   return all;
+}
+
+std::vector<std::vector<int>> RankLayout::groups(Axis axis) const {
+  return distinct([&](int r) { return group_of(axis, r); });
+}
+
+std::vector<int> RankLayout::ep_group_of(int rank) const {
+  Coords c = coords_of(rank);
+  const int first = c.dp - sizes_.ep_rank(c);
+  std::vector<int> g;
+  for (int i = 0; i < sizes_.ep; ++i) {
+    c.dp = first + i;
+    g.push_back(rank_of(c));
+  }
+  return g;
+}
+
+std::vector<int> RankLayout::edp_group_of(int rank) const {
+  Coords c = coords_of(rank);
+  const int e = sizes_.ep_rank(c);
+  std::vector<int> g;
+  for (int j = 0; j < sizes_.dp / sizes_.ep; ++j)
+    for (int k = 0; k < sizes_.cp; ++k) {  // EDP rank k + cp * j
+      c.cp = k;
+      c.dp = j * sizes_.ep + e;
+      g.push_back(rank_of(c));
+    }
+  return g;
+}
+
+std::vector<std::vector<int>> RankLayout::ep_groups() const {
+  return distinct([&](int r) { return ep_group_of(r); });
+}
+
+std::vector<std::vector<int>> RankLayout::edp_groups() const {
+  return distinct([&](int r) { return edp_group_of(r); });
 }
 
 int RankLayout::group_index(Axis axis, int rank) const {

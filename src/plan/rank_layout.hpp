@@ -5,6 +5,13 @@
 // is a block of adjacent ranks (inside one node) and pipeline stages are furthest apart.
 // Example, 16 ranks, tp=2 pp=4 dp=2: TP groups [0,1] [2,3] ...; DP groups [0,2] [1,3] [4,6] ...;
 // PP groups [0,4,8,12] [1,5,9,13] [2,6,10,14] [3,7,11,15]; embedding groups [0,12] [1,13] ...
+//
+// Expert parallelism (ep, dividing dp) is carved from the data-parallel ranks as Megatron does (its
+// order tp-cp-ep-dp-pp): ep consecutive data-parallel ranks form an expert-parallel (EP) group, EP rank
+// = dp_rank % ep. The expert-data-parallel (EDP) group holds the replicas of one EP rank's experts: the
+// ranks with the same tp, pp and EP rank, varying cp and dp / ep (size cp x dp / ep), ordered by EDP
+// rank = cp_rank + cp x (dp_rank / ep). Example, 8 ranks, dp=8 ep=4: EP groups [0,1,2,3] [4,5,6,7],
+// EDP groups [0,4] [1,5] [2,6] [3,7].
 #pragma once
 #include <array>
 #include <string>
@@ -25,8 +32,13 @@ struct Coords {
 
 struct ParallelSizes {
   int tp = 1, cp = 1, dp = 1, pp = 1;
+  int ep = 1;  // expert-parallel ranks, a divisor of dp (not an axis of the grid)
   int operator[](Axis a) const;
   int world() const { return tp * cp * dp * pp; }
+  int edp() const { return cp * dp / ep; }  // expert-data-parallel group size
+  // A rank's place in its expert-parallel and expert-data-parallel groups (see the top of this file).
+  int ep_rank(const Coords& c) const { return c.dp % ep; }
+  int edp_rank(const Coords& c) const { return c.cp + cp * (c.dp / ep); }
 };
 
 class RankLayout {
@@ -48,6 +60,12 @@ class RankLayout {
   // Index of rank's group among groups(axis) (the colour for MPI_Comm_split).
   int group_index(Axis axis, int rank) const;
 
+  // Expert parallelism (see the top of this file).
+  std::vector<int> ep_group_of(int rank) const;   // ordered by EP rank
+  std::vector<int> edp_group_of(int rank) const;  // ordered by EDP rank
+  std::vector<std::vector<int>> ep_groups() const;
+  std::vector<std::vector<int>> edp_groups() const;
+
   // First and last pipeline stage of rank's pipeline (one rank when pp == 1); they hold the tied
   // token embedding. Empty when rank is on neither end.
   std::vector<int> embedding_group_of(int rank) const;
@@ -61,6 +79,10 @@ class RankLayout {
   int replica_group_index(int rank) const;  // colour for MPI_Comm_split: one per (tp, pp)
 
  private:
+  // Every distinct group group_of(rank) gives, ordered by smallest rank.
+  template <typename GroupOf>
+  std::vector<std::vector<int>> distinct(GroupOf group_of) const;
+
   ParallelSizes sizes_;
   std::string order_;
   std::array<Axis, 4> axes_{};    // fastest first

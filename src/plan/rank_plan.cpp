@@ -132,11 +132,12 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   const ModelShape shape = ModelShape::from(cfg);
   const int replicas = s.dp * s.cp, replica = c.dp * s.cp + c.cp;
   RankPlan r{c, s, cfg.system.use_distributed_optimizer, cfg.system.precision, part,
-             TensorTable(shape, part, s.tp, c.tp, 16 * static_cast<std::size_t>(replicas)),
+             TensorTable(shape, part, s.tp, c.tp, 16 * static_cast<std::size_t>(replicas), s.ep, s.ep_rank(c)),
              0, {}, {}, {}, {}, -1, {}};
   r.arena_size = padded_arena_size(r.table, replicas);
   r.buckets = gradient_buckets(r.table, r.arena_size);
-  r.optimizer_ranges = optimizer_ranges(r.buckets, r.arena_size, replicas, replica, r.distributed_optimizer);
+  r.groups = {{replicas, replica}, {s.edp(), s.edp_rank(c)}};
+  r.optimizer_ranges = optimizer_ranges(r.buckets, r.arena_size, r.groups, r.distributed_optimizer);
   const bool sp = cfg.system.sequence_parallel && s.tp > 1;
   const auto& tensors = r.table.tensors();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -155,6 +156,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
     r.activations.dims.E = m.num_experts;
     r.activations.dims.K = m.moe_router_topk;
     r.activations.dims.Fe = cfg.moe_ffn_hidden() / s.tp;
+    r.activations.dims.ep = s.ep;
     r.activations.mlp_kinds.assign(static_cast<std::size_t>(r.activations.blocks_per_slot), 0);
     for (const auto& chunk : part.chunks)
       for (std::size_t i = 0; i < chunk.size(); ++i) r.activations.mlp_kinds[i] |= shape.moe(chunk[i]) ? kMoeMlp : kDenseMlp;

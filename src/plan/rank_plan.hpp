@@ -51,6 +51,9 @@ struct RankPlan {
   int zero_stage = 0;
   bool host_reductions = false;  // data-parallel reductions run in MPI on host memory (device = cpu)
   bool async_snapshot = false;   // checkpoint.async_save: a host copy of what the rank writes
+  // The groups buckets are reduced and sharded over: dense over data parallelism, experts over
+  // expert data parallelism (cp x dp / ep ranks).
+  GradientGroups groups{};
 
   // The ranks holding the same parameters: data x context parallel (RankLayout::replica_group_of).
   // Gradients are reduced and the distributed optimizer shards over them; replica() is this rank's index.
@@ -62,11 +65,15 @@ struct RankPlan {
   // optimizer ranges.
   std::vector<ArenaRange> param_ranges() const;
 
-  // Checkpoint writers: whole parameter tensors from replica 0 (unless ZeRO-3 shards them: then, like
-  // the moments, each owner writes its slices); optimizer moments from every replica under the
-  // distributed optimizer (each its slices), else from replica 0. Indices are table order.
-  bool writes_params(std::size_t tensor) const { return !shards_params() && replica() == 0 && counted[tensor]; }
-  bool writes_moments(std::size_t tensor) const { return (distributed_optimizer || replica() == 0) && counted[tensor]; }
+  // Checkpoint writers: whole parameter tensors from rank 0 of the tensor's gradient group (the
+  // data- and context-parallel replicas; the expert-data-parallel group for experts), unless ZeRO-3 shards them: then,
+  // like the moments, each owner writes its slices; optimizer moments from every rank of the group
+  // under the distributed optimizer (each its slices), else from its rank 0. The gradient norm counts
+  // the optimizer ranges of the tensors whose moments a rank writes: every element once over the
+  // world. Indices are table order.
+  bool first_replica(std::size_t tensor) const { return (table.tensors()[tensor].expert ? groups.expert : groups.dense).rank == 0; }
+  bool writes_params(std::size_t tensor) const { return !shards_params() && first_replica(tensor) && counted[tensor]; }
+  bool writes_moments(std::size_t tensor) const { return (distributed_optimizer || first_replica(tensor)) && counted[tensor]; }
   std::size_t optimizer_elements() const { return total_elements(optimizer_ranges); }
   std::size_t compute_type_bytes() const { return precision == Precision::bf16 ? 2 : 4; }
   MemoryEstimate memory() const;

@@ -159,7 +159,7 @@ void TensorTable::add(std::string name, std::vector<long> shape, int split_dim, 
   for (long d : t.local_shape) t.numel *= static_cast<std::size_t>(d);
   // 16-float (64-byte) alignment keeps every tensor on its own cache line for SIMD kernels; a new
   // group (another layer) starts a new gradient bucket.
-  const bool new_group = !tensors_.empty() && tensors_.back().layer != layer;
+  const bool new_group = !tensors_.empty() && (tensors_.back().layer != layer || tensors_.back().expert != expert);
   const std::size_t align = packed ? 1 : new_group ? bucket_alignment_ : 16;
   total_ = (total_ + align - 1) / align * align;
   t.offset = total_;

@@ -74,7 +74,7 @@ struct TensorSpec {
   std::size_t numel = 0;           // elements of the local slice
   // An expert tensor: dim 0 indexes the experts and is split over expert parallelism (this rank holds
   // experts [local_offset[0], local_offset[0] + local_shape[0])); its gradient is not summed over the
-  // ranks that hold other experts.
+  // ranks that hold other experts (the expert-data-parallel group reduces it).
   bool expert = false;
 };
 
@@ -93,8 +93,9 @@ StagePart stage_part(int num_layers, int pp, int v, int stage);
 
 class TensorTable {
  public:
-  // Tensors start on 16-float boundaries; each layer's group of tensors (and the embedding and head
-  // groups) on a multiple of bucket_alignment (16 x the data-parallel size), so that gradient buckets
+  // Tensors start on 16-float boundaries; each layer's group of tensors (a block's experts a group of
+  // their own, and the embedding and head groups) on a multiple of bucket_alignment (16 x the
+  // data-parallel size), so that gradient buckets
   // split into equal, aligned data-parallel slices. Expert tensors are sliced over ep_size expert-parallel
   // ranks (this one ep_rank) along dim 0.
   TensorTable(const ModelShape& shape, const StagePart& part, int tp_size, int tp_rank, std::size_t bucket_alignment = 16,

@@ -84,6 +84,7 @@ TrainingPlan make_plan(const Config& c, int world, const MemoryLimit& limit) {
   s.pp = c.system.pipeline_model_parallel_size;
   s.cp = c.system.context_parallel_size;
   s.dp = world / (s.tp * s.cp * s.pp);
+  s.ep = c.system.expert_model_parallel_size;
   const PipelineSchedule sched = c.system.pipeline_schedule;
   const int v = c.system.virtual_pipeline_model_parallel_size;
   const int per_dp = c.model.global_batch_size / s.dp;

@@ -76,9 +76,12 @@ void StepLog::step_line(const StepRecord& r) {
   if (!active_) return;
   char moe[96] = "";
   if (r.moe_aux) std::snprintf(moe, sizeof moe, " | aux %.4g | experts max/mean %.2f", *r.moe_aux, *r.moe_imbalance);
-  char bubble[64] = "";
+  char bubble[96] = "";
   if (r.pipelined)
     std::snprintf(bubble, sizeof bubble, " | bubble %.1f%% (predicted %.1f%%)", 100.0 * r.bubble, 100.0 * r.predicted_bubble);
+  if (r.all_to_all_s)
+    std::snprintf(bubble + std::strlen(bubble), sizeof bubble - std::strlen(bubble), " | all-to-all %.1f%%",
+                  100.0 * *r.all_to_all_s / r.step_seconds);
   char save[64] = "";
   if (r.sync_save_s)
     std::snprintf(save, sizeof save, " | ckpt save %.3f s", *r.sync_save_s);
@@ -102,6 +105,7 @@ void StepLog::metrics(const StepRecord& r) {
   if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.17g", *r.val_loss);
   if (r.moe_aux) std::fprintf(metrics_.get(), ", \"moe_aux_loss\": %.17g, \"moe_imbalance\": %.6f", *r.moe_aux, *r.moe_imbalance);
   if (r.pipelined) std::fprintf(metrics_.get(), ", \"bubble\": %.5f, \"predicted_bubble\": %.5f", r.bubble, r.predicted_bubble);
+  if (r.all_to_all_s) std::fprintf(metrics_.get(), ", \"all_to_all_s\": %.6f", *r.all_to_all_s);
   if (r.save_stall_s) std::fprintf(metrics_.get(), ", \"ckpt_stall_s\": %.6f", *r.save_stall_s);
   if (r.sync_save_s) std::fprintf(metrics_.get(), ", \"ckpt_save_s\": %.6f", *r.sync_save_s);
   std::fprintf(metrics_.get(), ", \"peak_rss_bytes\": %.0f, \"peak_rss_rank\": %d, \"device_peak_bytes\": %.0f", r.peak_rss,

@@ -18,6 +18,7 @@ struct StepRecord {
   double elapsed_s = 0.0, eta_s = 0.0;
   double bubble = 0.0, predicted_bubble = 0.0;  // pipeline idle fraction: measured, from the formula
   bool pipelined = false;
+  std::optional<double> all_to_all_s;  // expert parallelism: seconds per step in the token all-to-alls (mean over ranks)
   std::optional<double> val_loss;
   // Measured memory, the largest over ranks (bytes): peak resident memory of the process, and the
   // device's peak allocation (0 on the host).

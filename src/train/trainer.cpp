@@ -12,6 +12,7 @@
 #include "data/batch_sampler.hpp"
 #include "data/open_data.hpp"
 #include "optim/lr_schedule.hpp"
+#include "parallel/all_to_all_dispatch.hpp"
 
 namespace dtrain {
 namespace {
@@ -39,7 +40,8 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       train_data_(open_checked(ps, cfg, tokenizer, "train")),
       val_data_(cfg.training.eval_interval > 0 ? open_checked(ps, cfg, tokenizer, "val") : nullptr),
       tp_(ps.tp()),
-      model_(make_gpt_model(make_rank_plan(cfg, plan, ps.coords()), &tp_, backend, &ps.cp())),
+      dispatch_(ps.ep().size() > 1 ? std::make_unique<AllToAllExpertDispatch>(ps.ep(), device_for(backend)) : nullptr),
+      model_(make_gpt_model(make_rank_plan(cfg, plan, ps.coords()), &tp_, backend, &ps.cp(), dispatch_.get())),
       grad_sync_(model_->plan(), model_->params(), model_->grads(), ps, cfg.system.overlap_grad_reduce, plan.num_micro_batches),
       sharded_(model_->plan().shards_params() ? std::make_unique<ShardedParams>(model_->plan(), model_->params(), ps) : nullptr),
       adamw_(model_->plan(), cfg.optimizer, backend),
@@ -117,6 +119,7 @@ StepResult Trainer::train_step(int step) {
   const double tokens = static_cast<double>(cfg_.model.global_batch_size) * cfg_.model.seq_length;
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
   Arena& grads = model_->grads();
+  const double all_to_all_before = ps_.ep().all_to_all_seconds();
   grad_sync_.wait_params(-1);
   grad_sync_.start_step();
   MoeStats& moe = model_->moe_stats();
@@ -137,26 +140,27 @@ StepResult Trainer::train_step(int step) {
   StepResult r;
   r.loss = sum_over_world(loss_owner ? st.loss_sum : 0.0) / tokens;
   if (!moe.tokens.empty()) {
-    // Every tp rank, and every cp rank of a micro-batch, holds the same statistics: tp and cp rank 0 report them.
-    const bool owner = ps_.coords().tp == 0 && ps_.coords().cp == 0;
+    // Every tp rank holds the same statistics: tp rank 0 reports them (with context parallelism each cp
+    // rank its own tokens per expert, and cp rank 0 the micro-batch's load-balancing loss).
+    const bool owner = ps_.coords().tp == 0;
     std::vector<double> sums(1 + moe.tokens.size(), 0.0);
     if (owner) sums[0] = moe.aux_loss, std::copy(moe.tokens.begin(), moe.tokens.end(), sums.begin() + 1);
     ps_.world().all_reduce(sums.data(), static_cast<long>(sums.size()), DType::f64, ReduceOp::sum, {"allreduce (MoE statistics)"});
     r.moe_aux = sums[0] / (static_cast<double>(plan_.num_micro_batches) * plan_.sizes.dp);
     r.moe_tokens.assign(sums.begin() + 1, sums.end());
   }
-  // Squared norm over the gradients this rank is responsible for: its optimizer ranges (all of them on
-  // data-parallel rank 0 when the optimizer is not distributed), each tensor counted on one rank only.
+  // Squared norm over the gradients this rank is responsible for: its optimizer ranges of the tensors
+  // whose moments it writes (all ranges on rank 0 of a tensor's gradient group when the optimizer is
+  // not distributed), so every element is counted on one rank only.
   const RankPlan& rp = model_->plan();
   const auto& tensors = rp.table.tensors();
   double sq = 0.0;
-  if (cfg_.system.use_distributed_optimizer || rp.replica() == 0)
-    for (const auto& range : rp.optimizer_ranges)
-      for (std::size_t i = 0; i < tensors.size(); ++i) {
-        const TensorSpec& t = tensors[i];
-        const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
-        if (lo < hi && rp.counted[i]) sq += k32_.sum_squares(grads.as<float>() + lo, static_cast<long>(hi - lo));
-      }
+  for (const auto& range : rp.optimizer_ranges)
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const TensorSpec& t = tensors[i];
+      const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
+      if (lo < hi && rp.writes_moments(i)) sq += k32_.sum_squares(grads.as<float>() + lo, static_cast<long>(hi - lo));
+    }
   r.grad_norm = std::sqrt(sum_over_world(sq));
   // Every rank holds the same loss and norm: all stop here together, before the optimizer step.
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
@@ -182,6 +186,8 @@ StepResult Trainer::train_step(int step) {
   if (sharded_) sharded_->discard_all();  // ZeRO-3: the gathered copies are stale now
   // Measured bubble: every rank's waiting fraction, averaged (all ranks of a stage wait alike).
   r.bubble = sum_over_world(st.total_seconds > 0 ? st.wait_seconds / st.total_seconds : 0.0) / ps_.layout().world_size();
+  if (ps_.ep().size() > 1)
+    r.all_to_all_s = sum_over_world(ps_.ep().all_to_all_seconds() - all_to_all_before) / ps_.layout().world_size();
   return r;
 }
 

@@ -15,6 +15,7 @@
 #include "kernels/kernels.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
+#include "parallel/expert_dispatch.hpp"
 #include "parallel/grad_sync.hpp"
 #include "parallel/pipeline_executor.hpp"
 #include "parallel/sharded_params.hpp"
@@ -30,6 +31,7 @@ struct StepResult {
   double grad_norm = 0.0;  // before clipping, every parameter counted once
   double lr = 0.0;
   double bubble = 0.0;     // measured: mean over stages of the fraction of the step spent waiting
+  double all_to_all_s = 0.0;  // expert parallelism: mean over ranks of the seconds in the token all-to-alls
   // MoE models: the load-balancing loss added to the objective (the sum over MoE layers, averaged over
   // the step's micro-batches like the LM loss) and the tokens routed to each expert before dropping
   // ((num_layers, E), summed over the global batch); empty tokens without MoE.
@@ -86,6 +88,7 @@ class Trainer {
   // Opened before the model is built, so bad data fails fast, before any large allocation.
   std::unique_ptr<DataBlend> train_data_, val_data_;
   TensorParallel tp_;
+  std::unique_ptr<ExpertDispatch> dispatch_;  // expert parallelism (ep > 1): tokens to their experts' ranks
   std::unique_ptr<GptModel> model_;
   GradSync grad_sync_;
   std::unique_ptr<ShardedParams> sharded_;  // ZeRO-3 only

@@ -101,7 +101,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   }
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  double window_seconds = 0.0, window_bubble = 0.0, window_busy = 0.0;
+  double window_seconds = 0.0, window_bubble = 0.0, window_busy = 0.0, window_all_to_all = 0.0;
   double window_save_stall = 0.0, window_sync_save = 0.0;  // checkpoints at the window's step boundaries
   bool window_saved = false, window_sync = false;
   const std::vector<std::string> node_of_rank = gather_node_names(world, env);
@@ -118,6 +118,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     window_seconds += step_seconds;
     window_busy += step_seconds - watchdog.take_comm_seconds();
     window_bubble += r.bubble;
+    window_all_to_all += r.all_to_all_s;
     window_moe.add(r.moe_aux, r.moe_tokens);
     ++window_steps;
     const bool last = step + 1 == total;
@@ -147,6 +148,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
       rec.pipelined = plan.sizes.pp > 1;
       rec.bubble = window_bubble / window_steps;
       rec.predicted_bubble = plan.bubble;
+      if (plan.sizes.ep > 1) rec.all_to_all_s = window_all_to_all / window_steps;
       rec.tokens_per_s = tokens_per_step / rec.step_seconds;
       rec.mfu = rec.tokens_per_s * flops_per_token / (compute.job_peak_gflops * 1e9);
       if (window_saved) rec.save_stall_s = window_save_stall;
@@ -159,7 +161,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
       if (rec.val_loss) log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) + " | val loss " + std::to_string(*rec.val_loss));
       log.metrics(rec);
       log.stragglers(ps.world(), window_busy / window_steps, node_of_rank);
-      window_seconds = window_bubble = window_busy = window_save_stall = window_sync_save = 0.0;
+      window_seconds = window_bubble = window_busy = window_save_stall = window_sync_save = window_all_to_all = 0.0;
       window_steps = 0;
       window_saved = window_sync = false;
     }

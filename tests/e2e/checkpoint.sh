@@ -6,6 +6,11 @@
 #   cp_across_layouts    a cp=2 dp=2 checkpoint resumed at cp=1 dp=4, cp=4 dp=1 and cp=1 on one rank (1e-6)
 #   resume_other_layouts the step-2 checkpoint resumed at tp1/pp4/dp2, tp4/pp1/dp2, tp1/pp1/dp1, directly
 #                        and via --reshard: losses of steps 3-4 within 1e-4 relative of the uninterrupted run
+#   cp_ep_across_layouts a MoE cp=2 ep=2 checkpoint resumed at cp=1 ep=4 and cp=4 ep=1 (1e-6)
+#   moe_other_ep         a MoE model (4 experts, top-2) at ep=2 dp=4 with the distributed optimizer: its step-2
+#                        checkpoint (expert tensors written by their slices' owners over the expert-data-
+#                        parallel group) resumes at ep=4 and at ep=1, directly and through --reshard ep=N,
+#                        with losses within 1e-6 of the uninterrupted run (fp32; layouts differ by summation order)
 #   zero3_across_stages  ZeRO-3 follows ZeRO-1 (1e-6); its checkpoint resumes exactly on ZeRO-3, on ZeRO-1
 #                        and on another layout; a ZeRO-1 checkpoint resumes on ZeRO-3 and ZeRO-2 elsewhere
 #   bf16_resume_same_layout  the same in bf16: bit-identical
@@ -135,6 +140,42 @@ case $case_name in
       train "$1" "$work/r.jsonl" "$work/ckR-$1-$2" "${cp_model[@]}" --system.context_parallel_size="$2" \
         --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 "--checkpoint.load=$work/ckA/step_00000002"
       compare_tail "$work/r.jsonl" 1e-6
+    done ;;
+  cp_ep_across_layouts)
+    # Context and expert parallelism together: a MoE model (4 experts, top-2, dropless, load-balancing
+    # loss 1e-2) at cp=2 dp=2 ep=2 with the distributed optimizer; its step-2 checkpoint resumes at
+    # cp=1 dp=4 ep=4 and at cp=4 dp=1 ep=1, losses within 1e-6 of the uninterrupted run.
+    moe=(--system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 --model.num_experts=4
+         --model.moe_router_topk=2 --model.moe_aux_loss_coeff=1e-2 --model.position_embedding_type=rope
+         --system.use_distributed_optimizer=true)
+    train 4 "$work/ref.jsonl" "$work/ckA" "${moe[@]}" --system.context_parallel_size=2 --system.expert_model_parallel_size=2
+    grep -q "tp=1 cp=2 pp=1 dp=2" "$work/last.log" || { cat "$work/last.log"; fail "the reference run is not cp=2 dp=2"; }
+    for layout in "1 4" "4 1"; do
+      set -- $layout
+      echo "cp=2 ep=2 checkpoint resumed at cp=$1 ep=$2:"
+      rm -f "$work/r.jsonl"
+      train 4 "$work/r.jsonl" "$work/ckR-$1-$2" "${moe[@]}" --system.context_parallel_size="$1" \
+        --system.expert_model_parallel_size="$2" "--checkpoint.load=$work/ckA/step_00000002"
+      compare_tail "$work/r.jsonl" 1e-6
+    done ;;
+  moe_other_ep)
+    moe=(--system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 --model.num_experts=4
+         --model.moe_router_topk=2 --system.use_distributed_optimizer=true)
+    train 4 "$work/ref.jsonl" "$work/ckA" "${moe[@]}" --system.expert_model_parallel_size=2
+    [ "$(losses "$work/ref.jsonl" | wc -l)" -eq 4 ] || fail "reference run logged $(losses "$work/ref.jsonl" | wc -l) steps"
+    for ep in 4 1; do
+      for via in direct reshard; do
+        from=$work/ckA/step_00000002
+        if [ $via = reshard ]; then
+          rm -rf "$work/rs"
+          "$consolidate" "$from" --reshard "tp=1,pp=1,dp=4,ep=$ep,zero=1" --out "$work/rs" > /dev/null || fail "reshard to ep=$ep"
+          from=$work/rs/step_00000002
+        fi
+        echo "ep=2 checkpoint resumed at ep=$ep ($via):"
+        rm -f "$work/r.jsonl"
+        train 4 "$work/r.jsonl" "$work/ckR-$ep-$via" "${moe[@]}" --system.expert_model_parallel_size=$ep "--checkpoint.load=$from"
+        compare_tail "$work/r.jsonl" 1e-6
+      done
     done ;;
   zero3_across_stages)
     # ZeRO-3 trains as ZeRO-1 does (within 1e-6: with 2 micro-batches it sums per micro-batch) and

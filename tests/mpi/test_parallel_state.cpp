@@ -60,6 +60,27 @@ TEST_CASE("communicators match the layout for every power-of-two layout", "[mpi]
   }
 }
 
+TEST_CASE("EP and expert-data-parallel communicators match the layout", "[mpi][parallel_state][ep]") {
+  int world = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  for (auto sizes : layouts_for(world))
+    for (int ep = 1; ep <= sizes.dp; ep *= 2) {
+      sizes.ep = ep;
+      const RankLayout layout(sizes, "tp-cp-dp-pp");
+      const ParallelState ps(MPI_COMM_WORLD, layout);
+      for (Communicator* g : {&ps.ep(), &ps.edp()}) {
+        const bool is_ep = g == &ps.ep();
+        const auto expected = is_ep ? layout.ep_group_of(rank) : layout.edp_group_of(rank);
+        CHECK(g->world_ranks() == expected);
+        CHECK(g->rank() == (is_ep ? layout.sizes().ep_rank(ps.coords()) : layout.sizes().edp_rank(ps.coords())));
+        int sum = rank;
+        g->all_reduce(&sum, 1, DType::i32, ReduceOp::sum, {"test"});
+        CHECK(sum == std::accumulate(expected.begin(), expected.end(), 0));
+      }
+    }
+}
+
 TEST_CASE("every operation of the MPI backend moves the right values", "[mpi][comm]") {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -160,6 +181,77 @@ TEST_CASE("bf16 sums and maxima of the MPI backend round once per combination", 
   bf16 y = to_bf16(rank == 0 ? 256.0f : (rank == 1 ? 1.5f : 0.0f));
   g.all_reduce(&y, 1, DType::bf16, ReduceOp::sum, {"test"});
   if (world >= 2) CHECK(to_float(y) == 258.0f);
+}
+
+namespace {
+
+// What rank s sends rank r in the all-to-all-v test: uneven, some blocks empty, most above 1 MB of fp32.
+std::size_t a2a_count(int s, int r) { return (s + 2 * r + 1) % 3 == 0 ? 0 : static_cast<std::size_t>((s + 2 * r + 1) % 3) * 300000 + r; }
+float a2a_value(int s, int r, std::size_t i) { return static_cast<float>(s * 1000 + r * 100 + static_cast<int>(i % 97)); }
+
+template <typename T>
+void check_all_to_all_v(Communicator& g) {
+  const int world = g.size(), me = g.rank();
+  const std::size_t n = static_cast<std::size_t>(world);
+  // The receiver learns its counts (and a second value per peer) from the senders.
+  std::vector<std::size_t> out_counts(2 * n);
+  for (int r = 0; r < world; ++r) {
+    out_counts[2 * r] = a2a_count(me, r);
+    out_counts[2 * r + 1] = static_cast<std::size_t>(me * 10 + r);
+  }
+  const std::vector<std::size_t> in_counts = g.exchange_counts(out_counts, {"test counts"});
+  bool counts_ok = in_counts.size() == 2 * n;
+  for (int s = 0; s < world && counts_ok; ++s)
+    counts_ok = in_counts[2 * s] == a2a_count(s, me) && in_counts[2 * s + 1] == static_cast<std::size_t>(s * 10 + me);
+  REQUIRE(counts_ok);
+  // Send blocks in reverse rank order (displacements, not packing, say where they are); receive blocks
+  // in rank order with 5 elements of sentinel between them, which must stay untouched.
+  Blocks send, recv;
+  std::size_t at = 0;
+  send.counts.resize(n);
+  send.displs.resize(n);
+  for (int r = world - 1; r >= 0; --r) {
+    send.counts[r] = a2a_count(me, r);
+    send.displs[r] = at;
+    at += send.counts[r];
+  }
+  std::vector<T> out(at);
+  for (int r = 0; r < world; ++r)
+    for (std::size_t i = 0; i < send.counts[r]; ++i) out[send.displs[r] + i] = from_float<T>(a2a_value(me, r, i));
+  at = 5;
+  for (int s = 0; s < world; ++s) {
+    recv.counts.push_back(in_counts[2 * s]);
+    recv.displs.push_back(at);
+    at += in_counts[2 * s] + 5;
+  }
+  const float sentinel = -7.0f;
+  std::vector<T> in(at, from_float<T>(sentinel));
+  g.all_to_all_v(out.data(), send, in.data(), recv, dtype_of<T>(), {"test all_to_all_v"});
+  bool ok = true;
+  std::size_t pos = 0;
+  for (int s = 0; s < world; ++s) {
+    for (; pos < recv.displs[s]; ++pos) ok = ok && to_float(in[pos]) == sentinel;
+    for (std::size_t i = 0; i < recv.counts[s]; ++i, ++pos) ok = ok && to_float(in[pos]) == to_float(from_float<T>(a2a_value(s, me, i)));
+  }
+  for (; pos < in.size(); ++pos) ok = ok && to_float(in[pos]) == sentinel;
+  CHECK(ok);
+}
+
+}  // namespace
+
+TEST_CASE("all_to_all_v moves uneven blocks, empty ones included, after the counts exchange", "[mpi][comm]") {
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  ParallelSizes all_dp;
+  all_dp.dp = world;
+  const bool staged = GENERATE(false, true);
+  INFO((staged ? "staged through pinned buffers" : "on the buffers"));
+  CommOptions options;
+  options.synchronous_sends = true;  // a collective: nothing may depend on buffering either way
+  options.stage_through_host = staged;
+  const ParallelState ps(MPI_COMM_WORLD, RankLayout(all_dp, "tp-cp-dp-pp"), options);
+  check_all_to_all_v<float>(ps.dp());
+  check_all_to_all_v<bf16>(ps.dp());
 }
 
 TEST_CASE("launch environment agrees across ranks", "[mpi][launch]") {

@@ -110,6 +110,23 @@ TEST_CASE("layout checks name the key and the fix", "[config]") {
     c.system.tensor_model_parallel_size = 32;  // 16 rows per cp rank cannot shard over 32
     CHECK(contains(error_of([&] { check_layout(c, 64); }), "model.seq_length=32 / system.context_parallel_size=2 = 16"));
   }
+  SECTION("expert parallelism: ep divides num_experts and the data-parallel size") {
+    c.system.expert_model_parallel_size = 2;
+    CHECK(contains(error_of([&] { validate_config(c); }), "system.expert_model_parallel_size=2 needs a mixture-of-experts model"));
+    c.model.num_experts = 6;
+    c.system.expert_model_parallel_size = 4;  // dp = 2 at 4 ranks with tp 2
+    auto e = error_of([&] { check_layout(c, 4); });
+    CHECK(contains(e, "model.num_experts=6 is not divisible by system.expert_model_parallel_size=4"));
+    CHECK(contains(e, "system.expert_model_parallel_size=4 does not divide the data-parallel size 2"));
+    c.system.expert_model_parallel_size = 2;
+    CHECK(error_of([&] { check_layout(c, 4); }).empty());
+    c.system.use_distributed_optimizer = true;
+    c.system.zero_stage = 2;
+    CHECK(contains(error_of([&] { validate_config(c); }), "system.zero_stage=2 with system.expert_model_parallel_size=2"));
+    c.system.zero_stage = 1;
+    c.system.expert_model_parallel_size = 0;
+    CHECK(contains(error_of([&] { validate_config(c); }), "system.expert_model_parallel_size"));
+  }
   SECTION("ZeRO-2/3 need the distributed optimizer, and the host") {
     c.system.zero_stage = 3;
     CHECK(contains(error_of([&] { validate_config(c); }), "set system.use_distributed_optimizer=true"));

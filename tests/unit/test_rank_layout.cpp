@@ -110,3 +110,57 @@ TEST_CASE("a malformed order string is a user error naming the key", "[layout]")
     }
   }
 }
+
+TEST_CASE("16 ranks, tp=2 cp=2 dp=4 ep=2: EP and expert-data-parallel groups written out by hand", "[layout][ep]") {
+  ParallelSizes s;
+  s.tp = 2;
+  s.cp = 2;
+  s.dp = 4;
+  s.ep = 2;
+  const RankLayout layout(s, "tp-cp-dp-pp");  // rank = tp + 2 * (cp + 2 * dp)
+  CHECK(s.edp() == 4);
+  // EP groups: data-parallel ranks {0,1} and {2,3} of each (tp, cp).
+  CHECK(layout.ep_groups() == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}, {8, 12}, {9, 13}, {10, 14}, {11, 15}});
+  // EDP groups: same tp and EP rank (dp % 2), over (cp, dp / 2), ordered by cp + 2 * (dp / 2).
+  CHECK(layout.edp_groups() == Groups{{0, 2, 8, 10}, {1, 3, 9, 11}, {4, 6, 12, 14}, {5, 7, 13, 15}});
+  const Coords c = layout.coords_of(13);  // tp 1, cp 0, dp 3
+  CHECK(layout.sizes().ep_rank(c) == 1);
+  CHECK(layout.sizes().edp_rank(c) == 2);
+  CHECK(layout.edp_group_of(13)[2] == 13);
+  CHECK(layout.ep_group_of(13)[1] == 13);
+}
+
+TEST_CASE("8 ranks, dp=8 ep=4: the example of rank_layout.hpp", "[layout][ep]") {
+  ParallelSizes s;
+  s.dp = 8;
+  s.ep = 4;
+  const RankLayout layout(s, "tp-cp-dp-pp");
+  CHECK(layout.ep_groups() == Groups{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  CHECK(layout.edp_groups() == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+}
+
+TEST_CASE("EP and EDP groups partition the world and cross in one rank", "[layout][ep]") {
+  ParallelSizes s;
+  s.tp = 2;
+  s.cp = 2;
+  s.pp = 2;
+  s.dp = 4;
+  for (int ep : {1, 2, 4})
+    for (const char* order : {"tp-cp-dp-pp", "tp-cp-pp-dp", "pp-dp-cp-tp"}) {
+      s.ep = ep;
+      const RankLayout layout(s, order);
+      for (const auto& groups : {layout.ep_groups(), layout.edp_groups()}) {
+        std::vector<int> seen(layout.world_size(), 0);
+        for (const auto& g : groups)
+          for (int r : g) ++seen[r];
+        for (int n : seen) CHECK(n == 1);
+      }
+      for (int r = 0; r < layout.world_size(); ++r) {
+        const Coords c = layout.coords_of(r);
+        CHECK(layout.ep_group_of(r)[layout.sizes().ep_rank(c)] == r);
+        CHECK(layout.edp_group_of(r)[layout.sizes().edp_rank(c)] == r);
+        CHECK(static_cast<int>(layout.edp_group_of(r).size()) == s.edp());
+        for (int other : layout.edp_group_of(r)) CHECK(layout.sizes().ep_rank(layout.coords_of(other)) == layout.sizes().ep_rank(c));
+      }
+    }
+}

@@ -190,6 +190,56 @@ TEST_CASE("rank plan of a mixture-of-experts model: expert tensors split over tp
                          "model.num_experts=4 is not divisible by system.expert_model_parallel_size=3"));
 }
 
+TEST_CASE("rank plan under expert parallelism: expert buckets sliced over the expert-data-parallel group", "[plan][rank_plan][moe][ep]") {
+  const Config c = tiny({"--model.num_experts=4", "--model.moe_ffn_hidden_size=8", "--model.moe_layer_freq=2",
+                         "--system.expert_model_parallel_size=2", "--system.use_distributed_optimizer=true"});
+  const TrainingPlan plan = make_plan(c, 4);  // dp = 4, ep = 2, edp = 2
+  Coords at;
+  at.dp = 3;  // EP rank 3 % 2 = 1 (experts 2 and 3), EDP rank 3 / 2 = 1
+  const RankPlan p = make_rank_plan(c, plan, at);
+  // Groups start on multiples of 16 x dp = 64. wte 0..128, wpe 128..160; h0 (MoE) at 192: ln1 192, 208;
+  // qkv_w 224..416, qkv_b 416..440, proj_w 448..512, proj_b 512..520, ln2 528, 544..552, router_w (4,8)
+  // 560..592; its experts (2 local) at 640: expert_fc_w (2,8,8) 640..768, expert_fc_b 768..784,
+  // expert_fcproj_w (2,8,8) 784..912, expert_fcproj_b (2,8) 912..928. h1 (dense, 920) at 960..1880;
+  // h2 at 1920, its router ends at 2320, its experts at 2368..2656; h3 at 2688..3608; lnf 3648, 3664..3672.
+  CHECK(offset_of(p, "h0.router_w") == 560);
+  CHECK(offset_of(p, "h0.expert_fc_w") == 640);
+  CHECK(offset_of(p, "h2.expert_fc_w") == 2368);
+  CHECK(offset_of(p, "lnf_b") == 3664);
+  CHECK(p.arena_size == 3712);
+  CHECK(p.table.get("h0.expert_fc_w").local_offset == std::vector<long>{2, 0, 0});
+  REQUIRE(p.buckets.size() == 8);
+  const std::vector<std::size_t> ends = {192, 640, 960, 1920, 2368, 2688, 3648, 3712};
+  for (std::size_t i = 0; i < ends.size(); ++i) {
+    CHECK(p.buckets[i].range.end == ends[i]);
+    CHECK(p.buckets[i].expert == (i == 2 || i == 5));
+  }
+  // Dense buckets: the last quarter (dp rank 3 of 4); expert buckets (320): the second half (edp rank 1 of 2).
+  const std::vector<std::pair<std::size_t, std::size_t>> owned = {{144, 192},   {528, 640},   {800, 960},   {1680, 1920},
+                                                                   {2256, 2368}, {2528, 2688}, {3408, 3648}, {3696, 3712}};
+  REQUIRE(p.optimizer_ranges.size() == owned.size());
+  for (std::size_t i = 0; i < owned.size(); ++i) {
+    CHECK(p.optimizer_ranges[i].begin == owned[i].first);
+    CHECK(p.optimizer_ranges[i].end == owned[i].second);
+  }
+  CHECK(p.optimizer_elements() == 1088);
+  CHECK(p.memory().optimizer == 2 * 1088 * 4);
+  // Without the distributed optimizer the first replica writes: dp rank 0 the dense tensors, EDP rank 0
+  // (dp ranks 0 and 1: both EP ranks) the experts.
+  Config plain = c;
+  plain.system.use_distributed_optimizer = false;
+  for (int dp = 0; dp < 4; ++dp) {
+    at.dp = dp;
+    const RankPlan q = make_rank_plan(plain, make_plan(plain, 4), at);
+    const auto& t = q.table.tensors();
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      INFO(t[i].name << " at dp rank " << dp);
+      CHECK(q.writes_params(i) == (t[i].expert ? dp < 2 : dp == 0));
+      CHECK(q.writes_moments(i) == q.writes_params(i));
+    }
+  }
+}
+
 TEST_CASE("rank plan with sequence parallelism lists the LayerNorm tensors", "[plan][rank_plan]") {
   const Config c = tiny({"--system.tensor_model_parallel_size=2", "--system.sequence_parallel=true"});
   const RankPlan p = make_rank_plan(c, make_plan(c, 2), Coords{});
