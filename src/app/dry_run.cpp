@@ -105,17 +105,13 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
       Coords at;
       at.pp = st;
       const RankPlan rp = make_rank_plan(cfg, plan, at);
-      std::size_t experts = 0, blocks = 0;
-      for (const auto& t : rp.table.tensors()) {
-        if (t.expert) experts += t.numel;
-        if (t.name.find(".router_w") != std::string::npos) ++blocks;
-      }
+      std::size_t blocks = 0;
+      for (const auto& t : rp.table.tensors()) blocks += t.name.find(".router_w") != std::string::npos ? 1 : 0;
       // The MoE share of the activations: the layout against the same one without its MoE buffers.
       ActivationLayout dense = rp.activations;
       for (auto& kind : dense.mlp_kinds) kind &= static_cast<unsigned char>(~kMoeMlp);
-      std::printf("  stage %d: %zu MoE blocks, %zu expert parameters per rank (%.2f MiB of weights), %.2f MiB of MoE "
-                  "activations (routed rows sized for the dropless worst case, tokens x top-k)\n",
-                  st, blocks, experts, mb(experts * rp.compute_type_bytes()), mb(rp.activations.bytes() - dense.bytes()));
+      std::printf("  stage %d: %zu MoE blocks, %.2f MiB of MoE activations per rank (routed rows sized for the dropless worst case)\n",
+                  st, blocks, mb(rp.activations.bytes() - dense.bytes()));
     }
   }
   std::printf("== schedule ==\n");
