@@ -41,15 +41,16 @@ Shapes shapes_of(const Config& cfg, const Layout& l, const MoeRouting& moe) {
   return s;
 }
 
-// Parameters of one block on one tensor-parallel rank, and of the embedding or head.
+// Parameters of a norm, and of one block on one tensor-parallel rank.
+double norm_params(const Config& cfg, const Shapes& s) { return (cfg.model.normalization == Normalization::layernorm ? 2 : 1) * s.C; }
+
 double block_params(const Config& cfg, const Shapes& s, int ep) {
   const auto& m = cfg.model;
   const double bias = m.add_bias_linear ? 1 : 0;
   const double attn = s.C * s.QKVl + s.Cl * s.C + bias * (s.QKVl + s.C);
   double mlp = s.C * s.Hl + s.Fl * s.C + bias * (s.Hl + s.C);
   if (m.num_experts > 1) mlp = mlp * m.num_experts / ep + s.C * m.num_experts;  // local experts + router
-  const double norms = (m.normalization == Normalization::layernorm ? 4 : 2) * s.C;
-  return attn + mlp + norms;
+  return attn + mlp + 2 * norm_params(cfg, s);
 }
 
 }  // namespace
@@ -175,8 +176,9 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl,
   const auto& mc = cfg.model;
   const double vocab_rows = s.Vl * s.C;
   const double positions = mc.position_embedding_type == PositionEmbedding::learned_absolute ? s.T * s.C : 0.0;
-  const double first = vocab_rows + positions, last = vocab_rows + s.C;
-  const double ends = sz.pp == 1 ? (mc.untie_embeddings_and_output_weights ? first + last : first + s.C) : std::max(first, last);
+  const double first = vocab_rows + positions, last = vocab_rows + norm_params(cfg, s);
+  const double ends = sz.pp == 1 ? (mc.untie_embeddings_and_output_weights ? first + last : first + norm_params(cfg, s))
+                                 : std::max(first, last);
   const double grads = blocks * block_params(cfg, s, l.ep) + ends;
   c.rank_params = grads;
   const long nd = static_cast<long>(sz.dp) * sz.cp;
