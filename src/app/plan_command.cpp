@@ -53,6 +53,7 @@ void print_search_counts(const SearchResult& r, const ClusterSpec& cl) {
 }
 
 [[noreturn]] void nothing_fits(const SearchResult& r, const ClusterSpec& cl, bool experts) {
+  std::fflush(stdout);  // the search's counts before the error
   if (!r.any_valid)
     throw UserError("dtrain plan: no layout of this model is valid on " + std::to_string(r.world) +
                     " devices (sizes must divide the world, heads, layers, vocabulary and global batch); change --nodes or "
