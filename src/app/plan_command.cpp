@@ -155,7 +155,7 @@ int run_plan(const Config& cfg, const std::string& input, const PlanOptions& o) 
   ClusterSpec cl = load_cluster_file(o.cluster);
   if (o.nodes > 0) cl.nodes = o.nodes;
   const bool experts = cfg.model.num_experts > 1;
-  std::printf("dtrain plan: %s on '%s': %d node(s) x %d devices = %d ranks, %.1f GB and %.0f TFLOP/s (%s) per device\n",
+  std::printf("dtrain plan: %s on '%s': %d node(s) x %d devices = %d ranks, %.1f GB and %.4g TFLOP/s (%s) per device\n",
               input.c_str(), cl.name.c_str(), cl.nodes, cl.devices_per_node, cl.world(), gb(cl.memory),
               cl.peak(cfg.system.precision) / 1e12, cfg.system.precision == Precision::bf16 ? "bf16" : "fp32");
   const SearchResult r = search_layouts(cfg, cl, o.top);
