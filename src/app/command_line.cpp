@@ -39,6 +39,18 @@ po::options_description generate_options(CommandLine& cl) {
   return d;
 }
 
+po::options_description plan_options(CommandLine& cl) {
+  po::options_description d = common_options(cl);
+  PlanOptions& p = cl.plan;
+  d.add_options()("cluster", po::value(&p.cluster)->value_name("FILE"), "cluster description ([cluster] keys; see inputs/clusters/)")(
+      "nodes", po::value(&p.nodes)->value_name("N"), "plan for N nodes instead of the description's")(
+      "top", po::value(&p.top)->value_name("K")->default_value(p.top), "print the K fastest layouts that fit")(
+      "scaling", po::value(&p.scaling)->value_name("D1,D2,..."),
+      "also print the predicted strong scaling (the input's global batch) and weak scaling (its batch per device) at "
+      "these device counts")("plot", po::bool_switch(&p.plot), "with --scaling: draw the curves with gnuplot in the terminal");
+  return d;
+}
+
 // Splits the arguments into input-key overrides ("--section.key=value" or "--section.key value",
 // kept as "--section.key=value"; an empty value is allowed) and the rest, for Boost.ProgramOptions.
 std::vector<std::string> split_overrides(int argc, const char* const* argv, int first, std::vector<std::string>& overrides) {
@@ -64,13 +76,23 @@ std::vector<std::string> split_overrides(int argc, const char* const* argv, int 
 std::string command_usage(CommandLine::Command command) {
   CommandLine cl;
   std::ostringstream os;
-  if (command == CommandLine::Command::generate) {
+  if (command == CommandLine::Command::plan) {
+    os << "usage: dtrain plan INPUT.ini --cluster FILE [--nodes N] [--top K] [--scaling D1,D2,...] [--plot]\n"
+          "Searches every layout of INPUT.ini's model on the cluster (tensor, context, pipeline, virtual, expert and data\n"
+          "parallel sizes, micro-batch size, recomputation, distributed optimizer and ZeRO stage), keeps those dtrain\n"
+          "accepts whose memory per rank (the dry run's estimate) fits a device, and ranks them by the step time a cost\n"
+          "model predicts from the description's peak FLOP/s, GEMM efficiency, memory bandwidth and links. Prints the\n"
+          "fastest with tokens/s, MFU, memory per rank, bubble, the step's breakdown and the overrides that run them.\n"
+          "The model, global batch, sequence length, precision and overlap flags come from INPUT.ini. Runs on one rank.\n\n"
+       << plan_options(cl);
+  } else if (command == CommandLine::Command::generate) {
     os << "usage: dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT] [--tokens N] [--temperature T] [--seed N]\n"
           "Samples text from trained weights on one rank (no mpirun needed). INPUT.ini gives the model.\n\n"
        << generate_options(cl);
   } else {
     os << "usage: dtrain [--dry-run] INPUT.ini [--section.key=value ...]\n"
           "       dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT] [--tokens N] [--temperature T]\n"
+          "       dtrain plan INPUT.ini --cluster FILE [--nodes N] [--top K] [--scaling D1,D2,...] [--plot]\n"
           "       dtrain --help | --version\n"
           "Launch with srun (srun --mpi=pmix dtrain input.ini) or mpirun (mpirun -np 4 dtrain input.ini).\n"
           "Any input key can be overridden on the command line as --section.key=value.\n\n"
@@ -86,8 +108,13 @@ CommandLine parse_dtrain_command_line(int argc, const char* const* argv) {
   CommandLine cl;
   int first = 1;
   if (argc > 1 && std::string(argv[1]) == "generate") cl.command = CommandLine::Command::generate, first = 2;
-  const std::string program = cl.command == CommandLine::Command::generate ? "dtrain generate" : "dtrain";
-  const po::options_description options = cl.command == CommandLine::Command::generate ? generate_options(cl) : train_options(cl);
+  if (argc > 1 && std::string(argv[1]) == "plan") cl.command = CommandLine::Command::plan, first = 2;
+  const std::string program = cl.command == CommandLine::Command::generate ? "dtrain generate"
+                              : cl.command == CommandLine::Command::plan   ? "dtrain plan"
+                                                                           : "dtrain";
+  const po::options_description options = cl.command == CommandLine::Command::generate ? generate_options(cl)
+                                          : cl.command == CommandLine::Command::plan   ? plan_options(cl)
+                                                                                       : train_options(cl);
   std::vector<std::string> inputs;
   po::options_description hidden;
   hidden.add_options()("input", po::value(&inputs));

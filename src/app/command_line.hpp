@@ -1,5 +1,6 @@
 // dtrain's command line: `dtrain [--dry-run] INPUT.ini [--section.key=value ...]`,
-// `dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT] ...`, `--help`, `--version`.
+// `dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT] ...`, `dtrain plan INPUT.ini --cluster FILE ...`,
+// `--help`, `--version`.
 // Parsed with Boost.ProgramOptions; input keys may be given as --section.key=value or
 // --section.key value and are checked against the options table when the input file is loaded.
 #pragma once
@@ -18,18 +19,27 @@ struct GenerateOptions {
   std::optional<std::uint64_t> seed;  // default: training.seed
 };
 
+struct PlanOptions {
+  std::string cluster;   // a cluster description (inputs/clusters/)
+  int nodes = 0;         // 0 = the description's
+  int top = 5;
+  std::string scaling;   // device counts "8,64,512" for the scaling curves
+  bool plot = false;
+};
+
 struct CommandLine {
-  enum class Command { train, generate } command = Command::train;
+  enum class Command { train, generate, plan } command = Command::train;
   bool help = false, version = false, dry_run = false;
   std::string input;                   // path of input.ini
   std::vector<std::string> overrides;  // "--section.key=value", in order
   GenerateOptions generate;
+  PlanOptions plan;
 };
 
 // Throws UserError naming the option and pointing to --help.
 CommandLine parse_dtrain_command_line(int argc, const char* const* argv);
 
-// The --help text of the command (`dtrain` or `dtrain generate`), without the input-key list.
+// The --help text of the command (`dtrain`, `dtrain generate` or `dtrain plan`), without the input-key list.
 std::string command_usage(CommandLine::Command command);
 
 }  // namespace dtrain

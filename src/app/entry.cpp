@@ -16,6 +16,7 @@
 #include "app/command_line.hpp"
 #include "app/dry_run.hpp"
 #include "app/generate_command.hpp"
+#include "app/plan_command.hpp"
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
 #include "config/load.hpp"
@@ -119,6 +120,7 @@ int run(int argc, char** argv, MPI_Comm world) {
   const std::string ini = broadcast_input(cl.input, world);
   Config cfg = load_config(ini, cl.input, cl.overrides);
   validate_config(cfg);
+  if (cl.command == CommandLine::Command::plan) return rank == 0 ? run_plan(cfg, cl.input, cl.plan) : 0;
   OptionTable table(cfg);  // views the loaded values, for reports and checkpoints
   // A dry run plans on any machine (a login node has no GPU): it does not select devices.
   const Placement placement = cl.dry_run ? Placement{} : place_ranks(world, cfg.system.device, cfg.system.comm_backend, env);

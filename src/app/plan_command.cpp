@@ -1,0 +1,173 @@
+// run_plan: the ranked table, the winner's overrides, the nothing-fits message, scaling curves.
+#include "app/plan_command.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+#include "common/error.hpp"
+#include "plan/layout_search.hpp"
+
+namespace dtrain {
+namespace {
+
+double gb(double bytes) { return bytes / 1e9; }
+
+std::string layout_text(const Layout& l, bool experts) {
+  std::ostringstream os;
+  os << "tp=" << l.sizes.tp << " cp=" << l.sizes.cp << " pp=" << l.sizes.pp << " v=" << l.v << " dp=" << l.sizes.dp;
+  if (experts) os << " ep=" << l.ep;
+  os << " micro_batch=" << l.micro_batch << " recompute=" << l.recompute << " "
+     << (l.distributed_optimizer ? "zero" + std::to_string(l.zero_stage) : std::string("no distributed optimizer"));
+  return os.str();
+}
+
+void print_table(const SearchResult& r, bool experts) {
+  std::printf("%3s %4s %3s %3s %3s %5s%s %4s %5s %-9s %4s %9s %11s %6s %8s %7s | %s\n", "#", "tp", "cp", "pp", "v", "dp",
+              experts ? "   ep" : "", "mb", "m", "recompute", "zero", "step s", "tokens/s", "MFU", "GB/rank", "bubble",
+              "compute   TP  bubble   DP  other (% of step)");
+  int i = 0;
+  for (const auto& b : r.best) {
+    const Layout& l = b.layout;
+    const StepCost& c = b.cost;
+    const double s = c.step();
+    std::ostringstream rc;
+    rc << l.recompute;
+    std::printf("%3d %4d %3d %3d %3d %5d", ++i, l.sizes.tp, l.sizes.cp, l.sizes.pp, l.v, l.sizes.dp);
+    if (experts) std::printf(" %4d", l.ep);
+    std::printf(" %4d %5d %-9s %4s %9.3f %11.0f %5.1f%% %8.2f %6.1f%% | %6.1f %4.1f %7.1f %4.1f %6.1f\n", l.micro_batch,
+                c.micro_batches, rc.str().c_str(), l.distributed_optimizer ? std::to_string(l.zero_stage).c_str() : "-", s,
+                b.tokens_per_s, 100 * b.mfu, gb(static_cast<double>(b.memory)), 100 * c.bubble_fraction, 100 * c.compute / s,
+                100 * c.tp / s, 100 * c.bubble / s, 100 * c.dp / s, 100 * c.other() / s);
+  }
+}
+
+void print_search_counts(const SearchResult& r, const ClusterSpec& cl) {
+  std::printf("searched %ld layouts: %ld dropped by a lower bound of their model state, %ld planned (%ld over %.1f GB per rank",
+              r.enumerated, r.over_lower_bound, r.planned, r.too_big, gb(cl.memory));
+  long refused = 0;
+  for (const auto& [why, n] : r.refused) refused += n;
+  std::printf(", %ld refused by dtrain's checks)\n", refused);
+  for (const auto& [why, n] : r.refused) std::printf("  refused %ld: %s\n", n, why.c_str());
+}
+
+[[noreturn]] void nothing_fits(const SearchResult& r, const ClusterSpec& cl, bool experts) {
+  std::fflush(stdout);  // the search's counts before the error
+  if (!r.any_valid)
+    throw UserError("dtrain plan: no layout of this model is valid on " + std::to_string(r.world) +
+                    " devices (sizes must divide the world, heads, layers, vocabulary and global batch); change --nodes or "
+                    "model.global_batch_size");
+  char need[64], have[64];
+  std::snprintf(need, sizeof need, "%.1f GB", gb(static_cast<double>(r.least_memory.memory)));
+  std::snprintf(have, sizeof have, "%.1f GB", gb(cl.memory));
+  throw UserError("dtrain plan: no layout fits the " + std::string(have) + " per device of '" + cl.name + "' on " +
+                  std::to_string(r.world) + " devices; the layout needing the least (" + layout_text(r.least_memory.layout, experts) +
+                  ") needs " + need + " per rank: use devices with at least " + need + ", more nodes (--nodes), a smaller "
+                  "model.global_batch_size or a smaller model");
+}
+
+// The cluster with `devices` devices: whole nodes, or part of one node.
+ClusterSpec resized(const ClusterSpec& cl, int devices) {
+  ClusterSpec c = cl;
+  if (devices < cl.devices_per_node) {
+    c.nodes = 1;
+    c.devices_per_node = devices;
+  } else {
+    if (devices % cl.devices_per_node != 0)
+      throw UserError("dtrain plan: --scaling " + std::to_string(devices) + " is not a whole number of nodes of " +
+                      std::to_string(cl.devices_per_node) + " devices (nor less than one node)");
+    c.nodes = devices / cl.devices_per_node;
+  }
+  return c;
+}
+
+std::vector<int> parse_counts(const std::string& text) {
+  std::vector<int> counts;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    std::size_t used = 0;
+    long n = 0;
+    try {
+      n = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || n < 1 || n > (1L << 24))
+      throw UserError("dtrain plan: --scaling '" + text + "' must be device counts separated by commas (e.g. 8,64,512,4096)");
+    counts.push_back(static_cast<int>(n));
+  }
+  return counts;
+}
+
+void plot(const std::vector<int>& devices, const std::vector<double>& strong, const std::vector<double>& weak) {
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
+    std::printf("(--plot: gnuplot is not installed; tools/install-deps installs it)\n");
+    return;
+  }
+  std::fflush(stdout);
+  FILE* g = popen("gnuplot", "w");
+  if (!g) return;
+  std::fprintf(g, "set terminal dumb size 100,28\nset logscale xy\nset xlabel 'devices'\nset ylabel 'tokens/s'\n"
+                  "plot '-' with linespoints title 'strong', '-' with linespoints title 'weak'\n");
+  for (const auto* curve : {&strong, &weak}) {
+    for (std::size_t i = 0; i < devices.size(); ++i)
+      if ((*curve)[i] > 0) std::fprintf(g, "%d %g\n", devices[i], (*curve)[i]);
+    std::fprintf(g, "e\n");
+  }
+  pclose(g);
+}
+
+void print_scaling(const Config& cfg, const ClusterSpec& cl, const PlanOptions& o) {
+  const std::vector<int> counts = parse_counts(o.scaling);
+  std::printf("\n== predicted scaling (the best layout at each size; '-' = nothing fits) ==\n");
+  std::printf("%8s | strong: global batch %-19d | %s\n", "devices", cfg.model.global_batch_size,
+              "weak: global batch per device as the input's");
+  std::printf("%8s | %13s %13s %12s | %6s %13s %13s %12s\n", "", "tokens/s", "per device", "MFU", "batch", "tokens/s", "per device", "MFU");
+  std::vector<double> strong, weak;
+  for (int d : counts) {
+    const ClusterSpec c = resized(cl, d);
+    Config w = cfg;
+    w.model.global_batch_size = std::max(1, static_cast<int>(static_cast<double>(cfg.model.global_batch_size) * d / cl.world() + 0.5));
+    const SearchResult s = search_layouts(cfg, c, 1, false), ws = search_layouts(w, c, 1, false);
+    strong.push_back(s.best.empty() ? 0 : s.best[0].tokens_per_s);
+    weak.push_back(ws.best.empty() ? 0 : ws.best[0].tokens_per_s);
+    std::printf("%8d |", d);
+    for (const auto* r : {&s, &ws}) {
+      if (r == &ws) std::printf(" | %6d", w.model.global_batch_size);
+      if (r->best.empty())
+        std::printf(" %13s %13s %12s", "-", "-", "-");
+      else
+        std::printf(" %13.0f %13.1f %11.1f%%", r->best[0].tokens_per_s, r->best[0].tokens_per_s / d, 100 * r->best[0].mfu);
+    }
+    std::printf("\n");
+  }
+  if (o.plot) plot(counts, strong, weak);
+}
+
+}  // namespace
+
+int run_plan(const Config& cfg, const std::string& input, const PlanOptions& o) {
+  if (o.cluster.empty()) throw UserError("dtrain plan needs --cluster FILE (a cluster description; see inputs/clusters/)");
+  if (o.top < 1) throw UserError("dtrain plan: --top must be >= 1");
+  if (o.nodes < 0 || o.nodes > (1 << 20)) throw UserError("dtrain plan: --nodes must be between 1 and 2^20");
+  if (o.plot && o.scaling.empty()) throw UserError("dtrain plan: --plot draws the --scaling curves; give --scaling D1,D2,...");
+  ClusterSpec cl = load_cluster_file(o.cluster);
+  if (o.nodes > 0) cl.nodes = o.nodes;
+  const bool experts = cfg.model.num_experts > 1;
+  std::printf("dtrain plan: %s on '%s': %d node(s) x %d devices = %d ranks, %.1f GB and %.4g TFLOP/s (%s) per device\n",
+              input.c_str(), cl.name.c_str(), cl.nodes, cl.devices_per_node, cl.world(), gb(cl.memory),
+              cl.peak(cfg.system.precision) / 1e12, cfg.system.precision == Precision::bf16 ? "bf16" : "fp32");
+  const SearchResult r = search_layouts(cfg, cl, o.top);
+  print_search_counts(r, cl);
+  if (r.best.empty()) nothing_fits(r, cl, experts);
+  std::printf("\n== the %zu fastest layouts that fit (predicted) ==\n", r.best.size());
+  print_table(r, experts);
+  std::printf("\nrun the fastest:\n  dtrain %s", input.c_str());
+  for (const auto& flag : layout_overrides(r.best[0].layout, experts)) std::printf(" \\\n    %s", flag.c_str());
+  std::printf("\n");
+  if (!o.scaling.empty()) print_scaling(cfg, cl, o);
+  return 0;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,47 @@
+// A cluster description: what the planner's cost model knows of the machines (nodes, devices per
+// node, each device's peak FLOP/s per precision, its memory and memory bandwidth, the achieved GEMM
+// efficiency by GEMM size, and the intra- and inter-node links). Read from an INI file with one
+// [cluster] section (inputs/clusters/ holds examples); `format_cluster` writes the same keys back, so
+// a measuring tool can produce a file the planner reads. Pure: text in, value out.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/choices.hpp"
+
+namespace dtrain {
+
+struct Link {
+  double bandwidth = 0;  // bytes/s one device can send (one direction)
+  double latency = 0;    // seconds per message
+};
+
+struct ClusterSpec {
+  std::string name;
+  ComputeDevice device = ComputeDevice::cuda;  // what a rank computes on (system.device)
+  int nodes = 1;
+  int devices_per_node = 1;                    // ranks per node
+  double peak_fp32 = 0;                        // dense FLOP/s of one device
+  double peak_bf16 = 0;
+  double memory = 0;                           // bytes one rank may use
+  double memory_bandwidth = 0;                 // bytes/s of one device
+  // Achieved share of the peak by FLOPs of one GEMM, ascending in FLOPs; interpolated in log(FLOPs),
+  // held constant beyond the ends.
+  std::vector<std::pair<double, double>> gemm_efficiency;
+  Link intra_node;                             // between devices of one node
+  Link inter_node;                             // per device, between nodes
+
+  int world() const { return nodes * devices_per_node; }
+  double peak(Precision p) const { return p == Precision::bf16 ? peak_bf16 : peak_fp32; }
+  double efficiency(double gemm_flops) const;
+};
+
+// Parses a description; `name` (the file's path) prefixes every error, which names the key and the fix.
+ClusterSpec parse_cluster(const std::string& text, const std::string& name);
+// Reads and parses a file (UserError when it cannot be read).
+ClusterSpec load_cluster_file(const std::string& path);
+// The description as INI text that parse_cluster reads back to the same values.
+std::string format_cluster(const ClusterSpec& c);
+
+}  // namespace dtrain

@@ -1,0 +1,207 @@
+// predict_step: the formulas of cost_model.hpp, per micro-batch of the slowest stage, then the step.
+#include "plan/cost_model.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "plan/collective_cost.hpp"
+#include "plan/pipeline_schedule.hpp"
+
+namespace dtrain {
+namespace {
+
+// The shapes one rank sees in one micro-batch (doubles: products reach beyond 2^53 only far past
+// any real model).
+struct Shapes {
+  double B, T, Tl, N, Ns, C, Cl, NHl, NKVl, HD, QKVl, Fl, Hl, Vl, e;
+  double experts_local, routed;  // MoE: experts on this rank, token rows it computes (N x topk x capacity)
+};
+
+Shapes shapes_of(const Config& cfg, const Layout& l, const MoeRouting& moe) {
+  const auto& m = cfg.model;
+  const double tp = l.sizes.tp, cp = l.sizes.cp;
+  Shapes s{};
+  s.B = l.micro_batch;
+  s.T = m.seq_length;
+  s.Tl = s.T / cp;
+  s.N = s.B * s.Tl;
+  s.Ns = l.sequence_parallel ? s.N / tp : s.N;
+  s.C = m.hidden_size;
+  s.Cl = s.C / tp;
+  s.NHl = m.num_attention_heads / tp;
+  s.NKVl = m.kv_heads() / tp;
+  s.HD = s.C / m.num_attention_heads;
+  s.QKVl = (s.NHl + 2 * s.NKVl) * s.HD;
+  s.Fl = cfg.ffn_hidden() / tp;
+  s.Hl = m.swiglu ? 2 * s.Fl : s.Fl;
+  s.Vl = m.vocab_size / tp;
+  s.e = cfg.system.precision == Precision::bf16 ? 2 : 4;
+  s.experts_local = m.num_experts > 1 ? static_cast<double>(m.num_experts) / l.ep : 0;
+  s.routed = m.num_experts > 1 ? s.N * moe.topk * moe.capacity_factor : s.N;
+  return s;
+}
+
+// Parameters of a norm, and of one block on one tensor-parallel rank.
+double norm_params(const Config& cfg, const Shapes& s) { return (cfg.model.normalization == Normalization::layernorm ? 2 : 1) * s.C; }
+
+double block_params(const Config& cfg, const Shapes& s, int ep) {
+  const auto& m = cfg.model;
+  const double bias = m.add_bias_linear ? 1 : 0;
+  const double attn = s.C * s.QKVl + s.Cl * s.C + bias * (s.QKVl + s.C);
+  double mlp = s.C * s.Hl + s.Fl * s.C + bias * (s.Hl + s.C);
+  if (m.num_experts > 1) mlp = mlp * m.num_experts / ep + s.C * m.num_experts;  // local experts + router
+  return attn + mlp + 2 * norm_params(cfg, s);
+}
+
+}  // namespace
+
+Layout layout_of(const Config& cfg, int world) {
+  const auto& y = cfg.system;
+  Layout l;
+  l.sizes.tp = y.tensor_model_parallel_size;
+  l.sizes.pp = y.pipeline_model_parallel_size;
+  l.sizes.cp = y.context_parallel_size;
+  l.sizes.dp = world / (l.sizes.tp * l.sizes.cp * l.sizes.pp);
+  l.ep = y.expert_model_parallel_size;
+  l.v = y.pipeline_schedule == PipelineSchedule::interleaved ? y.virtual_pipeline_model_parallel_size : 1;
+  l.micro_batch = static_cast<int>(cfg.model.micro_batch_size.value);
+  l.recompute = cfg.model.recompute_granularity;
+  l.distributed_optimizer = y.use_distributed_optimizer;
+  l.zero_stage = y.zero_stage;
+  l.sequence_parallel = y.sequence_parallel && l.sizes.tp > 1;
+  return l;
+}
+
+Config with_layout(const Config& cfg, const Layout& l) {
+  Config c = cfg;
+  auto& y = c.system;
+  y.tensor_model_parallel_size = l.sizes.tp;
+  y.pipeline_model_parallel_size = l.sizes.pp;
+  y.context_parallel_size = l.sizes.cp;
+  y.expert_model_parallel_size = l.ep;
+  y.virtual_pipeline_model_parallel_size = l.v;
+  y.pipeline_schedule = l.schedule();
+  y.sequence_parallel = l.sequence_parallel;
+  y.use_distributed_optimizer = l.distributed_optimizer;
+  y.zero_stage = l.distributed_optimizer ? l.zero_stage : 1;
+  c.model.micro_batch_size = MicroBatchSize{false, l.micro_batch};
+  c.model.recompute_granularity = l.recompute;
+  return c;
+}
+
+std::vector<std::string> layout_overrides(const Layout& l, bool experts) {
+  auto kv = [](const char* key, const std::string& value) { return std::string("--") + key + "=" + value; };
+  auto n = [](auto x) {
+    std::ostringstream os;
+    os << x;
+    return os.str();
+  };
+  std::vector<std::string> o{kv("system.tensor_model_parallel_size", n(l.sizes.tp)),
+                             kv("system.pipeline_model_parallel_size", n(l.sizes.pp)),
+                             kv("system.context_parallel_size", n(l.sizes.cp))};
+  if (experts) o.push_back(kv("system.expert_model_parallel_size", n(l.ep)));
+  o.push_back(kv("system.pipeline_schedule", to_string(l.schedule())));
+  o.push_back(kv("system.virtual_pipeline_model_parallel_size", n(l.v)));
+  o.push_back(kv("system.sequence_parallel", l.sequence_parallel ? "true" : "false"));
+  o.push_back(kv("system.use_distributed_optimizer", l.distributed_optimizer ? "true" : "false"));
+  if (l.distributed_optimizer) o.push_back(kv("system.zero_stage", n(l.zero_stage)));
+  o.push_back(kv("model.micro_batch_size", n(l.micro_batch)));
+  o.push_back(kv("model.recompute_granularity", n(l.recompute)));
+  return o;
+}
+
+StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl, const MoeRouting& moe) {
+  const Shapes s = shapes_of(cfg, l, moe);
+  const auto& sz = l.sizes;
+  const bool moe_on = cfg.model.num_experts > 1;
+  const double peak = cl.peak(cfg.system.precision), bw = cl.memory_bandwidth;
+  auto gemm = [&](double flops) { return flops / (peak * cl.efficiency(flops)); };
+
+  // One block, one micro-batch: forward compute and the parts recomputation repeats.
+  const double mlp_rows = moe_on ? s.routed / s.experts_local : s.N;
+  const double mlp = (moe_on ? s.experts_local : 1.0) * (gemm(2 * mlp_rows * s.C * s.Hl) + gemm(2 * mlp_rows * s.Fl * s.C));
+  const double linear = gemm(2 * s.N * s.C * s.QKVl) + gemm(2 * s.N * s.Cl * s.C) + mlp;
+  const double attention = 2 * s.B * s.NHl * gemm(s.Tl * s.T * s.HD);  // QK^T and PV, causal half, per (sample, head)
+  const double softmax_bytes = s.B * s.NHl * s.Tl * s.T * (4 + s.e);
+  const double activation_bytes = s.e * s.routed * (s.Hl + s.Fl);
+  const double elementwise = (s.e * 10 * s.Ns * s.C + activation_bytes + softmax_bytes) / bw;
+  const double block_fwd = linear + attention + elementwise;
+  const double block_bwd = 2 * block_fwd;
+  const double recompute = l.recompute == RecomputeGranularity::full        ? block_fwd
+                           : l.recompute == RecomputeGranularity::selective ? attention + (softmax_bytes + activation_bytes) / bw
+                                                                            : 0.0;
+  const double head = gemm(2 * s.N * s.C * s.Vl) + 3 * s.e * s.N * s.Vl / bw;  // forward; backward twice
+
+  // Tensor parallelism: the block's 4 collectives per pass of N x C values (local tokens).
+  const Link tp_link = group_link(cl, 1, sz.tp);
+  const double rows_bytes = s.N * s.C * s.e;
+  const double tp_one = l.sequence_parallel ? all_gather_s(rows_bytes, sz.tp, tp_link) : all_reduce_s(rows_bytes, sz.tp, tp_link);
+  const double tp_pass = (l.sequence_parallel ? 4 : 2) * tp_one;
+  const double tp_block = 2 * tp_pass + (l.recompute == RecomputeGranularity::full ? tp_pass : 0.0);
+  const double tp_head = sz.tp > 1 ? (l.sequence_parallel ? 2 : 1) * tp_one + all_reduce_s(3 * s.N * 4, sz.tp, tp_link) : 0.0;
+
+  // Context parallelism: cp-1 ring steps of K/V (and their fp32 gradients backward) behind attention.
+  double cp_block = 0;
+  if (sz.cp > 1) {
+    const Link link = group_link(cl, sz.tp, sz.cp);
+    const double kv = s.N * 2 * s.NKVl * s.HD;
+    const double fwd = std::max(0.0, (sz.cp - 1) * send_s(kv * s.e, link) - attention);
+    const double bwd = std::max(0.0, (sz.cp - 1) * (send_s(kv * s.e, link) + send_s(kv * 4, link)) - 2 * attention);
+    cp_block = fwd + bwd + (l.recompute == RecomputeGranularity::full ? fwd : 0.0);
+  }
+  // Expert parallelism: dispatch and combine, forward and backward.
+  double ep_block = 0;
+  if (moe_on && l.ep > 1) {
+    const double a2a = all_to_all_s(s.routed * s.C * s.e, l.ep, group_link(cl, static_cast<long>(sz.tp) * sz.cp, l.ep));
+    ep_block = (l.recompute == RecomputeGranularity::full ? 6 : 4) * a2a;
+  }
+  // Pipeline: the stage's output forward and its gradient backward, once per model chunk.
+  const double p2p_mb =
+      sz.pp > 1 ? 2.0 * l.v * send_s(s.Ns * s.C * s.e, group_link(cl, static_cast<long>(sz.tp) * sz.cp * sz.dp, sz.pp)) : 0.0;
+
+  const double blocks = static_cast<double>(cfg.model.num_layers) / sz.pp;
+  StepCost c;
+  c.micro_batches = cfg.model.global_batch_size / (l.micro_batch * sz.dp);
+  const double m = c.micro_batches;
+  c.compute = m * (blocks * (block_fwd + block_bwd + recompute) + 3 * head);
+  c.recompute = m * blocks * recompute;
+  c.tp = m * (blocks * tp_block + tp_head);
+  c.cp = m * blocks * cp_block;
+  c.ep = m * blocks * ep_block;
+  c.p2p = m * p2p_mb;
+  c.bubble_fraction = predicted_bubble(l.schedule(), sz.pp, c.micro_batches, l.v);
+  c.bubble = c.bubble_fraction / (1 - c.bubble_fraction) * (c.compute + c.tp + c.cp + c.ep + c.p2p);
+
+  // Data parallelism over dp x cp (adjacent in rank order): the heaviest stage's parameters.
+  const auto& mc = cfg.model;
+  const double vocab_rows = s.Vl * s.C;
+  const double positions = mc.position_embedding_type == PositionEmbedding::learned_absolute ? s.T * s.C : 0.0;
+  const double first = vocab_rows + positions, last = vocab_rows + norm_params(cfg, s);
+  const double ends = sz.pp == 1 ? (mc.untie_embeddings_and_output_weights ? first + last : first + norm_params(cfg, s))
+                                 : std::max(first, last);
+  const double grads = blocks * block_params(cfg, s, l.ep) + ends;
+  c.rank_params = grads;
+  const long nd = static_cast<long>(sz.dp) * sz.cp;
+  const Link dp_link = group_link(cl, sz.tp, nd);
+  const double reduce = l.distributed_optimizer ? all_gather_s(4 * grads, nd, dp_link) : all_reduce_s(4 * grads, nd, dp_link);
+  const double gather = l.distributed_optimizer ? all_gather_s(s.e * grads, nd, dp_link) : 0.0;
+  const double block_share = 1.0 / std::max(1.0, blocks);  // the last bucket is never hidden
+  const double bwd_window = blocks * (block_bwd + recompute + tp_pass * 2), fwd_window = blocks * block_fwd;
+  auto hidden = [&](bool overlap, double t, double window) { return overlap ? std::max(t - window, t * block_share) : t; };
+  const bool overlap_reduce = cfg.system.overlap_grad_reduce;
+  const int zero = l.distributed_optimizer ? l.zero_stage : 0;
+  const double reductions = zero >= 2 ? m : 1;  // ZeRO-2/3 reduce-scatter every micro-batch
+  c.dp = reductions * hidden(overlap_reduce, reduce, bwd_window);
+  if (zero == 1 || zero == 2) c.dp += hidden(cfg.system.overlap_param_gather, gather, fwd_window);
+  if (zero == 3) {
+    const double passes = l.recompute == RecomputeGranularity::full ? 3 : 2;  // gathered before each use, one ahead
+    c.dp += m * passes * hidden(true, gather, fwd_window);
+  }
+  // AdamW: the gradient read, moments (and a bf16 run's master weights) read and written, the weights written.
+  const double owned = l.distributed_optimizer ? grads / nd : grads;
+  const bool bf16 = cfg.system.precision == Precision::bf16;
+  c.optimizer = owned * (4 + 8 * (bf16 ? 3 : 2) + (bf16 ? 2 : 8)) / bw;
+  return c;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,163 @@
+// search_layouts: enumerate, cost, bound, then plan lazily in order of predicted step time.
+#include "plan/layout_search.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/error.hpp"
+#include "config/validate.hpp"
+#include "plan/model_flops.hpp"
+#include "plan/training_plan.hpp"
+
+namespace dtrain {
+namespace {
+
+constexpr long kMaxChunkForwards = 1 << 20;  // make_plan refuses more chunk-forwards per step
+constexpr int kMinCpPositions = 4096;        // cp > 1 only where each rank keeps this many positions
+
+struct Candidate {
+  Layout layout;
+  StepCost cost;
+  double lower_bound;  // bytes per rank no plan of this layout can go below
+};
+
+// Bytes per rank of the model state alone, under the layout's sharding (a lower bound of make_plan's
+// memory: the arenas hold at least these parameters; 5% below for the estimate's rounding).
+double state_lower_bound(const Config& cfg, const Layout& l, double params) {
+  const double e = cfg.system.precision == Precision::bf16 ? 2 : 4, opt = cfg.system.precision == Precision::bf16 ? 12 : 8;
+  const double nd = static_cast<double>(l.sizes.dp) * l.sizes.cp;
+  const int zero = l.distributed_optimizer ? l.zero_stage : 0;
+  const double per_param = zero == 0   ? e + 4 + opt
+                           : zero == 1 ? e + 4 + opt / nd
+                           : zero == 2 ? e + (4 + opt) / nd
+                                       : (e + 4 + opt) / nd;
+  return 0.95 * params * per_param;
+}
+
+std::vector<Layout> enumerate(const Config& cfg, int world) {
+  const auto& m = cfg.model;
+  const int L = m.num_layers, gb = m.global_batch_size, T = m.seq_length;
+  std::vector<Layout> out;
+  for (int tp : divisors(world)) {
+    if (m.num_attention_heads % tp || m.kv_heads() % tp || m.vocab_size % tp || cfg.ffn_hidden() % tp) continue;
+    for (int cp : divisors(world / tp)) {
+      if (cp > 1 && (T % (2 * cp) != 0 || T / cp < kMinCpPositions)) continue;
+      for (int pp : divisors(world / (tp * cp))) {
+        if (L % pp) continue;
+        const int dp = world / (tp * cp * pp);
+        if (gb % dp) continue;
+        std::vector<int> vs{1};
+        if (pp > 1)
+          for (int v : divisors(L / pp))
+            if (v > 1) vs.push_back(v);
+        const std::vector<int> eps = m.num_experts > 1 ? divisors(m.num_experts) : std::vector<int>{1};
+        for (int v : vs)
+          for (int ep : eps) {
+            if (dp % ep) continue;
+            for (int mb : divisors(gb / dp)) {
+              const long micro = gb / (static_cast<long>(dp) * mb);
+              if ((v > 1 && micro < pp) || micro * v > kMaxChunkForwards) continue;
+              for (auto rc : {RecomputeGranularity::none, RecomputeGranularity::selective, RecomputeGranularity::full})
+                for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+                  Layout l;
+                  l.sizes = {tp, cp, dp, pp};
+                  l.ep = ep;
+                  l.v = v;
+                  l.micro_batch = mb;
+                  l.recompute = rc;
+                  l.distributed_optimizer = zero > 0;
+                  l.zero_stage = std::max(1, zero);
+                  l.sequence_parallel = tp > 1 && T % tp == 0;
+                  out.push_back(l);
+                }
+            }
+          }
+      }
+    }
+  }
+  return out;
+}
+
+// make_plan's memory of a layout, or the reason dtrain refuses it.
+bool plan_memory(const Config& cfg, const Layout& l, std::size_t& memory, std::string& refusal) {
+  const Config c = with_layout(cfg, l);
+  try {
+    validate_config(c);
+    memory = make_plan(c, l.sizes.world()).peak_memory();
+    return true;
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    refusal = what.substr(0, what.find('\n'));
+    return false;
+  }
+}
+
+}  // namespace
+
+std::vector<int> divisors(int n) {
+  std::vector<int> d;
+  for (int i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+
+SearchResult search_layouts(const Config& input, const ClusterSpec& cluster, int top, bool least_memory, const MoeRouting& moe) {
+  Config cfg = input;
+  cfg.system.device = cluster.device;
+  cfg.system.rank_order = "tp-cp-dp-pp";
+  SearchResult r;
+  r.world = cluster.world();
+  const double tokens = static_cast<double>(cfg.model.global_batch_size) * cfg.model.seq_length;
+  const double flops_per_token = model_flops_per_token(cfg);
+  auto ranked = [&](const Candidate& c, std::size_t memory) {
+    const double tps = tokens / c.cost.step();
+    return RankedLayout{c.layout, c.cost, tps, flops_per_token * tps / (r.world * cluster.peak(cfg.system.precision)), memory};
+  };
+
+  std::vector<Candidate> all;
+  for (const Layout& l : enumerate(cfg, r.world)) {
+    const StepCost cost = predict_step(cfg, l, cluster, moe);
+    all.push_back({l, cost, state_lower_bound(cfg, l, cost.rank_params)});
+  }
+  r.enumerated = static_cast<long>(all.size());
+  std::vector<const Candidate*> order;
+  for (const auto& c : all)
+    if (c.lower_bound <= cluster.memory) order.push_back(&c);
+  r.over_lower_bound = r.enumerated - static_cast<long>(order.size());
+  std::stable_sort(order.begin(), order.end(), [](const Candidate* a, const Candidate* b) { return a->cost.step() < b->cost.step(); });
+  for (const Candidate* c : order) {
+    if (static_cast<int>(r.best.size()) >= top) break;
+    std::size_t memory = 0;
+    std::string why;
+    ++r.planned;
+    if (!plan_memory(cfg, c->layout, memory, why)) {
+      ++r.refused[why];
+    } else if (static_cast<double>(memory) > cluster.memory) {
+      ++r.too_big;
+    } else {
+      r.best.push_back(ranked(*c, memory));
+    }
+  }
+  if (!r.best.empty() || !least_memory) return r;
+
+  // Nothing fits: the least memory any accepted layout needs, in order of the lower bound until no
+  // remaining layout can need less.
+  std::vector<const Candidate*> by_bound;
+  for (const auto& c : all) by_bound.push_back(&c);
+  std::stable_sort(by_bound.begin(), by_bound.end(), [](const Candidate* a, const Candidate* b) { return a->lower_bound < b->lower_bound; });
+  double least = std::numeric_limits<double>::infinity();
+  for (const Candidate* c : by_bound) {
+    if (c->lower_bound >= least) break;
+    std::size_t memory = 0;
+    std::string why;
+    if (!plan_memory(cfg, c->layout, memory, why)) continue;
+    if (static_cast<double>(memory) < least) {
+      least = static_cast<double>(memory);
+      r.least_memory = ranked(*c, memory);
+      r.any_valid = true;
+    }
+  }
+  return r;
+}
+
+}  // namespace dtrain

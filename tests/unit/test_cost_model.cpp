@@ -1,0 +1,210 @@
+// The planner's cost model and cluster descriptions against seconds computed by hand on a tiny
+// cluster of round numbers: every GEMM at 5e11 FLOP/s (peak 1e12 x efficiency 0.5), memory at 1e10 B/s,
+// links of 1e9 B/s (intra-node) and 1e8 B/s (inter-node). The model: 2 GPT-2 blocks, C=64, 4 heads
+// (HD=16), F=256, T=32, V=128, fp32 (4 bytes), tied embeddings, learned positions, linear biases.
+#include <catch2/catch.hpp>
+
+#include "common/error.hpp"
+#include "config/load.hpp"
+#include "plan/cluster.hpp"
+#include "plan/collective_cost.hpp"
+#include "plan/cost_model.hpp"
+#include "plan/rank_plan.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+ClusterSpec tiny_cluster(int nodes, int per_node, double inter_latency = 0) {
+  ClusterSpec c;
+  c.nodes = nodes;
+  c.devices_per_node = per_node;
+  c.peak_fp32 = c.peak_bf16 = 1e12;
+  c.memory = 1e9;
+  c.memory_bandwidth = 1e10;
+  c.gemm_efficiency = {{1e6, 0.5}};
+  c.intra_node = {1e9, 0};
+  c.inter_node = {1e8, inter_latency};
+  return c;
+}
+
+Config tiny_model(int global_batch) {
+  return load_config("[model]\nnum_layers=2\nhidden_size=64\nnum_attention_heads=4\nffn_hidden_size=256\nseq_length=32\n"
+                     "vocab_size=128\nglobal_batch_size=" + std::to_string(global_batch) + "\n", "t", {});
+}
+
+Layout layout(int tp, int cp, int dp, int pp, int mb) {
+  Layout l;
+  l.sizes = {tp, cp, dp, pp};
+  l.micro_batch = mb;
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("cost model: one rank, one micro-batch of 4 samples", "[plan][cost]") {
+  // N = 4 x 32 = 128 rows, QKV width 3 x 64 = 192.
+  // GEMMs forward: QKV 2*128*64*192 + proj 2*128*64*64 + fc 2*128*64*256 + fcproj 2*128*256*64
+  //   = 12,582,912 FLOPs / 5e11 = 25.165824 us
+  // attention: 2 GEMMs x 4 samples x 4 heads of 32*32*16 FLOPs (causal half) = 524,288 / 5e11 = 1.048576 us
+  // elementwise: norms and residuals 4*10*128*64 + activation 4*128*(256+256) + softmax 4*4*32*32*(4+4)
+  //   = 327,680 + 262,144 + 131,072 = 720,896 B / 1e10 = 72.0896 us
+  // block forward = 98.304 us, backward 196.608 us; two blocks: 589.824 us
+  // head: 2*128*64*128 / 5e11 = 4.194304 us + 3*4*128*128 B / 1e10 = 19.6608 us; x3 (fwd + bwd) = 71.565312 us
+  // compute = 661.389312 us
+  // parameters: per block 64*192+192 + 64*64+64 + 64*256+256 + 256*64+64 + 2 LayerNorms 256 = 49,984;
+  //   wte 8192 + wpe 2048 + final LayerNorm 128 -> 110,336; AdamW 110,336 x (4 + 16 + 8) B / 1e10 = 308.9408 us
+  const Config cfg = tiny_model(4);
+  const StepCost c = predict_step(cfg, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1));
+  CHECK(c.micro_batches == 1);
+  CHECK(c.compute == Approx(661.389312e-6));
+  CHECK(c.optimizer == Approx(308.9408e-6));
+  CHECK(c.tp == 0);
+  CHECK(c.bubble == 0);
+  CHECK(c.dp == 0);
+  CHECK(c.step() == Approx(970.330112e-6));
+  // The parameter count is the tensor table's (the memory estimate's source).
+  CHECK(c.rank_params == Approx(static_cast<double>(whole_model_plan(cfg, 1).table.total())));
+
+  SECTION("selective recomputation runs attention and the activation again") {
+    Layout l = layout(1, 1, 1, 1, 4);
+    l.recompute = RecomputeGranularity::selective;
+    // per block 1.048576 us + (131,072 + 262,144) B / 1e10 = 40.37056 us; two blocks 80.74112 us
+    CHECK(predict_step(cfg, l, tiny_cluster(1, 1)).recompute == Approx(80.74112e-6));
+    l.recompute = RecomputeGranularity::full;  // the block's forward again: 2 x 98.304 us
+    CHECK(predict_step(cfg, l, tiny_cluster(1, 1)).recompute == Approx(196.608e-6));
+  }
+}
+
+TEST_CASE("cost model: tensor parallelism inside and across nodes", "[plan][cost]") {
+  const Config cfg = tiny_model(4);
+  // tp=2, no sequence parallelism: each all-reduce of 128 x 64 x 4 = 32,768 B over 2 ranks moves
+  // 2 x 1/2 x 32,768 B: at 1e9 B/s 32.768 us. Per block 2 forward + 2 backward = 131.072 us, two blocks
+  // 262.144 us; the head: its input gradient 32.768 us + the loss's 3 x 128 floats (1,536 B) 1.536 us.
+  const StepCost intra = predict_step(cfg, layout(2, 1, 1, 1, 4), tiny_cluster(1, 2));
+  CHECK(intra.tp == Approx(296.448e-6));
+  // The same group across nodes (1 device per node) uses the 1e8 B/s link: 10 times longer.
+  const StepCost inter = predict_step(cfg, layout(2, 1, 1, 1, 4), tiny_cluster(2, 1));
+  CHECK(inter.tp == Approx(2964.48e-6));
+  // Sequence parallelism: an all-gather and a reduce-scatter (each 1/2 x 32,768 B) for each all-reduce:
+  // the same bytes, so the same time.
+  Layout sp = layout(2, 1, 1, 1, 4);
+  sp.sequence_parallel = true;
+  CHECK(predict_step(cfg, sp, tiny_cluster(1, 2)).tp == Approx(296.448e-6));
+}
+
+TEST_CASE("cost model: pipeline sends and bubble", "[plan][cost]") {
+  // pp=2 over 2 nodes, micro-batch 1 of 4: m = 4, one block per stage, N = 32.
+  // block forward 98.304/4 = 24.576 us, backward 49.152; head (5.963776 us) x3 = 17.891328 us.
+  // sends: activation forward + gradient backward of 32 x 64 x 4 = 8,192 B at 1e8 B/s + 1 us latency:
+  //   2 x 82.92 = 165.84 us. Per micro-batch 257.459328 us, x4 = 1029.837312 us.
+  // 1F1B bubble (p-1)/(m+p-1) = 1/5 of the step: 1/4 of the rest = 257.459328 us.
+  // AdamW on the first stage (wte + wpe + one block = 60,224 parameters) x 28 B / 1e10 = 168.6272 us.
+  const Config cfg = tiny_model(4);
+  const StepCost c = predict_step(cfg, layout(1, 1, 1, 2, 1), tiny_cluster(2, 1, 1e-6));
+  CHECK(c.micro_batches == 4);
+  CHECK(c.p2p == Approx(663.36e-6));
+  CHECK(c.bubble_fraction == Approx(0.2));
+  CHECK(c.bubble == Approx(257.459328e-6));
+  CHECK(c.step() == Approx(1455.92384e-6));
+}
+
+TEST_CASE("cost model: data-parallel reduction, its overlap and ZeRO", "[plan][cost]") {
+  // dp=2 in one node, micro-batch 2 of 4: m = 1. Gradients 110,336 fp32 = 441,344 B.
+  const Config cfg = tiny_model(4);
+  const ClusterSpec cl = tiny_cluster(1, 2);
+  // All-reduce: 2 x 1/2 x 441,344 B at 1e9 B/s = 441.344 us, not overlapped.
+  CHECK(predict_step(cfg, layout(1, 1, 2, 1, 2), cl).dp == Approx(441.344e-6));
+  // Distributed optimizer: reduce-scatter 220.672 us + all-gather of the fp32 weights 220.672 us;
+  // AdamW updates half: 55,168 x 28 B / 1e10 = 154.4704 us.
+  Layout z1 = layout(1, 1, 2, 1, 2);
+  z1.distributed_optimizer = true;
+  const StepCost c1 = predict_step(cfg, z1, cl);
+  CHECK(c1.dp == Approx(441.344e-6));
+  CHECK(c1.optimizer == Approx(154.4704e-6));
+  // overlap_grad_reduce: the all-reduce hides behind the backward pass (2 blocks x 98.304 us at 2
+  // samples = 196.608 us): 441.344 - 196.608 = 244.736 us exposed (more than the last block's half).
+  Config overlap = cfg;
+  overlap.system.overlap_grad_reduce = true;
+  CHECK(predict_step(overlap, layout(1, 1, 2, 1, 2), cl).dp == Approx(244.736e-6));
+  // With 4 samples per micro-batch (global batch 8) the backward takes 393.216 us, longer than the
+  // reduction, but the last block's bucket (1/2 of it: 220.672 us) starts only when the backward ends.
+  Config wide = overlap;
+  wide.model.global_batch_size = 8;
+  CHECK(predict_step(wide, layout(1, 1, 2, 1, 4), cl).dp == Approx(220.672e-6));
+  // ZeRO-3, micro-batch 1 (m = 2): a reduce-scatter per micro-batch (2 x 220.672 us) and the weights
+  // gathered before each forward and backward, prefetched behind the forward (2 blocks x 24.576 us at
+  // 1 sample): 4 x (220.672 - 49.152) = 686.08 us; no gather at the end.
+  Layout z3 = layout(1, 1, 2, 1, 1);
+  z3.distributed_optimizer = true;
+  z3.zero_stage = 3;
+  CHECK(predict_step(cfg, z3, cl).dp == Approx(441.344e-6 + 686.08e-6));
+}
+
+TEST_CASE("cost model: context-parallel ring and expert all-to-all", "[plan][cost]") {
+  // cp=2 in one node, micro-batch 1 of 2: m = 2, N = 16 rows per rank. K/V per ring step 16 x 2 x 4 x 16
+  // = 2,048 values: 8,192 B = 8.192 us forward, and their fp32 gradients as many bytes again backward.
+  // Attention: 2 GEMMs x 4 heads of 16*32*16 FLOPs = 0.131072 us hides that much of each.
+  // Per block (8.192 - 0.131072) + (16.384 - 0.262144) = 24.182784 us; 2 blocks x 2 micro-batches.
+  const Config cfg = tiny_model(2);
+  CHECK(predict_step(cfg, layout(1, 2, 1, 1, 1), tiny_cluster(1, 2)).cp == Approx(96.731136e-6));
+  // 4 experts, ep=2 inside dp=2, top-2 routing at capacity 1: 32 x 2 = 64 rows of 64 x 4 B = 16,384 B per
+  // all-to-all, 1/2 of it crosses: 8.192 us; 4 per block, 2 blocks, m = 1.
+  Config moe = tiny_model(2);
+  moe.model.num_experts = 4;
+  Layout l = layout(1, 1, 2, 1, 1);
+  l.ep = 2;
+  CHECK(predict_step(moe, l, tiny_cluster(1, 2)).ep == Approx(65.536e-6));
+}
+
+TEST_CASE("collectives: ring formulas and the link a group spans", "[plan][cost]") {
+  const Link link{1e9, 1e-6};
+  // all-reduce over 4: 2 x 3/4 x 4e6 B / 1e9 + 6 x 1 us = 6006 us; all-gather: 3000 + 3 x 1 = 3003 us.
+  CHECK(all_reduce_s(4e6, 4, link) == Approx(6006e-6));
+  CHECK(all_gather_s(4e6, 4, link) == Approx(3003e-6));
+  CHECK(all_reduce_s(4e6, 1, link) == 0);
+  const ClusterSpec c = tiny_cluster(4, 8);
+  CHECK(group_link(c, 1, 8).bandwidth == 1e9);   // tp=8: one node
+  CHECK(group_link(c, 2, 4).bandwidth == 1e9);   // cp=4 after tp=2: 8 ranks, one node
+  CHECK(group_link(c, 8, 2).bandwidth == 1e8);   // dp=2 after tp=8: two nodes
+  CHECK(group_link(c, 1, 16).bandwidth == 1e8);  // tp=16 spans two nodes
+}
+
+TEST_CASE("cluster description: parsing, interpolation, errors naming the key", "[plan][cluster]") {
+  const std::string text =
+      "# a test cluster\n[cluster]\nname = t\nnodes = 2\ndevices_per_node = 4\npeak_tflops_fp32 = 10\npeak_tflops_bf16 = 100\n"
+      "memory_gb = 16\nmemory_bandwidth_gb_s = 1000\ngemm_efficiency = 1e6:0.2, 1e8:0.6\nintra_node_bandwidth_gb_s = 100\n"
+      "intra_node_latency_us = 2\ninter_node_bandwidth_gb_s = 10\ninter_node_latency_us = 5\n";
+  const ClusterSpec c = parse_cluster(text, "t.ini");
+  CHECK(c.world() == 8);
+  CHECK(c.peak(Precision::bf16) == Approx(1e14));
+  CHECK(c.memory == Approx(16e9));
+  CHECK(c.inter_node.latency == Approx(5e-6));
+  CHECK(c.efficiency(1e5) == Approx(0.2));  // held below the table
+  CHECK(c.efficiency(1e7) == Approx(0.4));  // halfway in log(FLOPs)
+  CHECK(c.efficiency(1e9) == Approx(0.6));  // held above
+  const ClusterSpec again = parse_cluster(format_cluster(c), "again");
+  CHECK(again.gemm_efficiency == c.gemm_efficiency);
+  CHECK(again.inter_node.bandwidth == c.inter_node.bandwidth);
+  CHECK(again.nodes == c.nodes);
+
+  auto error_of = [](const std::string& t) {
+    try {
+      parse_cluster(t, "t.ini");
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  CHECK_THAT(error_of(replace("nodes = 2\n", "")), Catch::Contains("the key 'cluster.nodes' is missing"));
+  CHECK_THAT(error_of(replace("memory_gb", "memory_gib")), Catch::Contains("did you mean 'cluster.memory_gb'"));
+  CHECK_THAT(error_of(replace("1e8:0.6", "1e5:0.6")), Catch::Contains("cluster.gemm_efficiency='1e6:0.2, 1e5:0.6'"));
+  CHECK_THAT(error_of(replace("0.6", "1.5")), Catch::Contains("efficiencies in (0, 1]"));
+  CHECK_THAT(error_of(replace("memory_gb = 16", "memory_gb = -1")), Catch::Contains("cluster.memory_gb="));
+  CHECK_THAT(error_of(replace("nodes = 2", "nodes = two")), Catch::Contains("cluster.nodes"));
+}

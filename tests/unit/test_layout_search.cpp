@@ -1,0 +1,99 @@
+// The planner's search against a brute force: every layout of a small model on 4 ranks planned with
+// make_plan, the fastest that fits and the least memory found by trying them all.
+#include <catch2/catch.hpp>
+
+#include <limits>
+
+#include "common/error.hpp"
+#include "config/load.hpp"
+#include "config/validate.hpp"
+#include "plan/layout_search.hpp"
+#include "plan/training_plan.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+ClusterSpec host_cluster(double memory) {
+  ClusterSpec c;
+  c.device = ComputeDevice::cpu;
+  c.nodes = 2;
+  c.devices_per_node = 2;
+  c.peak_fp32 = c.peak_bf16 = 1e11;
+  c.memory = memory;
+  c.memory_bandwidth = 1e10;
+  c.gemm_efficiency = {{1e4, 0.1}, {1e8, 0.7}};
+  c.intra_node = {5e9, 1e-6};
+  c.inter_node = {1e9, 3e-5};
+  return c;
+}
+
+struct Brute {
+  double fastest = std::numeric_limits<double>::infinity();
+  double least_memory = std::numeric_limits<double>::infinity();
+};
+
+// Every (tp, pp, v, micro-batch, recomputation, optimizer) of the model on 4 ranks, through dtrain's
+// own checks and make_plan; the cost of those that fit `memory`.
+Brute brute_force(const Config& base, const ClusterSpec& cl) {
+  Brute b;
+  const int world = cl.world(), L = base.model.num_layers, gb = base.model.global_batch_size;
+  for (int tp = 1; tp <= world; tp *= 2)
+    for (int pp = 1; tp * pp <= world; pp *= 2)
+      for (int v = 1; v <= L; ++v)
+        for (int mb = 1; mb <= gb; ++mb)
+          for (auto rc : {RecomputeGranularity::none, RecomputeGranularity::selective, RecomputeGranularity::full})
+            for (int zero = 0; zero <= 3; ++zero) {
+              Layout l;
+              l.sizes = {tp, 1, world / (tp * pp), pp};
+              if (v > 1 && pp == 1) continue;
+              if (zero > 0 && l.sizes.dp == 1) continue;
+              l.v = v;
+              l.micro_batch = mb;
+              l.recompute = rc;
+              l.distributed_optimizer = zero > 0;
+              l.zero_stage = std::max(1, zero);
+              l.sequence_parallel = tp > 1;
+              Config c = with_layout(base, l);
+              c.system.device = ComputeDevice::cpu;
+              double memory = 0;
+              try {
+                validate_config(c);
+                memory = static_cast<double>(make_plan(c, world).peak_memory());
+              } catch (const UserError&) {
+                continue;
+              }
+              b.least_memory = std::min(b.least_memory, memory);
+              if (memory <= cl.memory) b.fastest = std::min(b.fastest, predict_step(c, l, cl).step());
+            }
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("layout search finds the fastest layout that fits, and the least memory when none does", "[plan][search]") {
+  const Config cfg = load_config("[model]\nnum_layers=4\nhidden_size=64\nnum_attention_heads=4\nseq_length=32\nvocab_size=128\n"
+                                 "global_batch_size=8\n", "t", {});
+  const ClusterSpec roomy = host_cluster(1e9);
+  const SearchResult r = search_layouts(cfg, roomy, 3);
+  REQUIRE(r.best.size() == 3);
+  for (std::size_t i = 0; i < r.best.size(); ++i) {
+    CHECK(static_cast<double>(r.best[i].memory) <= roomy.memory);
+    if (i > 0) CHECK(r.best[i - 1].cost.step() <= r.best[i].cost.step());
+  }
+  CHECK(r.best[0].cost.step() == Approx(brute_force(cfg, roomy).fastest));
+  // tokens/s = 8 samples x 32 tokens per step.
+  CHECK(r.best[0].tokens_per_s == Approx(256.0 / r.best[0].cost.step()));
+
+  // A memory between the least any layout needs and the most: the search still finds the fastest that
+  // fits; below the least, nothing fits and the search names the least.
+  const Brute all = brute_force(cfg, host_cluster(1e18));
+  const ClusterSpec tight = host_cluster(all.least_memory * 1.01);
+  const SearchResult t = search_layouts(cfg, tight, 1);
+  REQUIRE(t.best.size() == 1);
+  CHECK(t.best[0].cost.step() == Approx(brute_force(cfg, tight).fastest));
+  const SearchResult none = search_layouts(cfg, host_cluster(all.least_memory * 0.99), 1);
+  CHECK(none.best.empty());
+  REQUIRE(none.any_valid);
+  CHECK(static_cast<double>(none.least_memory.memory) == all.least_memory);
+}
