@@ -99,8 +99,12 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("system.pipeline_model_parallel_size", &s.pipeline_model_parallel_size, "pipeline stages pp");
   add("system.virtual_pipeline_model_parallel_size", &s.virtual_pipeline_model_parallel_size,
       "model chunks per pipeline rank v (interleaved schedule)");
-  add("system.context_parallel_size", &s.context_parallel_size, "context-parallel ranks cp (only 1 is supported)");
-  add("system.expert_model_parallel_size", &s.expert_model_parallel_size, "expert-parallel ranks (only 1 is supported)");
+  add("system.context_parallel_size", &s.context_parallel_size,
+      "context-parallel ranks cp: each sequence in 2cp chunks, rank r holding chunks r and 2cp-1-r, ring attention over "
+      "the cp group; seq_length must divide by 2cp");
+  add("system.expert_model_parallel_size", &s.expert_model_parallel_size,
+      "expert-parallel ranks ep (MoE models): experts split over ep consecutive data-parallel ranks, tokens sent to "
+      "them with all-to-all; ep divides model.num_experts and the data-parallel size");
   add("system.sequence_parallel", &s.sequence_parallel, "shard LayerNorm/residual regions along the sequence (needs tp > 1)");
   add("system.use_distributed_optimizer", &s.use_distributed_optimizer, "shard optimizer state over data-parallel ranks (ZeRO-1)");
   add("system.zero_stage", &s.zero_stage,
