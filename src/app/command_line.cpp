@@ -47,7 +47,20 @@ po::options_description plan_options(CommandLine& cl) {
       "top", po::value(&p.top)->value_name("K")->default_value(p.top), "print the K fastest layouts that fit")(
       "scaling", po::value(&p.scaling)->value_name("D1,D2,..."),
       "also print the predicted strong scaling (the input's global batch) and weak scaling (its batch per device) at "
-      "these device counts")("plot", po::bool_switch(&p.plot), "with --scaling: draw the curves with gnuplot in the terminal");
+      "these device counts")("plot", po::bool_switch(&p.plot), "with --scaling: draw the curves with gnuplot in the terminal")(
+      "layout", po::value(&p.layout)->value_name("K=V,..."),
+      "cost this one layout instead of searching: tp, pp, dp, cp, ep, v, mb, recompute (none|selective|full), zero "
+      "(0 = no distributed optimizer, 1-3), sp (0|1); keys left out keep INPUT.ini's values (dp: 1). The world is "
+      "tp x cp x pp x dp devices of the description (--nodes must agree). Prints its step time and breakdown");
+  return d;
+}
+
+po::options_description calibrate_options(CommandLine& cl) {
+  po::options_description d = common_options(cl);
+  CalibrateOptions& c = cl.calibrate;
+  d.add_options()("out", po::value(&c.out)->value_name("FILE"), "the cluster description to write (required)")(
+      "name", po::value(&c.name)->value_name("TEXT"), "its cluster.name (default: the host name and rank count)")(
+      "quick", po::bool_switch(&c.quick), "fewer sizes and shorter timings (a rougher description, in seconds)");
   return d;
 }
 
@@ -77,7 +90,7 @@ std::string command_usage(CommandLine::Command command) {
   CommandLine cl;
   std::ostringstream os;
   if (command == CommandLine::Command::plan) {
-    os << "usage: dtrain plan INPUT.ini --cluster FILE [--nodes N] [--top K] [--scaling D1,D2,...] [--plot]\n"
+    os << "usage: dtrain plan INPUT.ini --cluster FILE [--nodes N] [--top K] [--scaling D1,D2,...] [--plot] [--layout K=V,...]\n"
           "Searches every layout of INPUT.ini's model on the cluster (tensor, context, pipeline, virtual, expert and data\n"
           "parallel sizes, micro-batch size, recomputation, distributed optimizer and ZeRO stage), keeps those dtrain\n"
           "accepts whose memory per rank (the dry run's estimate) fits a device, and ranks them by the step time a cost\n"
@@ -85,6 +98,15 @@ std::string command_usage(CommandLine::Command command) {
           "fastest with tokens/s, MFU, memory per rank, bubble, the step's breakdown and the overrides that run them.\n"
           "The model, global batch, sequence length, precision and overlap flags come from INPUT.ini. Runs on one rank.\n\n"
        << plan_options(cl);
+  } else if (command == CommandLine::Command::calibrate) {
+    os << "usage: mpirun -np N dtrain calibrate --out FILE [--name TEXT] [--quick]\n"
+          "Measures this machine as the job's N ranks see it and writes a cluster description for dtrain plan: single-\n"
+          "precision GEMM rates over transformer-like shapes (the peak and the efficiency table), memory bandwidth (a\n"
+          "stream copy, all ranks at once), and all-reduce, reduce-scatter, all-gather, send/recv and all-to-all times\n"
+          "over message sizes at every group size dividing N, fitted to the planner's ring formulas (bandwidth and\n"
+          "latency). One node measures only the intra-node link: the inter-node link is written equal to it. Run it\n"
+          "with the ranks per node and BLAS threads (system.threads_per_rank's default) the training will use.\n\n"
+       << calibrate_options(cl);
   } else if (command == CommandLine::Command::generate) {
     os << "usage: dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT] [--tokens N] [--temperature T] [--seed N]\n"
           "Samples text from trained weights on one rank (no mpirun needed). INPUT.ini gives the model.\n\n"
@@ -92,7 +114,8 @@ std::string command_usage(CommandLine::Command command) {
   } else {
     os << "usage: dtrain [--dry-run] INPUT.ini [--section.key=value ...]\n"
           "       dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT] [--tokens N] [--temperature T]\n"
-          "       dtrain plan INPUT.ini --cluster FILE [--nodes N] [--top K] [--scaling D1,D2,...] [--plot]\n"
+          "       dtrain plan INPUT.ini --cluster FILE [--nodes N] [--top K] [--scaling D1,D2,...] [--plot] [--layout K=V,...]\n"
+          "       dtrain calibrate --out FILE [--quick]\n"
           "       dtrain --help | --version\n"
           "Launch with srun (srun --mpi=pmix dtrain input.ini) or mpirun (mpirun -np 4 dtrain input.ini).\n"
           "Any input key can be overridden on the command line as --section.key=value.\n\n"
@@ -109,12 +132,16 @@ CommandLine parse_dtrain_command_line(int argc, const char* const* argv) {
   int first = 1;
   if (argc > 1 && std::string(argv[1]) == "generate") cl.command = CommandLine::Command::generate, first = 2;
   if (argc > 1 && std::string(argv[1]) == "plan") cl.command = CommandLine::Command::plan, first = 2;
-  const std::string program = cl.command == CommandLine::Command::generate ? "dtrain generate"
-                              : cl.command == CommandLine::Command::plan   ? "dtrain plan"
-                                                                           : "dtrain";
-  const po::options_description options = cl.command == CommandLine::Command::generate ? generate_options(cl)
-                                          : cl.command == CommandLine::Command::plan   ? plan_options(cl)
-                                                                                       : train_options(cl);
+  if (argc > 1 && std::string(argv[1]) == "calibrate") cl.command = CommandLine::Command::calibrate, first = 2;
+  using C = CommandLine::Command;
+  const std::string program = cl.command == C::generate ? "dtrain generate"
+                              : cl.command == C::plan   ? "dtrain plan"
+                              : cl.command == C::calibrate ? "dtrain calibrate"
+                                                        : "dtrain";
+  const po::options_description options = cl.command == C::generate    ? generate_options(cl)
+                                          : cl.command == C::plan      ? plan_options(cl)
+                                          : cl.command == C::calibrate ? calibrate_options(cl)
+                                                                       : train_options(cl);
   std::vector<std::string> inputs;
   po::options_description hidden;
   hidden.add_options()("input", po::value(&inputs));
@@ -130,6 +157,8 @@ CommandLine parse_dtrain_command_line(int argc, const char* const* argv) {
   if (inputs.size() > 1)
     throw UserError("more than one input file ('" + inputs[0] + "' and '" + inputs[1] +
                     "'); give one input.ini and override keys with --section.key=value");
+  if (cl.command == CommandLine::Command::calibrate && !inputs.empty())
+    throw UserError("dtrain calibrate takes no input file ('" + inputs[0] + "'); give --out FILE (see dtrain calibrate --help)");
   if (!inputs.empty()) cl.input = inputs.front();
   return cl;
 }

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "app/calibrate_command.hpp"
 #include "app/command_line.hpp"
 #include "app/dry_run.hpp"
 #include "app/generate_command.hpp"
@@ -114,6 +115,7 @@ int run(int argc, char** argv, MPI_Comm world) {
     if (rank == 0) std::printf("dtrain %s (CUDA backend: %s)\n", DTRAIN_VERSION, DTRAIN_HAS_CUDA ? "built" : "not built");
     return 0;
   }
+  if (cl.command == CommandLine::Command::calibrate) return run_calibrate(world, cl.calibrate);
   if (cl.input.empty()) throw UserError("no input file given\n" + command_usage(cl.command));
 
   const LaunchEnv env = detect_launch_env(world);

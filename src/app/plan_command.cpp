@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "plan/layout_search.hpp"
+#include "plan/layout_spec.hpp"
 
 namespace dtrain {
 namespace {
@@ -68,14 +69,14 @@ void print_search_counts(const SearchResult& r, const ClusterSpec& cl) {
 }
 
 // The cluster with `devices` devices: whole nodes, or part of one node.
-ClusterSpec resized(const ClusterSpec& cl, int devices) {
+ClusterSpec resized(const ClusterSpec& cl, int devices, const std::string& option) {
   ClusterSpec c = cl;
   if (devices < cl.devices_per_node) {
     c.nodes = 1;
     c.devices_per_node = devices;
   } else {
     if (devices % cl.devices_per_node != 0)
-      throw UserError("dtrain plan: --scaling " + std::to_string(devices) + " is not a whole number of nodes of " +
+      throw UserError("dtrain plan: " + option + " " + std::to_string(devices) + " is not a whole number of nodes of " +
                       std::to_string(cl.devices_per_node) + " devices (nor less than one node)");
     c.nodes = devices / cl.devices_per_node;
   }
@@ -126,7 +127,7 @@ void print_scaling(const Config& cfg, const ClusterSpec& cl, const PlanOptions& 
   std::printf("%8s | %13s %13s %12s | %6s %13s %13s %12s\n", "", "tokens/s", "per device", "MFU", "batch", "tokens/s", "per device", "MFU");
   std::vector<double> strong, weak;
   for (int d : counts) {
-    const ClusterSpec c = resized(cl, d);
+    const ClusterSpec c = resized(cl, d, "--scaling");
     Config w = cfg;
     w.model.global_batch_size = std::max(1, static_cast<int>(static_cast<double>(cfg.model.global_batch_size) * d / cl.world() + 0.5));
     const SearchResult s = search_layouts(cfg, c, 1, false), ws = search_layouts(w, c, 1, false);
@@ -145,6 +146,31 @@ void print_scaling(const Config& cfg, const ClusterSpec& cl, const PlanOptions& 
   if (o.plot) plot(counts, strong, weak);
 }
 
+// --layout: the one layout's row, its breakdown in seconds, and a machine-readable line.
+int print_layout(const Config& cfg, ClusterSpec cl, const PlanOptions& o) {
+  Layout base = layout_of(cfg, cfg.system.tensor_model_parallel_size * cfg.system.context_parallel_size *
+                                   cfg.system.pipeline_model_parallel_size);
+  const Layout l = parse_layout(o.layout, base);
+  const int world = l.sizes.world();
+  if (o.nodes > 0 && cl.world() != world)
+    throw UserError("dtrain plan: --layout has tp x cp x pp x dp = " + std::to_string(world) + " ranks but --nodes " +
+                    std::to_string(o.nodes) + " gives " + std::to_string(cl.world()) + "; make them agree or leave out --nodes");
+  if (o.nodes == 0) cl = resized(cl, world, "--layout's world");
+  const bool experts = cfg.model.num_experts > 1;
+  SearchResult r;
+  r.world = world;
+  r.best.push_back(cost_layout(cfg, cl, l, {}));
+  const StepCost& c = r.best[0].cost;
+  std::printf("\n== the layout %s on %d device(s) (predicted) ==\n", layout_text(l, experts).c_str(), world);
+  print_table(r, experts);
+  if (static_cast<double>(r.best[0].memory) > cl.memory)
+    std::printf("warning: %.2f GB per rank is more than the %.1f GB of a device\n", gb(static_cast<double>(r.best[0].memory)), gb(cl.memory));
+  std::printf("\nseconds: compute %.6g (recompute %.6g)  tp %.6g  cp %.6g  ep %.6g  p2p %.6g  bubble %.6g  dp %.6g  optimizer %.6g\n",
+              c.compute, c.recompute, c.tp, c.cp, c.ep, c.p2p, c.bubble, c.dp, c.optimizer);
+  std::printf("predicted_step_s = %.6g\n", c.step());
+  return 0;
+}
+
 }  // namespace
 
 int run_plan(const Config& cfg, const std::string& input, const PlanOptions& o) {
@@ -154,6 +180,11 @@ int run_plan(const Config& cfg, const std::string& input, const PlanOptions& o) 
   if (o.plot && o.scaling.empty()) throw UserError("dtrain plan: --plot draws the --scaling curves; give --scaling D1,D2,...");
   ClusterSpec cl = load_cluster_file(o.cluster);
   if (o.nodes > 0) cl.nodes = o.nodes;
+  if (!o.layout.empty()) {
+    if (!o.scaling.empty()) throw UserError("dtrain plan: --layout costs one layout; leave out --scaling (or --layout)");
+    std::printf("dtrain plan: %s on '%s'\n", input.c_str(), cl.name.c_str());
+    return print_layout(cfg, cl, o);
+  }
   const bool experts = cfg.model.num_experts > 1;
   std::printf("dtrain plan: %s on '%s': %d node(s) x %d devices = %d ranks, %.1f GB and %.4g TFLOP/s (%s) per device\n",
               input.c_str(), cl.name.c_str(), cl.nodes, cl.devices_per_node, cl.world(), gb(cl.memory),

@@ -92,7 +92,29 @@ bool plan_memory(const Config& cfg, const Layout& l, std::size_t& memory, std::s
   }
 }
 
+// The input as the planner costs it: the cluster's device, rank order tp-cp-dp-pp.
+Config planning_config(const Config& input, const ClusterSpec& cluster) {
+  Config cfg = input;
+  cfg.system.device = cluster.device;
+  cfg.system.rank_order = "tp-cp-dp-pp";
+  return cfg;
+}
+
+RankedLayout ranked(const Config& cfg, const ClusterSpec& cluster, const Layout& l, const StepCost& cost, std::size_t memory) {
+  const double tokens = static_cast<double>(cfg.model.global_batch_size) * cfg.model.seq_length;
+  const double tps = tokens / cost.step();
+  return RankedLayout{l, cost, tps, model_flops_per_token(cfg) * tps / (cluster.world() * cluster.peak(cfg.system.precision)), memory};
+}
+
 }  // namespace
+
+RankedLayout cost_layout(const Config& input, const ClusterSpec& cluster, const Layout& l, const MoeRouting& moe) {
+  const Config cfg = planning_config(input, cluster);
+  std::size_t memory = 0;
+  std::string why;
+  if (!plan_memory(cfg, l, memory, why)) throw UserError("dtrain plan: --layout is refused: " + why);
+  return ranked(cfg, cluster, l, predict_step(cfg, l, cluster, moe), memory);
+}
 
 std::vector<int> divisors(int n) {
   std::vector<int> d;
@@ -102,17 +124,9 @@ std::vector<int> divisors(int n) {
 }
 
 SearchResult search_layouts(const Config& input, const ClusterSpec& cluster, int top, bool least_memory, const MoeRouting& moe) {
-  Config cfg = input;
-  cfg.system.device = cluster.device;
-  cfg.system.rank_order = "tp-cp-dp-pp";
+  const Config cfg = planning_config(input, cluster);
   SearchResult r;
   r.world = cluster.world();
-  const double tokens = static_cast<double>(cfg.model.global_batch_size) * cfg.model.seq_length;
-  const double flops_per_token = model_flops_per_token(cfg);
-  auto ranked = [&](const Candidate& c, std::size_t memory) {
-    const double tps = tokens / c.cost.step();
-    return RankedLayout{c.layout, c.cost, tps, flops_per_token * tps / (r.world * cluster.peak(cfg.system.precision)), memory};
-  };
 
   std::vector<Candidate> all;
   for (const Layout& l : enumerate(cfg, r.world)) {
@@ -135,7 +149,7 @@ SearchResult search_layouts(const Config& input, const ClusterSpec& cluster, int
     } else if (static_cast<double>(memory) > cluster.memory) {
       ++r.too_big;
     } else {
-      r.best.push_back(ranked(*c, memory));
+      r.best.push_back(ranked(cfg, cluster, c->layout, c->cost, memory));
     }
   }
   if (!r.best.empty() || !least_memory) return r;
@@ -153,7 +167,7 @@ SearchResult search_layouts(const Config& input, const ClusterSpec& cluster, int
     if (!plan_memory(cfg, c->layout, memory, why)) continue;
     if (static_cast<double>(memory) < least) {
       least = static_cast<double>(memory);
-      r.least_memory = ranked(*c, memory);
+      r.least_memory = ranked(cfg, cluster, c->layout, c->cost, memory);
       r.any_valid = true;
     }
   }

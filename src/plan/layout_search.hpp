@@ -42,6 +42,10 @@ struct SearchResult {
 SearchResult search_layouts(const Config& cfg, const ClusterSpec& cluster, int top, bool least_memory = true,
                             const MoeRouting& moe = {});
 
+// One given layout on `cluster` (world = the layout's): its predicted cost and make_plan's memory per
+// rank (which may exceed the device's). UserError with dtrain's own message when it refuses the layout.
+RankedLayout cost_layout(const Config& cfg, const ClusterSpec& cluster, const Layout& layout, const MoeRouting& moe = {});
+
 // Positive divisors of n, ascending.
 std::vector<int> divisors(int n);
 

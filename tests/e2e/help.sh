@@ -15,6 +15,8 @@ check_help() {  # check_help FIRST_LINE_PREFIX MUST_CONTAIN CMD...
 }
 check_help "dtrain " "system.tensor_model_parallel_size" "$dtrain" --help
 check_help "dtrain " "--weights" "$dtrain" generate --help
+check_help "dtrain " "--layout" "$dtrain" plan --help
+check_help "dtrain " "--quick" "$dtrain" calibrate --help
 check_help "usage: ckpt-consolidate" "--reshard" "$consolidate" --help
 check_help "Usage: dtrain-data" "--val-fraction" "$data" --help
 check_help "usage: train_throughput" "--threads" "$bench" --help

@@ -1,0 +1,63 @@
+// Fits of calibration.hpp: the efficiency table and the link's least squares.
+#include "plan/calibration.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "common/error.hpp"
+#include "plan/collective_cost.hpp"
+
+namespace dtrain {
+
+double peak_rate(const std::vector<GemmSample>& samples) {
+  double peak = 0;
+  for (const auto& s : samples)
+    if (s.seconds > 0) peak = std::max(peak, s.flops / s.seconds);
+  return peak;
+}
+
+std::vector<std::pair<double, double>> efficiency_table(const std::vector<GemmSample>& samples, double peak) {
+  std::map<double, std::pair<double, int>> by_flops;  // FLOPs -> (sum of efficiencies, count)
+  for (const auto& s : samples) {
+    if (!(s.seconds > 0) || !(s.flops > 0) || !(peak > 0)) continue;
+    auto& e = by_flops[s.flops];
+    e.first += std::min(1.0, s.flops / s.seconds / peak);
+    ++e.second;
+  }
+  std::vector<std::pair<double, double>> table;
+  for (const auto& [flops, e] : by_flops) table.emplace_back(flops, std::max(1e-6, e.first / e.second));
+  return table;
+}
+
+double model_seconds(const CommSample& s, const Link& link) {
+  switch (s.op) {
+    case Collective::all_reduce: return all_reduce_s(s.bytes, s.ranks, link);
+    case Collective::reduce_scatter:
+    case Collective::all_gather: return all_gather_s(s.bytes, s.ranks, link);
+    case Collective::all_to_all: return all_to_all_s(s.bytes, s.ranks, link);
+    case Collective::send_recv: return send_s(s.bytes, link);
+  }
+  return 0;
+}
+
+Link fit_link(const std::vector<CommSample>& samples) {
+  // t = a * (1/bw) + b * latency, with a = the formula at bandwidth 1 and no latency, b = at infinite
+  // bandwidth and latency 1. Rows divided by t: least squares of the relative error.
+  const double inf = std::numeric_limits<double>::infinity();
+  double aa = 0, ab = 0, bb = 0, at = 0, bt = 0;
+  for (const auto& s : samples) {
+    if (!(s.seconds > 0)) continue;
+    const double a = model_seconds(s, {1.0, 0.0}) / s.seconds, b = model_seconds(s, {inf, 1.0}) / s.seconds;
+    aa += a * a, ab += a * b, bb += b * b, at += a, bt += b;
+  }
+  const double det = aa * bb - ab * ab;
+  double inv_bw = det > 0 ? (at * bb - bt * ab) / det : 0, latency = det > 0 ? (aa * bt - ab * at) / det : 0;
+  if (latency < 0 || !(det > 0)) latency = 0, inv_bw = aa > 0 ? at / aa : 0;  // refit without latency
+  if (!(inv_bw > 0) || !std::isfinite(inv_bw))
+    throw UserError("dtrain calibrate: the collective timings do not determine a bandwidth; measure larger messages");
+  return {1.0 / inv_bw, latency};
+}
+
+}  // namespace dtrain
