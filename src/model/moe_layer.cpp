@@ -63,10 +63,10 @@ void MoeLayer<T>::forward(float* out, const MoeParams<T>& p, const T* x, MoeActs
   const MoeRouting r = route_tokens(idx.data(), w.data(), N, E, K, capacity_);
   // Context parallelism splits a micro-batch's tokens over the cp group: the load-balancing loss is
   // the whole micro-batch's, from the sums of every cp rank (each cp rank then holds the same loss;
-  // cp rank 0 reports it).
+  // cp rank 0 reports it). Without the loss there is nothing to sum.
   Routed& kept = routed_[a.src];
   LoadBalanceSums sums(probs.data(), r.counts, N, E);
-  if (cp_) {
+  if (cp_ && aux_coeff_ > 0) {
     std::vector<double> all(sums.probs);
     all.insert(all.end(), sums.counts.begin(), sums.counts.end());
     all.push_back(static_cast<double>(sums.tokens));
@@ -86,12 +86,12 @@ void MoeLayer<T>::forward(float* out, const MoeParams<T>& p, const T* x, MoeActs
   to_device(a.row_w, r.row_w);
   kept.layout = dispatch_.plan(r.rows);
   // Dispatch: token rows into expert-major rows, then to the experts that compute them (with ep = 1 the
-  // expert side is the token side), and the outputs back; the token side's copy is kept for backward.
+  // expert side is the token side), and the outputs back into a.y, kept for backward (a.out itself
+  // when ep = 1).
   k_.moe_gather_rows(a.xin, x, a.src, nullptr, r.total_rows(), C);
-  const T* xe = static_cast<const T*>(dispatch_.to_experts(kept.layout, a.xin, nullptr, C, dtype_of<T>()));
+  const T* xe = static_cast<const T*>(dispatch_.to_experts(kept.layout, a.xin, sc.moe.xe, C, dtype_of<T>()));
   expert_forward(p, xe, a, kept.layout.local_rows());
-  const float* y = static_cast<const float*>(dispatch_.from_experts(kept.layout, a.out, nullptr, C, DType::f32));
-  if (y != a.y) kf_.copy(a.y, y, kept.layout.token_rows() * C);
+  dispatch_.from_experts(kept.layout, a.out, a.y, C, DType::f32);
   kf_.moe_combine(out, a.y, a.pos, a.w, N, K, C, false);
 }
 
@@ -127,10 +127,10 @@ void MoeLayer<T>::backward(float* dx, const MoeParams<T>& p, const MoeParams<flo
   if (tp_) tp_->all_reduce(sc.moe.dw, N * K);
   // Experts: the output gradient of each row is its routing weight x dy of its token.
   k_.moe_gather_rows(sc.moe.drows, dy, a.src, a.row_w, R, C);
-  const T* de = static_cast<const T*>(dispatch_.to_experts(kept.layout, sc.moe.drows, nullptr, C, dtype_of<T>()));
-  const T* xe = static_cast<const T*>(dispatch_.to_experts(kept.layout, a.xin, nullptr, C, dtype_of<T>()));
+  const T* de = static_cast<const T*>(dispatch_.to_experts(kept.layout, sc.moe.drows, sc.moe.de, C, dtype_of<T>()));
+  const T* xe = static_cast<const T*>(dispatch_.to_experts(kept.layout, a.xin, sc.moe.xe, C, dtype_of<T>()));
   expert_backward(p, g, xe, de, a, sc, kept.layout.local_rows());
-  const float* dxt = static_cast<const float*>(dispatch_.from_experts(kept.layout, sc.moe.dxin, nullptr, C, DType::f32));
+  const float* dxt = static_cast<const float*>(dispatch_.from_experts(kept.layout, sc.moe.dxin, sc.moe.dxt, C, DType::f32));
   // Router: softmax backward of the routing weights' and the load-balancing loss's gradients. The loss
   // of a micro-batch of N tokens enters the objective as N x loss_scale x aux (1 / micro-batches).
   const float* daux = nullptr;

@@ -22,14 +22,6 @@ char* AllToAllExpertDispatch::scratch(std::size_t bytes) {
   return scratch_.as<char>();
 }
 
-char* AllToAllExpertDispatch::output(void* buffer, std::size_t bytes) {
-  if (buffer) return static_cast<char*>(buffer);
-  Arena& out = outputs_[next_output_];
-  next_output_ = (next_output_ + 1) % kOutputs;
-  if (out.bytes() < bytes) out = Arena(device_, bytes);
-  return out.as<char>();
-}
-
 void AllToAllExpertDispatch::reorder(const ExpertLayout& layout, const char* from, char* to, std::size_t row_bytes,
                                      bool to_expert_major) {
   const std::size_t n = static_cast<std::size_t>(layout.ep), local = layout.sent.size() / n;
@@ -73,9 +65,8 @@ const void* AllToAllExpertDispatch::to_experts(const ExpertLayout& layout, const
   const Blocks recv = expert_blocks(layout, w);
   char* staged = scratch(recv.total() * dtype_bytes(type));
   ep_.all_to_all_v(rows, token_blocks(layout, w), staged, recv, type, {"all-to-all dispatch tokens"});
-  char* out = output(buffer, recv.total() * dtype_bytes(type));
-  reorder(layout, staged, out, row_bytes, /*to_expert_major=*/true);
-  return out;
+  reorder(layout, staged, static_cast<char*>(buffer), row_bytes, /*to_expert_major=*/true);
+  return buffer;
 }
 
 const void* AllToAllExpertDispatch::from_experts(const ExpertLayout& layout, const void* rows, void* buffer, int width, DType type) {
@@ -83,10 +74,8 @@ const void* AllToAllExpertDispatch::from_experts(const ExpertLayout& layout, con
   const Blocks send = expert_blocks(layout, w);
   char* staged = scratch(send.total() * dtype_bytes(type));
   reorder(layout, static_cast<const char*>(rows), staged, row_bytes, /*to_expert_major=*/false);
-  const Blocks recv = token_blocks(layout, w);
-  char* out = output(buffer, recv.total() * dtype_bytes(type));
-  ep_.all_to_all_v(staged, send, out, recv, type, {"all-to-all combine tokens"});
-  return out;
+  ep_.all_to_all_v(staged, send, buffer, token_blocks(layout, w), type, {"all-to-all combine tokens"});
+  return buffer;
 }
 
 }  // namespace dtrain

@@ -28,11 +28,7 @@ class AllToAllExpertDispatch final : public ExpertDispatch {
  private:
   // A scratch buffer of at least `bytes`.
   char* scratch(std::size_t bytes);
-  // Where a result goes: `buffer`, or (null) the next of the dispatch's own output buffers, which
-  // rotate: a result stays valid through the next kOutputs - 1 calls (a MoE layer's backward holds
-  // three: the expert-side gradient and input, then the token-side input gradient).
-  char* output(void* buffer, std::size_t bytes);
-  static constexpr int kOutputs = 4;
+
   // Copies rows between the source-major layout (each source's block of its rows for local experts
   // 0, 1, ...) and the local-expert-major one; to_expert_major picks the direction.
   void reorder(const ExpertLayout& layout, const char* from, char* to, std::size_t row_bytes, bool to_expert_major);
@@ -40,8 +36,6 @@ class AllToAllExpertDispatch final : public ExpertDispatch {
   Communicator& ep_;
   Device& device_;
   Arena scratch_;
-  Arena outputs_[kOutputs];
-  int next_output_ = 0;
 };
 
 }  // namespace dtrain

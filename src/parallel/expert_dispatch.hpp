@@ -37,8 +37,7 @@ class ExpertDispatch {
   // Collective over the expert-parallel group: every rank's sent counts -> the layout.
   virtual ExpertLayout plan(const std::vector<long>& sent) = 0;
   // Token side (R, width) -> expert side (Rl, width). Returns `rows` itself when nothing moves, else
-  // `buffer` (room for Rl rows) filled, or with a null buffer a buffer of the dispatch's own (valid
-  // through the next three calls).
+  // `buffer` (room for Rl rows) filled.
   virtual const void* to_experts(const ExpertLayout& layout, const void* rows, void* buffer, int width, DType type) = 0;
   // Expert side (Rl, width) -> token side (R, width); the same convention.
   virtual const void* from_experts(const ExpertLayout& layout, const void* rows, void* buffer, int width, DType type) = 0;

@@ -86,6 +86,9 @@ void take_moe_scratch(Carver& cv, const ActivationDims& d, MoeScratch<T>& m) {
   m.dact = cv.take<T>(mul(Re, static_cast<std::size_t>(d.Fe)));
   m.dfch = cv.take<T>(mul(Re, static_cast<std::size_t>(d.He())));
   m.dxin = cv.take<float>(mul(Re, C));
+  m.xe = d.ep > 1 ? cv.take<T>(mul(Re, C)) : nullptr;
+  m.de = d.ep > 1 ? cv.take<T>(mul(Re, C)) : nullptr;
+  m.dxt = d.ep > 1 ? cv.take<float>(mul(R, C)) : nullptr;
 }
 
 // Every tensor of one block; `att_and_act` = false leaves the attention probabilities and the MLP

@@ -90,6 +90,12 @@ struct MoeScratch {
   float* x32;     // (N,C)  bf16 runs: the router input widened to fp32 (null in fp32 runs)
   float* w32;     // (E,C)  bf16 runs: the router weight widened to fp32 (null in fp32 runs)
   T* drows;       // (R,C)  weighted output gradient rows
+  // Expert parallelism (null when ep = 1, where the expert side is the token side): the rows the
+  // dispatch brings to this rank's experts (their input, then their output gradient) and the input
+  // gradient rows it brings back.
+  T* xe;          // (Re,C)
+  T* de;          // (Re,C)
+  float* dxt;     // (R,C)
   T* dact;        // (Re,Fe)
   T* dfch;        // (Re,He)
   float* dxin;    // (Re,C)  input gradient rows, expert side (fp32, partial over tp)
