@@ -87,16 +87,9 @@ std::vector<int> parse_counts(const std::string& text) {
   std::vector<int> counts;
   std::stringstream items(text);
   for (std::string item; std::getline(items, item, ',');) {
-    std::size_t used = 0;
-    long n = 0;
-    try {
-      n = std::stol(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || n < 1 || n > (1L << 24))
-      throw UserError("dtrain plan: --scaling '" + text + "' must be device counts separated by commas (e.g. 8,64,512,4096)");
-    counts.push_back(static_cast<int>(n));
+    const auto n = whole_number(item, 1);
+    if (!n) throw UserError("dtrain plan: --scaling '" + text + "' must be device counts separated by commas (e.g. 8,64,512,4096)");
+    counts.push_back(*n);
   }
   return counts;
 }

@@ -11,17 +11,9 @@ namespace {
 const char* const kKeys = "tp, pp, dp, cp, ep, v, mb (>= 1), recompute (none|selective|full), zero (0-3), sp (0|1)";
 
 int positive(const std::string& text, const std::string& item, int lowest) {
-  std::size_t used = 0;
-  long v = 0;
-  try {
-    v = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || v < lowest || v > (1L << 24))
-    throw UserError("dtrain plan: --layout item '" + item + "' needs a whole number >= " + std::to_string(lowest) +
-                    " (keys: " + kKeys + ")");
-  return static_cast<int>(v);
+  if (const auto v = whole_number(text, lowest)) return *v;
+  throw UserError("dtrain plan: --layout item '" + item + "' needs a whole number >= " + std::to_string(lowest) +
+                  " (keys: " + kKeys + ")");
 }
 
 }  // namespace
@@ -61,6 +53,18 @@ Layout parse_layout(const std::string& text, const Layout& base) {
   if (!any) throw UserError(std::string("dtrain plan: --layout is empty; give key=value pairs (keys: ") + kKeys + ")");
   l.sequence_parallel = l.sequence_parallel && l.sizes.tp > 1;
   return l;
+}
+
+std::optional<int> whole_number(const std::string& text, int lowest) {
+  std::size_t used = 0;
+  long v = 0;
+  try {
+    v = std::stol(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != text.size() || v < lowest || v > (1L << 24)) return std::nullopt;
+  return static_cast<int>(v);
 }
 
 }  // namespace dtrain
