@@ -112,8 +112,7 @@ void plot(const std::vector<int>& devices, const std::vector<double>& strong, co
   pclose(g);
 }
 
-void print_scaling(const Config& cfg, const ClusterSpec& cl, const PlanOptions& o) {
-  const std::vector<int> counts = parse_counts(o.scaling);
+void print_scaling(const Config& cfg, const ClusterSpec& cl, const std::vector<int>& counts, bool draw) {
   std::printf("\n== predicted scaling (the best layout at each size; '-' = nothing fits) ==\n");
   std::printf("%8s | strong: global batch %-19d | %s\n", "devices", cfg.model.global_batch_size,
               "weak: global batch per device as the input's");
@@ -136,7 +135,7 @@ void print_scaling(const Config& cfg, const ClusterSpec& cl, const PlanOptions& 
     }
     std::printf("\n");
   }
-  if (o.plot) plot(counts, strong, weak);
+  if (draw) plot(counts, strong, weak);
 }
 
 // --layout: the one layout's row, its breakdown in seconds, and a machine-readable line.
@@ -171,6 +170,7 @@ int run_plan(const Config& cfg, const std::string& input, const PlanOptions& o) 
   if (o.top < 1) throw UserError("dtrain plan: --top must be >= 1");
   if (o.nodes < 0 || o.nodes > (1 << 20)) throw UserError("dtrain plan: --nodes must be between 1 and 2^20");
   if (o.plot && o.scaling.empty()) throw UserError("dtrain plan: --plot draws the --scaling curves; give --scaling D1,D2,...");
+  const std::vector<int> scaling = o.scaling.empty() ? std::vector<int>{} : parse_counts(o.scaling);  // refused before any work
   ClusterSpec cl = load_cluster_file(o.cluster);
   if (o.nodes > 0) cl.nodes = o.nodes;
   if (!o.layout.empty()) {
@@ -190,7 +190,7 @@ int run_plan(const Config& cfg, const std::string& input, const PlanOptions& o) 
   std::printf("\nrun the fastest:\n  dtrain %s", input.c_str());
   for (const auto& flag : layout_overrides(r.best[0].layout, experts)) std::printf(" \\\n    %s", flag.c_str());
   std::printf("\n");
-  if (!o.scaling.empty()) print_scaling(cfg, cl, o);
+  if (!scaling.empty()) print_scaling(cfg, cl, scaling, o.plot);
   return 0;
 }
 

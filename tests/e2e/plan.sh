@@ -42,6 +42,10 @@ grep -qE 'no layout fits the 80.0 GB per device .* needs [0-9.]+ GB per rank: us
 cat "$work/tiny.txt"
 grep -q "predicted scaling" "$work/tiny.txt" || fail "--scaling printed no curves"
 [ "$(grep -cE '^ +[124] \|' "$work/tiny.txt")" -eq 3 ] || fail "--scaling 1,2,4 did not print 3 rows"
+# A bad --scaling is refused before any planning is printed.
+"$dtrain" plan "$src/inputs/tiny.ini" --cluster "$clusters/cpu-2core.ini" --scaling 2,x > "$work/badscale.txt" 2>&1
+[ $? -eq 2 ] && grep -q -- "--scaling '2,x' must be device counts" "$work/badscale.txt" && ! grep -q "fastest layouts" "$work/badscale.txt" ||
+  { cat "$work/badscale.txt"; fail "a bad --scaling is not refused up front"; }
 
 "$dtrain" plan --help > "$work/help.txt" 2>&1 || fail "dtrain plan --help exited $?"
 grep -q -- "--cluster FILE" "$work/help.txt" || fail "dtrain plan --help does not describe --cluster"
