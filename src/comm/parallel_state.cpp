@@ -36,8 +36,15 @@ ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, const Com
     const int color = *std::min_element(members.begin(), members.end());
     return make(name, color, position, std::move(members));
   };
-  ep_ = make_group("ep", layout_.ep_group_of(world_rank_), layout_.sizes().ep_rank(coords_));
-  edp_ = make_group("edp", layout_.edp_group_of(world_rank_), layout_.sizes().edp_rank(coords_));
+  // Expert parallelism. With ep = 1 a rank is its own EP group (nothing moves: MPI, no NCCL
+  // communicator) and the expert-data-parallel group is the replicas group (replicas()).
+  if (layout_.sizes().ep > 1) {
+    ep_ = make_group("ep", layout_.ep_group_of(world_rank_), layout_.sizes().ep_rank(coords_));
+    edp_ = make_group("edp", layout_.edp_group_of(world_rank_), layout_.sizes().edp_rank(coords_));
+  } else {
+    ep_ = std::make_unique<MpiCommunicator>("ep", world, world_rank_, 0, std::vector<int>{world_rank_}, watchdog, trace,
+                                            options.synchronous_sends, buffers, options.stage_through_host);
+  }
   const auto emb = layout_.embedding_group_of(world_rank_);
   if (emb.empty()) {
     MPI_Comm none = MPI_COMM_NULL;  // the split is collective: ranks outside every group take part too

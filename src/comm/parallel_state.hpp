@@ -52,7 +52,7 @@ class ParallelState {
   // Expert parallelism: the EP group (token dispatch) and the EDP group (expert gradients, expert
   // optimizer slices); with ep = 1 the EP group is this rank alone and the EDP group is dp x cp.
   Communicator& ep() const { return *ep_; }
-  Communicator& edp() const { return *edp_; }
+  Communicator& edp() const { return edp_ ? *edp_ : replicas(); }  // replicas() when ep = 1
   // The group a gradient bucket is reduced (and sharded) over: edp for experts, else the replicas (dp x cp).
   Communicator& grad_group(const BucketSpan& b) const { return b.expert ? edp() : replicas(); }
   // The first and last pipeline stage of this rank's pipeline (the tied embedding); null elsewhere.
