@@ -3,7 +3,8 @@
 #   checkpoint.sh CASE DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE SOURCE_DIR
 # Cases:
 #   resume_same_layout   tp=2 pp=2 dp=2 + distributed optimizer: 4 steps vs 2 steps + resume: bit-identical
-#   cp_across_layouts    a cp=2 dp=2 checkpoint resumed at cp=1 dp=4, cp=4 dp=1 and cp=1 on one rank (1e-6)
+#   cp_across_layouts    a cp=2 dp=2 checkpoint resumed bit for bit on cp=2 dp=2, and at cp=1 dp=4, cp=4 dp=1
+#                        and cp=1 on one rank (1e-6)
 #   resume_other_layouts the step-2 checkpoint resumed at tp1/pp4/dp2, tp4/pp1/dp2, tp1/pp1/dp1, directly
 #                        and via --reshard: losses of steps 3-4 within 1e-4 relative of the uninterrupted run
 #   cp_ep_across_layouts a MoE cp=2 ep=2 checkpoint resumed at cp=1 ep=4 and cp=4 ep=1 (1e-6)
@@ -133,13 +134,15 @@ case $case_name in
       --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 --system.use_distributed_optimizer=true
     grep -q "tp=1 cp=2 pp=1 dp=2" "$work/last.log" || { cat "$work/last.log"; fail "the reference run is not cp=2 dp=2"; }
     "$consolidate" "$work/ckA" --verify > /dev/null || fail "--verify refused the cp=2 checkpoint"
-    for layout in "4 1" "4 4" "1 1"; do
+    # The same layout resumes bit for bit (tolerance 0); the others within 1e-6.
+    for layout in "4 2 0" "4 1 1e-6" "4 4 1e-6" "1 1 1e-6"; do
       set -- $layout
       echo "cp=2 dp=2 checkpoint resumed at cp=$2 on $1 ranks:"
       rm -f "$work/r.jsonl"
       train "$1" "$work/r.jsonl" "$work/ckR-$1-$2" "${cp_model[@]}" --system.context_parallel_size="$2" \
-        --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 "--checkpoint.load=$work/ckA/step_00000002"
-      compare_tail "$work/r.jsonl" 1e-6
+        --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 --system.use_distributed_optimizer=true \
+        "--checkpoint.load=$work/ckA/step_00000002"
+      compare_tail "$work/r.jsonl" "$3"
     done ;;
   cp_ep_across_layouts)
     # Context and expert parallelism together: a MoE model (4 experts, top-2, dropless, load-balancing
