@@ -164,10 +164,7 @@ std::vector<int> RankLayout::replica_group_of(int rank) const {
   return g;
 }
 
-int RankLayout::replica_index(int rank) const {
-  const Coords c = coords_of(rank);
-  return c.dp * sizes_.cp + c.cp;
-}
+int RankLayout::replica_index(int rank) const { return sizes_.replica(coords_of(rank)); }
 
 int RankLayout::replica_group_index(int rank) const {
   const Coords c = coords_of(rank);

@@ -35,6 +35,9 @@ struct ParallelSizes {
   int ep = 1;  // expert-parallel ranks, a divisor of dp (not an axis of the grid)
   int operator[](Axis a) const;
   int world() const { return tp * cp * dp * pp; }
+  // The ranks holding the same parameters (dp x cp, context fastest) and a rank's index among them.
+  int replicas() const { return dp * cp; }
+  int replica(const Coords& c) const { return c.dp * cp + c.cp; }
   int edp() const { return cp * dp / ep; }  // expert-data-parallel group size
   // A rank's place in its expert-parallel and expert-data-parallel groups (see the top of this file).
   int ep_rank(const Coords& c) const { return c.dp % ep; }

@@ -130,13 +130,13 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   const int v = plan.virtual_stages;
   const StagePart part = stage_part(cfg.model.num_layers, s.pp, v, c.pp);
   const ModelShape shape = ModelShape::from(cfg);
-  const int replicas = s.dp * s.cp, replica = c.dp * s.cp + c.cp;
+  const int replicas = s.replicas();
   RankPlan r{c, s, cfg.system.use_distributed_optimizer, cfg.system.precision, part,
              TensorTable(shape, part, s.tp, c.tp, 16 * static_cast<std::size_t>(replicas), s.ep, s.ep_rank(c)),
              0, {}, {}, {}, {}, -1, {}};
   r.arena_size = padded_arena_size(r.table, replicas);
   r.buckets = gradient_buckets(r.table, r.arena_size);
-  r.groups = {{replicas, replica}, {s.edp(), s.edp_rank(c)}};
+  r.groups = {{replicas, s.replica(c)}, {s.edp(), s.edp_rank(c)}};
   r.optimizer_ranges = optimizer_ranges(r.buckets, r.arena_size, r.groups, r.distributed_optimizer);
   const bool sp = cfg.system.sequence_parallel && s.tp > 1;
   const auto& tensors = r.table.tensors();

@@ -55,10 +55,9 @@ struct RankPlan {
   // expert data parallelism (cp x dp / ep ranks).
   GradientGroups groups{};
 
-  // The ranks holding the same parameters: data x context parallel (RankLayout::replica_group_of).
-  // Gradients are reduced and the distributed optimizer shards over them; replica() is this rank's index.
-  int replicas() const { return sizes.dp * sizes.cp; }
-  int replica() const { return coords.dp * sizes.cp + coords.cp; }
+  // The ranks holding the same parameters (dp x cp, RankLayout::replica_group_of): dense gradients are
+  // reduced and the distributed optimizer shards over them (groups.dense).
+  int replicas() const { return groups.dense.size; }
   bool shards_grads() const { return zero_stage >= 2; }
   bool shards_params() const { return zero_stage >= 3; }
   // The arena ranges whose parameters this rank keeps between steps: all of it, or (ZeRO-3) its
