@@ -157,8 +157,8 @@ int print_layout(const Config& cfg, ClusterSpec cl, const PlanOptions& o) {
   print_table(r, experts);
   if (static_cast<double>(r.best[0].memory) > cl.memory)
     std::printf("warning: %.2f GB per rank is more than the %.1f GB of a device\n", gb(static_cast<double>(r.best[0].memory)), gb(cl.memory));
-  std::printf("\nseconds: compute %.6g (recompute %.6g)  tp %.6g  cp %.6g  ep %.6g  p2p %.6g  bubble %.6g  dp %.6g  optimizer %.6g\n",
-              c.compute, c.recompute, c.tp, c.cp, c.ep, c.p2p, c.bubble, c.dp, c.optimizer);
+  std::printf("\nseconds: compute %.6g (recompute %.6g)  tp %.6g  cp %.6g  ep %.6g  p2p %.6g  bubble %.6g  dp %.6g  release %.6g  optimizer %.6g\n",
+              c.compute, c.recompute, c.tp, c.cp, c.ep, c.p2p, c.bubble, c.dp, c.release, c.optimizer);
   std::printf("predicted_step_s = %.6g\n", c.step());
   return 0;
 }

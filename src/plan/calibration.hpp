@@ -3,7 +3,10 @@
 //                     rate measured, which is the peak), one per FLOPs, ascending
 //   link              collective timings -> the bandwidth and latency that the cost model's ring
 //                     formulas (plan/collective_cost) fit best: t = a/bandwidth + b*latency, where a
-//                     and b are the formula's byte and latency terms; least squares on relative error
+//                     and b are the formula's byte and latency terms; least squares on relative error;
+//                     fitted over the collectives that do not reduce; all-reduce and reduce-scatter
+//                     then get their own bandwidths at that latency (an MPI summing on the host, or
+//                     picking a slower algorithm, is slower than the ring formula at the link's rate)
 #pragma once
 #include <utility>
 #include <vector>
@@ -33,7 +36,8 @@ struct CommSample {
 
 // The cost model's time of one sample's collective on `link`.
 double model_seconds(const CommSample& s, const Link& link);
-// Bandwidth and latency (>= 0) minimising the relative error of model_seconds over the samples.
+// Bandwidth and latency (>= 0) minimising the relative error of model_seconds over the samples (the
+// reducing collectives' own bandwidths fitted after, as above).
 // UserError when the samples cannot determine a positive bandwidth.
 Link fit_link(const std::vector<CommSample>& samples);
 

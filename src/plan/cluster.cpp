@@ -18,8 +18,9 @@ namespace {
 struct RawCluster {
   std::string name, device = "cuda", gemm_efficiency;
   int nodes = 0, devices_per_node = 0;
-  double peak_tflops_fp32 = 0, peak_tflops_bf16 = 0, memory_gb = 0, memory_bandwidth_gb_s = 0;
-  double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0;
+  double peak_tflops_fp32 = 0, peak_tflops_bf16 = 0, memory_gb = 0, memory_bandwidth_gb_s = 0, elementwise_gb_s = 0,
+         released_memory_gb_s = 0;
+  double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0, intra_ar = 0, inter_ar = 0, intra_rs = 0, inter_rs = 0;
 };
 
 po::options_description cluster_keys(RawCluster& r) {
@@ -29,11 +30,15 @@ po::options_description cluster_keys(RawCluster& r) {
       "cluster.peak_tflops_fp32", po::value(&r.peak_tflops_fp32)->required())(
       "cluster.peak_tflops_bf16", po::value(&r.peak_tflops_bf16)->required())("cluster.memory_gb", po::value(&r.memory_gb)->required())(
       "cluster.memory_bandwidth_gb_s", po::value(&r.memory_bandwidth_gb_s)->required())(
+      "cluster.elementwise_gb_s", po::value(&r.elementwise_gb_s))(
+      "cluster.released_memory_gb_s", po::value(&r.released_memory_gb_s))(
       "cluster.gemm_efficiency", po::value(&r.gemm_efficiency)->required())(
       "cluster.intra_node_bandwidth_gb_s", po::value(&r.intra_bw)->required())(
       "cluster.intra_node_latency_us", po::value(&r.intra_lat)->required())(
       "cluster.inter_node_bandwidth_gb_s", po::value(&r.inter_bw)->required())(
-      "cluster.inter_node_latency_us", po::value(&r.inter_lat)->required());
+      "cluster.inter_node_latency_us", po::value(&r.inter_lat)->required())(
+      "cluster.intra_node_all_reduce_gb_s", po::value(&r.intra_ar))("cluster.inter_node_all_reduce_gb_s", po::value(&r.inter_ar))(
+      "cluster.intra_node_reduce_scatter_gb_s", po::value(&r.intra_rs))("cluster.inter_node_reduce_scatter_gb_s", po::value(&r.inter_rs));
   return d;
 }
 
@@ -110,7 +115,7 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& name) {
   } catch (const po::required_option& e) {
     std::string key = e.get_option_name();
     key.erase(0, key.find_first_not_of('-'));
-    throw UserError(name + ": the key '" + key + "' is missing; add it (every key of inputs/clusters/dgx-h100.ini is required but name and device)");
+    throw UserError(name + ": the key '" + key + "' is missing; add it (every key of inputs/clusters/dgx-h100.ini is required but name, device and the optional elementwise_gb_s, released_memory_gb_s, *_all_reduce_gb_s, *_reduce_scatter_gb_s)");
   } catch (const po::invalid_config_file_syntax& e) {
     throw UserError(name + ": malformed line (" + rephrase(e) + "); expected '[cluster]' or 'key = value'");
   } catch (const po::error& e) {
@@ -133,17 +138,25 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& name) {
   check_positive(name, "peak_tflops_bf16", r.peak_tflops_bf16);
   check_positive(name, "memory_gb", r.memory_gb);
   check_positive(name, "memory_bandwidth_gb_s", r.memory_bandwidth_gb_s);
+  check_positive(name, "elementwise_gb_s", r.elementwise_gb_s, true);
+  check_positive(name, "released_memory_gb_s", r.released_memory_gb_s, true);
   check_positive(name, "intra_node_bandwidth_gb_s", r.intra_bw);
   check_positive(name, "inter_node_bandwidth_gb_s", r.inter_bw);
   check_positive(name, "intra_node_latency_us", r.intra_lat, true);
+  check_positive(name, "intra_node_all_reduce_gb_s", r.intra_ar, true);
+  check_positive(name, "inter_node_all_reduce_gb_s", r.inter_ar, true);
+  check_positive(name, "intra_node_reduce_scatter_gb_s", r.intra_rs, true);
+  check_positive(name, "inter_node_reduce_scatter_gb_s", r.inter_rs, true);
   check_positive(name, "inter_node_latency_us", r.inter_lat, true);
   c.peak_fp32 = r.peak_tflops_fp32 * 1e12;
   c.peak_bf16 = r.peak_tflops_bf16 * 1e12;
   c.memory = r.memory_gb * 1e9;
   c.memory_bandwidth = r.memory_bandwidth_gb_s * 1e9;
+  c.elementwise_bandwidth = r.elementwise_gb_s * 1e9;
+  c.release_bandwidth = r.released_memory_gb_s * 1e9;
   c.gemm_efficiency = parse_efficiency(r.gemm_efficiency, name);
-  c.intra_node = {r.intra_bw * 1e9, r.intra_lat * 1e-6};
-  c.inter_node = {r.inter_bw * 1e9, r.inter_lat * 1e-6};
+  c.intra_node = {r.intra_bw * 1e9, r.intra_lat * 1e-6, r.intra_ar * 1e9, r.intra_rs * 1e9};
+  c.inter_node = {r.inter_bw * 1e9, r.inter_lat * 1e-6, r.inter_ar * 1e9, r.inter_rs * 1e9};
   return c;
 }
 
@@ -164,9 +177,17 @@ std::string format_cluster(const ClusterSpec& c) {
      << "\nmemory_bandwidth_gb_s = " << c.memory_bandwidth / 1e9 << "\ngemm_efficiency = ";
   for (std::size_t i = 0; i < c.gemm_efficiency.size(); ++i)
     os << (i ? ", " : "") << c.gemm_efficiency[i].first << ":" << c.gemm_efficiency[i].second;
+  if (c.elementwise_bandwidth > 0) os << "\nelementwise_gb_s = " << c.elementwise_bandwidth / 1e9;
+  if (c.release_bandwidth > 0) os << "\nreleased_memory_gb_s = " << c.release_bandwidth / 1e9;
   os << "\nintra_node_bandwidth_gb_s = " << c.intra_node.bandwidth / 1e9 << "\nintra_node_latency_us = " << c.intra_node.latency * 1e6
-     << "\ninter_node_bandwidth_gb_s = " << c.inter_node.bandwidth / 1e9 << "\ninter_node_latency_us = " << c.inter_node.latency * 1e6
-     << "\n";
+     << "\ninter_node_bandwidth_gb_s = " << c.inter_node.bandwidth / 1e9 << "\ninter_node_latency_us = " << c.inter_node.latency * 1e6;
+  if (c.intra_node.all_reduce_bandwidth > 0) os << "\nintra_node_all_reduce_gb_s = " << c.intra_node.all_reduce_bandwidth / 1e9;
+  if (c.inter_node.all_reduce_bandwidth > 0) os << "\ninter_node_all_reduce_gb_s = " << c.inter_node.all_reduce_bandwidth / 1e9;
+  if (c.intra_node.reduce_scatter_bandwidth > 0)
+    os << "\nintra_node_reduce_scatter_gb_s = " << c.intra_node.reduce_scatter_bandwidth / 1e9;
+  if (c.inter_node.reduce_scatter_bandwidth > 0)
+    os << "\ninter_node_reduce_scatter_gb_s = " << c.inter_node.reduce_scatter_bandwidth / 1e9;
+  os << "\n";
   return os.str();
 }
 

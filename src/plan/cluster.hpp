@@ -13,8 +13,14 @@
 namespace dtrain {
 
 struct Link {
-  double bandwidth = 0;  // bytes/s one device can send (one direction)
-  double latency = 0;    // seconds per message
+  double bandwidth = 0;            // bytes/s one device can send (one direction)
+  double latency = 0;              // seconds per message
+  // Bytes/s the reducing collectives' formulas see where they differ from the link's (an MPI that sums
+  // on the host, or picks a slower algorithm; in-network reduction); 0: bandwidth.
+  double all_reduce_bandwidth = 0;
+  double reduce_scatter_bandwidth = 0;
+  double all_reduce_rate() const { return all_reduce_bandwidth > 0 ? all_reduce_bandwidth : bandwidth; }
+  double reduce_scatter_rate() const { return reduce_scatter_bandwidth > 0 ? reduce_scatter_bandwidth : bandwidth; }
 };
 
 struct ClusterSpec {
@@ -26,6 +32,13 @@ struct ClusterSpec {
   double peak_bf16 = 0;
   double memory = 0;                           // bytes one rank may use
   double memory_bandwidth = 0;                 // bytes/s of one device
+  // Bytes/s of the elementwise kernels (norms, residual adds, activations, softmax) as the cost model
+  // counts their bytes; 0 when not measured, then the memory bandwidth (kernels limited by memory).
+  double elementwise_bandwidth = 0;
+  // Bytes/s at which memory given back between uses (ZeRO-2/3's released buckets) is released and
+  // taken again: on a host, madvise and zero-filled page faults; 0 when not measured, then the memory
+  // bandwidth (a device zeroes it).
+  double release_bandwidth = 0;
   // Achieved share of the peak by FLOPs of one GEMM, ascending in FLOPs; interpolated in log(FLOPs),
   // held constant beyond the ends.
   std::vector<std::pair<double, double>> gemm_efficiency;
@@ -33,6 +46,8 @@ struct ClusterSpec {
   Link inter_node;                             // per device, between nodes
 
   int world() const { return nodes * devices_per_node; }
+  double elementwise_rate() const { return elementwise_bandwidth > 0 ? elementwise_bandwidth : memory_bandwidth; }
+  double released_rate() const { return release_bandwidth > 0 ? release_bandwidth : memory_bandwidth; }
   double peak(Precision p) const { return p == Precision::bf16 ? peak_bf16 : peak_fp32; }
   double efficiency(double gemm_flops) const;
 };

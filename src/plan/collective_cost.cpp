@@ -10,12 +10,17 @@ Link group_link(const ClusterSpec& c, long stride, long size) {
 
 double all_reduce_s(double bytes, long n, const Link& l) {
   if (n <= 1) return 0.0;
-  return 2.0 * (n - 1) / n * bytes / l.bandwidth + 2.0 * (n - 1) * l.latency;
+  return 2.0 * (n - 1) / n * bytes / l.all_reduce_rate() + 2.0 * (n - 1) * l.latency;
 }
 
 double all_gather_s(double bytes, long n, const Link& l) {
   if (n <= 1) return 0.0;
   return static_cast<double>(n - 1) / n * bytes / l.bandwidth + (n - 1) * l.latency;
+}
+
+double reduce_scatter_s(double bytes, long n, const Link& l) {
+  if (n <= 1) return 0.0;
+  return static_cast<double>(n - 1) / n * bytes / l.reduce_scatter_rate() + (n - 1) * l.latency;
 }
 
 double all_to_all_s(double bytes, long n, const Link& l) { return all_gather_s(bytes, n, l); }

@@ -1,8 +1,9 @@
 // Time of one collective on a ring of n ranks (NCCL's and MPI's large-message algorithms), and the
 // link a group of ranks uses: a group whose ranks sit in one node talks over the intra-node link,
 // any other over the inter-node link (whose per-device bandwidth bounds the ring). Pure arithmetic.
-//   all-reduce of S bytes:                  2(n-1)/n * S / bw + 2(n-1) * latency
-//   all-gather / reduce-scatter (S = whole): (n-1)/n * S / bw + (n-1) * latency
+//   all-reduce of S bytes:                  2(n-1)/n * S / bw' + 2(n-1) * latency (bw': all_reduce_rate)
+//   all-gather (S = whole):                  (n-1)/n * S / bw + (n-1) * latency
+//   reduce-scatter (S = whole):              (n-1)/n * S / bw'' + (n-1) * latency (bw'': reduce_scatter_rate)
 //   all-to-all (S = what one rank sends):    (n-1)/n * S / bw + (n-1) * latency
 //   point-to-point of S bytes:              S / bw + latency
 #pragma once
@@ -15,7 +16,8 @@ namespace dtrain {
 Link group_link(const ClusterSpec& cluster, long stride, long size);
 
 double all_reduce_s(double bytes, long n, const Link& link);
-double all_gather_s(double bytes, long n, const Link& link);      // also a reduce-scatter
+double all_gather_s(double bytes, long n, const Link& link);
+double reduce_scatter_s(double bytes, long n, const Link& link);
 double all_to_all_s(double bytes, long n, const Link& link);
 double send_s(double bytes, const Link& link);
 

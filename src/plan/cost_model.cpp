@@ -53,6 +53,9 @@ double block_params(const Config& cfg, const Shapes& s, int ep) {
   return attn + mlp + 2 * norm_params(cfg, s);
 }
 
+// ZeRO-3 gathers a block's weights before each use: forward, backward, and full recomputation's forward.
+double passes_of(RecomputeGranularity r) { return r == RecomputeGranularity::full ? 3 : 2; }
+
 }  // namespace
 
 Layout layout_of(const Config& cfg, int world) {
@@ -114,7 +117,7 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl,
   const Shapes s = shapes_of(cfg, l, moe);
   const auto& sz = l.sizes;
   const bool moe_on = cfg.model.num_experts > 1;
-  const double peak = cl.peak(cfg.system.precision), bw = cl.memory_bandwidth;
+  const double peak = cl.peak(cfg.system.precision), bw = cl.elementwise_rate();
   auto gemm = [&](double flops) { return flops / (peak * cl.efficiency(flops)); };
 
   // One block, one micro-batch: forward compute and the parts recomputation repeats.
@@ -135,10 +138,12 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl,
   // Tensor parallelism: the block's 4 collectives per pass of N x C values (local tokens).
   const Link tp_link = group_link(cl, 1, sz.tp);
   const double rows_bytes = s.N * s.C * s.e;
-  const double tp_one = l.sequence_parallel ? all_gather_s(rows_bytes, sz.tp, tp_link) : all_reduce_s(rows_bytes, sz.tp, tp_link);
-  const double tp_pass = (l.sequence_parallel ? 4 : 2) * tp_one;
+  // With sequence parallelism each all-reduce is an all-gather and a reduce-scatter.
+  const double tp_one = l.sequence_parallel ? all_gather_s(rows_bytes, sz.tp, tp_link) + reduce_scatter_s(rows_bytes, sz.tp, tp_link)
+                                            : all_reduce_s(rows_bytes, sz.tp, tp_link);
+  const double tp_pass = 2 * tp_one;
   const double tp_block = 2 * tp_pass + (l.recompute == RecomputeGranularity::full ? tp_pass : 0.0);
-  const double tp_head = sz.tp > 1 ? (l.sequence_parallel ? 2 : 1) * tp_one + all_reduce_s(3 * s.N * 4, sz.tp, tp_link) : 0.0;
+  const double tp_head = sz.tp > 1 ? tp_one + all_reduce_s(3 * s.N * 4, sz.tp, tp_link) : 0.0;
 
   // Context parallelism: cp-1 ring steps of K/V (and their fp32 gradients backward) behind attention.
   double cp_block = 0;
@@ -183,7 +188,7 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl,
   c.rank_params = grads;
   const long nd = static_cast<long>(sz.dp) * sz.cp;
   const Link dp_link = group_link(cl, sz.tp, nd);
-  const double reduce = l.distributed_optimizer ? all_gather_s(4 * grads, nd, dp_link) : all_reduce_s(4 * grads, nd, dp_link);
+  const double reduce = l.distributed_optimizer ? reduce_scatter_s(4 * grads, nd, dp_link) : all_reduce_s(4 * grads, nd, dp_link);
   const double gather = l.distributed_optimizer ? all_gather_s(s.e * grads, nd, dp_link) : 0.0;
   const double block_share = 1.0 / std::max(1.0, blocks);  // the last bucket is never hidden
   const double bwd_window = blocks * (block_bwd + recompute + tp_pass * 2), fwd_window = blocks * block_fwd;
@@ -194,13 +199,17 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl,
   c.dp = reductions * hidden(overlap_reduce, reduce, bwd_window);
   if (zero == 1 || zero == 2) c.dp += hidden(cfg.system.overlap_param_gather, gather, fwd_window);
   if (zero == 3) {
-    const double passes = l.recompute == RecomputeGranularity::full ? 3 : 2;  // gathered before each use, one ahead
-    c.dp += m * passes * hidden(true, gather, fwd_window);
+    c.dp += m * passes_of(l.recompute) * hidden(true, gather, fwd_window);
   }
+  // Released buckets: every micro-batch's gradients but the owned slice of the last, and under ZeRO-3
+  // the gathered weights but the owned slice after each pass.
+  double released = zero >= 2 ? 4 * grads * (m - 1 / static_cast<double>(nd)) : 0.0;
+  if (zero == 3) released += m * passes_of(l.recompute) * s.e * grads * (1 - 1 / static_cast<double>(nd));
+  c.release = released / cl.released_rate();
   // AdamW: the gradient read, moments (and a bf16 run's master weights) read and written, the weights written.
   const double owned = l.distributed_optimizer ? grads / nd : grads;
   const bool bf16 = cfg.system.precision == Precision::bf16;
-  c.optimizer = owned * (4 + 8 * (bf16 ? 3 : 2) + (bf16 ? 2 : 8)) / bw;
+  c.optimizer = owned * (4 + 8 * (bf16 ? 3 : 2) + (bf16 ? 2 : 8)) / cl.memory_bandwidth;
   return c;
 }
 

@@ -4,7 +4,7 @@
 //   compute    every GEMM by its shape through the cluster's efficiency table (per block QKV, output
 //              projection, MLP in and out; forward once, backward twice), attention's causal T^2 work
 //              as batched GEMMs per head, elementwise work (norms, residuals, activation, softmax) by
-//              bytes moved over the memory bandwidth; recomputation (selective: attention's core and
+//              bytes moved over the cluster's elementwise rate; recomputation (selective: attention's core and
 //              the activation again; full: the block's forward again, with its TP collectives)
 //   TP         per block 2 all-reduces forward and 2 backward (with sequence parallelism an all-gather
 //              and a reduce-scatter for each), on the TP group's link; not overlapped
@@ -17,6 +17,9 @@
 //              the distributed optimizer; ZeRO-2/3 reduce per micro-batch, ZeRO-3 gathers parameters
 //              before each forward and backward): overlap_grad_reduce hides it behind the backward pass
 //              but for the last block's bucket
+//   release    ZeRO-2/3 give buckets back between uses (gradients after each micro-batch's reduction,
+//              ZeRO-3's gathered weights after each use) and take them again: those bytes at the
+//              cluster's released_rate (on a host: madvise and zero-filled page faults)
 //   optimizer  the bytes of AdamW's state read and written over the memory bandwidth
 // Rank order tp-cp-dp-pp (tp fastest) decides which groups fit in a node.
 #pragma once
@@ -65,12 +68,13 @@ struct StepCost {
   double p2p = 0;        // pipeline sends and receives
   double bubble = 0;     // pipeline bubble
   double dp = 0;         // exposed data-parallel collectives
+  double release = 0;    // ZeRO-2/3: memory given back and taken again
   double optimizer = 0;  // the optimizer step
   double bubble_fraction = 0;
   int micro_batches = 1;
   double rank_params = 0;  // parameters of one rank of the heaviest stage (what DP reduces, AdamW updates)
-  double step() const { return compute + tp + cp + ep + p2p + bubble + dp + optimizer; }
-  double other() const { return cp + ep + p2p + optimizer; }  // the step line's other communication and work
+  double step() const { return compute + tp + cp + ep + p2p + bubble + dp + release + optimizer; }
+  double other() const { return cp + ep + p2p + release + optimizer; }  // the step line's other communication and work
 };
 
 // Predicted step of `l` for the model of `cfg` (precision, overlap flags from cfg.system) on `cluster`.

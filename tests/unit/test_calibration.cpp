@@ -34,8 +34,31 @@ TEST_CASE("fit_link recovers the bandwidth and latency the ring formulas were ti
   const Link fit = fit_link(s);
   CHECK(fit.bandwidth == Approx(truth.bandwidth).epsilon(1e-6));
   CHECK(fit.latency == Approx(truth.latency).epsilon(1e-6));
+  CHECK(fit.all_reduce_rate() == Approx(truth.bandwidth).epsilon(1e-6));
+  CHECK(fit.reduce_scatter_rate() == Approx(truth.bandwidth).epsilon(1e-6));
   // all-reduce of 1 MB on 2 ranks: 2 * 1/2 * 1e6 / 4e9 + 2 * 2e-6 = 2.5e-4 + 4e-6.
   CHECK(model_seconds({Collective::all_reduce, 1e6, 2, 0}, truth) == Approx(2.54e-4));
+}
+
+TEST_CASE("fit_link gives all-reduce and reduce-scatter their own bandwidths when they were slower than the ring") {
+  const Link truth{4e9, 2e-6, 1e9, 5e8};  // an MPI summing at a quarter of the link's rate, reduce-scatter at an eighth
+  std::vector<CommSample> s;
+  for (double bytes : {1e3, 1e5, 4e6})
+    for (auto op : {Collective::all_reduce, Collective::reduce_scatter, Collective::all_gather, Collective::send_recv}) {
+      CommSample c{op, bytes, 2, 0};
+      c.seconds = model_seconds(c, truth);
+      s.push_back(c);
+    }
+  const Link fit = fit_link(s);
+  CHECK(fit.bandwidth == Approx(4e9).epsilon(1e-6));
+  CHECK(fit.latency == Approx(2e-6).epsilon(1e-6));
+  CHECK(fit.all_reduce_bandwidth == Approx(1e9).epsilon(1e-6));
+  CHECK(fit.reduce_scatter_bandwidth == Approx(5e8).epsilon(1e-6));
+  // Only all-reduces timed: they are the link.
+  std::vector<CommSample> only;
+  for (const auto& c : s)
+    if (c.op == Collective::all_reduce) only.push_back(c);
+  CHECK(fit_link(only).bandwidth == Approx(1e9).epsilon(1e-6));
 }
 
 TEST_CASE("fit_link holds the latency at zero rather than below it, and refuses timings without a bandwidth") {

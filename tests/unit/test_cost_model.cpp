@@ -163,6 +163,13 @@ TEST_CASE("collectives: ring formulas and the link a group spans", "[plan][cost]
   CHECK(all_reduce_s(4e6, 4, link) == Approx(6006e-6));
   CHECK(all_gather_s(4e6, 4, link) == Approx(3003e-6));
   CHECK(all_reduce_s(4e6, 1, link) == 0);
+  // An all-reduce bandwidth of its own (half): 2 x 3/4 x 4e6 / 5e8 + 6 us = 12006 us; the all-gather keeps 3003 us.
+  // A reduce-scatter bandwidth of its own (a quarter): 3/4 x 4e6 / 2.5e8 + 3 us = 12003 us.
+  const Link summing{1e9, 1e-6, 5e8, 2.5e8};
+  CHECK(all_reduce_s(4e6, 4, summing) == Approx(12006e-6));
+  CHECK(all_gather_s(4e6, 4, summing) == Approx(3003e-6));
+  CHECK(reduce_scatter_s(4e6, 4, summing) == Approx(12003e-6));
+  CHECK(reduce_scatter_s(4e6, 4, link) == Approx(3003e-6));
   const ClusterSpec c = tiny_cluster(4, 8);
   CHECK(group_link(c, 1, 8).bandwidth == 1e9);   // tp=8: one node
   CHECK(group_link(c, 2, 4).bandwidth == 1e9);   // cp=4 after tp=2: 8 ranks, one node
@@ -187,6 +194,18 @@ TEST_CASE("cluster description: parsing, interpolation, errors naming the key", 
   CHECK(again.gemm_efficiency == c.gemm_efficiency);
   CHECK(again.inter_node.bandwidth == c.inter_node.bandwidth);
   CHECK(again.nodes == c.nodes);
+  CHECK(again.elementwise_bandwidth == 0);  // optional keys: absent, then the memory bandwidth stands in
+  CHECK(again.elementwise_rate() == Approx(1e12));
+  CHECK(again.released_rate() == Approx(1e12));
+  CHECK(again.intra_node.all_reduce_rate() == Approx(1e11));
+  const ClusterSpec measured = parse_cluster(text + "elementwise_gb_s = 20\nreleased_memory_gb_s = 2\nintra_node_all_reduce_gb_s = 50\n", "m");
+  const ClusterSpec round_trip = parse_cluster(format_cluster(measured), "again");
+  CHECK(round_trip.elementwise_rate() == Approx(20e9));
+  CHECK(round_trip.released_rate() == Approx(2e9));
+  CHECK(round_trip.intra_node.all_reduce_rate() == Approx(50e9));
+  CHECK(round_trip.inter_node.all_reduce_rate() == Approx(10e9));
+  CHECK(parse_cluster(format_cluster(parse_cluster(text + "inter_node_reduce_scatter_gb_s = 4\n", "m")), "again")
+            .inter_node.reduce_scatter_rate() == Approx(4e9));
 
   auto error_of = [](const std::string& t) {
     try {
@@ -207,4 +226,5 @@ TEST_CASE("cluster description: parsing, interpolation, errors naming the key", 
   CHECK_THAT(error_of(replace("0.6", "1.5")), Catch::Contains("efficiencies in (0, 1]"));
   CHECK_THAT(error_of(replace("memory_gb = 16", "memory_gb = -1")), Catch::Contains("cluster.memory_gb="));
   CHECK_THAT(error_of(replace("nodes = 2", "nodes = two")), Catch::Contains("cluster.nodes"));
+  CHECK_THAT(error_of(text + "released_memory_gb_s = -2\n"), Catch::Contains("cluster.released_memory_gb_s="));
 }
