@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dtrain calibrate: `mpirun -np 2 dtrain calibrate --out F --quick` writes, in well under a minute, a
 # cluster description that dtrain plan reads (2 devices on 1 node, a GEMM efficiency table, a measured
-# link), and `dtrain plan --layout` costs one layout with it: the step, its breakdown in seconds,
+# link with its all-reduce and reduce-scatter rates, the elementwise and release rates), and `dtrain plan --layout` costs one layout with it: the step, its breakdown in seconds,
 # and a refusal of a layout dtrain does not accept. --out is required; an input file is refused.
 #   calibrate.sh DTRAIN SOURCE_DIR
 set -u
@@ -17,6 +17,9 @@ grep -q '^devices_per_node = 2$' "$work/here.ini" || fail "2 ranks on one node s
 grep -qE '^gemm_efficiency = [0-9.e+]+:[0-9.e-]+(, [0-9.e+]+:[0-9.e-]+){3,}$' "$work/here.ini" ||
   fail "the efficiency table should have several measured points"
 grep -qE '^intra_node_bandwidth_gb_s = [0-9.e+-]+$' "$work/here.ini" || fail "no measured link bandwidth"
+for key in elementwise_gb_s released_memory_gb_s intra_node_all_reduce_gb_s intra_node_reduce_scatter_gb_s; do
+  grep -qE "^$key = [0-9.e+-]*[1-9][0-9.e+-]*$" "$work/here.ini" || fail "no measured $key"
+done
 
 # The description parses: cost one layout of the tiny model on it.
 "$dtrain" plan "$src/inputs/tiny.ini" --cluster "$work/here.ini" --layout tp=1,pp=2,dp=1,mb=2,recompute=full > "$work/one.txt" 2>&1 ||

@@ -58,6 +58,13 @@ TEST_CASE("cost model: one rank, one micro-batch of 4 samples", "[plan][cost]") 
   const StepCost c = predict_step(cfg, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1));
   CHECK(c.micro_batches == 1);
   CHECK(c.compute == Approx(661.389312e-6));
+  // Elementwise kernels at 5e9 B/s: 144.1792 us per block forward, so 2 x 3 x 170.3936 us of blocks and
+  // 3 x (4.194304 + 39.3216) us of head: 1152.909312 us; the optimizer still at the memory bandwidth.
+  ClusterSpec slow = tiny_cluster(1, 1);
+  slow.elementwise_bandwidth = 5e9;
+  const StepCost e = predict_step(cfg, layout(1, 1, 1, 1, 4), slow);
+  CHECK(e.compute == Approx(1152.909312e-6));
+  CHECK(e.optimizer == Approx(c.optimizer));
   CHECK(c.optimizer == Approx(308.9408e-6));
   CHECK(c.tp == 0);
   CHECK(c.bubble == 0);
@@ -139,6 +146,18 @@ TEST_CASE("cost model: data-parallel reduction, its overlap and ZeRO", "[plan][c
   z3.distributed_optimizer = true;
   z3.zero_stage = 3;
   CHECK(predict_step(cfg, z3, cl).dp == Approx(441.344e-6 + 686.08e-6));
+  // Released buckets, ZeRO-3 at m = 2: the gradients of the first micro-batch whole and of the last but
+  // the owned half, 4 B x 110,336 x 1.5 = 662,016 B; the fp32 weights after the forward and the
+  // backward of each micro-batch but the owned half, 2 x 2 x 4 B x 110,336 x 0.5 = 882,688 B; at the
+  // memory bandwidth (no release rate given) 154.4704 us, at a release rate of 1e9 B/s 1544.704 us.
+  CHECK(predict_step(cfg, z3, cl).release == Approx(154.4704e-6));
+  ClusterSpec host = cl;
+  host.release_bandwidth = 1e9;
+  CHECK(predict_step(cfg, z3, host).release == Approx(1544.704e-6));
+  Layout z2 = z3;
+  z2.zero_stage = 2;
+  CHECK(predict_step(cfg, z2, host).release == Approx(662.016e-6));
+  CHECK(predict_step(cfg, z1, host).release == 0);
 }
 
 TEST_CASE("cost model: context-parallel ring and expert all-to-all", "[plan][cost]") {
