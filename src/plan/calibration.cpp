@@ -63,7 +63,7 @@ std::vector<Row> rows_of(const std::vector<CommSample>& samples, std::optional<C
   return rows;
 }
 
-// 1/bw minimising sum (a x + b latency - 1)^2 at a given latency; 0 without rows.
+// The bandwidth 1/x with x minimising sum (a x + b latency - 1)^2 at a given latency; 0 without rows.
 double bandwidth_at(const std::vector<Row>& rows, double latency) {
   double aa = 0, ar = 0;
   for (const auto& r : rows) aa += r.a * r.a, ar += r.a * (1 - r.b * latency);
