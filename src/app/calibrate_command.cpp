@@ -16,6 +16,7 @@
 #include <functional>
 #include <vector>
 
+#include "common/collective_check.hpp"
 #include "common/error.hpp"
 #include "kernels/kernels.hpp"
 #include "plan/calibration.hpp"
@@ -128,7 +129,7 @@ double measure_release_bandwidth(MPI_Comm world, bool quick) {
   });
   munmap(p, bytes);
   // A release no slower than a resident write (within the timing's noise) costs a memory pass.
-  return static_cast<double>(bytes) / std::max(released - resident, static_cast<double>(bytes) / 1e12);
+  return static_cast<double>(bytes) / std::max(released - resident, resident);
 }
 
 // The five collectives at every group size dividing the world, over message sizes. `spans_nodes`:
@@ -222,11 +223,14 @@ int run_calibrate(MPI_Comm world, const CalibrateOptions& o) {
   c.name = o.name.empty() ? std::string(host) + " (" + std::to_string(size) + " ranks, " + std::to_string(budget.threads) +
                                 " BLAS thread(s) each, dtrain calibrate)"
                           : o.name;
+  collective_check(world, [&] {  // rank 0 writes; its error ends every rank
+    if (rank != 0) return;
+    std::ofstream out(o.out);
+    out << "# " << o.out << ": measured by `mpirun -np " << size << " dtrain calibrate" << (o.quick ? " --quick" : "") << "` on "
+        << host << "\n# " << links << "\n" << format_cluster(c);
+    if (!out) throw UserError("dtrain calibrate: cannot write --out '" + o.out + "'; give a writable path");
+  });
   if (rank != 0) return 0;
-  std::ofstream out(o.out);
-  out << "# " << o.out << ": measured by `mpirun -np " << size << " dtrain calibrate" << (o.quick ? " --quick" : "") << "` on "
-      << host << "\n# " << links << "\n" << format_cluster(c);
-  if (!out) throw UserError("dtrain calibrate: cannot write --out '" + o.out + "'; give a writable path");
   std::printf("dtrain calibrate: %d rank(s) on %d node(s), %d BLAS thread(s) per rank\n", size, nodes, budget.threads);
   std::printf("  sgemm peak %.2f GFLOP/s per rank; efficiency by FLOPs:", c.peak_fp32 / 1e9);
   for (const auto& [f, e] : c.gemm_efficiency) std::printf(" %.3g:%.2f", f, e);

@@ -122,7 +122,11 @@ int run(int argc, char** argv, MPI_Comm world) {
   const std::string ini = broadcast_input(cl.input, world);
   Config cfg = load_config(ini, cl.input, cl.overrides);
   validate_config(cfg);
-  if (cl.command == CommandLine::Command::plan) return rank == 0 ? run_plan(cfg, cl.input, cl.plan) : 0;
+  if (cl.command == CommandLine::Command::plan) {
+    int code = 0;  // rank 0 plans (pure, nothing to share); its error ends every rank
+    collective_check(world, [&] { code = rank == 0 ? run_plan(cfg, cl.input, cl.plan) : 0; });
+    return code;
+  }
   OptionTable table(cfg);  // views the loaded values, for reports and checkpoints
   // A dry run plans on any machine (a login node has no GPU): it does not select devices.
   const Placement placement = cl.dry_run ? Placement{} : place_ranks(world, cfg.system.device, cfg.system.comm_backend, env);

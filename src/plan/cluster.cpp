@@ -115,7 +115,7 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& name) {
   } catch (const po::required_option& e) {
     std::string key = e.get_option_name();
     key.erase(0, key.find_first_not_of('-'));
-    throw UserError(name + ": the key '" + key + "' is missing; add it (every key of inputs/clusters/dgx-h100.ini is required but name, device and the optional elementwise_gb_s, released_memory_gb_s, *_all_reduce_gb_s, *_reduce_scatter_gb_s)");
+    throw UserError(name + ": the key '" + key + "' is missing; add it (every key of inputs/clusters/dgx-h100.ini is required; name, device and the measured rates elementwise_gb_s, released_memory_gb_s, *_all_reduce_gb_s, *_reduce_scatter_gb_s are optional)");
   } catch (const po::invalid_config_file_syntax& e) {
     throw UserError(name + ": malformed line (" + rephrase(e) + "); expected '[cluster]' or 'key = value'");
   } catch (const po::error& e) {

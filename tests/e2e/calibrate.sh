@@ -2,7 +2,8 @@
 # dtrain calibrate: `mpirun -np 2 dtrain calibrate --out F --quick` writes, in well under a minute, a
 # cluster description that dtrain plan reads (2 devices on 1 node, a GEMM efficiency table, a measured
 # link with its all-reduce and reduce-scatter rates, the elementwise and release rates), and `dtrain plan --layout` costs one layout with it: the step, its breakdown in seconds,
-# and a refusal of a layout dtrain does not accept. --out is required; an input file is refused.
+# and a refusal of a layout dtrain does not accept. --out is required; an input file is refused; an
+# unwritable --out ends every rank.
 #   calibrate.sh DTRAIN SOURCE_DIR
 set -u
 dtrain=$1 src=$2
@@ -28,6 +29,12 @@ cat "$work/one.txt"
 grep -qE '^predicted_step_s = [0-9.e+-]+$' "$work/one.txt" || fail "--layout printed no predicted_step_s line"
 grep -qE '^seconds: compute [0-9.e+-]+ \(recompute [0-9.e+-]*[1-9]' "$work/one.txt" || fail "full recomputation costs nothing"
 grep -q 'tp=1 cp=1 pp=2 v=1 dp=1 micro_batch=2 recompute=full' "$work/one.txt" || fail "--layout did not cost the layout given"
+
+# An --out rank 0 cannot write ends every rank with exit 2 and the path named.
+timeout -k 5 60 mpirun -np 2 bash -c '"$@"; echo "rank-exit $?"' _ "$dtrain" calibrate --quick --out "$work/no/such/dir/x.ini" \
+  > "$work/unwritable.txt" 2>&1
+[ "$(grep -c '^rank-exit 2$' "$work/unwritable.txt")" -eq 2 ] && grep -q "cannot write --out" "$work/unwritable.txt" ||
+  { cat "$work/unwritable.txt"; fail "an unwritable --out did not end both ranks with exit 2 naming it"; }
 
 # A layout dtrain refuses (3 stages of 4 layers), an unknown key, a world the description lacks.
 expect() {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # dtrain plan: the table of the fastest layouts has --top rows, each with its sizes, tokens/s, MFU and
 # breakdown; the winner's overrides are printed; the 70B model on 1,024 DGX H100 nodes plans in under
-# 10 s; a model that fits nowhere exits 2 with the memory that would fit; --help and a bad cluster
-# file are clear.
+# 10 s; a model that fits nowhere exits 2 with the memory that would fit (every rank, under mpirun);
+# --help and a bad cluster file are clear.
 #   plan.sh DTRAIN SOURCE_DIR
 set -u
 dtrain=$1 src=$2
@@ -35,6 +35,11 @@ cat "$work/small.txt"
 [ "$rc" -eq 2 ] || fail "nothing fits, but dtrain plan exited $rc (expected 2)"
 grep -qE 'no layout fits the 80.0 GB per device .* needs [0-9.]+ GB per rank: use devices with at least [0-9.]+ GB' "$work/small.txt" ||
   fail "the nothing-fits message does not name the memory that would fit"
+
+# Under mpirun rank 0 plans; its error ends every rank with exit 2, not rank 0 alone.
+timeout -k 5 60 mpirun -np 2 bash -c '"$@"; echo "rank-exit $?"' _ "$dtrain" plan "$src/inputs/plan/llama2-70b.ini" \
+  --cluster "$clusters/dgx-h100.ini" --nodes 1 > "$work/mpi.txt" 2>&1
+[ "$(grep -c '^rank-exit 2$' "$work/mpi.txt")" -eq 2 ] || { cat "$work/mpi.txt"; fail "a plan error under mpirun did not end both ranks with exit 2"; }
 
 # The small model on this kind of machine, with the scaling curves.
 "$dtrain" plan "$src/inputs/tiny.ini" --cluster "$clusters/cpu-2core.ini" --top 2 --scaling 1,2,4 > "$work/tiny.txt" 2>&1 ||
