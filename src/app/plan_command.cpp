@@ -148,10 +148,10 @@ int print_layout(const Config& cfg, ClusterSpec cl, const PlanOptions& o) {
     throw UserError("dtrain plan: --layout has tp x cp x pp x dp = " + std::to_string(world) + " ranks but --nodes " +
                     std::to_string(o.nodes) + " gives " + std::to_string(cl.world()) + "; make them agree or leave out --nodes");
   if (o.nodes == 0) cl = resized(cl, world, "--layout's world");
-  const bool experts = cfg.model.num_experts > 1;
+  const bool experts = cfg.model.num_experts > 0;
   SearchResult r;
   r.world = world;
-  r.best.push_back(cost_layout(cfg, cl, l, {}));
+  r.best.push_back(cost_layout(cfg, cl, l));
   const StepCost& c = r.best[0].cost;
   std::printf("\n== the layout %s on %d device(s) (predicted) ==\n", layout_text(l, experts).c_str(), world);
   print_table(r, experts);
@@ -178,7 +178,7 @@ int run_plan(const Config& cfg, const std::string& input, const PlanOptions& o) 
     std::printf("dtrain plan: %s on '%s'\n", input.c_str(), cl.name.c_str());
     return print_layout(cfg, cl, o);
   }
-  const bool experts = cfg.model.num_experts > 1;
+  const bool experts = cfg.model.num_experts > 0;
   std::printf("dtrain plan: %s on '%s': %d node(s) x %d devices = %d ranks, %.1f GB and %.4g TFLOP/s (%s) per device\n",
               input.c_str(), cl.name.c_str(), cl.nodes, cl.devices_per_node, cl.world(), gb(cl.memory),
               cl.peak(cfg.system.precision) / 1e12, cfg.system.precision == Precision::bf16 ? "bf16" : "fp32");

@@ -14,10 +14,13 @@ namespace {
 // any real model).
 struct Shapes {
   double B, T, Tl, N, Ns, C, Cl, NHl, NKVl, HD, QKVl, Fl, Hl, Vl, e;
-  double experts_local, routed;  // MoE: experts on this rank, token rows it computes (N x topk x capacity)
+  // MoE: the share of blocks that are MoE blocks, an expert's widths (Fel; Hel with SwiGLU's gate),
+  // experts on this rank, and the token rows the experts compute: N x topk, fewer when a capacity
+  // factor below 1 drops assignments.
+  double moe_share, Fel, Hel, experts_local, routed;
 };
 
-Shapes shapes_of(const Config& cfg, const Layout& l, const MoeRouting& moe) {
+Shapes shapes_of(const Config& cfg, const Layout& l) {
   const auto& m = cfg.model;
   const double tp = l.sizes.tp, cp = l.sizes.cp;
   Shapes s{};
@@ -36,21 +39,28 @@ Shapes shapes_of(const Config& cfg, const Layout& l, const MoeRouting& moe) {
   s.Hl = m.swiglu ? 2 * s.Fl : s.Fl;
   s.Vl = m.vocab_size / tp;
   s.e = cfg.system.precision == Precision::bf16 ? 2 : 4;
-  s.experts_local = m.num_experts > 1 ? static_cast<double>(m.num_experts) / l.ep : 0;
-  s.routed = m.num_experts > 1 ? s.N * moe.topk * moe.capacity_factor : s.N;
+  double moe_blocks = 0;
+  for (int layer = 0; layer < m.num_layers; ++layer) moe_blocks += m.moe_layer(layer) ? 1 : 0;
+  s.moe_share = moe_blocks / m.num_layers;
+  s.Fel = cfg.moe_ffn_hidden() / tp;
+  s.Hel = m.swiglu ? 2 * s.Fel : s.Fel;
+  s.experts_local = static_cast<double>(m.num_experts) / l.ep;
+  const double kept = m.moe_capacity_factor.set ? std::min(1.0, m.moe_capacity_factor.value) : 1.0;
+  s.routed = s.N * m.moe_router_topk * kept;
   return s;
 }
 
-// Parameters of a norm, and of one block on one tensor-parallel rank.
+// Parameters of a norm.
 double norm_params(const Config& cfg, const Shapes& s) { return (cfg.model.normalization == Normalization::layernorm ? 2 : 1) * s.C; }
 
-double block_params(const Config& cfg, const Shapes& s, int ep) {
+// Parameters of one block on one tensor-parallel rank, MoE blocks weighted by their share.
+double block_params(const Config& cfg, const Shapes& s) {
   const auto& m = cfg.model;
   const double bias = m.add_bias_linear ? 1 : 0;
   const double attn = s.C * s.QKVl + s.Cl * s.C + bias * (s.QKVl + s.C);
-  double mlp = s.C * s.Hl + s.Fl * s.C + bias * (s.Hl + s.C);
-  if (m.num_experts > 1) mlp = mlp * m.num_experts / ep + s.C * m.num_experts;  // local experts + router
-  return attn + mlp + 2 * norm_params(cfg, s);
+  const double dense = s.C * s.Hl + s.Fl * s.C + bias * (s.Hl + s.C);
+  const double experts = s.experts_local * (s.C * s.Hel + s.Fel * s.C + bias * (s.Hel + s.C)) + s.C * m.num_experts;  // + router
+  return attn + (1 - s.moe_share) * dense + s.moe_share * experts + 2 * norm_params(cfg, s);
 }
 
 // ZeRO-3 gathers a block's weights before each use: forward, backward, and full recomputation's forward.
@@ -113,20 +123,22 @@ std::vector<std::string> layout_overrides(const Layout& l, bool experts) {
   return o;
 }
 
-StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl, const MoeRouting& moe) {
-  const Shapes s = shapes_of(cfg, l, moe);
+StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl) {
+  const Shapes s = shapes_of(cfg, l);
   const auto& sz = l.sizes;
-  const bool moe_on = cfg.model.num_experts > 1;
   const double peak = cl.peak(cfg.system.precision), bw = cl.elementwise_rate();
   auto gemm = [&](double flops) { return flops / (peak * cl.efficiency(flops)); };
 
   // One block, one micro-batch: forward compute and the parts recomputation repeats.
-  const double mlp_rows = moe_on ? s.routed / s.experts_local : s.N;
-  const double mlp = (moe_on ? s.experts_local : 1.0) * (gemm(2 * mlp_rows * s.C * s.Hl) + gemm(2 * mlp_rows * s.Fl * s.C));
+  // The MLP: dense blocks' and MoE blocks' (each local expert's GEMMs over its share of the routed rows).
+  const double dense_mlp = gemm(2 * s.N * s.C * s.Hl) + gemm(2 * s.N * s.Fl * s.C);
+  const double expert_rows = s.moe_share > 0 ? s.routed / s.experts_local : 0.0;
+  const double moe_mlp = s.moe_share > 0 ? s.experts_local * (gemm(2 * expert_rows * s.C * s.Hel) + gemm(2 * expert_rows * s.Fel * s.C)) : 0.0;
+  const double mlp = (1 - s.moe_share) * dense_mlp + s.moe_share * moe_mlp;
   const double linear = gemm(2 * s.N * s.C * s.QKVl) + gemm(2 * s.N * s.Cl * s.C) + mlp;
   const double attention = 2 * s.B * s.NHl * gemm(s.Tl * s.T * s.HD);  // QK^T and PV, causal half, per (sample, head)
   const double softmax_bytes = s.B * s.NHl * s.Tl * s.T * (4 + s.e);
-  const double activation_bytes = s.e * s.routed * (s.Hl + s.Fl);
+  const double activation_bytes = s.e * ((1 - s.moe_share) * s.N * (s.Hl + s.Fl) + s.moe_share * s.routed * (s.Hel + s.Fel));
   const double elementwise = (s.e * 10 * s.Ns * s.C + activation_bytes + softmax_bytes) / bw;
   const double block_fwd = linear + attention + elementwise;
   const double block_bwd = 2 * block_fwd;
@@ -154,11 +166,11 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl,
     const double bwd = std::max(0.0, (sz.cp - 1) * (send_s(kv * s.e, link) + send_s(kv * 4, link)) - 2 * attention);
     cp_block = fwd + bwd + (l.recompute == RecomputeGranularity::full ? fwd : 0.0);
   }
-  // Expert parallelism: dispatch and combine, forward and backward.
+  // Expert parallelism: dispatch and combine, forward and backward, in the MoE blocks.
   double ep_block = 0;
-  if (moe_on && l.ep > 1) {
+  if (s.moe_share > 0 && l.ep > 1) {
     const double a2a = all_to_all_s(s.routed * s.C * s.e, l.ep, group_link(cl, static_cast<long>(sz.tp) * sz.cp, l.ep));
-    ep_block = (l.recompute == RecomputeGranularity::full ? 6 : 4) * a2a;
+    ep_block = s.moe_share * (l.recompute == RecomputeGranularity::full ? 6 : 4) * a2a;
   }
   // Pipeline: the stage's output forward and its gradient backward, once per model chunk.
   const double p2p_mb =
@@ -184,7 +196,7 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl,
   const double first = vocab_rows + positions, last = vocab_rows + norm_params(cfg, s);
   const double ends = sz.pp == 1 ? (mc.untie_embeddings_and_output_weights ? first + last : first + norm_params(cfg, s))
                                  : std::max(first, last);
-  const double grads = blocks * block_params(cfg, s, l.ep) + ends;
+  const double grads = blocks * block_params(cfg, s) + ends;
   c.rank_params = grads;
   const long nd = static_cast<long>(sz.dp) * sz.cp;
   const Link dp_link = group_link(cl, sz.tp, nd);

@@ -2,15 +2,17 @@
 // model's shapes alone (no measurement, no MPI). Per micro-batch and pipeline stage (the slowest: the
 // last, which holds the head):
 //   compute    every GEMM by its shape through the cluster's efficiency table (per block QKV, output
-//              projection, MLP in and out; forward once, backward twice), attention's causal T^2 work
-//              as batched GEMMs per head, elementwise work (norms, residuals, activation, softmax) by
-//              bytes moved over the cluster's elementwise rate; recomputation (selective: attention's core and
-//              the activation again; full: the block's forward again, with its TP collectives)
+//              projection, MLP in and out; forward once, backward twice; in MoE blocks, weighted by
+//              their share of the blocks, each local expert's MLP over its share of the routed rows:
+//              tokens x topk, x the capacity factor when below 1), attention's causal T^2 work as
+//              batched GEMMs per head, elementwise work (norms, residuals, activation, softmax) by
+//              bytes moved over the cluster's elementwise rate; recomputation (selective: attention's
+//              core and the activation again; full: the block's forward again, with its TP collectives)
 //   TP         per block 2 all-reduces forward and 2 backward (with sequence parallelism an all-gather
 //              and a reduce-scatter for each), on the TP group's link; not overlapped
 //   CP         per block cp-1 ring steps of the keys and values (forward; backward also their fp32
 //              gradients), overlapped with attention: only what exceeds attention's time is exposed
-//   EP         per MoE block 2 all-to-alls forward, 2 backward of tokens x topk x capacity rows
+//   EP         per MoE block 2 all-to-alls forward, 2 backward of the routed rows
 //   PP         send/recv of the stage's activation forward and its gradient backward (v of each with
 //              interleaving); the bubble is predicted_bubble's share of the step
 //   DP         gradient reduction over dp x cp (all-reduce; reduce-scatter + parameter all-gather under
@@ -52,12 +54,6 @@ Config with_layout(const Config& cfg, const Layout& l);
 // The command-line overrides that run the layout ("--system.tensor_model_parallel_size=8", ...).
 std::vector<std::string> layout_overrides(const Layout& l, bool experts);
 
-// Mixture-of-experts routing the configuration has no keys for yet (Megatron's defaults).
-struct MoeRouting {
-  int topk = 2;
-  double capacity_factor = 1.0;
-};
-
 struct StepCost {
   // Seconds of one step on the slowest stage.
   double compute = 0;    // GEMMs, attention, elementwise, recomputation of every micro-batch
@@ -79,6 +75,6 @@ struct StepCost {
 
 // Predicted step of `l` for the model of `cfg` (precision, overlap flags from cfg.system) on `cluster`.
 // The layout must be valid for the model (check_layout); the world is l.sizes.world().
-StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cluster, const MoeRouting& moe = {});
+StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cluster);
 
 }  // namespace dtrain

@@ -50,7 +50,7 @@ std::vector<Layout> enumerate(const Config& cfg, int world) {
         if (pp > 1)
           for (int v : divisors(L / pp))
             if (v > 1) vs.push_back(v);
-        const std::vector<int> eps = m.num_experts > 1 ? divisors(m.num_experts) : std::vector<int>{1};
+        const std::vector<int> eps = m.num_experts > 0 ? divisors(m.num_experts) : std::vector<int>{1};
         for (int v : vs)
           for (int ep : eps) {
             if (dp % ep) continue;
@@ -108,12 +108,12 @@ RankedLayout ranked(const Config& cfg, const ClusterSpec& cluster, const Layout&
 
 }  // namespace
 
-RankedLayout cost_layout(const Config& input, const ClusterSpec& cluster, const Layout& l, const MoeRouting& moe) {
+RankedLayout cost_layout(const Config& input, const ClusterSpec& cluster, const Layout& l) {
   const Config cfg = planning_config(input, cluster);
   std::size_t memory = 0;
   std::string why;
   if (!plan_memory(cfg, l, memory, why)) throw UserError("dtrain plan: --layout is refused: " + why);
-  return ranked(cfg, cluster, l, predict_step(cfg, l, cluster, moe), memory);
+  return ranked(cfg, cluster, l, predict_step(cfg, l, cluster), memory);
 }
 
 std::vector<int> divisors(int n) {
@@ -123,14 +123,14 @@ std::vector<int> divisors(int n) {
   return d;
 }
 
-SearchResult search_layouts(const Config& input, const ClusterSpec& cluster, int top, bool least_memory, const MoeRouting& moe) {
+SearchResult search_layouts(const Config& input, const ClusterSpec& cluster, int top, bool least_memory) {
   const Config cfg = planning_config(input, cluster);
   SearchResult r;
   r.world = cluster.world();
 
   std::vector<Candidate> all;
   for (const Layout& l : enumerate(cfg, r.world)) {
-    const StepCost cost = predict_step(cfg, l, cluster, moe);
+    const StepCost cost = predict_step(cfg, l, cluster);
     all.push_back({l, cost, state_lower_bound(cfg, l, cost.rank_params)});
   }
   r.enumerated = static_cast<long>(all.size());

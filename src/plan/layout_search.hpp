@@ -39,12 +39,11 @@ struct SearchResult {
 
 // Layouts of cfg's model (the input's batch, precision, overlap flags, async_save) on `cluster`.
 // `least_memory`: when nothing fits, also find the layout that needs the least memory.
-SearchResult search_layouts(const Config& cfg, const ClusterSpec& cluster, int top, bool least_memory = true,
-                            const MoeRouting& moe = {});
+SearchResult search_layouts(const Config& cfg, const ClusterSpec& cluster, int top, bool least_memory = true);
 
 // One given layout on `cluster` (world = the layout's): its predicted cost and make_plan's memory per
 // rank (which may exceed the device's). UserError with dtrain's own message when it refuses the layout.
-RankedLayout cost_layout(const Config& cfg, const ClusterSpec& cluster, const Layout& layout, const MoeRouting& moe = {});
+RankedLayout cost_layout(const Config& cfg, const ClusterSpec& cluster, const Layout& layout);
 
 // Positive divisors of n, ascending.
 std::vector<int> divisors(int n);

@@ -174,6 +174,26 @@ TEST_CASE("cost model: context-parallel ring and expert all-to-all", "[plan][cos
   Layout l = layout(1, 1, 2, 1, 1);
   l.ep = 2;
   CHECK(predict_step(moe, l, tiny_cluster(1, 2)).ep == Approx(65.536e-6));
+  // The model's own routing keys: half the rows with top-1 routing, with a capacity factor of 0.5
+  // (half the assignments kept), or with MoE in one block of two (moe_layer_freq = 2).
+  Config top1 = moe, half_kept = moe, every_other = moe;
+  top1.model.moe_router_topk = 1;
+  half_kept.model.moe_capacity_factor = CapacityFactor{true, 0.5};
+  every_other.model.moe_layer_freq = 2;
+  for (const Config* c : {&top1, &half_kept, &every_other}) CHECK(predict_step(*c, l, tiny_cluster(1, 2)).ep == Approx(32.768e-6));
+}
+
+TEST_CASE("cost model: experts of their own width", "[plan][cost]") {
+  // 4 experts on one rank with top-1 routing are the dense MLP's work: the same compute (661.389312 us).
+  Config moe = tiny_model(4);
+  moe.model.num_experts = 4;
+  moe.model.moe_router_topk = 1;
+  CHECK(predict_step(moe, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1)).compute == Approx(661.389312e-6));
+  // Experts of width 128 (moe_ffn_hidden_size; the dense width is 256) halve the MLP's GEMMs, 16.777216
+  // us per block forward, and its activation bytes, 26.2144 us: 21.495808 us saved per block forward,
+  // x 3 (forward and backward) x 2 blocks = 128.974848 us less.
+  moe.model.moe_ffn_hidden_size = 128;
+  CHECK(predict_step(moe, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1)).compute == Approx(661.389312e-6 - 128.974848e-6));
 }
 
 TEST_CASE("collectives: ring formulas and the link a group spans", "[plan][cost]") {
