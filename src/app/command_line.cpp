@@ -84,6 +84,16 @@ std::vector<std::string> split_overrides(int argc, const char* const* argv, int 
   return rest;
 }
 
+// The subcommands: the word after `dtrain`, and the options each takes.
+struct Subcommand {
+  const char* word;
+  CommandLine::Command command;
+  po::options_description (*options)(CommandLine&);
+};
+const Subcommand kSubcommands[] = {{"generate", CommandLine::Command::generate, generate_options},
+                                   {"plan", CommandLine::Command::plan, plan_options},
+                                   {"calibrate", CommandLine::Command::calibrate, calibrate_options}};
+
 }  // namespace
 
 std::string command_usage(CommandLine::Command command) {
@@ -100,12 +110,14 @@ std::string command_usage(CommandLine::Command command) {
        << plan_options(cl);
   } else if (command == CommandLine::Command::calibrate) {
     os << "usage: mpirun -np N dtrain calibrate --out FILE [--name TEXT] [--quick]\n"
-          "Measures this machine as the job's N ranks see it and writes a cluster description for dtrain plan: single-\n"
-          "precision GEMM rates over transformer-like shapes (the peak and the efficiency table), memory bandwidth (a\n"
-          "stream copy, all ranks at once), and all-reduce, reduce-scatter, all-gather, send/recv and all-to-all times\n"
-          "over message sizes at every group size dividing N, fitted to the planner's ring formulas (bandwidth and\n"
-          "latency). One node measures only the intra-node link: the inter-node link is written equal to it. Run it\n"
-          "with the ranks per node and BLAS threads (system.threads_per_rank's default) the training will use.\n\n"
+          "Measures this machine as the job's N ranks see it (all ranks at once, the median of 5 rounds) and writes a\n"
+          "cluster description for dtrain plan: single-precision GEMM rates over transformer-like shapes on cold\n"
+          "operands (the peak and the efficiency table), memory bandwidth (a stream copy), one block's elementwise\n"
+          "kernels, memory released and written again (ZeRO-2/3 on a host), and all-reduce, reduce-scatter, all-gather,\n"
+          "send/recv and all-to-all times over message sizes at every group size dividing N, fitted to the planner's\n"
+          "ring formulas (bandwidth and latency; all-reduce and reduce-scatter get bandwidths of their own). One node\n"
+          "measures only the intra-node link: the inter-node link is written equal to it. Run it with the ranks per\n"
+          "node and BLAS threads (system.threads_per_rank's default) the training will use.\n\n"
        << calibrate_options(cl);
   } else if (command == CommandLine::Command::generate) {
     os << "usage: dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT] [--tokens N] [--temperature T] [--seed N]\n"
@@ -130,18 +142,13 @@ std::string command_usage(CommandLine::Command command) {
 CommandLine parse_dtrain_command_line(int argc, const char* const* argv) {
   CommandLine cl;
   int first = 1;
-  if (argc > 1 && std::string(argv[1]) == "generate") cl.command = CommandLine::Command::generate, first = 2;
-  if (argc > 1 && std::string(argv[1]) == "plan") cl.command = CommandLine::Command::plan, first = 2;
-  if (argc > 1 && std::string(argv[1]) == "calibrate") cl.command = CommandLine::Command::calibrate, first = 2;
-  using C = CommandLine::Command;
-  const std::string program = cl.command == C::generate ? "dtrain generate"
-                              : cl.command == C::plan   ? "dtrain plan"
-                              : cl.command == C::calibrate ? "dtrain calibrate"
-                                                        : "dtrain";
-  const po::options_description options = cl.command == C::generate    ? generate_options(cl)
-                                          : cl.command == C::plan      ? plan_options(cl)
-                                          : cl.command == C::calibrate ? calibrate_options(cl)
-                                                                       : train_options(cl);
+  std::string program = "dtrain";
+  po::options_description (*options_of)(CommandLine&) = train_options;
+  for (const auto& sub : kSubcommands)
+    if (argc > 1 && std::string(argv[1]) == sub.word) {
+      cl.command = sub.command, first = 2, program = std::string("dtrain ") + sub.word, options_of = sub.options;
+    }
+  const po::options_description options = options_of(cl);
   std::vector<std::string> inputs;
   po::options_description hidden;
   hidden.add_options()("input", po::value(&inputs));
