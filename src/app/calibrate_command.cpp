@@ -160,15 +160,15 @@ std::vector<CommSample> measure_collectives(MPI_Comm world, int node_id, bool qu
       auto sample = [&](Collective op, const std::function<void()>& f) {
         samples.push_back({op, 4.0 * count, g, time_collectively(world, budget, f)});
       };
-      sample(Collective::all_reduce, [&] { MPI_Allreduce(in.data(), out.data(), count, MPI_FLOAT, MPI_SUM, group); });
+      sample(Collective::all_reduce, [&] { MPI_CHECK(MPI_Allreduce(in.data(), out.data(), count, MPI_FLOAT, MPI_SUM, group)); });
       sample(Collective::reduce_scatter,
-             [&] { MPI_Reduce_scatter_block(in.data(), out.data(), count / g, MPI_FLOAT, MPI_SUM, group); });
+             [&] { MPI_CHECK(MPI_Reduce_scatter_block(in.data(), out.data(), count / g, MPI_FLOAT, MPI_SUM, group)); });
       sample(Collective::all_gather,
-             [&] { MPI_Allgather(in.data(), count / g, MPI_FLOAT, out.data(), count / g, MPI_FLOAT, group); });
+             [&] { MPI_CHECK(MPI_Allgather(in.data(), count / g, MPI_FLOAT, out.data(), count / g, MPI_FLOAT, group)); });
       sample(Collective::send_recv, [&] {
-        MPI_Sendrecv(in.data(), count, MPI_FLOAT, next, 7, out.data(), count, MPI_FLOAT, prev, 7, group, MPI_STATUS_IGNORE);
+        MPI_CHECK(MPI_Sendrecv(in.data(), count, MPI_FLOAT, next, 7, out.data(), count, MPI_FLOAT, prev, 7, group, MPI_STATUS_IGNORE));
       });
-      sample(Collective::all_to_all, [&] { MPI_Alltoall(in.data(), count / g, MPI_FLOAT, out.data(), count / g, MPI_FLOAT, group); });
+      sample(Collective::all_to_all, [&] { MPI_CHECK(MPI_Alltoall(in.data(), count / g, MPI_FLOAT, out.data(), count / g, MPI_FLOAT, group)); });
     }
     MPI_CHECK(MPI_Comm_free(&group));
   }
