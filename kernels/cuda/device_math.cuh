@@ -7,6 +7,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
+
 #include "common/bf16.hpp"
 #include "common/cuda_check.hpp"
 
@@ -15,8 +17,13 @@ namespace dtrain::kernels::cuda {
 constexpr int kThreads = 256;
 // At least one block: an empty launch is a valid no-op rather than a configuration error.
 inline int blocks_for(long n, int threads = kThreads) { return n > 0 ? static_cast<int>((n + threads - 1) / threads) : 1; }
-// Launch check: a bad configuration or a fault of an earlier kernel is reported where it is seen.
-#define DTRAIN_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+// Launch check (launch_check.cu): a bad configuration or a fault of an earlier kernel is reported where
+// it is seen. DTRAIN_SYNC_LAUNCH=1 also waits for every launch, so a faulting kernel is named at its own
+// launch; DTRAIN_KERNEL_PROFILE=FILE waits too and writes the device time per kernel to FILE at exit.
+// `what` is the host wrapper's name (__func__) or a GEMM's shape.
+void check_launch(const char* what, const char* file, int line);
+bool launch_checks_wait();  // DTRAIN_SYNC_LAUNCH or DTRAIN_KERNEL_PROFILE set
+#define DTRAIN_LAUNCH_CHECK() ::dtrain::kernels::cuda::check_launch(__func__, __FILE__, __LINE__)
 
 __device__ __forceinline__ float ld(float x) { return x; }
 __device__ __forceinline__ float ld(::dtrain::bf16 x) { return __uint_as_float(static_cast<unsigned>(x.bits) << 16); }
@@ -88,6 +95,11 @@ void gemm(bool transa, bool transb, int m, int n, int k, float alpha, const TA* 
   CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas(), transa ? CUBLAS_OP_T : CUBLAS_OP_N, transb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
                                           &alpha, A, cuda_type<TA>(), lda, stride_a, B, cuda_type<TA>(), ldb, stride_b, &beta, C,
                                           cuda_type<TC>(), ldc, stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (launch_checks_wait()) {  // name the GEMM by its shape in the profile (only when waiting: a string per call)
+    char what[96];
+    std::snprintf(what, sizeof what, "gemm %c%c m=%d n=%d k=%d batch=%d", transa ? 'T' : 'N', transb ? 'T' : 'N', m, n, k, batch);
+    check_launch(what, __FILE__, __LINE__);
+  }
 }
 
 }  // namespace dtrain::kernels::cuda

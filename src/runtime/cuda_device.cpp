@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/cuda_check.hpp"
 #include "runtime/device.hpp"
+#include "runtime/gemm_operand.hpp"
 
 namespace dtrain {
 namespace {
@@ -104,8 +106,13 @@ double gpu_gemm_peak_gflops(bool bf16, double seconds) {
   CUDA_CHECK(cudaMalloc(&a, bytes));
   CUDA_CHECK(cudaMalloc(&b, bytes));
   CUDA_CHECK(cudaMalloc(&c, bytes));
-  CUDA_CHECK(cudaMemset(a, 0, bytes));
-  CUDA_CHECK(cudaMemset(b, 0, bytes));
+  {  // random operands, as real data: zeros run faster and would overstate the peak
+    std::vector<unsigned char> host(bytes);
+    fill_gemm_operand(host.data(), static_cast<std::size_t>(n) * n, bf16, 0x9e3779b97f4a7c15ull);
+    CUDA_CHECK(cudaMemcpy(a, host.data(), bytes, cudaMemcpyHostToDevice));
+    fill_gemm_operand(host.data(), static_cast<std::size_t>(n) * n, bf16, 0x5851f42d4c957f2dull);
+    CUDA_CHECK(cudaMemcpy(b, host.data(), bytes, cudaMemcpyHostToDevice));
+  }
   cublasHandle_t handle;
   CUBLAS_CHECK(cublasCreate(&handle));
   const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;

@@ -18,8 +18,9 @@ struct CudaSelection {
 CudaSelection select_cuda_device(const LaunchEnv& env, bool allow_shared_gpu);
 // Total memory of the selected GPU, in bytes.
 std::size_t gpu_memory_bytes();
-// GFLOP/s of the best of repeated 8192^3 cuBLAS GEMMs on the selected GPU over about `seconds`, in
-// bf16 (fp32 accumulation) or fp32 (no TF32): the ceiling MFU is measured against.
+// GFLOP/s of the best of repeated 8192^3 cuBLAS GEMMs on random operands (gemm_operand.hpp) on the
+// selected GPU over about `seconds`, in bf16 (fp32 accumulation) or fp32 (no TF32): the ceiling MFU is
+// measured against.
 double gpu_gemm_peak_gflops(bool bf16, double seconds);
 
 }  // namespace dtrain

@@ -1,0 +1,88 @@
+// The check after every kernel launch (DTRAIN_LAUNCH_CHECK), and its two diagnostic modes read once from
+// the environment: DTRAIN_SYNC_LAUNCH=1 waits for each launch so that a kernel that faults is named at its
+// own launch (not at the next synchronisation, far away); DTRAIN_KERNEL_PROFILE=FILE also waits, adds the
+// time since the previous check to the launch's name and writes a table (name, calls, seconds, share)
+// to FILE (FILE.rank<R> under mpirun with several ranks) when the process ends. Both slow a run down and
+// are for finding faults and costs, not for training.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/device_math.cuh"
+
+namespace dtrain::kernels::cuda {
+namespace {
+
+struct LaunchProfile {
+  std::string path;
+  std::map<std::string, std::pair<long, double>> seconds;  // name -> (calls, seconds)
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+
+  ~LaunchProfile() {
+    if (path.empty() || seconds.empty()) return;
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (!rank) rank = std::getenv("SLURM_PROCID");
+    const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (!size) size = std::getenv("SLURM_NTASKS");
+    const std::string file = (size && std::atoi(size) > 1 && rank) ? path + ".rank" + rank : path;
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "warning: DTRAIN_KERNEL_PROFILE: cannot write %s: %s\n", file.c_str(), std::strerror(errno));
+      return;
+    }
+    std::vector<std::pair<std::string, std::pair<long, double>>> rows(seconds.begin(), seconds.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+    double total = 0.0;
+    for (const auto& r : rows) total += r.second.second;
+    std::fprintf(f, "# device time per launch (each launch waited for), %.3f s in all\n# seconds\tshare\tcalls\tname\n", total);
+    for (const auto& r : rows)
+      std::fprintf(f, "%.6f\t%.4f\t%ld\t%s\n", r.second.second, total > 0 ? r.second.second / total : 0.0, r.second.first, r.first.c_str());
+    std::fclose(f);
+  }
+};
+
+struct LaunchMode {
+  bool sync = false;
+  LaunchProfile profile;
+  LaunchMode() {
+    const char* s = std::getenv("DTRAIN_SYNC_LAUNCH");
+    sync = s && *s && std::strcmp(s, "0") != 0;
+    const char* p = std::getenv("DTRAIN_KERNEL_PROFILE");
+    if (p && *p) profile.path = p;
+  }
+  bool wait() const { return sync || !profile.path.empty(); }
+};
+
+LaunchMode& mode() {
+  static LaunchMode m;
+  return m;
+}
+
+}  // namespace
+
+bool launch_checks_wait() { return mode().wait(); }
+
+void check_launch(const char* what, const char* file, int line) {
+  LaunchMode& m = mode();
+  const cudaError_t rc = cudaGetLastError();
+  if (rc != cudaSuccess)
+    fatal(std::string("CUDA launch failed at ") + file + ":" + std::to_string(line) + " (" + what + "): " + cudaGetErrorString(rc) +
+          (m.wait() ? "" : "; an earlier kernel may have faulted: rerun with DTRAIN_SYNC_LAUNCH=1 to name it"));
+  if (!m.wait()) return;
+  const cudaError_t ran = cudaDeviceSynchronize();
+  if (ran != cudaSuccess)
+    fatal(std::string("CUDA kernel ") + what + " launched at " + file + ":" + std::to_string(line) + " failed: " + cudaGetErrorString(ran));
+  if (m.profile.path.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  auto& entry = m.profile.seconds[what];
+  entry.first += 1;
+  entry.second += std::chrono::duration<double>(now - m.profile.last).count();
+  m.profile.last = now;
+}
+
+}  // namespace dtrain::kernels::cuda
