@@ -1,165 +1,401 @@
-// CUDA backend: causal self-attention on cuBLAS strided-batched GEMMs that read the packed qkv in place
-// (row stride W = (NH+2*NKV)*HD): a batch of NH heads per sample, or with grouped-query attention a
-// batch of the NH/NKV query heads of each key/value head (key/value stride 0); the key/value
-// gradients of a group add up head by head (beta = 1). Between the products a numerically stable causal
-// softmax (row maximum subtracted, a warp per row) between them. The scores and their gradient are
-// fp32 (the (NH,T,T) scratch of one sample); the probabilities and dS are rounded to KT once, as the
-// next products take them. The whole (T,T) block is computed; the softmax writes zeros above the
-// diagonal, so the products stay causal.
-// Column-major views: a row-major (T,HD) slice with row stride ld is the (HD,T) matrix X^T.
-#include <cmath>
+// CUDA backend: fused causal self-attention, flash-attention style (kernels/flash_tiling.hpp holds the
+// tiling). One launch covers every (sample, head): a thread block per (query tile, sample x head) in the
+// forward pass keeps its query tile, walks the key tiles up to the diagonal with an online softmax
+// (running maximum and sum per row, the output accumulator rescaled as the maximum grows), and writes
+// the output and each row's log-sum-exp: no (T,T) matrix ever reaches device memory. The backward pass
+// recomputes the probabilities from the log-sum-exp in two kernels, so that no two blocks add into the
+// same gradient (no atomics: the same bits every run): one per (key tile, sample x key/value group)
+// sums dK and dV over the group's query heads and the query tiles that see it, one per (query tile,
+// sample x head) sums dQ over the key tiles it sees. Products run on tensor cores (WMMA 16x16x16, bf16
+// operands, fp32 accumulation) in bf16 runs and as fp32 FMAs in fp32 runs (no TF32, so fp32 matches the
+// host); the probabilities and score gradients are rounded to the storage type once, before the
+// products that take them, as the host's bf16 arithmetic does not (tolerances in the GPU tests).
+#include <mma.h>
 
+#include <cmath>
+#include <string>
+#include <type_traits>
+
+#include "common/error.hpp"
+#include "kernels/attention_scratch.hpp"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/flash_tiling.hpp"
 #include "kernels/kernels.hpp"
 
 namespace dtrain::kernels::cuda {
 namespace {
 
-constexpr int kWarpsPerBlock = 8;
+using namespace flash;
+namespace wmma = nvcuda::wmma;
 
-// Row r of one sample's (NH*T, T) fp32 scores, query position t = r % T: P = softmax(S[0..t]) into att
-// (KT), zero after. NaN propagates (a NaN score makes the row NaN).
-template <typename KT>
-__global__ void causal_softmax_kernel(KT* att, const float* scores, long rows, int T) {
-  const long r = static_cast<long>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
-  if (r >= rows) return;
-  const int len = static_cast<int>(r % T) + 1;
-  const float* s = scores + r * T;
-  KT* p = att + r * T;
-  float m = -INFINITY;
-  for (int j = threadIdx.x; j < len; j += 32) m = max_keep_nan(m, s[j]);
-  m = warp_max_keep_nan(m);
-  float sum = 0.0f;
-  for (int j = threadIdx.x; j < len; j += 32) sum += expf(s[j] - m);
-  const float inv = 1.0f / warp_sum(sum);
-  for (int j = threadIdx.x; j < T; j += 32) p[j] = st<KT>(j < len ? expf(s[j] - m) * inv : 0.0f);
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kBlockThreads = kWarps * 32;
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
 }
 
-// Row r of one sample's (NH*T, T) fp32 dP, in place: dS = P * (dP - sum_j P dP) * scale on j <= t,
-// zero above the diagonal, written as KT at the start of the row's own memory (the row stride stays T
-// floats). For bf16 the writes overlap fp32 values of the same row that lie earlier, so the row goes
-// in chunks of 32: each chunk is read into registers before any of it is written.
-template <typename KT>
-__global__ void causal_softmax_backward_kernel(float* scratch, const KT* att, long rows, int T, float scale) {
-  const long r = static_cast<long>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
-  if (r >= rows) return;
-  const int len = static_cast<int>(r % T) + 1;
-  float* dp = scratch + r * T;
-  KT* ds = reinterpret_cast<KT*>(dp);
-  const KT* p = att + r * T;
-  float dot = 0.0f;
-  for (int j = threadIdx.x; j < len; j += 32) dot += ld(p[j]) * dp[j];
-  dot = warp_sum(dot);
-  for (int c0 = 0; c0 < T; c0 += 32) {
-    const int j = c0 + static_cast<int>(threadIdx.x);
-    const float g = j < len ? ld(p[j]) * (dp[j] - dot) * scale : 0.0f;
-    __syncwarp();
-    if (j < T) ds[j] = st<KT>(g);
-    __syncwarp();
+// One warp: C (16 x N, fp32, row-major, ldc) = (accumulate ? C : 0) + A (16 x K) B (K x N), all in
+// shared memory. ARow: A(i,k) at A[i*lda + k], else at A[k*lda + i]; BRow: B(k,j) at B[k*ldb + j], else
+// at B[j*ldb + k]. N and K are multiples of 16. fp32 operands: FMAs, each lane owning every 32nd output.
+template <bool ARow, bool BRow>
+__device__ void warp_tile_mma(float* C, int ldc, const float* A, int lda, const float* B, int ldb, int N, int K, bool accumulate) {
+  for (int e = threadIdx.x % 32; e < 16 * N; e += 32) {
+    const int i = e / N, j = e % N;
+    float s = accumulate ? C[i * ldc + j] : 0.0f;
+    for (int k = 0; k < K; ++k) s += (ARow ? A[i * lda + k] : A[k * lda + i]) * (BRow ? B[k * ldb + j] : B[j * ldb + k]);
+    C[i * ldc + j] = s;
   }
+  __syncwarp();
+}
+// bf16 operands: tensor cores (WMMA fragments; the accumulator goes through C in shared memory).
+template <bool ARow, bool BRow>
+__device__ void warp_tile_mma(float* C, int ldc, const ::dtrain::bf16* A, int lda, const ::dtrain::bf16* B, int ldb, int N, int K,
+                              bool accumulate) {
+  using AL = std::conditional_t<ARow, wmma::row_major, wmma::col_major>;
+  using BL = std::conditional_t<BRow, wmma::row_major, wmma::col_major>;
+  const auto* a = reinterpret_cast<const __nv_bfloat16*>(A);
+  const auto* b = reinterpret_cast<const __nv_bfloat16*>(B);
+  for (int n = 0; n < N; n += 16) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    if (accumulate)
+      wmma::load_matrix_sync(acc, C + n, ldc, wmma::mem_row_major);
+    else
+      wmma::fill_fragment(acc, 0.0f);
+    for (int k = 0; k < K; k += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, AL> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, BL> fb;
+      wmma::load_matrix_sync(fa, ARow ? a + k : a + k * lda, lda);
+      wmma::load_matrix_sync(fb, BRow ? b + k * ldb + n : b + n * ldb + k, ldb);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(C + n, acc, ldc, wmma::mem_row_major);
+  }
+  __syncwarp();
 }
 
-// Calls fn(first query head, heads in the batch, key/value head, key/value head stride) for batches of
-// query heads that read one key/value head each: all NH heads at once without grouping.
-template <typename Fn>
-void for_each_group(int NH, int NKV, Fn fn) {
-  if (NKV == NH) {
-    fn(0, NH, 0, 1);
+// The whole block: dst (kTile x D) <- rows [r0, r0 + kTile) of src (row stride ld elements), columns
+// [0, HD); zeros for rows at or past T and columns at or past HD. 16-byte loads when whole rows of
+// 16-byte vectors are read (HD == D and ld a multiple of the vector).
+template <typename KT, int D>
+__device__ void load_tile(KT* dst, const KT* src, long ld, int r0, int T, int HD) {
+  constexpr int V = 16 / sizeof(KT);
+  if (HD == D && ld % V == 0) {
+    for (int e = threadIdx.x; e < kTile * D / V; e += kBlockThreads) {
+      const int r = e / (D / V), c = (e % (D / V)) * V;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (r0 + r < T) v = *reinterpret_cast<const uint4*>(src + static_cast<long>(r0 + r) * ld + c);
+      *reinterpret_cast<uint4*>(dst + r * D + c) = v;
+    }
     return;
   }
-  for (int g = 0; g < NKV; ++g) fn(g * (NH / NKV), NH / NKV, g, 0);
+  for (int e = threadIdx.x; e < kTile * D; e += kBlockThreads) {
+    const int r = e / D, c = e % D;
+    dst[e] = (r0 + r < T && c < HD) ? src[static_cast<long>(r0 + r) * ld + c] : st<KT>(0.0f);
+  }
+}
+
+// The element tile a product reads the probabilities (or score gradients) from: its own tile in bf16,
+// the fp32 tile itself in fp32 (written in place, each element by the lane that read it).
+template <typename KT>
+__device__ KT* score_copy(float* fp32_tile, unsigned char*& next) {
+  if constexpr (std::is_same_v<KT, float>) {
+    return fp32_tile;
+  } else {
+    KT* p = reinterpret_cast<KT*>(next);
+    next += kTile * kTile * sizeof(KT);
+    return p;
+  }
+}
+
+// ---- forward: grid (query tiles, B*NH), the heaviest tiles (most keys) first.
+template <typename KT, int D>
+__global__ void __launch_bounds__(kBlockThreads) flash_forward_kernel(KT* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/,
+                                                                       const KT* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
+                                                                       float scale_log2) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int qt = tiles(T) - 1 - static_cast<int>(blockIdx.x);
+  const int b = blockIdx.y / NH, h = blockIdx.y % NH, g = h / (NH / NKV);
+  const int W = (NH + 2 * NKV) * HD, C = NH * HD;
+  const KT* rows = qkv + static_cast<long>(b) * T * W;
+  KT* Qs = reinterpret_cast<KT*>(smem);  // (kTile,D)
+  KT* Ks = Qs + kTile * D;               // (kTile,D)
+  KT* Vs = Ks + kTile * D;               // (kTile,D)
+  float* S = reinterpret_cast<float*>(Vs + kTile * D);  // (kTile,kTile) scores
+  float* O = S + kTile * kTile;                         // (kTile,D) unnormalised output
+  float* ms = O + kTile * D;                            // (kTile) running maximum (log2 units)
+  float* ls = ms + kTile;                               // (kTile) running sum
+  unsigned char* next = reinterpret_cast<unsigned char*>(ls + kTile);
+  KT* P = score_copy<KT>(S, next);                      // (kTile,kTile) probabilities, as the product reads them
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * kWarpRows, q0 = qt * kTile;
+
+  load_tile<KT, D>(Qs, rows + h * HD, W, q0, T, HD);
+  for (int e = threadIdx.x; e < kTile * D; e += kBlockThreads) O[e] = 0.0f;
+  if (threadIdx.x < kTile) ms[threadIdx.x] = -INFINITY, ls[threadIdx.x] = 0.0f;
+  for (int kt = 0; kt < key_tiles_seen(qt, T); ++kt) {
+    __syncthreads();  // every warp is done with the previous key tile
+    load_tile<KT, D>(Ks, rows + C + g * HD, W, kt * kTile, T, HD);
+    load_tile<KT, D>(Vs, rows + C + NKV * HD + g * HD, W, kt * kTile, T, HD);
+    __syncthreads();
+    warp_tile_mma<true, false>(S + r0 * kTile, kTile, Qs + r0 * D, D, Ks, D, kTile, D, false);  // S = Q K^T
+    for (int i = 0; i < kWarpRows; ++i) {
+      const int r = r0 + i, q = q0 + r, k = kt * kTile + lane;
+      const float t0 = visible(q, k, T) ? S[r * kTile + lane] * scale_log2 : -INFINITY;
+      const float t1 = visible(q, k + 32, T) ? S[r * kTile + lane + 32] * scale_log2 : -INFINITY;
+      const float m_old = ms[r], m_new = fmaxf(m_old, warp_max(fmaxf(t0, t1)));
+      const float mu = m_new == -INFINITY ? 0.0f : m_new;  // a row past T sees no key: all zeros
+      const float p0 = exp2f(t0 - mu), p1 = exp2f(t1 - mu), alpha = exp2f(m_old - mu);
+      const float sum = warp_sum(p0 + p1);
+      P[r * kTile + lane] = st<KT>(p0);
+      P[r * kTile + lane + 32] = st<KT>(p1);
+      for (int d = lane; d < D; d += 32) O[r * D + d] *= alpha;
+      if (lane == 0) ms[r] = m_new, ls[r] = ls[r] * alpha + sum;
+    }
+    __syncwarp();
+    warp_tile_mma<true, true>(O + r0 * D, D, P + r0 * kTile, kTile, Vs, D, D, kTile, true);  // O += P V
+  }
+  for (int i = 0; i < kWarpRows; ++i) {
+    const int r = r0 + i, q = q0 + r;
+    if (q >= T) break;
+    const float l = ls[r], inv = 1.0f / l;
+    for (int d = lane; d < HD; d += 32) out[(static_cast<long>(b) * T + q) * C + h * HD + d] = st<KT>(O[r * D + d] * inv);
+    if (lane == 0) lse[(static_cast<long>(b) * NH + h) * T + q] = (ms[r] + log2f(l)) / kLog2e;
+  }
+}
+
+// ---- backward, 1: Dsum[b,h,t] = rowsum(dout * out) over the head's HD columns; a warp per row and head.
+template <typename KT>
+__global__ void row_dot_kernel(float* Dsum /*(B,NH,T)*/, const KT* dout /*(B,T,C)*/, const KT* out /*(B,T,C)*/, int B, int T, int NH,
+                               int HD) {
+  const long w = (static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (w >= static_cast<long>(B) * T * NH) return;
+  const int h = static_cast<int>(w % NH);
+  const long bt = w / NH;
+  const KT* a = dout + bt * NH * HD + h * HD;
+  const KT* o = out + bt * NH * HD + h * HD;
+  float s = 0.0f;
+  for (int d = threadIdx.x % 32; d < HD; d += 32) s += ld(a[d]) * ld(o[d]);
+  s = warp_sum(s);
+  if (threadIdx.x % 32 == 0) Dsum[(bt / T * NH + h) * T + bt % T] = s;
+}
+
+// The probabilities and score gradients of the warp's rows of one (query tile, key tile) pair from the
+// fp32 scores (in Pf) and dP (in dPf): P = exp(S*scale - lse), dS = P (dP - Dsum) scale, written to the
+// element tiles Pe (may be null) and dSe.
+template <typename KT>
+__device__ void probabilities_and_gradients(KT* Pe, KT* dSe, const float* Pf, const float* dPf, const float* lse2, const float* Dsum,
+                                            int r0, int q0, int k0, int T, float scale, float scale_log2) {
+  const int lane = threadIdx.x % 32;
+  for (int i = 0; i < kWarpRows; ++i) {
+    const int r = r0 + i, q = q0 + r;
+    for (int c = lane; c < kTile; c += 32) {
+      const float p = visible(q, k0 + c, T) ? exp2f(Pf[r * kTile + c] * scale_log2 - lse2[r]) : 0.0f;
+      const float ds = p * (dPf[r * kTile + c] - Dsum[r]) * scale;
+      if (Pe) Pe[r * kTile + c] = st<KT>(p);
+      dSe[r * kTile + c] = st<KT>(ds);
+    }
+  }
+  __syncwarp();
+}
+
+// Row statistics of a query tile into shared memory: the log-sum-exp in log2 units and Dsum.
+__device__ void load_row_stats(float* lse2, float* Ds, const float* lse, const float* Dsum, long row0, int q0, int T) {
+  if (threadIdx.x < kTile) {
+    const int q = q0 + static_cast<int>(threadIdx.x);
+    lse2[threadIdx.x] = q < T ? lse[row0 + q] * kLog2e : 0.0f;
+    Ds[threadIdx.x] = q < T ? Dsum[row0 + q] : 0.0f;
+  }
+}
+
+// ---- backward, 2: dK and dV of one key tile of one key/value group: grid (key tiles, B*NKV), the
+// heaviest (first) key tiles first. Sums over the group's query heads and the query tiles at or below it.
+template <typename KT, int D>
+__global__ void __launch_bounds__(kBlockThreads) flash_backward_dkv_kernel(KT* dqkv /*(B,T,W)*/, const KT* dout /*(B,T,C)*/,
+                                                                            const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
+                                                                            const KT* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
+                                                                            float scale, float scale_log2) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int kt = blockIdx.x, b = blockIdx.y / NKV, g = blockIdx.y % NKV, group = NH / NKV;
+  const int W = (NH + 2 * NKV) * HD, C = NH * HD;
+  const KT* rows = qkv + static_cast<long>(b) * T * W;
+  KT* Ks = reinterpret_cast<KT*>(smem);  // (kTile,D)
+  KT* Vs = Ks + kTile * D;               // (kTile,D)
+  KT* Qs = Vs + kTile * D;               // (kTile,D)
+  KT* dOs = Qs + kTile * D;              // (kTile,D)
+  float* Pf = reinterpret_cast<float*>(dOs + kTile * D);  // (kTile,kTile) scores, query rows x keys
+  float* dPf = Pf + kTile * kTile;                        // (kTile,kTile)
+  float* dK = dPf + kTile * kTile;                        // (kTile,D) keys x dims
+  float* dV = dK + kTile * D;                             // (kTile,D)
+  float* lse2 = dV + kTile * D;                           // (kTile)
+  float* Ds = lse2 + kTile;                               // (kTile)
+  unsigned char* next = reinterpret_cast<unsigned char*>(Ds + kTile);
+  KT* Pe = score_copy<KT>(Pf, next);
+  KT* dSe = score_copy<KT>(dPf, next);
+  const int r0 = (threadIdx.x / 32) * kWarpRows, k0 = kt * kTile;
+
+  load_tile<KT, D>(Ks, rows + C + g * HD, W, k0, T, HD);
+  load_tile<KT, D>(Vs, rows + C + NKV * HD + g * HD, W, k0, T, HD);
+  for (int e = threadIdx.x; e < kTile * D; e += kBlockThreads) dK[e] = dV[e] = 0.0f;
+  for (int h = g * group; h < (g + 1) * group; ++h) {
+    const long row0 = (static_cast<long>(b) * NH + h) * T;
+    for (int qt = first_query_tile(kt); qt < tiles(T); ++qt) {
+      const int q0 = qt * kTile;
+      __syncthreads();  // every warp is done with the previous query tile
+      load_tile<KT, D>(Qs, rows + h * HD, W, q0, T, HD);
+      load_tile<KT, D>(dOs, dout + static_cast<long>(b) * T * C + h * HD, C, q0, T, HD);
+      load_row_stats(lse2, Ds, lse, Dsum, row0, q0, T);
+      __syncthreads();
+      // The warp's query rows: S = Q K^T, dP = dO V^T, then P and dS.
+      warp_tile_mma<true, false>(Pf + r0 * kTile, kTile, Qs + r0 * D, D, Ks, D, kTile, D, false);
+      warp_tile_mma<true, false>(dPf + r0 * kTile, kTile, dOs + r0 * D, D, Vs, D, kTile, D, false);
+      probabilities_and_gradients<KT>(Pe, dSe, Pf, dPf, lse2, Ds, r0, q0, k0, T, scale, scale_log2);
+      __syncthreads();  // every query row's P and dS
+      // The warp's key rows: dV += P^T dO, dK += dS^T Q.
+      warp_tile_mma<false, true>(dV + r0 * D, D, Pe + r0, kTile, dOs, D, D, kTile, true);
+      warp_tile_mma<false, true>(dK + r0 * D, D, dSe + r0, kTile, Qs, D, D, kTile, true);
+    }
+  }
+  const int lane = threadIdx.x % 32;
+  for (int i = 0; i < kWarpRows; ++i) {
+    const int r = r0 + i, k = k0 + r;
+    if (k >= T) break;
+    KT* dk = dqkv + (static_cast<long>(b) * T + k) * W + C + g * HD;
+    for (int d = lane; d < HD; d += 32) dk[d] = st<KT>(dK[r * D + d]), dk[NKV * HD + d] = st<KT>(dV[r * D + d]);
+  }
+}
+
+// ---- backward, 3: dQ of one query tile of one head: grid (query tiles, B*NH), the heaviest first.
+template <typename KT, int D>
+__global__ void __launch_bounds__(kBlockThreads) flash_backward_dq_kernel(KT* dqkv /*(B,T,W)*/, const KT* dout /*(B,T,C)*/,
+                                                                           const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
+                                                                           const KT* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
+                                                                           float scale, float scale_log2) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int qt = tiles(T) - 1 - static_cast<int>(blockIdx.x);
+  const int b = blockIdx.y / NH, h = blockIdx.y % NH, g = h / (NH / NKV);
+  const int W = (NH + 2 * NKV) * HD, C = NH * HD;
+  const KT* rows = qkv + static_cast<long>(b) * T * W;
+  KT* Qs = reinterpret_cast<KT*>(smem);  // (kTile,D)
+  KT* dOs = Qs + kTile * D;              // (kTile,D)
+  KT* Ks = dOs + kTile * D;              // (kTile,D)
+  KT* Vs = Ks + kTile * D;               // (kTile,D)
+  float* Pf = reinterpret_cast<float*>(Vs + kTile * D);  // (kTile,kTile)
+  float* dPf = Pf + kTile * kTile;                       // (kTile,kTile)
+  float* dQ = dPf + kTile * kTile;                       // (kTile,D)
+  float* lse2 = dQ + kTile * D;                          // (kTile)
+  float* Ds = lse2 + kTile;                              // (kTile)
+  unsigned char* next = reinterpret_cast<unsigned char*>(Ds + kTile);
+  KT* dSe = score_copy<KT>(dPf, next);
+  const int r0 = (threadIdx.x / 32) * kWarpRows, q0 = qt * kTile;
+
+  load_tile<KT, D>(Qs, rows + h * HD, W, q0, T, HD);
+  load_tile<KT, D>(dOs, dout + static_cast<long>(b) * T * C + h * HD, C, q0, T, HD);
+  load_row_stats(lse2, Ds, lse, Dsum, (static_cast<long>(b) * NH + h) * T, q0, T);
+  for (int e = threadIdx.x; e < kTile * D; e += kBlockThreads) dQ[e] = 0.0f;
+  for (int kt = 0; kt < key_tiles_seen(qt, T); ++kt) {
+    __syncthreads();  // every warp is done with the previous key tile
+    load_tile<KT, D>(Ks, rows + C + g * HD, W, kt * kTile, T, HD);
+    load_tile<KT, D>(Vs, rows + C + NKV * HD + g * HD, W, kt * kTile, T, HD);
+    __syncthreads();
+    warp_tile_mma<true, false>(Pf + r0 * kTile, kTile, Qs + r0 * D, D, Ks, D, kTile, D, false);
+    warp_tile_mma<true, false>(dPf + r0 * kTile, kTile, dOs + r0 * D, D, Vs, D, kTile, D, false);
+    probabilities_and_gradients<KT>(nullptr, dSe, Pf, dPf, lse2, Ds, r0, q0, kt * kTile, T, scale, scale_log2);
+    warp_tile_mma<true, true>(dQ + r0 * D, D, dSe + r0 * kTile, kTile, Ks, D, D, kTile, true);  // dQ += dS K
+  }
+  const int lane = threadIdx.x % 32;
+  for (int i = 0; i < kWarpRows; ++i) {
+    const int r = r0 + i, q = q0 + r;
+    if (q >= T) break;
+    KT* dq = dqkv + (static_cast<long>(b) * T + q) * W + h * HD;
+    for (int d = lane; d < HD; d += 32) dq[d] = st<KT>(dQ[r * D + d]);
+  }
+}
+
+// Raises a kernel's dynamic shared memory limit once (above 48 KiB needs the opt-in), with a clear error
+// when the GPU offers less than the kernel needs.
+template <typename Kernel>
+void allow_smem(Kernel kernel, std::size_t bytes, const char* what, int HD) {
+  int device = 0, limit = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > static_cast<std::size_t>(limit))
+    fatal(std::string("attention: the ") + what + " kernel for head dim " + std::to_string(HD) + " needs " + std::to_string(bytes >> 10) +
+          " KiB of shared memory per block; this GPU offers " + std::to_string(limit >> 10) + " KiB");
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+template <typename KT, int D>
+void forward_for(KT* out, float* lse, const KT* qkv, int B, int T, int NH, int NKV, int HD) {
+  constexpr std::size_t smem = forward_smem(D, sizeof(KT));
+  static const bool ready = (allow_smem(flash_forward_kernel<KT, D>, smem, "forward", HD), true);
+  (void)ready;
+  const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(HD));
+  flash_forward_kernel<KT, D><<<dim3(tiles(T), B * NH), kBlockThreads, smem>>>(out, lse, qkv, T, NH, NKV, HD, scale_log2);
+  DTRAIN_LAUNCH_CHECK();
+}
+
+template <typename KT, int D>
+void backward_for(KT* dqkv, float* Dsum, const KT* dout, const float* lse, const KT* qkv, int B, int T, int NH, int NKV, int HD) {
+  constexpr std::size_t dkv = dkv_smem(D, sizeof(KT)), dq = dq_smem(D, sizeof(KT));
+  static const bool ready =
+      (allow_smem(flash_backward_dkv_kernel<KT, D>, dkv, "dK/dV", HD), allow_smem(flash_backward_dq_kernel<KT, D>, dq, "dQ", HD), true);
+  (void)ready;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD)), scale_log2 = kLog2e * scale;
+  flash_backward_dkv_kernel<KT, D><<<dim3(tiles(T), B * NKV), kBlockThreads, dkv>>>(dqkv, dout, lse, Dsum, qkv, T, NH, NKV, HD, scale,
+                                                                                    scale_log2);
+  DTRAIN_LAUNCH_CHECK();
+  flash_backward_dq_kernel<KT, D><<<dim3(tiles(T), B * NH), kBlockThreads, dq>>>(dqkv, dout, lse, Dsum, qkv, T, NH, NKV, HD, scale,
+                                                                                 scale_log2);
+  DTRAIN_LAUNCH_CHECK();
+}
+
+[[noreturn]] void head_dim_unsupported(int HD) {
+  fatal("attention: head dim " + std::to_string(HD) + " is above the CUDA backend's " + std::to_string(kMaxHeadDim) +
+        " (model.hidden_size / model.num_attention_heads)");
 }
 
 template <typename KT>
-void forward(KT* out /*(B,T,C)*/, KT* att /*(B,NH,T,T)*/, float* scratch /*(NH,T,T)*/, const KT* qkv /*(B,T,W)*/, int B, int T,
-             int NH, int NKV, int HD) {
-  const int C = NH * HD, W = (NH + 2 * NKV) * HD;
-  const long TT = static_cast<long>(T) * T, rows = static_cast<long>(NH) * T;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  for (int b = 0; b < B; ++b) {
-    const KT* q = qkv + static_cast<long>(b) * T * W;
-    const KT* k = q + C;
-    const KT* v = k + NKV * HD;
-    KT* p = att + b * NH * TT;
-    // S^T (col-major) = K^T^T Q^T, i.e. row-major S = scale * Q K^T, per head, in fp32.
-    for_each_group(NH, NKV, [&](int h0, int heads, int g, int kv_stride) {
-      gemm(true, false, T, T, HD, scale, k + g * HD, W, static_cast<long>(kv_stride) * HD, q + h0 * HD, W, HD, 0.0f, scratch + h0 * TT,
-           T, TT, heads);
-    });
-    causal_softmax_kernel<<<blocks_for(rows, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(p, scratch, rows, T);
-    DTRAIN_LAUNCH_CHECK();
-    // O^T = V^T P^T: row-major O = P V, per head.
-    for_each_group(NH, NKV, [&](int h0, int heads, int g, int kv_stride) {
-      gemm(false, false, HD, T, T, 1.0f, v + g * HD, W, static_cast<long>(kv_stride) * HD, p + h0 * TT, T, TT, 0.0f,
-           out + static_cast<long>(b) * T * C + h0 * HD, C, HD, heads);
-    });
+void forward_impl(KT* out, float* lse, const KT* qkv, int B, int T, int NH, int NKV, int HD) {
+  switch (padded_head_dim(HD)) {
+    case 16: return forward_for<KT, 16>(out, lse, qkv, B, T, NH, NKV, HD);
+    case 32: return forward_for<KT, 32>(out, lse, qkv, B, T, NH, NKV, HD);
+    case 64: return forward_for<KT, 64>(out, lse, qkv, B, T, NH, NKV, HD);
+    case 128: return forward_for<KT, 128>(out, lse, qkv, B, T, NH, NKV, HD);
+    default: head_dim_unsupported(HD);
   }
 }
 
 template <typename KT>
-void backward(KT* dqkv, float* scratch /*(NH,T,T)*/, const KT* dout, const KT* qkv, const KT* att, int B, int T, int NH, int NKV,
-              int HD) {
-  const int C = NH * HD, W = (NH + 2 * NKV) * HD, group = NH / NKV;
-  const long TT = static_cast<long>(T) * T, rows = static_cast<long>(NH) * T;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  // dS is stored as KT at the start of each fp32 row: its row stride and head stride in KT elements.
-  const int widen = static_cast<int>(sizeof(float) / sizeof(KT));
-  const KT* ds = reinterpret_cast<const KT*>(scratch);
-  for (int b = 0; b < B; ++b) {
-    const KT* q = qkv + static_cast<long>(b) * T * W;
-    const KT* k = q + C;
-    const KT* v = k + NKV * HD;
-    KT* dq = dqkv + static_cast<long>(b) * T * W;
-    KT* dk = dq + C;
-    KT* dv = dk + NKV * HD;
-    const KT* p = att + b * NH * TT;
-    const KT* dout_b = dout + static_cast<long>(b) * T * C;
-    // dP = dO V^T (fp32)
-    for_each_group(NH, NKV, [&](int h0, int heads, int g, int kv_stride) {
-      gemm(true, false, T, T, HD, 1.0f, v + g * HD, W, static_cast<long>(kv_stride) * HD, dout_b + h0 * HD, C, HD, 0.0f,
-           scratch + h0 * TT, T, TT, heads);
-    });
-    // dV = P^T dO, summed over the query heads of a group (one batch of NH heads without grouping)
-    if (group == 1) {
-      gemm(false, true, HD, T, T, 1.0f, dout_b, C, HD, p, T, TT, 0.0f, dv, W, HD, NH);
-    } else {
-      for (int h = 0; h < NH; ++h)
-        gemm(false, true, HD, T, T, 1.0f, dout_b + h * HD, C, HD, p + h * TT, T, TT, h % group == 0 ? 0.0f : 1.0f,
-             dv + (h / group) * HD, W, HD);
-    }
-    causal_softmax_backward_kernel<<<blocks_for(rows, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(scratch, p, rows, T, scale);
-    DTRAIN_LAUNCH_CHECK();
-    // dQ = dS K
-    for_each_group(NH, NKV, [&](int h0, int heads, int g, int kv_stride) {
-      gemm(false, false, HD, T, T, 1.0f, k + g * HD, W, static_cast<long>(kv_stride) * HD, ds + h0 * TT * widen, T * widen,
-           TT * widen, 0.0f, dq + h0 * HD, W, HD, heads);
-    });
-    // dK = dS^T Q, summed over the query heads of a group
-    if (group == 1) {
-      gemm(false, true, HD, T, T, 1.0f, q, W, HD, ds, T * widen, TT * widen, 0.0f, dk, W, HD, NH);
-    } else {
-      for (int h = 0; h < NH; ++h)
-        gemm(false, true, HD, T, T, 1.0f, q + h * HD, W, HD, ds + h * TT * widen, T * widen, TT * widen, h % group == 0 ? 0.0f : 1.0f,
-             dk + (h / group) * HD, W, HD);
-    }
+void backward_impl(KT* dqkv, float* scratch, const KT* dout, const KT* out, const float* lse, const KT* qkv, int B, int T, int NH,
+                   int NKV, int HD) {
+  const long rows = static_cast<long>(B) * T * NH;
+  row_dot_kernel<KT><<<blocks_for(rows * 32), kThreads>>>(scratch, dout, out, B, T, NH, HD);
+  DTRAIN_LAUNCH_CHECK();
+  switch (padded_head_dim(HD)) {
+    case 16: return backward_for<KT, 16>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
+    case 32: return backward_for<KT, 32>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
+    case 64: return backward_for<KT, 64>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
+    case 128: return backward_for<KT, 128>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
+    default: head_dim_unsupported(HD);
   }
 }
 
 }  // namespace
 
-void attention_forward(float* out, float* att, float* scratch, const float* qkv, int B, int T, int NH, int NKV, int HD) {
-  forward(out, att, scratch, qkv, B, T, NH, NKV, HD);
+void attention_forward(float* out, float* lse, float*, const float* qkv, int B, int T, int NH, int NKV, int HD) {
+  forward_impl(out, lse, qkv, B, T, NH, NKV, HD);
 }
-void attention_forward(bf16* out, bf16* att, float* scratch, const bf16* qkv, int B, int T, int NH, int NKV, int HD) {
-  forward(out, att, scratch, qkv, B, T, NH, NKV, HD);
+void attention_forward(::dtrain::bf16* out, float* lse, float*, const ::dtrain::bf16* qkv, int B, int T, int NH, int NKV, int HD) {
+  forward_impl(out, lse, qkv, B, T, NH, NKV, HD);
 }
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
-                        int NKV, int HD) {
-  backward(dqkv, scratch, dout, qkv, att, B, T, NH, NKV, HD);
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* out, const float* lse, const float* qkv, int B,
+                        int T, int NH, int NKV, int HD) {
+  backward_impl(dqkv, scratch, dout, out, lse, qkv, B, T, NH, NKV, HD);
 }
-void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* att, int B, int T, int NH, int NKV,
-                        int HD) {
-  backward(dqkv, scratch, dout, qkv, att, B, T, NH, NKV, HD);
+void attention_backward(::dtrain::bf16* dqkv, float* scratch, const ::dtrain::bf16* dout, const ::dtrain::bf16* out, const float* lse,
+                        const ::dtrain::bf16* qkv, int B, int T, int NH, int NKV, int HD) {
+  backward_impl(dqkv, scratch, dout, out, lse, qkv, B, T, NH, NKV, HD);
 }
 
 }  // namespace dtrain::kernels::cuda

@@ -1,25 +1,31 @@
-// Host backend: causal multi-head self-attention (attention_forward, attention_backward).
-// Every product is a cblas_sgemm that strides straight into the packed qkv (lda = W = (NH+2*NKV)*HD),
-// done in blocks of kBlock query rows so that only the causal lower triangle (plus the diagonal blocks)
-// is computed: about half the flops of full T x T products. With grouped-query attention the query
-// heads of a group read the same key/value head; in the backward pass they run one after another and
-// add their key/value gradients, while the groups run in parallel.
+// Host backend: fused causal multi-head self-attention (attention_forward, attention_backward), the
+// same algorithm as the CUDA backend's flash kernels: no (T,T) matrix in memory. Each head goes in
+// blocks of kAttentionRows query rows against the keys up to the block's last row (the causal lower
+// triangle plus the diagonal blocks: about half the flops of full products); the block's scores live in
+// a (rows, T) tile of the scratch. Every product is a cblas_sgemm that strides straight into the packed
+// qkv (lda = W = (NH+2*NKV)*HD). The forward keeps each row's log-sum-exp; the backward recomputes the
+// block's probabilities from it and adds the block's share to dK and dV. With grouped-query attention
+// the query heads of a group read the same key/value head; in the backward pass they run one after
+// another and add their key/value gradients, while the groups run in parallel.
+#include "kernels/attention_scratch.hpp"
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
 
 #include <cblas.h>
 #include <cmath>
+#include <cstring>
 
 namespace dtrain::kernels::host {
 
 namespace {
 
-// Query rows per block. Rows [i0, i1) attend to keys [0, i1); above-diagonal entries inside the
-// diagonal block are zero in att (and in dS), so the blocked products stay exact.
-constexpr int kBlock = 128;
+// In place: row[0..len) = exp(row - lse), the probabilities of a row whose log-sum-exp is known.
+inline void probabilities_row(float* __restrict__ row /*(len)*/, int len, float lse) {
+  for (int j = 0; j < len; ++j) row[j] = fast_exp(row[j] - lse);
+}
 
-// In place: row[0..len) = softmax(row[0..len)), row[len..T) = 0.
-inline void causal_softmax_row(float* __restrict__ row /*(T)*/, int len, int T) {
+// In place: row[0..len) = softmax(row[0..len)); returns the row's log-sum-exp.
+inline float softmax_row(float* __restrict__ row /*(len)*/, int len) {
   const float m = lane_max(row, len);
   float acc[kLanes] = {};
   int j = 0;
@@ -38,49 +44,54 @@ inline void causal_softmax_row(float* __restrict__ row /*(T)*/, int len, int T) 
   for (int l = 0; l < kLanes; ++l) sum += acc[l];
   const float inv = 1.0f / sum;
   for (int k = 0; k < len; ++k) row[k] *= inv;
-  for (int k = len; k < T; ++k) row[k] = 0.0f;
+  return m + std::log(sum);
 }
 
 }  // namespace
 
-void attention_forward(float* out /*(B,T,NH*HD)*/, float* att /*(B,NH,T,T)*/, float* /*scratch: the scores are
-                       computed in att, fp32 here*/, const float* qkv /*(B,T,W)*/, int B, int T, int NH, int NKV, int HD) {
+void attention_forward(float* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/, float* scratch, const float* qkv /*(B,T,W)*/, int B,
+                       int T, int NH, int NKV, int HD) {
   const int C = NH * HD;
   const int W = (NH + 2 * NKV) * HD;
   const int group = NH / NKV;
+  const int rows = T < kAttentionRows ? T : kAttentionRows;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  Kokkos::parallel_for(
-      "attention_forward", HostRange(0, static_cast<long>(B) * NH), KOKKOS_LAMBDA(const long bh) {
-        const long b = bh / NH;
-        const int h = static_cast<int>(bh % NH);
-        const float* q = qkv + b * T * W + h * HD;                   // (T,HD), row stride W
-        const float* k = qkv + b * T * W + C + (h / group) * HD;     // (T,HD), row stride W
-        const float* v = k + NKV * HD;                               // (T,HD), row stride W
-        float* p = att + bh * T * T;                                 // (T,T)
-        float* o = out + b * T * C + h * HD;                         // (T,HD), row stride C
-        for (int i0 = 0; i0 < T; i0 += kBlock) {
-          const int i1 = i0 + kBlock < T ? i0 + kBlock : T;
-          const int bs = i1 - i0;
-          // S[i0:i1, 0:i1] = scale * Q[i0:i1] K[0:i1]^T
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, i1, HD, scale, q + static_cast<long>(i0) * W,
-                      W, k, W, 0.0f, p + static_cast<long>(i0) * T, T);
-          for (int i = i0; i < i1; ++i) causal_softmax_row(p + static_cast<long>(i) * T, i + 1, T);
-          // O[i0:i1] = P[i0:i1, 0:i1] V[0:i1]
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bs, HD, i1, 1.0f, p + static_cast<long>(i0) * T, T,
-                      v, W, 0.0f, o + static_cast<long>(i0) * C, C);
-        }
-      });
+  // The heads run in parallel (a scores tile each), the samples one after another.
+  for (long b = 0; b < B; ++b)
+    Kokkos::parallel_for(
+        "attention_forward", HostRange(0, NH), KOKKOS_LAMBDA(const long hl) {
+          const int h = static_cast<int>(hl);
+          const float* q = qkv + b * T * W + h * HD;                   // (T,HD), row stride W
+          const float* k = qkv + b * T * W + C + (h / group) * HD;     // (T,HD), row stride W
+          const float* v = k + NKV * HD;                               // (T,HD), row stride W
+          float* o = out + b * T * C + h * HD;                         // (T,HD), row stride C
+          float* l = lse + (b * NH + h) * T;                           // (T)
+          float* p = scratch + hl * 2 * rows * static_cast<long>(T);   // (rows,T) tile
+          for (int i0 = 0; i0 < T; i0 += rows) {
+            const int i1 = i0 + rows < T ? i0 + rows : T;
+            const int bs = i1 - i0;
+            // S[0:bs, 0:i1] = scale * Q[i0:i1] K[0:i1]^T
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, i1, HD, scale, q + static_cast<long>(i0) * W, W, k, W, 0.0f, p, T);
+            for (int i = i0; i < i1; ++i) {
+              float* row = p + static_cast<long>(i - i0) * T;
+              l[i] = softmax_row(row, i + 1);
+              for (int j = i + 1; j < i1; ++j) row[j] = 0.0f;  // above the diagonal inside the block
+            }
+            // O[i0:i1] = P[0:bs, 0:i1] V[0:i1]
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bs, HD, i1, 1.0f, p, T, v, W, 0.0f, o + static_cast<long>(i0) * C, C);
+          }
+        });
 }
 
-void attention_backward(float* dqkv /*(B,T,W)*/, float* scratch /*(NH,T,T)*/, const float* dout /*(B,T,NH*HD)*/,
-                        const float* qkv /*(B,T,W)*/, const float* att /*(B,NH,T,T)*/, int B, int T, int NH, int NKV,
-                        int HD) {
+void attention_backward(float* dqkv /*(B,T,W)*/, float* scratch, const float* dout /*(B,T,NH*HD)*/, const float* out /*(B,T,NH*HD)*/,
+                        const float* lse /*(B,NH,T)*/, const float* qkv /*(B,T,W)*/, int B, int T, int NH, int NKV, int HD) {
   const int C = NH * HD;
   const int W = (NH + 2 * NKV) * HD;
   const int group = NH / NKV;
+  const int rows = T < kAttentionRows ? T : kAttentionRows;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  // A (T,T) scratch block per head: the key/value groups of one sample run in parallel, the samples one
-  // after another.
+  // The key/value groups of one sample run in parallel (two tiles of the group's first head's scratch
+  // each), the samples one after another.
   for (long b = 0; b < B; ++b)
     Kokkos::parallel_for(
         "attention_backward", HostRange(0, NKV), KOKKOS_LAMBDA(const long g) {
@@ -89,43 +100,42 @@ void attention_backward(float* dqkv /*(B,T,W)*/, float* scratch /*(NH,T,T)*/, co
           const float* v = k + NKV * HD;                 // (T,HD), row stride W
           float* dk = dqkv + row0 + C + g * HD;          // (T,HD), row stride W
           float* dv = dk + NKV * HD;                     // (T,HD), row stride W
+          float* p = scratch + g * group * 2 * rows * static_cast<long>(T);  // (rows,T): P
+          float* ds = p + rows * static_cast<long>(T);                       // (rows,T): dP, then dS
+          for (int t = 0; t < T; ++t) {
+            std::memset(dk + static_cast<long>(t) * W, 0, sizeof(float) * HD);
+            std::memset(dv + static_cast<long>(t) * W, 0, sizeof(float) * HD);
+          }
           for (int h = static_cast<int>(g) * group; h < (static_cast<int>(g) + 1) * group; ++h) {
-            const float beta = h == static_cast<int>(g) * group ? 0.0f : 1.0f;  // the group's first head writes dK, dV
-            const long bh = b * NH + h;
             const float* q = qkv + row0 + h * HD;                // (T,HD), row stride W
             float* dq = dqkv + row0 + h * HD;                    // (T,HD), row stride W
-            const float* p = att + bh * T * T;                   // (T,T), zero above the diagonal
             const float* dout_h = dout + b * T * C + h * HD;     // (T,HD), row stride C
-            float* ds = scratch + static_cast<long>(h) * T * T;  // (T,T): dP, then dS in place
-            for (int i0 = 0; i0 < T; i0 += kBlock) {
-              const int i1 = i0 + kBlock < T ? i0 + kBlock : T;
+            const float* out_h = out + b * T * C + h * HD;       // (T,HD), row stride C
+            const float* l = lse + (b * NH + h) * T;             // (T)
+            for (int i0 = 0; i0 < T; i0 += rows) {
+              const int i1 = i0 + rows < T ? i0 + rows : T;
               const int bs = i1 - i0;
-              // dP[i0:i1, 0:i1] = dO[i0:i1] V[0:i1]^T
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, i1, HD, 1.0f, dout_h + static_cast<long>(i0) * C, C,
-                          v, W, 0.0f, ds + static_cast<long>(i0) * T, T);
-              // dS = P * (dP - rowsum(P * dP)) * scale on j <= i; zero on i < j < i1.
+              // P[0:bs, 0:i1] = exp(scale * Q[i0:i1] K[0:i1]^T - lse), zero above the diagonal
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, i1, HD, scale, q + static_cast<long>(i0) * W, W, k, W, 0.0f, p, T);
+              // dP[0:bs, 0:i1] = dO[i0:i1] V[0:i1]^T
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, i1, HD, 1.0f, dout_h + static_cast<long>(i0) * C, C, v, W, 0.0f,
+                          ds, T);
+              // dS = P * (dP - rowsum(dO * O)) * scale on j <= i; zero on i < j < i1.
               for (int i = i0; i < i1; ++i) {
-                const float* __restrict__ pr = p + static_cast<long>(i) * T;  // (T)
-                float* __restrict__ dr = ds + static_cast<long>(i) * T;       // (T)
+                float* __restrict__ pr = p + static_cast<long>(i - i0) * T;   // (T)
+                float* __restrict__ dr = ds + static_cast<long>(i - i0) * T;  // (T)
                 const int len = i + 1;
-                const float dot = lane_dot(pr, dr, len);
+                probabilities_row(pr, len, l[i]);
+                const float dot = lane_dot(dout_h + static_cast<long>(i) * C, out_h + static_cast<long>(i) * C, HD);
                 for (int j = 0; j < len; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
-                for (int j = len; j < i1; ++j) dr[j] = 0.0f;
+                for (int j = len; j < i1; ++j) pr[j] = dr[j] = 0.0f;
               }
-              // dQ[i0:i1] = dS[i0:i1, 0:i1] K[0:i1]
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bs, HD, i1, 1.0f, ds + static_cast<long>(i0) * T, T, k,
-                          W, 0.0f, dq + static_cast<long>(i0) * W, W);
-            }
-            for (int j0 = 0; j0 < T; j0 += kBlock) {
-              const int j1 = j0 + kBlock < T ? j0 + kBlock : T;
-              const int bs = j1 - j0;
-              const long corner = static_cast<long>(j0) * T + j0;
-              // dV[j0:j1] (+)= P[j0:T, j0:j1]^T dO[j0:T]   (P[i, j] = 0 for i < j)
-              cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bs, HD, T - j0, 1.0f, p + corner, T,
-                          dout_h + static_cast<long>(j0) * C, C, beta, dv + static_cast<long>(j0) * W, W);
-              // dK[j0:j1] (+)= dS[j0:T, j0:j1]^T Q[j0:T]
-              cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bs, HD, T - j0, 1.0f, ds + corner, T,
-                          q + static_cast<long>(j0) * W, W, beta, dk + static_cast<long>(j0) * W, W);
+              // dQ[i0:i1] = dS[0:bs, 0:i1] K[0:i1]
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bs, HD, i1, 1.0f, ds, T, k, W, 0.0f, dq + static_cast<long>(i0) * W, W);
+              // dV[0:i1] += P[0:bs, 0:i1]^T dO[i0:i1];  dK[0:i1] += dS[0:bs, 0:i1]^T Q[i0:i1]
+              cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, HD, bs, 1.0f, p, T, dout_h + static_cast<long>(i0) * C, C, 1.0f,
+                          dv, W);
+              cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, HD, bs, 1.0f, ds, T, q + static_cast<long>(i0) * W, W, 1.0f, dk, W);
             }
           }
         });

@@ -141,24 +141,20 @@ void matmul_backward_wide(float* dinp, float* dweight, float* dbias, const bf16*
                   s.wide(weight, sz(OC) * sz(IC)), N, IC, OC);
 }
 
-void attention_forward(bf16* out, bf16* att, float* scratch, const bf16* qkv, int B, int T, int NH, int NKV, int HD) {
+void attention_forward(bf16* out, float* lse, float* scratch, const bf16* qkv, int B, int T, int NH, int NKV, int HD) {
   Scratch s;
   const std::size_t rows = sz(B) * sz(T), C = sz(NH) * sz(HD), W = sz(NH + 2 * NKV) * sz(HD);
-  const std::size_t probs = sz(B) * sz(NH) * sz(T) * sz(T);
   float* o = s.buffer(rows * C);
-  float* p = s.buffer(probs);
-  attention_forward(o, p, scratch, s.wide(qkv, rows * W), B, T, NH, NKV, HD);
+  attention_forward(o, lse, scratch, s.wide(qkv, rows * W), B, T, NH, NKV, HD);
   store(out, o, rows * C);
-  store(att, p, probs);
 }
 
-void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* att, int B, int T, int NH,
-                        int NKV, int HD) {
+void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv, int B, int T,
+                        int NH, int NKV, int HD) {
   Scratch s;
   const std::size_t rows = sz(B) * sz(T), C = sz(NH) * sz(HD), W = sz(NH + 2 * NKV) * sz(HD);
-  const std::size_t probs = sz(B) * sz(NH) * sz(T) * sz(T);
   float* dq = s.buffer(rows * W);
-  attention_backward(dq, scratch, s.wide(dout, rows * C), s.wide(qkv, rows * W), s.wide(att, probs), B, T, NH, NKV, HD);
+  attention_backward(dq, scratch, s.wide(dout, rows * C), s.wide(out, rows * C), lse, s.wide(qkv, rows * W), B, T, NH, NKV, HD);
   store(dqkv, dq, rows * W);
 }
 

@@ -28,8 +28,9 @@ enum class Normalization { layernorm /* "LayerNorm" */, rmsnorm /* "RMSNorm" */ 
 enum class PositionEmbedding { learned_absolute, rope };
 
 // model.recompute_granularity (Megatron's words): which activations the backward pass recomputes
-// instead of keeping. none; selective = attention probabilities and the MLP activation (GELU/SwiGLU
-// output) of every block; full = everything of the blocks model.recompute_method picks but their input.
+// instead of keeping. none; selective = the MLP activation (GELU/SwiGLU output) of every block (fused
+// attention keeps no probabilities to recompute); full = everything of the blocks model.recompute_method
+// picks but their input.
 enum class RecomputeGranularity { none, selective, full };
 
 // model.recompute_method, with full: uniform = every block, in groups of model.recompute_num_layers that

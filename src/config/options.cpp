@@ -79,8 +79,8 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "a separate output layer (lm_head) instead of the input embedding's transpose");
   add("model.add_bias_linear", &m.add_bias_linear, "biases in the attention and MLP linear layers (false for Llama)");
   add("model.recompute_granularity", &m.recompute_granularity,
-      "activation recomputation: none; selective (attention probabilities and the MLP activation are recomputed in "
-      "backward, the GEMM outputs kept); full (the blocks recompute_method picks keep only their input and rerun their "
+      "activation recomputation: none; selective (the MLP activation is recomputed in backward, the GEMM outputs "
+      "kept; attention is fused and keeps only its log-sum-exp anyway); full (the blocks recompute_method picks keep only their input and rerun their "
       "forward in backward). Gradients are bit-identical to none");
   add("model.recompute_method", &m.recompute_method,
       "with full: uniform (every block, in groups of recompute_num_layers keeping only the group's input) or block (the "

@@ -32,9 +32,9 @@ class GptModelImpl final : public GptModel {
         acts_(plan.activations, device()),
         vocab_start_(plan.coords.tp * plan.activations.dims.Vl),
         bias_owner_(plan.coords.tp == 0),
-        selective_(plan.activations.recompute == RecomputeGranularity::selective),
         replay_from_(plan.activations.blocks_per_slot, -1),
-        dense_(k_, plan.activations.dims, plan.shape.swiglu, bias_owner_, selective_) {
+        dense_(k_, plan.activations.dims, plan.shape.swiglu, bias_owner_,
+               plan.activations.recompute == RecomputeGranularity::selective) {
     if (plan.activations.dims.cp > 1) {
       if (!cp || cp->size() != plan.activations.dims.cp) fatal("internal error: context parallelism without its group");
       ring_ = std::make_unique<RingAttention<T>>(k_, *cp, plan.activations.dims);
@@ -93,7 +93,6 @@ class GptModelImpl final : public GptModel {
   Activations<T> acts_;
   int vocab_start_;
   bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
-  bool selective_;   // recompute the attention probabilities (and the dense MLP's activation) in backward
   std::vector<int> replay_from_;  // for the last block of a fully recomputed group: its first block, else -1
   DenseMlp<T> dense_;
   LocalExpertDispatch local_dispatch_;
@@ -213,7 +212,7 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
   if (ring_)
     ring_->forward(a.atty, a.lse, a.qkv, acts_.scratch());
   else
-    k_.attention_forward(a.atty, a.att, acts_.scratch().dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
+    k_.attention_forward(a.atty, a.lse, acts_.scratch().dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
   float* partial = partial_for(a.res1);
   k_.matmul_forward_wide(partial, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
   reduce_rows(a.res1, partial);
@@ -287,13 +286,11 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
     dense_.backward(dln, p, g, a, full_rows_grad(), sc);
   norm_backward(sc.dres, g.ln2_w, g.ln2_b, dln, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
   k_.matmul_backward(sc.datty, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
-  if (ring_) {
-    ring_->backward(sc.dqkv, sc.datty, a.atty, a.lse, a.qkv, sc);  // kept: the output and log-sum-exp
-  } else {
-    // Selective: the probabilities again (atty is rewritten with the values it holds).
-    if (selective_) k_.attention_forward(a.atty, a.att, sc.dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
-    k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.qkv, a.att, d.B, d.T, d.NHl, d.NKVl, d.HD());
-  }
+  // Both keep the attention output and each row's log-sum-exp; the probabilities are recomputed.
+  if (ring_)
+    ring_->backward(sc.dqkv, sc.datty, a.atty, a.lse, a.qkv, sc);
+  else
+    k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.atty, a.lse, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
   if (m.rope) rope(sc.dqkv, true);
   k_.matmul_backward_wide(dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
   norm_backward(sc.dres, g.ln1_w, g.ln1_b, dln, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);

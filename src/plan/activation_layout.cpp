@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/bf16.hpp"
+#include "kernels/attention_scratch.hpp"
 
 namespace dtrain {
 namespace {
@@ -91,10 +92,10 @@ void take_moe_scratch(Carver& cv, const ActivationDims& d, MoeScratch<T>& m) {
   m.dxt = d.ep > 1 ? cv.take<float>(mul(R, C)) : nullptr;
 }
 
-// Every tensor of one block; `att_and_act` = false leaves the attention probabilities and the MLP
-// activation to the selective scratch; `kinds` says which MLP's tensors (dense, MoE or both).
+// Every tensor of one block; `act` = false leaves the MLP activation to the selective scratch; `kinds`
+// says which MLP's tensors (dense, MoE or both).
 template <typename T>
-void take_block(Carver& cv, const ActivationDims& d, BlockActs<T>& b, bool att_and_act, unsigned char kinds) {
+void take_block(Carver& cv, const ActivationDims& d, BlockActs<T>& b, bool act, unsigned char kinds) {
   const std::size_t N = static_cast<std::size_t>(d.N()), Ns = static_cast<std::size_t>(d.Ns());
   const std::size_t C = d.C, Tn = d.T;
   b.ln1_mean = cv.take<float>(Ns);
@@ -102,15 +103,14 @@ void take_block(Carver& cv, const ActivationDims& d, BlockActs<T>& b, bool att_a
   b.ln1 = cv.take<T>(mul(N, C));
   b.qkv = cv.take<T>(mul(N, static_cast<std::size_t>(d.QKVl())));
   b.atty = cv.take<T>(mul(N, static_cast<std::size_t>(d.Cl)));
-  b.att = att_and_act && d.cp == 1 ? cv.take<T>(mul(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn), Tn)) : nullptr;
-  b.lse = d.cp > 1 ? cv.take<float>(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn)) : nullptr;
+  b.lse = cv.take<float>(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn));
   b.res1 = cv.take<T>(mul(Ns, C));
   b.ln2_mean = cv.take<float>(Ns);
   b.ln2_rstd = cv.take<float>(Ns);
   b.ln2 = cv.take<T>(mul(N, C));
   const bool dense = kinds & kDenseMlp;
   b.fch = dense ? cv.take<T>(mul(N, static_cast<std::size_t>(d.Hl()))) : nullptr;
-  b.fch_gelu = dense && att_and_act ? cv.take<T>(mul(N, static_cast<std::size_t>(d.Fl))) : nullptr;
+  b.fch_gelu = dense && act ? cv.take<T>(mul(N, static_cast<std::size_t>(d.Fl))) : nullptr;
   b.res2 = cv.take<T>(mul(Ns, C));
   if (kinds & kMoeMlp) take_moe(cv, d, b.moe);
 }
@@ -164,7 +164,11 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   scratch.dqkv = cv.take<T>(mul(N, static_cast<std::size_t>(d.QKVl())));
   scratch.dfch = any_dense ? cv.take<T>(mul(N, static_cast<std::size_t>(d.Hl()))) : nullptr;
   scratch.dfch2 = any_dense ? cv.take<T>(mul(N, Fl)) : nullptr;
-  scratch.dtt = cv.take<float>(mul(mul(static_cast<std::size_t>(d.NHl), Tn), Tn));
+  // Fused attention's scratch; ring attention's steps need a (NHl,2,T/2,T/2) block of scores and
+  // their gradient.
+  const std::size_t fused = kernels::attention_scratch_floats(d.B, d.T, d.NHl);
+  const std::size_t ring = d.cp > 1 ? mul(mul(static_cast<std::size_t>(d.NHl) * 2, Tn / 2), Tn / 2) : 0;
+  scratch.dtt = cv.take<float>(std::max(fused, ring));
   scratch.dloss = cv.take<float>(N);
   const std::size_t ring_row = static_cast<std::size_t>(2 * d.NKVl * d.HD());
   for (int i = 0; i < 2; ++i) {
@@ -177,12 +181,10 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   scratch.partial_shard = wide_partials ? cv.take<float>(mul(Ns, C)) : nullptr;
   scratch.replay.assign(static_cast<std::size_t>(replay_blocks), BlockActs<T>{});
   for (auto& b : scratch.replay) take_block(cv, d, b, true, all_kinds);
-  scratch.att = selective && d.cp == 1 ? cv.take<T>(mul(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn), Tn)) : nullptr;
   scratch.fch_gelu = selective && any_dense ? cv.take<T>(mul(N, Fl)) : nullptr;
   if (all_kinds & kMoeMlp) take_moe_scratch(cv, d, scratch.moe);
   // The pointers of recomputed tensors lead into the scratch: a group's blocks into the replay blocks
-  // (the last one keeps its own output), a selective block's probabilities and activation into the
-  // selective buffers.
+  // (the last one keeps its own output), a selective block's activation into the selective buffer.
   for (auto& s : out)
     for (std::size_t i = 0; i < s.blocks.size(); ++i) {
       BlockActs<T>& b = s.blocks[i];
@@ -192,7 +194,6 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
         b = scratch.replay[i - static_cast<std::size_t>(groups[static_cast<std::size_t>(k)].first)];
         if (kept) b.res2 = kept;
       } else if (selective) {
-        b.att = scratch.att;
         b.fch_gelu = scratch.fch_gelu;
       }
     }

@@ -10,8 +10,8 @@
 // Fe = expert width / tp, He = Fe (2*Fe with SwiGLU), R = N*K rows routed to experts: the dropless worst
 // case (with a capacity fewer rows are used; the sizes do not depend on the data). These sizes hold for
 // expert parallelism 1, where a rank's experts receive exactly its own tokens' rows.
-// Recomputation (model.recompute_*) changes only where pointers lead: a selective block's attention
-// probabilities and MLP activation, and everything of a fully recomputed group's blocks but the last
+// Recomputation (model.recompute_*) changes only where pointers lead: a selective block's MLP
+// activation, and everything of a fully recomputed group's blocks but the last
 // block's output, point into shared scratch (the replay workspace), which the backward pass refills by
 // rerunning the forward kernels; the kept tensors are the same ones at the same places.
 #pragma once
@@ -108,8 +108,8 @@ struct BlockActs {
   T* ln1;           // (N,C)   norm output, gathered over the sequence when sharded
   T* qkv;           // (N,QKVl) after RoPE when the model rotates
   T* atty;          // (N,Cl)
-  T* att;           // (B,NHl,T,T)  without context parallelism
-  float* lse;       // (B,2,NHl,T/2) with context parallelism: the softmax's log-sum-exp per half sample
+  float* lse;       // the attention softmax's log-sum-exp per query row: (B,NHl,T), with context
+                    // parallelism (B,2,NHl,T/2) (per half sample)
   T* res1;          // (Ns,C)  residual stream after attention
   float* ln2_mean;  // (Ns)
   float* ln2_rstd;  // (Ns)
@@ -145,7 +145,8 @@ struct Scratch {
   T* dqkv;            // (N,QKVl)
   T* dfch;            // (N,Hl)
   T* dfch2;           // (N,Fl)
-  float* dtt;         // (NHl,T,T) attention scratch (scores, their gradient: fp32)
+  float* dtt;         // attention scratch (fp32): kernels::attention_scratch_floats(B,T,NHl), with context
+                      // parallelism also a ring step's scores and their gradient (NHl,2,T/2,T/2)
   // Context parallelism (null without): the key/value rows travelling around the ring (two, one in
   // use and one arriving), their fp32 gradient accumulators, and the fp32 attention output (forward)
   // or query gradient (backward) of the rank's rows.
@@ -157,10 +158,9 @@ struct Scratch {
   // (row-parallel outputs, column-parallel input gradients). fp32 runs sum in the T buffers (null here).
   float* partial;        // (N,C)
   float* partial_shard;  // (Ns,C) this rank's rows of the reduced partial sums (sequence parallel)
-  // Recomputation: the blocks of the largest fully recomputed group (full), or one block's attention
-  // probabilities and MLP activation (selective); empty / null without.
+  // Recomputation: the blocks of the largest fully recomputed group (full), or one block's MLP
+  // activation (selective); empty / null without.
   std::vector<BlockActs<T>> replay;
-  T* att;             // (B,NHl,T,T) selective
   T* fch_gelu;        // (N,Fl)      selective
   MoeScratch<T> moe;  // null without MoE blocks
 };

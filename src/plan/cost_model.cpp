@@ -137,13 +137,13 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   const double mlp = (1 - s.moe_share) * dense_mlp + s.moe_share * moe_mlp;
   const double linear = gemm(2 * s.N * s.C * s.QKVl) + gemm(2 * s.N * s.Cl * s.C) + mlp;
   const double attention = 2 * s.B * s.NHl * gemm(s.Tl * s.T * s.HD);  // QK^T and PV, causal half, per (sample, head)
-  const double softmax_bytes = s.B * s.NHl * s.Tl * s.T * (4 + s.e);
+  // Attention is fused: its scores stay in on-chip tiles, so no (T,T) bytes go through memory.
   const double activation_bytes = s.e * ((1 - s.moe_share) * s.N * (s.Hl + s.Fl) + s.moe_share * s.routed * (s.Hel + s.Fel));
-  const double elementwise = (s.e * 10 * s.Ns * s.C + activation_bytes + softmax_bytes) / bw;
+  const double elementwise = (s.e * 10 * s.Ns * s.C + activation_bytes) / bw;
   const double block_fwd = linear + attention + elementwise;
   const double block_bwd = 2 * block_fwd;
   const double recompute = l.recompute == RecomputeGranularity::full        ? block_fwd
-                           : l.recompute == RecomputeGranularity::selective ? attention + (softmax_bytes + activation_bytes) / bw
+                           : l.recompute == RecomputeGranularity::selective ? activation_bytes / bw
                                                                             : 0.0;
   const double head = gemm(2 * s.N * s.C * s.Vl) + 3 * s.e * s.N * s.Vl / bw;  // forward; backward twice
 

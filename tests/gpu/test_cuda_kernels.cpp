@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention_scratch.hpp"
 #include "kernels/kernels.hpp"
 #include "runtime/arena.hpp"
 
@@ -78,10 +79,10 @@ void expect_close(const std::string& what, const std::vector<T>& got, const std:
   CHECK(e <= tol);
 }
 
-// bf16 attention: both sides keep the scores and their gradient in fp32, and round the probabilities
-// once (att: the usual 8e-3). The CUDA kernels then multiply bf16 operands (cuBLAS takes two bf16
-// inputs): P in bf16 for the output, dS in bf16 for dQ and dK, where the host multiplies fp32 values:
-// one more rounding step on out and dqkv, 1.6e-2.
+// bf16 attention: both sides keep the scores and their gradient in fp32. The CUDA kernels multiply bf16
+// operands on tensor cores: P rounded to bf16 for the output and dV, dS rounded to bf16 for dQ and dK,
+// where the host multiplies fp32 values: one more rounding step (2^-8 relative) on out and dqkv than
+// a plain bf16 output's 8e-3, so 1.6e-2. The log-sum-exp is fp32 on both sides (fp32 tolerance).
 template <typename T>
 constexpr double attention_product_tolerance() {
   return std::is_same_v<T, float> ? 1e-5 : 1.6e-2;
@@ -158,24 +159,34 @@ void check_all_kernels() {
     expect_close("matmul_backward_wide dweight (2nd call)", dw_d.get(), dw);
   }
   SECTION("attention") {
-    for (int NKV : {NH, NH / 2, 1}) {  // multi-head, grouped-query, multi-query
-      const long W = static_cast<long>(NH + 2 * NKV) * HD;
-      auto qkv = random_vec<KT>(gen, N * W), dout = random_vec<KT>(gen, N * C);
-      std::vector<KT> out(N * C), att(static_cast<std::size_t>(B) * NH * T * T), dqkv(N * W);
-      std::vector<float> scratch(static_cast<std::size_t>(NH) * T * T);
-      OnGpu<KT> qkv_d(qkv), dout_d(dout), out_d(out), att_d(att), dqkv_d(dqkv);
-      OnGpu<float> scratch_d(scratch);
-      const std::string heads = " (" + std::to_string(NH) + " heads, " + std::to_string(NKV) + " kv)";
-      h.attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, T, NH, NKV, HD);
-      g.attention_forward(out_d.data(), att_d.data(), scratch_d.data(), qkv_d.data(), B, T, NH, NKV, HD);
-      expect_close("attention_forward out" + heads, out_d.get(), out, attention_product_tolerance<KT>());
-      expect_close("attention_forward att" + heads, att_d.get(), att);
-      // Both backwards read the host's probabilities, so the check is of the backward alone.
-      OnGpu<KT> att_host_d(att);
-      h.attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, NH, NKV, HD);
-      g.attention_backward(dqkv_d.data(), scratch_d.data(), dout_d.data(), qkv_d.data(), att_host_d.data(), B, T, NH, NKV, HD);
-      expect_close("attention_backward dqkv" + heads, dqkv_d.get(), dqkv, attention_product_tolerance<KT>());
-    }
+    // The model's shape, then lengths that are not a multiple of the 64-row tile (several tiles, a
+    // ragged last one), every padded head dim (16, 32 via 24, 64 via 40 on the unvectorised loads, 128),
+    // multi-head, grouped-query and multi-query.
+    struct Shape {
+      int B, T, NH, HD;
+    };
+    for (const Shape sh : {Shape{B, T, NH, HD}, Shape{2, 100, 4, 24}, Shape{1, 200, 2, 40}, Shape{1, 130, 2, 128}, Shape{3, 65, 4, 64}})
+      for (int NKV : {sh.NH, sh.NH / 2, 1}) {  // multi-head, grouped-query, multi-query
+        const long rows = static_cast<long>(sh.B) * sh.T, W = static_cast<long>(sh.NH + 2 * NKV) * sh.HD, Ch = sh.NH * sh.HD;
+        auto qkv = random_vec<KT>(gen, rows * W), dout = random_vec<KT>(gen, rows * Ch);
+        std::vector<KT> out(rows * Ch), dqkv(rows * W);
+        std::vector<float> lse(static_cast<std::size_t>(sh.B) * sh.NH * sh.T), scratch(kernels::attention_scratch_floats(sh.B, sh.T, sh.NH));
+        OnGpu<KT> qkv_d(qkv), dout_d(dout), out_d(out), dqkv_d(dqkv);
+        OnGpu<float> lse_d(lse), scratch_d(scratch);
+        const std::string what = " (B=" + std::to_string(sh.B) + " T=" + std::to_string(sh.T) + " HD=" + std::to_string(sh.HD) + ", " +
+                                 std::to_string(sh.NH) + "/" + std::to_string(NKV) + " heads)";
+        h.attention_forward(out.data(), lse.data(), scratch.data(), qkv.data(), sh.B, sh.T, sh.NH, NKV, sh.HD);
+        g.attention_forward(out_d.data(), lse_d.data(), scratch_d.data(), qkv_d.data(), sh.B, sh.T, sh.NH, NKV, sh.HD);
+        expect_close("attention_forward out" + what, out_d.get(), out, attention_product_tolerance<KT>());
+        expect_close("attention_forward lse" + what, lse_d.get(), lse);
+        // Both backwards read the host's output and log-sum-exp, so the check is of the backward alone.
+        OnGpu<KT> out_host_d(out);
+        OnGpu<float> lse_host_d(lse);
+        h.attention_backward(dqkv.data(), scratch.data(), dout.data(), out.data(), lse.data(), qkv.data(), sh.B, sh.T, sh.NH, NKV, sh.HD);
+        g.attention_backward(dqkv_d.data(), scratch_d.data(), dout_d.data(), out_host_d.data(), lse_host_d.data(), qkv_d.data(), sh.B, sh.T,
+                             sh.NH, NKV, sh.HD);
+        expect_close("attention_backward dqkv" + what, dqkv_d.get(), dqkv, attention_product_tolerance<KT>());
+      }
   }
   SECTION("attention blocks (ring attention) and column copies") {
     // Two chunks of T/2 rows of one sample: the second query chunk against the first key chunk (all

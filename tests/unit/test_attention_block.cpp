@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/attention_scratch.hpp"
 #include "kernels/kernels.hpp"
 
 namespace k = dtrain::kernels::host;
@@ -58,10 +59,10 @@ void check_ring(int T, int cp, int NH, int NKV, int HD, unsigned seed) {
   const Vec qkv = random_vec(rng, static_cast<std::size_t>(T) * W);
   const Vec dout = random_vec(rng, static_cast<std::size_t>(T) * C);
   // The whole sequence at once (B = 1).
-  Vec out(static_cast<std::size_t>(T) * C), att(static_cast<std::size_t>(NH) * T * T), scratch(att.size());
-  k::attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), 1, T, NH, NKV, HD);
+  Vec out(static_cast<std::size_t>(T) * C), whole_lse(static_cast<std::size_t>(NH) * T), scratch(dtrain::kernels::attention_scratch_floats(1, T, NH));
+  k::attention_forward(out.data(), whole_lse.data(), scratch.data(), qkv.data(), 1, T, NH, NKV, HD);
   Vec dqkv(qkv.size());
-  k::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), 1, T, NH, NKV, HD);
+  k::attention_backward(dqkv.data(), scratch.data(), dout.data(), out.data(), whole_lse.data(), qkv.data(), 1, T, NH, NKV, HD);
 
   // Block by block: outputs and log-sum-exps per query chunk, gradients accumulated in fp32.
   Vec kv(static_cast<std::size_t>(T) * KW);
@@ -91,6 +92,13 @@ void check_ring(int T, int cp, int NH, int NKV, int HD, unsigned seed) {
 
   INFO("T=" << T << " cp=" << cp << " NH=" << NH << " NKV=" << NKV << " HD=" << HD);
   CHECK(relative_max_error(bout, out) < 2e-6);
+  // The blocks' log-sum-exp (2cp chunks, NH, Tc) against the whole sequence's (NH, T).
+  Vec chunked_lse(whole_lse.size());
+  for (int c = 0; c < 2 * cp; ++c)
+    for (int h = 0; h < NH; ++h)
+      for (int i = 0; i < Tc; ++i)
+        chunked_lse[(static_cast<std::size_t>(c) * NH + h) * Tc + i] = whole_lse[static_cast<std::size_t>(h) * T + c * Tc + i];
+  CHECK(relative_max_error(lse, chunked_lse) < 2e-6);
   CHECK(relative_max_error(got, dqkv) < 2e-6);
 }
 

@@ -47,39 +47,40 @@ TEST_CASE("cost model: one rank, one micro-batch of 4 samples", "[plan][cost]") 
   // GEMMs forward: QKV 2*128*64*192 + proj 2*128*64*64 + fc 2*128*64*256 + fcproj 2*128*256*64
   //   = 12,582,912 FLOPs / 5e11 = 25.165824 us
   // attention: 2 GEMMs x 4 samples x 4 heads of 32*32*16 FLOPs (causal half) = 524,288 / 5e11 = 1.048576 us
-  // elementwise: norms and residuals 4*10*128*64 + activation 4*128*(256+256) + softmax 4*4*32*32*(4+4)
-  //   = 327,680 + 262,144 + 131,072 = 720,896 B / 1e10 = 72.0896 us
-  // block forward = 98.304 us, backward 196.608 us; two blocks: 589.824 us
+  // elementwise: norms and residuals 4*10*128*64 + activation 4*128*(256+256) (attention is fused: no
+  //   scores in memory) = 327,680 + 262,144 = 589,824 B / 1e10 = 58.9824 us
+  // block forward = 85.1968 us, backward 170.3936 us; two blocks: 511.1808 us
   // head: 2*128*64*128 / 5e11 = 4.194304 us + 3*4*128*128 B / 1e10 = 19.6608 us; x3 (fwd + bwd) = 71.565312 us
-  // compute = 661.389312 us
+  // compute = 582.746112 us
   // parameters: per block 64*192+192 + 64*64+64 + 64*256+256 + 256*64+64 + 2 LayerNorms 256 = 49,984;
   //   wte 8192 + wpe 2048 + final LayerNorm 128 -> 110,336; AdamW 110,336 x (4 + 16 + 8) B / 1e10 = 308.9408 us
   const Config cfg = tiny_model(4);
   const StepCost c = predict_step(cfg, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1));
   CHECK(c.micro_batches == 1);
-  CHECK(c.compute == Approx(661.389312e-6));
-  // Elementwise kernels at 5e9 B/s: 144.1792 us per block forward, so 2 x 3 x 170.3936 us of blocks and
-  // 3 x (4.194304 + 39.3216) us of head: 1152.909312 us; the optimizer still at the memory bandwidth.
+  CHECK(c.compute == Approx(582.746112e-6));
+  // Elementwise kernels at 5e9 B/s: 117.9648 us per block forward, so 2 x 3 x 144.1792 us of blocks and
+  // 3 x (4.194304 + 39.3216) us of head: 995.622912 us; the optimizer still at the memory bandwidth.
   ClusterSpec slow = tiny_cluster(1, 1);
   slow.elementwise_bandwidth = 5e9;
   const StepCost e = predict_step(cfg, layout(1, 1, 1, 1, 4), slow);
-  CHECK(e.compute == Approx(1152.909312e-6));
+  CHECK(e.compute == Approx(995.622912e-6));
   CHECK(e.optimizer == Approx(c.optimizer));
   CHECK(c.optimizer == Approx(308.9408e-6));
   CHECK(c.tp == 0);
   CHECK(c.bubble == 0);
   CHECK(c.dp == 0);
-  CHECK(c.step() == Approx(970.330112e-6));
+  CHECK(c.step() == Approx(891.686912e-6));
   // The parameter count is the tensor table's (the memory estimate's source).
   CHECK(c.rank_params == Approx(static_cast<double>(whole_model_plan(cfg, 1).table.total())));
 
-  SECTION("selective recomputation runs attention and the activation again") {
+  SECTION("selective recomputation runs the MLP activation again") {
     Layout l = layout(1, 1, 1, 1, 4);
     l.recompute = RecomputeGranularity::selective;
-    // per block 1.048576 us + (131,072 + 262,144) B / 1e10 = 40.37056 us; two blocks 80.74112 us
-    CHECK(predict_step(cfg, l, tiny_cluster(1, 1)).recompute == Approx(80.74112e-6));
-    l.recompute = RecomputeGranularity::full;  // the block's forward again: 2 x 98.304 us
-    CHECK(predict_step(cfg, l, tiny_cluster(1, 1)).recompute == Approx(196.608e-6));
+    // per block 262,144 B / 1e10 = 26.2144 us (fused attention keeps its log-sum-exp: nothing to
+    // recompute there); two blocks 52.4288 us
+    CHECK(predict_step(cfg, l, tiny_cluster(1, 1)).recompute == Approx(52.4288e-6));
+    l.recompute = RecomputeGranularity::full;  // the block's forward again: 2 x 85.1968 us
+    CHECK(predict_step(cfg, l, tiny_cluster(1, 1)).recompute == Approx(170.3936e-6));
   }
 }
 
@@ -102,18 +103,18 @@ TEST_CASE("cost model: tensor parallelism inside and across nodes", "[plan][cost
 
 TEST_CASE("cost model: pipeline sends and bubble", "[plan][cost]") {
   // pp=2 over 2 nodes, micro-batch 1 of 4: m = 4, one block per stage, N = 32.
-  // block forward 98.304/4 = 24.576 us, backward 49.152; head (5.963776 us) x3 = 17.891328 us.
+  // block forward 85.1968/4 = 21.2992 us, backward 42.5984; head (5.963776 us) x3 = 17.891328 us.
   // sends: activation forward + gradient backward of 32 x 64 x 4 = 8,192 B at 1e8 B/s + 1 us latency:
-  //   2 x 82.92 = 165.84 us. Per micro-batch 257.459328 us, x4 = 1029.837312 us.
-  // 1F1B bubble (p-1)/(m+p-1) = 1/5 of the step: 1/4 of the rest = 257.459328 us.
+  //   2 x 82.92 = 165.84 us. Per micro-batch 247.628928 us, x4 = 990.515712 us.
+  // 1F1B bubble (p-1)/(m+p-1) = 1/5 of the step: 1/4 of the rest = 247.628928 us.
   // AdamW on the first stage (wte + wpe + one block = 60,224 parameters) x 28 B / 1e10 = 168.6272 us.
   const Config cfg = tiny_model(4);
   const StepCost c = predict_step(cfg, layout(1, 1, 1, 2, 1), tiny_cluster(2, 1, 1e-6));
   CHECK(c.micro_batches == 4);
   CHECK(c.p2p == Approx(663.36e-6));
   CHECK(c.bubble_fraction == Approx(0.2));
-  CHECK(c.bubble == Approx(257.459328e-6));
-  CHECK(c.step() == Approx(1455.92384e-6));
+  CHECK(c.bubble == Approx(247.628928e-6));
+  CHECK(c.step() == Approx(1406.77184e-6));
 }
 
 TEST_CASE("cost model: data-parallel reduction, its overlap and ZeRO", "[plan][cost]") {
@@ -129,23 +130,24 @@ TEST_CASE("cost model: data-parallel reduction, its overlap and ZeRO", "[plan][c
   const StepCost c1 = predict_step(cfg, z1, cl);
   CHECK(c1.dp == Approx(441.344e-6));
   CHECK(c1.optimizer == Approx(154.4704e-6));
-  // overlap_grad_reduce: the all-reduce hides behind the backward pass (2 blocks x 98.304 us at 2
-  // samples = 196.608 us): 441.344 - 196.608 = 244.736 us exposed (more than the last block's half).
+  // overlap_grad_reduce: the all-reduce hides behind the backward pass (2 blocks x 85.1968 us at 2
+  // samples = 170.3936 us): 441.344 - 170.3936 = 270.9504 us exposed (more than the last block's half).
   Config overlap = cfg;
   overlap.system.overlap_grad_reduce = true;
-  CHECK(predict_step(overlap, layout(1, 1, 2, 1, 2), cl).dp == Approx(244.736e-6));
-  // With 4 samples per micro-batch (global batch 8) the backward takes 393.216 us, longer than the
-  // reduction, but the last block's bucket (1/2 of it: 220.672 us) starts only when the backward ends.
+  CHECK(predict_step(overlap, layout(1, 1, 2, 1, 2), cl).dp == Approx(270.9504e-6));
+  // With 4 samples per micro-batch (global batch 8) the backward takes 340.7872 us, longer than the
+  // earlier blocks' half of the reduction, but the last block's bucket (1/2 of it: 220.672 us) starts
+  // only when the backward ends.
   Config wide = overlap;
   wide.model.global_batch_size = 8;
   CHECK(predict_step(wide, layout(1, 1, 2, 1, 4), cl).dp == Approx(220.672e-6));
   // ZeRO-3, micro-batch 1 (m = 2): a reduce-scatter per micro-batch (2 x 220.672 us) and the weights
-  // gathered before each forward and backward, prefetched behind the forward (2 blocks x 24.576 us at
-  // 1 sample): 4 x (220.672 - 49.152) = 686.08 us; no gather at the end.
+  // gathered before each forward and backward, prefetched behind the forward (2 blocks x 21.2992 us at
+  // 1 sample): 4 x (220.672 - 42.5984) = 712.2944 us; no gather at the end.
   Layout z3 = layout(1, 1, 2, 1, 1);
   z3.distributed_optimizer = true;
   z3.zero_stage = 3;
-  CHECK(predict_step(cfg, z3, cl).dp == Approx(441.344e-6 + 686.08e-6));
+  CHECK(predict_step(cfg, z3, cl).dp == Approx(441.344e-6 + 712.2944e-6));
   // Released buckets, ZeRO-3 at m = 2: the gradients of the first micro-batch whole and of the last but
   // the owned half, 4 B x 110,336 x 1.5 = 662,016 B; the fp32 weights after the forward and the
   // backward of each micro-batch but the owned half, 2 x 2 x 4 B x 110,336 x 0.5 = 882,688 B; at the
@@ -184,16 +186,16 @@ TEST_CASE("cost model: context-parallel ring and expert all-to-all", "[plan][cos
 }
 
 TEST_CASE("cost model: experts of their own width", "[plan][cost]") {
-  // 4 experts on one rank with top-1 routing are the dense MLP's work: the same compute (661.389312 us).
+  // 4 experts on one rank with top-1 routing are the dense MLP's work: the same compute (582.746112 us).
   Config moe = tiny_model(4);
   moe.model.num_experts = 4;
   moe.model.moe_router_topk = 1;
-  CHECK(predict_step(moe, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1)).compute == Approx(661.389312e-6));
+  CHECK(predict_step(moe, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1)).compute == Approx(582.746112e-6));
   // Experts of width 128 (moe_ffn_hidden_size; the dense width is 256) halve the MLP's GEMMs, 16.777216
   // us per block forward, and its activation bytes, 26.2144 us: 21.495808 us saved per block forward,
   // x 3 (forward and backward) x 2 blocks = 128.974848 us less.
   moe.model.moe_ffn_hidden_size = 128;
-  CHECK(predict_step(moe, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1)).compute == Approx(661.389312e-6 - 128.974848e-6));
+  CHECK(predict_step(moe, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1)).compute == Approx(582.746112e-6 - 128.974848e-6));
 }
 
 TEST_CASE("collectives: ring formulas and the link a group spans", "[plan][cost]") {

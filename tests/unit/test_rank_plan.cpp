@@ -48,17 +48,18 @@ TEST_CASE("rank plan of the whole model on one rank", "[plan][rank_plan]") {
   CHECK(p.optimizer_elements() == 3904);
   CHECK(p.tied_embedding == -1);
   for (std::size_t i = 0; i < p.table.tensors().size(); ++i) CHECK(p.writes_params(i));
-  // Activations, 1 slot, B=1 T=4 (N=4) C=8: per block ln1_mean/rstd 16+16, ln1 32, qkv 96, atty 32,
-  // att (1,2,4,4) 32, res1 32, ln2_mean/rstd 16+16, ln2 32, fch 128, fch_gelu 128, res2 32 = 608;
-  // slot = stage_input 32 + 4 x 608 + head (16+16+32+64+16+16+16+16 = 192) = 2656; scratch 560 (dres,
-  // rows_full, rows_shard, dln 32 each, datty 32, dqkv 96, dfch, dfch2 128 each, dtt (2,4,4) 32, dloss 16).
+  // Activations, 1 slot, B=1 T=4 (N=4) C=8, every piece rounded up to 16 floats: per block
+  // ln1_mean/rstd 16+16, ln1 32, qkv 96, atty 32, lse (1,2,4) 16, res1 32, ln2_mean/rstd 16+16, ln2 32,
+  // fch 128, fch_gelu 128, res2 32 = 592; slot = stage_input 32 + 4 x 592 + head (16+16+32+64+16+16+16+16
+  // = 192) = 2592; scratch 592 (dres, rows_full, rows_shard, dln 32 each, datty 32, dqkv 96, dfch, dfch2
+  // 128 each, dtt NH x T x max(2 x min(T,128), B) = 2 x 4 x 8 = 64, dloss 16).
   CHECK(p.activations.slots == 1);
-  CHECK(p.activations.bytes() == 4 * (2656 + 560));
+  CHECK(p.activations.bytes() == 4 * (2592 + 592));
   const MemoryEstimate m = p.memory();
   CHECK(m.params == 3904 * 4);
   CHECK(m.grads == 3904 * 4);
   CHECK(m.optimizer == 2 * 3904 * 4);
-  CHECK(m.activations == 3216 * 4);
+  CHECK(m.activations == 3184 * 4);
   // Buffers: tokens and targets of m = 8 micro-batches (2 x 8 x 4 ints) and one (4,8) message.
   CHECK(m.buffers == (2 * 8 * 4 + 32) * 4);
   CHECK(std::string(m.biggest_term()) == "optimizer");
@@ -70,17 +71,17 @@ TEST_CASE("rank plan in bf16: bf16 weights and activations, fp32 gradients, mast
   CHECK(p.precision == Precision::bf16);
   CHECK(p.compute_type_bytes() == 2);
   // In bytes, every piece rounded up to 64. Per block: ln1/ln2 mean and rstd 4 x 64, ln1 (32 bf16) 64,
-  // qkv (96) 192, atty 64, att (32) 64, res1 64, ln2 64, fch (128) 256, fch_gelu 256, res2 64 = 1344.
+  // qkv (96) 192, atty 64, lse (8 floats) 64, res1 64, ln2 64, fch (128) 256, fch_gelu 256, res2 64 = 1344.
   // Slot: stage_input 64 + 4 x 1344 + head (lnf mean, rstd, lnf 64 each, logits (64) 128, four float
   // rows 4 x 64) = 6016. Scratch: dres, rows_full, rows_shard, dln, datty 64 each, dqkv 192, dfch, dfch2
-  // 256 each, dtt (32 floats) 128, dloss 64, the fp32 partial sums (32 floats) 128 and their shard 128
-  // = 1472.
-  CHECK(p.activations.bytes() == 6016 + 1472);
+  // 256 each, dtt (64 floats) 256, dloss 64, the fp32 partial sums (32 floats) 128 and their shard 128
+  // = 1600.
+  CHECK(p.activations.bytes() == 6016 + 1600);
   const MemoryEstimate m = p.memory();
   CHECK(m.params == 3904 * 2);
   CHECK(m.grads == 3904 * 4);
   CHECK(m.optimizer == 3 * 3904 * 4);  // master weights, first and second moments
-  CHECK(m.activations == 6016 + 1472);
+  CHECK(m.activations == 6016 + 1600);
   CHECK(m.buffers == 2 * 8 * 4 * 4 + 32 * 2);  // int tokens and targets, one bf16 (4,8) message
 }
 
@@ -120,10 +121,10 @@ TEST_CASE("rank plan of tp rank 1, last stage, dp rank 1 of tp=2 pp=2 dp=2 with 
   CHECK(p.tied_embedding == 0);
   CHECK(p.sequence_parallel_tensors.empty());
   // 1F1B, p=2, m=4: stage 1 holds min(4, 2-1) = 1 micro-batch. B=1 T=4 C=8 Cl=4 NHl=1 Fl=16 Vl=8:
-  // per block 16+16+32+48+16+16+32+16+16+32+64+64+32 = 400; slot = 32 + 2 x 400 + head 160 = 992;
-  // scratch 32+32+32+32+16+48+64+64+16+16 = 352.
+  // per block 16+16+32+48+16(lse)+16+32+16+16+32+64+64+32 = 400; slot = 32 + 2 x 400 + head 160 = 992;
+  // scratch 32+32+32+32+16+48+64+64+32(dtt: 1 x 4 x 8)+16 = 368.
   CHECK(p.activations.slots == 1);
-  CHECK(p.activations.bytes() == 4 * (992 + 352));
+  CHECK(p.activations.bytes() == 4 * (992 + 368));
   // Stage 0 holds min(4, 2) = 2 micro-batches.
   at.pp = 0;
   CHECK(make_rank_plan(c, plan, at).activations.slots == 2);
@@ -256,19 +257,20 @@ TEST_CASE("rank plan with activation recomputation keeps only what the backward 
     const Config c = tiny(o);
     return make_rank_plan(c, make_plan(c, 1), Coords{}).activations.bytes();
   };
-  // The tiny model above: a block keeps 608 floats (att 32 and fch_gelu 128 of them, res2 32), the slot
-  // 2656 with 4 blocks, the scratch 560.
-  // selective: no block keeps att or fch_gelu (4 x 160 fewer); the scratch holds one of each (+160).
-  CHECK(bytes({"--model.recompute_granularity=selective"}) == 4 * (2656 - 4 * 160 + 560 + 160));
+  // The tiny model above: a block keeps 592 floats (lse 16 and fch_gelu 128 of them, res2 32), the slot
+  // 2592 with 4 blocks, the scratch 592.
+  // selective: no block keeps fch_gelu (4 x 128 fewer); the scratch holds one (+128). Attention keeps
+  // its log-sum-exp, so nothing of it is recomputed.
+  CHECK(bytes({"--model.recompute_granularity=selective"}) == 4 * (2592 - 4 * 128 + 592 + 128));
   // full, uniform groups of 1: every block keeps only res2 (32 + 4 x 32 + head 192 = 352); the scratch
-  // holds one whole block to replay (+608).
-  CHECK(bytes({"--model.recompute_granularity=full"}) == 4 * (352 + 560 + 608));
+  // holds one whole block to replay (+592).
+  CHECK(bytes({"--model.recompute_granularity=full"}) == 4 * (352 + 592 + 592));
   // full, groups of 3 ([0,3) and [3,4)): res2 of blocks 2 and 3 (32 + 64 + 192 = 288); 3 blocks to replay.
-  CHECK(bytes({"--model.recompute_granularity=full", "--model.recompute_num_layers=3"}) == 4 * (288 + 560 + 3 * 608));
-  // full, block method, 1 block: block 0 keeps res2, blocks 1-3 everything (32 + 32 + 3 x 608 + 192);
+  CHECK(bytes({"--model.recompute_granularity=full", "--model.recompute_num_layers=3"}) == 4 * (288 + 592 + 3 * 592));
+  // full, block method, 1 block: block 0 keeps res2, blocks 1-3 everything (32 + 32 + 3 x 592 + 192);
   // one block to replay.
   CHECK(bytes({"--model.recompute_granularity=full", "--model.recompute_method=block", "--model.recompute_num_layers=1"}) ==
-        4 * (2080 + 560 + 608));
+        4 * (2032 + 592 + 592));
 }
 
 TEST_CASE("rank plan under ZeRO-2 and ZeRO-3 keeps the owned slices and the buckets in use", "[plan][rank_plan][zero]") {

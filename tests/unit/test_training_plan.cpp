@@ -63,7 +63,7 @@ TEST_CASE("activation memory grows with the micro-batch; distributed optimizer s
 
 TEST_CASE("a plan that does not fit the rank's memory is refused, naming the estimate and its biggest term", "[plan]") {
   Config c = load_config("[model]\nnum_layers=4\nhidden_size=512\nnum_attention_heads=8\nseq_length=512\n"
-                         "global_batch_size=8\nmicro_batch_size=8\n", "t", {});
+                         "global_batch_size=32\nmicro_batch_size=32\n", "t", {});
   const MemoryLimit limit{1e9, "a test limit"};
   try {
     make_plan(c, 1, limit);
