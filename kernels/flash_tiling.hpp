@@ -35,20 +35,29 @@ DTRAIN_HOST_DEVICE constexpr bool visible(int q, int k, int T) { return k <= q &
 
 // Shared memory of each kernel, bytes, for padded head dim D and element size `elem` (2: bf16, 4: fp32).
 // Tiles of elements are (kTile, D); fp32 tiles are (kTile, kTile) scores or (kTile, D) accumulators.
-// The element copies of probabilities and score gradients that the products read are separate tiles
-// in bf16 and the fp32 tiles themselves in fp32 (written in place).
+// bf16 (tensor cores): the tiles a kernel walks through are double-buffered (the next one loads while the
+// current one is used), the backward's dK, dV and dQ accumulate in registers and are staged for the
+// store through the walked tiles' buffers, and the probabilities and score gradients the products read
+// are bf16 copies. fp32 (FMAs, for exactness rather than speed): single buffers (two would not fit at
+// head dim 128), accumulators in shared memory, the copies written in place over the fp32 tiles.
+DTRAIN_HOST_DEVICE constexpr int stages(int elem) { return elem == 2 ? 2 : 1; }
 DTRAIN_HOST_DEVICE constexpr std::size_t score_copy(int elem) { return elem == 4 ? 0 : static_cast<std::size_t>(kTile * kTile * elem); }
+DTRAIN_HOST_DEVICE constexpr std::size_t tile_bytes(int D, int elem) { return static_cast<std::size_t>(kTile * D * elem); }
+DTRAIN_HOST_DEVICE constexpr std::size_t shared_accumulators(int D, int elem, int n) { return elem == 4 ? n * tile_bytes(D, 4) : 0; }
 DTRAIN_HOST_DEVICE constexpr std::size_t forward_smem(int D, int elem) {
-  // Q, K, V (elements), scores (fp32), probabilities (elements), output accumulator (fp32), m and l.
-  return static_cast<std::size_t>(3 * kTile * D * elem + kTile * kTile * 4 + kTile * D * 4 + 2 * kTile * 4) + score_copy(elem);
+  // Q, stages x (K, V) (elements), scores (fp32), output accumulator (fp32: rescaled row by row), m and l,
+  // probabilities.
+  return tile_bytes(D, elem) * (1 + 2 * stages(elem)) + kTile * kTile * 4 + tile_bytes(D, 4) + 2 * kTile * 4 + score_copy(elem);
 }
 DTRAIN_HOST_DEVICE constexpr std::size_t dkv_smem(int D, int elem) {
-  // K, V, Q, dO (elements), P and dP (fp32), P and dS (elements), dK and dV (fp32), lse and D.
-  return static_cast<std::size_t>(4 * kTile * D * elem + 2 * kTile * kTile * 4 + 2 * kTile * D * 4 + 2 * kTile * 4) + 2 * score_copy(elem);
+  // K, V, stages x (Q, dO) (elements), P and dP (fp32), stages x (lse, Dsum), P and dS, dK and dV.
+  return tile_bytes(D, elem) * (2 + 2 * stages(elem)) + 2 * kTile * kTile * 4 + stages(elem) * 2 * kTile * 4 + 2 * score_copy(elem) +
+         shared_accumulators(D, elem, 2);
 }
 DTRAIN_HOST_DEVICE constexpr std::size_t dq_smem(int D, int elem) {
-  // Q, dO, K, V (elements), P and dP (fp32), dS (elements), dQ (fp32), lse and D.
-  return static_cast<std::size_t>(4 * kTile * D * elem + 2 * kTile * kTile * 4 + kTile * D * 4 + 2 * kTile * 4) + score_copy(elem);
+  // Q, dO, stages x (K, V) (elements), P and dP (fp32), lse and Dsum, dS, dQ.
+  return tile_bytes(D, elem) * (2 + 2 * stages(elem)) + 2 * kTile * kTile * 4 + 2 * kTile * 4 + score_copy(elem) +
+         shared_accumulators(D, elem, 1);
 }
 // The most dynamic shared memory a block may have on sm_80 and sm_90 (227 KiB on Hopper, 163 KiB on
 // the A100); each kernel asks for its own size and the launch checks it against the device's limit.

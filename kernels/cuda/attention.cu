@@ -1,18 +1,22 @@
 // CUDA backend: fused causal self-attention, flash-attention style (kernels/flash_tiling.hpp holds the
-// tiling). One launch covers every (sample, head): a thread block per (query tile, sample x head) in the
-// forward pass keeps its query tile, walks the key tiles up to the diagonal with an online softmax
-// (running maximum and sum per row, the output accumulator rescaled as the maximum grows), and writes
-// the output and each row's log-sum-exp: no (T,T) matrix ever reaches device memory. The backward pass
-// recomputes the probabilities from the log-sum-exp in two kernels, so that no two blocks add into the
-// same gradient (no atomics: the same bits every run): one per (key tile, sample x key/value group)
-// sums dK and dV over the group's query heads and the query tiles that see it, one per (query tile,
-// sample x head) sums dQ over the key tiles it sees. Products run on tensor cores (WMMA 16x16x16, bf16
-// operands, fp32 accumulation) in bf16 runs and as fp32 FMAs in fp32 runs (no TF32, so fp32 matches the
-// host); the probabilities and score gradients are rounded to the storage type once, before the
-// products that take them, as the host's bf16 arithmetic does not (tolerances in the GPU tests).
+// tiling and the shared-memory budget). One launch covers every (sample, head): a thread block per
+// (query tile, sample x head) in the forward pass keeps its query tile, walks the key tiles up to the
+// diagonal with an online softmax (running maximum and sum per row, the output accumulator rescaled as
+// the maximum grows), and writes the output and each row's log-sum-exp: no (T,T) matrix ever reaches
+// device memory. The backward pass recomputes the probabilities from the log-sum-exp in two kernels,
+// so that no two blocks add into the same gradient (no atomics: the same bits every run): one per (key
+// tile, sample x key/value group) sums dK and dV over the group's query heads and the query tiles that
+// see it, one per (query tile, sample x head) sums dQ over the key tiles it sees.
+// bf16: products on tensor cores (WMMA 16x16x16, fp32 accumulation; the backward's accumulators stay in
+// registers), the walked tiles double-buffered with asynchronous copies (cp.async) so the next tile
+// loads while the current one is used. fp32: the same algorithm with FMAs (no TF32, so fp32 matches the
+// host), single buffers. The probabilities and score gradients are rounded to the storage type once,
+// before the products that take them, where the host's bf16 arithmetic keeps them in fp32 (the GPU
+// tests' tolerance says so).
 #include <mma.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -27,66 +31,39 @@ namespace {
 
 using namespace flash;
 namespace wmma = nvcuda::wmma;
+using ::dtrain::bf16;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kBlockThreads = kWarps * 32;
+constexpr unsigned kFull = 0xffffffffu;
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
+// ---- asynchronous copies global -> shared (sm_80+): `bytes` of src, or zeros when !valid (src must
+// still be a valid address).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
 }
-
-// One warp: C (16 x N, fp32, row-major, ldc) = (accumulate ? C : 0) + A (16 x K) B (K x N), all in
-// shared memory. ARow: A(i,k) at A[i*lda + k], else at A[k*lda + i]; BRow: B(k,j) at B[k*ldb + j], else
-// at B[j*ldb + k]. N and K are multiples of 16. fp32 operands: FMAs, each lane owning every 32nd output.
-template <bool ARow, bool BRow>
-__device__ void warp_tile_mma(float* C, int ldc, const float* A, int lda, const float* B, int ldb, int N, int K, bool accumulate) {
-  for (int e = threadIdx.x % 32; e < 16 * N; e += 32) {
-    const int i = e / N, j = e % N;
-    float s = accumulate ? C[i * ldc + j] : 0.0f;
-    for (int k = 0; k < K; ++k) s += (ARow ? A[i * lda + k] : A[k * lda + i]) * (BRow ? B[k * ldb + j] : B[j * ldb + k]);
-    C[i * ldc + j] = s;
-  }
-  __syncwarp();
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
 }
-// bf16 operands: tensor cores (WMMA fragments; the accumulator goes through C in shared memory).
-template <bool ARow, bool BRow>
-__device__ void warp_tile_mma(float* C, int ldc, const ::dtrain::bf16* A, int lda, const ::dtrain::bf16* B, int ldb, int N, int K,
-                              bool accumulate) {
-  using AL = std::conditional_t<ARow, wmma::row_major, wmma::col_major>;
-  using BL = std::conditional_t<BRow, wmma::row_major, wmma::col_major>;
-  const auto* a = reinterpret_cast<const __nv_bfloat16*>(A);
-  const auto* b = reinterpret_cast<const __nv_bfloat16*>(B);
-  for (int n = 0; n < N; n += 16) {
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    if (accumulate)
-      wmma::load_matrix_sync(acc, C + n, ldc, wmma::mem_row_major);
-    else
-      wmma::fill_fragment(acc, 0.0f);
-    for (int k = 0; k < K; k += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, AL> fa;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, BL> fb;
-      wmma::load_matrix_sync(fa, ARow ? a + k : a + k * lda, lda);
-      wmma::load_matrix_sync(fb, BRow ? b + k * ldb + n : b + n * ldb + k, ldb);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(C + n, acc, ldc, wmma::mem_row_major);
-  }
-  __syncwarp();
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int Pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 }
 
 // The whole block: dst (kTile x D) <- rows [r0, r0 + kTile) of src (row stride ld elements), columns
-// [0, HD); zeros for rows at or past T and columns at or past HD. 16-byte loads when whole rows of
-// 16-byte vectors are read (HD == D and ld a multiple of the vector).
+// [0, HD); zeros for rows at or past T and columns at or past HD. Whole rows of 16-byte vectors go as
+// asynchronous copies (complete at the next cp_async_wait); anything else is loaded at once.
 template <typename KT, int D>
 __device__ void load_tile(KT* dst, const KT* src, long ld, int r0, int T, int HD) {
   constexpr int V = 16 / sizeof(KT);
-  if (HD == D && ld % V == 0) {
+  if (HD == D && ld % V == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {
     for (int e = threadIdx.x; e < kTile * D / V; e += kBlockThreads) {
       const int r = e / (D / V), c = (e % (D / V)) * V;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (r0 + r < T) v = *reinterpret_cast<const uint4*>(src + static_cast<long>(r0 + r) * ld + c);
-      *reinterpret_cast<uint4*>(dst + r * D + c) = v;
+      const bool valid = r0 + r < T;
+      cp_async16(dst + r * D + c, src + static_cast<long>(valid ? r0 + r : 0) * ld + c, valid);
     }
     return;
   }
@@ -94,6 +71,91 @@ __device__ void load_tile(KT* dst, const KT* src, long ld, int r0, int T, int HD
     const int r = e / D, c = e % D;
     dst[e] = (r0 + r < T && c < HD) ? src[static_cast<long>(r0 + r) * ld + c] : st<KT>(0.0f);
   }
+}
+// dst (kTile floats) <- src[q0 .. q0 + kTile), zeros at or past T (asynchronous, 4 bytes a thread).
+__device__ void load_rows(float* dst, const float* src, int q0, int T) {
+  if (threadIdx.x < kTile) {
+    const int q = q0 + static_cast<int>(threadIdx.x);
+    cp_async4(dst + threadIdx.x, src + (q < T ? q : 0), q < T);
+  }
+}
+
+// ---- one warp's 16 x N fp32 accumulator C (+)= A (16 x K) B (K x N), operands in shared memory.
+// ARow: A(i,k) at A[i*lda + k], else at A[k*lda + i]; BRow: B(k,j) at B[k*ldb + j], else at B[j*ldb + k].
+// N and K are multiples of 16. bf16: WMMA fragments held in registers across calls (C in shared memory
+// only when loaded or stored); fp32: the accumulator lives in shared memory (C), FMAs, each lane owning
+// every 32nd element.
+template <typename KT, int N>
+struct WarpAcc;
+
+template <int N>
+struct WarpAcc<bf16, N> {
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> f[N / 16];
+  float* C;
+  int ldc;
+  __device__ WarpAcc(float* c, int l) : C(c), ldc(l) {}
+  __device__ void zero() {
+#pragma unroll
+    for (int n = 0; n < N / 16; ++n) wmma::fill_fragment(f[n], 0.0f);
+  }
+  __device__ void load() {
+#pragma unroll
+    for (int n = 0; n < N / 16; ++n) wmma::load_matrix_sync(f[n], C + n * 16, ldc, wmma::mem_row_major);
+  }
+  __device__ void store() {
+#pragma unroll
+    for (int n = 0; n < N / 16; ++n) wmma::store_matrix_sync(C + n * 16, f[n], ldc, wmma::mem_row_major);
+    __syncwarp();
+  }
+  template <bool ARow, bool BRow>
+  __device__ void mma(const bf16* A, int lda, const bf16* B, int ldb, int K) {
+    using AL = std::conditional_t<ARow, wmma::row_major, wmma::col_major>;
+    using BL = std::conditional_t<BRow, wmma::row_major, wmma::col_major>;
+    const auto* a = reinterpret_cast<const __nv_bfloat16*>(A);
+    const auto* b = reinterpret_cast<const __nv_bfloat16*>(B);
+    for (int k = 0; k < K; k += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, AL> fa;
+      wmma::load_matrix_sync(fa, ARow ? a + k : a + k * lda, lda);
+#pragma unroll
+      for (int n = 0; n < N / 16; ++n) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, BL> fb;
+        wmma::load_matrix_sync(fb, BRow ? b + k * ldb + n * 16 : b + n * 16 * ldb + k, ldb);
+        wmma::mma_sync(f[n], fa, fb, f[n]);
+      }
+    }
+  }
+};
+
+template <int N>
+struct WarpAcc<float, N> {
+  float* C;
+  int ldc;
+  __device__ WarpAcc(float* c, int l) : C(c), ldc(l) {}
+  __device__ void zero() {
+    for (int e = threadIdx.x % 32; e < 16 * N; e += 32) C[(e / N) * ldc + e % N] = 0.0f;
+    __syncwarp();
+  }
+  __device__ void load() {}
+  __device__ void store() {}
+  template <bool ARow, bool BRow>
+  __device__ void mma(const float* A, int lda, const float* B, int ldb, int K) {
+    for (int e = threadIdx.x % 32; e < 16 * N; e += 32) {
+      const int i = e / N, j = e % N;
+      float s = C[i * ldc + j];
+      for (int k = 0; k < K; ++k) s += (ARow ? A[i * lda + k] : A[k * lda + i]) * (BRow ? B[k * ldb + j] : B[j * ldb + k]);
+      C[i * ldc + j] = s;
+    }
+    __syncwarp();
+  }
+};
+
+// One warp: C (16 x N, fp32, shared) = A B, through a fresh accumulator.
+template <typename KT, int N, bool ARow, bool BRow>
+__device__ void warp_product(float* C, int ldc, const KT* A, int lda, const KT* B, int ldb, int K) {
+  WarpAcc<KT, N> acc(C, ldc);
+  acc.zero();
+  acc.template mma<ARow, BRow>(A, lda, B, ldb, K);
+  acc.store();
 }
 
 // The element tile a product reads the probabilities (or score gradients) from: its own tile in bf16,
@@ -109,58 +171,108 @@ __device__ KT* score_copy(float* fp32_tile, unsigned char*& next) {
   }
 }
 
+// Walks n tiles with `stages` buffers: load(i, buffer) issues tile i's copies, use(i, buffer) runs once
+// tile i has landed. With two stages tile i+1 loads while tile i is used. Every thread of the block
+// calls it; extra asynchronous copies the caller issued before (the block's fixed tiles) are waited for
+// with the first tile.
+template <int Stages, typename Load, typename Use>
+__device__ void walk_tiles(int n, Load load, Use use) {
+  if constexpr (Stages == 2) {
+    load(0, 0);
+    cp_async_commit();
+    for (int i = 0; i < n; ++i) {
+      __syncthreads();  // every warp is done with the buffer tile i+1 goes into
+      if (i + 1 < n) load(i + 1, (i + 1) % 2);
+      cp_async_commit();
+      cp_async_wait<1>();  // tile i (and everything before it) has landed
+      __syncthreads();
+      use(i, i % 2);
+    }
+  } else {
+    for (int i = 0; i < n; ++i) {
+      __syncthreads();
+      load(i, 0);
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();
+      use(i, 0);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+}
+
 // ---- forward: grid (query tiles, B*NH), the heaviest tiles (most keys) first.
 template <typename KT, int D>
 __global__ void __launch_bounds__(kBlockThreads) flash_forward_kernel(KT* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/,
                                                                        const KT* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
                                                                        float scale_log2) {
+  constexpr int S = stages(sizeof(KT));
   extern __shared__ __align__(128) unsigned char smem[];
   const int qt = tiles(T) - 1 - static_cast<int>(blockIdx.x);
   const int b = blockIdx.y / NH, h = blockIdx.y % NH, g = h / (NH / NKV);
   const int W = (NH + 2 * NKV) * HD, C = NH * HD;
   const KT* rows = qkv + static_cast<long>(b) * T * W;
   KT* Qs = reinterpret_cast<KT*>(smem);  // (kTile,D)
-  KT* Ks = Qs + kTile * D;               // (kTile,D)
-  KT* Vs = Ks + kTile * D;               // (kTile,D)
-  float* S = reinterpret_cast<float*>(Vs + kTile * D);  // (kTile,kTile) scores
-  float* O = S + kTile * kTile;                         // (kTile,D) unnormalised output
-  float* ms = O + kTile * D;                            // (kTile) running maximum (log2 units)
-  float* ls = ms + kTile;                               // (kTile) running sum
+  KT* Kb = Qs + kTile * D;               // S x (kTile,D)
+  KT* Vb = Kb + S * kTile * D;           // S x (kTile,D)
+  float* Sc = reinterpret_cast<float*>(Vb + S * kTile * D);  // (kTile,kTile) scores
+  float* O = Sc + kTile * kTile;                             // (kTile,D) unnormalised output
+  float* ms = O + kTile * D;                                 // (kTile) running maximum (log2 units)
+  float* ls = ms + kTile;                                    // (kTile) running sum
   unsigned char* next = reinterpret_cast<unsigned char*>(ls + kTile);
-  KT* P = score_copy<KT>(S, next);                      // (kTile,kTile) probabilities, as the product reads them
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * kWarpRows, q0 = qt * kTile;
+  KT* P = score_copy<KT>(Sc, next);  // (kTile,kTile) probabilities, as the product reads them
+  const int lane = threadIdx.x % 32, r0 = (threadIdx.x / 32) * kWarpRows, q0 = qt * kTile;
 
   load_tile<KT, D>(Qs, rows + h * HD, W, q0, T, HD);
   for (int e = threadIdx.x; e < kTile * D; e += kBlockThreads) O[e] = 0.0f;
   if (threadIdx.x < kTile) ms[threadIdx.x] = -INFINITY, ls[threadIdx.x] = 0.0f;
-  for (int kt = 0; kt < key_tiles_seen(qt, T); ++kt) {
-    __syncthreads();  // every warp is done with the previous key tile
-    load_tile<KT, D>(Ks, rows + C + g * HD, W, kt * kTile, T, HD);
-    load_tile<KT, D>(Vs, rows + C + NKV * HD + g * HD, W, kt * kTile, T, HD);
-    __syncthreads();
-    warp_tile_mma<true, false>(S + r0 * kTile, kTile, Qs + r0 * D, D, Ks, D, kTile, D, false);  // S = Q K^T
-    for (int i = 0; i < kWarpRows; ++i) {
-      const int r = r0 + i, q = q0 + r, k = kt * kTile + lane;
-      const float t0 = visible(q, k, T) ? S[r * kTile + lane] * scale_log2 : -INFINITY;
-      const float t1 = visible(q, k + 32, T) ? S[r * kTile + lane + 32] * scale_log2 : -INFINITY;
-      const float m_old = ms[r], m_new = fmaxf(m_old, warp_max(fmaxf(t0, t1)));
-      const float mu = m_new == -INFINITY ? 0.0f : m_new;  // a row past T sees no key: all zeros
-      const float p0 = exp2f(t0 - mu), p1 = exp2f(t1 - mu), alpha = exp2f(m_old - mu);
-      const float sum = warp_sum(p0 + p1);
-      P[r * kTile + lane] = st<KT>(p0);
-      P[r * kTile + lane + 32] = st<KT>(p1);
-      for (int d = lane; d < D; d += 32) O[r * D + d] *= alpha;
-      if (lane == 0) ms[r] = m_new, ls[r] = ls[r] * alpha + sum;
-    }
-    __syncwarp();
-    warp_tile_mma<true, true>(O + r0 * D, D, P + r0 * kTile, kTile, Vs, D, D, kTile, true);  // O += P V
-  }
+  // Two lanes per row of the warp's 16: lane 2i + half takes columns [32 half, 32 half + 32) of row i,
+  // visited from a lane-dependent start so that the 32 lanes hit 32 different banks.
+  const int mine = r0 + lane / 2, half = lane % 2, q = q0 + mine;
+  walk_tiles<S>(
+      key_tiles_seen(qt, T),
+      [&](int kt, int buf) {
+        load_tile<KT, D>(Kb + buf * kTile * D, rows + C + g * HD, W, kt * kTile, T, HD);
+        load_tile<KT, D>(Vb + buf * kTile * D, rows + C + NKV * HD + g * HD, W, kt * kTile, T, HD);
+      },
+      [&](int kt, int buf) {
+        warp_product<KT, kTile, true, false>(Sc + r0 * kTile, kTile, Qs + r0 * D, D, Kb + buf * kTile * D, D, D);  // S = Q K^T
+        const float* srow = Sc + mine * kTile + half * 32;
+        KT* prow = P + mine * kTile + half * 32;
+        const int k0 = kt * kTile + half * 32;
+        float mx = -INFINITY;
+        for (int j = 0; j < 32; ++j) {
+          const int c = (j + lane) % 32;
+          if (visible(q, k0 + c, T)) mx = fmaxf(mx, srow[c] * scale_log2);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+        const float m_old = ms[mine], m_new = fmaxf(m_old, mx);
+        const float mu = m_new == -INFINITY ? 0.0f : m_new;  // a row past T sees no key: all zeros
+        float sum = 0.0f;
+        for (int j = 0; j < 32; ++j) {
+          const int c = (j + lane) % 32;
+          const float p = visible(q, k0 + c, T) ? exp2f(srow[c] * scale_log2 - mu) : 0.0f;
+          sum += p;
+          prow[c] = st<KT>(p);
+        }
+        sum += __shfl_xor_sync(kFull, sum, 1);
+        const float alpha = exp2f(m_old - mu);
+        float* orow = O + mine * D + half * (D / 2);
+        for (int j = 0; j < D / 2; ++j) orow[(j + lane) % (D / 2)] *= alpha;
+        if (half == 0) ms[mine] = m_new, ls[mine] = ls[mine] * alpha + sum;
+        __syncwarp();
+        WarpAcc<KT, D> o(O + r0 * D, D);  // O += P V
+        o.load();
+        o.template mma<true, true>(P + r0 * kTile, kTile, Vb + buf * kTile * D, D, kTile);
+        o.store();
+      });
   for (int i = 0; i < kWarpRows; ++i) {
-    const int r = r0 + i, q = q0 + r;
-    if (q >= T) break;
+    const int r = r0 + i, qr = q0 + r;
+    if (qr >= T) break;
     const float l = ls[r], inv = 1.0f / l;
-    for (int d = lane; d < HD; d += 32) out[(static_cast<long>(b) * T + q) * C + h * HD + d] = st<KT>(O[r * D + d] * inv);
-    if (lane == 0) lse[(static_cast<long>(b) * NH + h) * T + q] = (ms[r] + log2f(l)) / kLog2e;
+    for (int d = lane; d < HD; d += 32) out[(static_cast<long>(b) * T + qr) * C + h * HD + d] = st<KT>(O[r * D + d] * inv);
+    if (lane == 0) lse[(static_cast<long>(b) * NH + h) * T + qr] = (ms[r] + log2f(l)) / kLog2e;
   }
 }
 
@@ -182,15 +294,16 @@ __global__ void row_dot_kernel(float* Dsum /*(B,NH,T)*/, const KT* dout /*(B,T,C
 
 // The probabilities and score gradients of the warp's rows of one (query tile, key tile) pair from the
 // fp32 scores (in Pf) and dP (in dPf): P = exp(S*scale - lse), dS = P (dP - Dsum) scale, written to the
-// element tiles Pe (may be null) and dSe.
+// element tiles Pe (may be null) and dSe. Lane c takes columns c and c + 32 of each row.
 template <typename KT>
-__device__ void probabilities_and_gradients(KT* Pe, KT* dSe, const float* Pf, const float* dPf, const float* lse2, const float* Dsum,
+__device__ void probabilities_and_gradients(KT* Pe, KT* dSe, const float* Pf, const float* dPf, const float* lse, const float* Dsum,
                                             int r0, int q0, int k0, int T, float scale, float scale_log2) {
   const int lane = threadIdx.x % 32;
   for (int i = 0; i < kWarpRows; ++i) {
     const int r = r0 + i, q = q0 + r;
+    const float lse2 = lse[r] * kLog2e;
     for (int c = lane; c < kTile; c += 32) {
-      const float p = visible(q, k0 + c, T) ? exp2f(Pf[r * kTile + c] * scale_log2 - lse2[r]) : 0.0f;
+      const float p = visible(q, k0 + c, T) ? exp2f(Pf[r * kTile + c] * scale_log2 - lse2) : 0.0f;
       const float ds = p * (dPf[r * kTile + c] - Dsum[r]) * scale;
       if (Pe) Pe[r * kTile + c] = st<KT>(p);
       dSe[r * kTile + c] = st<KT>(ds);
@@ -199,12 +312,14 @@ __device__ void probabilities_and_gradients(KT* Pe, KT* dSe, const float* Pf, co
   __syncwarp();
 }
 
-// Row statistics of a query tile into shared memory: the log-sum-exp in log2 units and Dsum.
-__device__ void load_row_stats(float* lse2, float* Ds, const float* lse, const float* Dsum, long row0, int q0, int T) {
-  if (threadIdx.x < kTile) {
-    const int q = q0 + static_cast<int>(threadIdx.x);
-    lse2[threadIdx.x] = q < T ? lse[row0 + q] * kLog2e : 0.0f;
-    Ds[threadIdx.x] = q < T ? Dsum[row0 + q] : 0.0f;
+// Writes a warp's 16 rows of an fp32 (kTile, D) tile as KT into rows of global memory (row stride ld).
+template <typename KT, int D>
+__device__ void store_rows(KT* dst, long ld, const float* tile, int r0, int first_row, int T, int HD) {
+  const int lane = threadIdx.x % 32;
+  for (int i = 0; i < kWarpRows; ++i) {
+    const int r = r0 + i;
+    if (first_row + r >= T) break;
+    for (int d = lane; d < HD; d += 32) dst[static_cast<long>(first_row + r) * ld + d] = st<KT>(tile[r * D + d]);
   }
 }
 
@@ -215,54 +330,64 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dkv_kernel(KT* d
                                                                             const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
                                                                             const KT* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
                                                                             float scale, float scale_log2) {
+  constexpr int S = stages(sizeof(KT));
   extern __shared__ __align__(128) unsigned char smem[];
   const int kt = blockIdx.x, b = blockIdx.y / NKV, g = blockIdx.y % NKV, group = NH / NKV;
   const int W = (NH + 2 * NKV) * HD, C = NH * HD;
   const KT* rows = qkv + static_cast<long>(b) * T * W;
   KT* Ks = reinterpret_cast<KT*>(smem);  // (kTile,D)
   KT* Vs = Ks + kTile * D;               // (kTile,D)
-  KT* Qs = Vs + kTile * D;               // (kTile,D)
-  KT* dOs = Qs + kTile * D;              // (kTile,D)
-  float* Pf = reinterpret_cast<float*>(dOs + kTile * D);  // (kTile,kTile) scores, query rows x keys
-  float* dPf = Pf + kTile * kTile;                        // (kTile,kTile)
-  float* dK = dPf + kTile * kTile;                        // (kTile,D) keys x dims
-  float* dV = dK + kTile * D;                             // (kTile,D)
-  float* lse2 = dV + kTile * D;                           // (kTile)
-  float* Ds = lse2 + kTile;                               // (kTile)
-  unsigned char* next = reinterpret_cast<unsigned char*>(Ds + kTile);
+  KT* Qb = Vs + kTile * D;               // S x (kTile,D)
+  KT* dOb = Qb + S * kTile * D;          // S x (kTile,D)
+  float* Pf = reinterpret_cast<float*>(dOb + S * kTile * D);  // (kTile,kTile) scores, query rows x keys
+  float* dPf = Pf + kTile * kTile;                            // (kTile,kTile)
+  float* lse_b = dPf + kTile * kTile;                         // S x (kTile)
+  float* D_b = lse_b + S * kTile;                             // S x (kTile)
+  unsigned char* next = reinterpret_cast<unsigned char*>(D_b + S * kTile);
   KT* Pe = score_copy<KT>(Pf, next);
   KT* dSe = score_copy<KT>(dPf, next);
+  // fp32: the accumulators after the copies; bf16: registers, staged at the end in the Q/dO buffers.
+  float* dK = std::is_same_v<KT, float> ? reinterpret_cast<float*>(next) : reinterpret_cast<float*>(Qb);  // (kTile,D)
+  float* dV = dK + kTile * D;                                                                               // (kTile,D)
   const int r0 = (threadIdx.x / 32) * kWarpRows, k0 = kt * kTile;
+  const int query_tiles = tiles(T) - first_query_tile(kt);
 
   load_tile<KT, D>(Ks, rows + C + g * HD, W, k0, T, HD);
   load_tile<KT, D>(Vs, rows + C + NKV * HD + g * HD, W, k0, T, HD);
-  for (int e = threadIdx.x; e < kTile * D; e += kBlockThreads) dK[e] = dV[e] = 0.0f;
-  for (int h = g * group; h < (g + 1) * group; ++h) {
-    const long row0 = (static_cast<long>(b) * NH + h) * T;
-    for (int qt = first_query_tile(kt); qt < tiles(T); ++qt) {
-      const int q0 = qt * kTile;
-      __syncthreads();  // every warp is done with the previous query tile
-      load_tile<KT, D>(Qs, rows + h * HD, W, q0, T, HD);
-      load_tile<KT, D>(dOs, dout + static_cast<long>(b) * T * C + h * HD, C, q0, T, HD);
-      load_row_stats(lse2, Ds, lse, Dsum, row0, q0, T);
-      __syncthreads();
-      // The warp's query rows: S = Q K^T, dP = dO V^T, then P and dS.
-      warp_tile_mma<true, false>(Pf + r0 * kTile, kTile, Qs + r0 * D, D, Ks, D, kTile, D, false);
-      warp_tile_mma<true, false>(dPf + r0 * kTile, kTile, dOs + r0 * D, D, Vs, D, kTile, D, false);
-      probabilities_and_gradients<KT>(Pe, dSe, Pf, dPf, lse2, Ds, r0, q0, k0, T, scale, scale_log2);
-      __syncthreads();  // every query row's P and dS
-      // The warp's key rows: dV += P^T dO, dK += dS^T Q.
-      warp_tile_mma<false, true>(dV + r0 * D, D, Pe + r0, kTile, dOs, D, D, kTile, true);
-      warp_tile_mma<false, true>(dK + r0 * D, D, dSe + r0, kTile, Qs, D, D, kTile, true);
-    }
-  }
-  const int lane = threadIdx.x % 32;
-  for (int i = 0; i < kWarpRows; ++i) {
-    const int r = r0 + i, k = k0 + r;
-    if (k >= T) break;
-    KT* dk = dqkv + (static_cast<long>(b) * T + k) * W + C + g * HD;
-    for (int d = lane; d < HD; d += 32) dk[d] = st<KT>(dK[r * D + d]), dk[NKV * HD + d] = st<KT>(dV[r * D + d]);
-  }
+  WarpAcc<KT, D> dk(dK + r0 * D, D), dv(dV + r0 * D, D);  // the warp's 16 key rows
+  dk.zero();
+  dv.zero();
+  // Step i: query head g*group + i / query_tiles, query tile first_query_tile(kt) + i % query_tiles.
+  auto head_of = [&](int i) { return g * group + i / query_tiles; };
+  auto tile_of = [&](int i) { return first_query_tile(kt) + i % query_tiles; };
+  walk_tiles<S>(
+      group * query_tiles,
+      [&](int i, int buf) {
+        const int h = head_of(i), q0 = tile_of(i) * kTile;
+        const long stats = (static_cast<long>(b) * NH + h) * T;
+        load_tile<KT, D>(Qb + buf * kTile * D, rows + h * HD, W, q0, T, HD);
+        load_tile<KT, D>(dOb + buf * kTile * D, dout + static_cast<long>(b) * T * C + h * HD, C, q0, T, HD);
+        load_rows(lse_b + buf * kTile, lse + stats, q0, T);
+        load_rows(D_b + buf * kTile, Dsum + stats, q0, T);
+      },
+      [&](int i, int buf) {
+        const KT* Qs = Qb + buf * kTile * D;
+        const KT* dOs = dOb + buf * kTile * D;
+        // The warp's query rows: S = Q K^T, dP = dO V^T, then P and dS.
+        warp_product<KT, kTile, true, false>(Pf + r0 * kTile, kTile, Qs + r0 * D, D, Ks, D, D);
+        warp_product<KT, kTile, true, false>(dPf + r0 * kTile, kTile, dOs + r0 * D, D, Vs, D, D);
+        probabilities_and_gradients<KT>(Pe, dSe, Pf, dPf, lse_b + buf * kTile, D_b + buf * kTile, r0, tile_of(i) * kTile, k0, T, scale,
+                                        scale_log2);
+        __syncthreads();  // every query row's P and dS
+        // The warp's key rows: dV += P^T dO, dK += dS^T Q.
+        dv.template mma<false, true>(Pe + r0, kTile, dOs, D, kTile);
+        dk.template mma<false, true>(dSe + r0, kTile, Qs, D, kTile);
+      });
+  dk.store();
+  dv.store();
+  KT* dst = dqkv + static_cast<long>(b) * T * W + C + g * HD;
+  store_rows<KT, D>(dst, W, dK, r0, k0, T, HD);
+  store_rows<KT, D>(dst + NKV * HD, W, dV, r0, k0, T, HD);
 }
 
 // ---- backward, 3: dQ of one query tile of one head: grid (query tiles, B*NH), the heaviest first.
@@ -271,6 +396,7 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dq_kernel(KT* dq
                                                                            const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
                                                                            const KT* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
                                                                            float scale, float scale_log2) {
+  constexpr int S = stages(sizeof(KT));
   extern __shared__ __align__(128) unsigned char smem[];
   const int qt = tiles(T) - 1 - static_cast<int>(blockIdx.x);
   const int b = blockIdx.y / NH, h = blockIdx.y % NH, g = h / (NH / NKV);
@@ -278,38 +404,39 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dq_kernel(KT* dq
   const KT* rows = qkv + static_cast<long>(b) * T * W;
   KT* Qs = reinterpret_cast<KT*>(smem);  // (kTile,D)
   KT* dOs = Qs + kTile * D;              // (kTile,D)
-  KT* Ks = dOs + kTile * D;              // (kTile,D)
-  KT* Vs = Ks + kTile * D;               // (kTile,D)
-  float* Pf = reinterpret_cast<float*>(Vs + kTile * D);  // (kTile,kTile)
-  float* dPf = Pf + kTile * kTile;                       // (kTile,kTile)
-  float* dQ = dPf + kTile * kTile;                       // (kTile,D)
-  float* lse2 = dQ + kTile * D;                          // (kTile)
-  float* Ds = lse2 + kTile;                              // (kTile)
-  unsigned char* next = reinterpret_cast<unsigned char*>(Ds + kTile);
+  KT* Kb = dOs + kTile * D;              // S x (kTile,D)
+  KT* Vb = Kb + S * kTile * D;           // S x (kTile,D)
+  float* Pf = reinterpret_cast<float*>(Vb + S * kTile * D);  // (kTile,kTile)
+  float* dPf = Pf + kTile * kTile;                           // (kTile,kTile)
+  float* lse_s = dPf + kTile * kTile;                        // (kTile)
+  float* D_s = lse_s + kTile;                                // (kTile)
+  unsigned char* next = reinterpret_cast<unsigned char*>(D_s + kTile);
   KT* dSe = score_copy<KT>(dPf, next);
+  float* dQ = std::is_same_v<KT, float> ? reinterpret_cast<float*>(next) : reinterpret_cast<float*>(Kb);  // (kTile,D)
   const int r0 = (threadIdx.x / 32) * kWarpRows, q0 = qt * kTile;
+  const long stats = (static_cast<long>(b) * NH + h) * T;
 
   load_tile<KT, D>(Qs, rows + h * HD, W, q0, T, HD);
   load_tile<KT, D>(dOs, dout + static_cast<long>(b) * T * C + h * HD, C, q0, T, HD);
-  load_row_stats(lse2, Ds, lse, Dsum, (static_cast<long>(b) * NH + h) * T, q0, T);
-  for (int e = threadIdx.x; e < kTile * D; e += kBlockThreads) dQ[e] = 0.0f;
-  for (int kt = 0; kt < key_tiles_seen(qt, T); ++kt) {
-    __syncthreads();  // every warp is done with the previous key tile
-    load_tile<KT, D>(Ks, rows + C + g * HD, W, kt * kTile, T, HD);
-    load_tile<KT, D>(Vs, rows + C + NKV * HD + g * HD, W, kt * kTile, T, HD);
-    __syncthreads();
-    warp_tile_mma<true, false>(Pf + r0 * kTile, kTile, Qs + r0 * D, D, Ks, D, kTile, D, false);
-    warp_tile_mma<true, false>(dPf + r0 * kTile, kTile, dOs + r0 * D, D, Vs, D, kTile, D, false);
-    probabilities_and_gradients<KT>(nullptr, dSe, Pf, dPf, lse2, Ds, r0, q0, kt * kTile, T, scale, scale_log2);
-    warp_tile_mma<true, true>(dQ + r0 * D, D, dSe + r0 * kTile, kTile, Ks, D, D, kTile, true);  // dQ += dS K
-  }
-  const int lane = threadIdx.x % 32;
-  for (int i = 0; i < kWarpRows; ++i) {
-    const int r = r0 + i, q = q0 + r;
-    if (q >= T) break;
-    KT* dq = dqkv + (static_cast<long>(b) * T + q) * W + h * HD;
-    for (int d = lane; d < HD; d += 32) dq[d] = st<KT>(dQ[r * D + d]);
-  }
+  load_rows(lse_s, lse + stats, q0, T);
+  load_rows(D_s, Dsum + stats, q0, T);
+  WarpAcc<KT, D> dq(dQ + r0 * D, D);
+  dq.zero();
+  walk_tiles<S>(
+      key_tiles_seen(qt, T),
+      [&](int kt, int buf) {
+        load_tile<KT, D>(Kb + buf * kTile * D, rows + C + g * HD, W, kt * kTile, T, HD);
+        load_tile<KT, D>(Vb + buf * kTile * D, rows + C + NKV * HD + g * HD, W, kt * kTile, T, HD);
+      },
+      [&](int kt, int buf) {
+        const KT* Ks = Kb + buf * kTile * D;
+        warp_product<KT, kTile, true, false>(Pf + r0 * kTile, kTile, Qs + r0 * D, D, Ks, D, D);
+        warp_product<KT, kTile, true, false>(dPf + r0 * kTile, kTile, dOs + r0 * D, D, Vb + buf * kTile * D, D, D);
+        probabilities_and_gradients<KT>(nullptr, dSe, Pf, dPf, lse_s, D_s, r0, q0, kt * kTile, T, scale, scale_log2);
+        dq.template mma<true, true>(dSe + r0 * kTile, kTile, Ks, D, kTile);  // dQ += dS K
+      });
+  dq.store();
+  store_rows<KT, D>(dqkv + static_cast<long>(b) * T * W + h * HD, W, dQ, r0, q0, T, HD);
 }
 
 // Raises a kernel's dynamic shared memory limit once (above 48 KiB needs the opt-in), with a clear error
@@ -386,15 +513,15 @@ void backward_impl(KT* dqkv, float* scratch, const KT* dout, const KT* out, cons
 void attention_forward(float* out, float* lse, float*, const float* qkv, int B, int T, int NH, int NKV, int HD) {
   forward_impl(out, lse, qkv, B, T, NH, NKV, HD);
 }
-void attention_forward(::dtrain::bf16* out, float* lse, float*, const ::dtrain::bf16* qkv, int B, int T, int NH, int NKV, int HD) {
+void attention_forward(bf16* out, float* lse, float*, const bf16* qkv, int B, int T, int NH, int NKV, int HD) {
   forward_impl(out, lse, qkv, B, T, NH, NKV, HD);
 }
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* out, const float* lse, const float* qkv, int B,
                         int T, int NH, int NKV, int HD) {
   backward_impl(dqkv, scratch, dout, out, lse, qkv, B, T, NH, NKV, HD);
 }
-void attention_backward(::dtrain::bf16* dqkv, float* scratch, const ::dtrain::bf16* dout, const ::dtrain::bf16* out, const float* lse,
-                        const ::dtrain::bf16* qkv, int B, int T, int NH, int NKV, int HD) {
+void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv, int B, int T,
+                        int NH, int NKV, int HD) {
   backward_impl(dqkv, scratch, dout, out, lse, qkv, B, T, NH, NKV, HD);
 }
 

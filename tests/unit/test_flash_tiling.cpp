@@ -56,13 +56,17 @@ TEST_CASE("flash tiling: each kernel's tiles cover every causal pair exactly onc
 }
 
 TEST_CASE("flash tiling: shared memory per block, by hand, fits a Hopper block for every head dim") {
-  // Head dim 64, bf16: Q, K, V 3 x 64 x 64 x 2 = 24576, scores 16384, output 16384, m and l 512,
-  // probabilities (bf16) 8192.
-  CHECK(forward_smem(64, 2) == 66048);
-  // fp32 writes the probabilities into the scores' tile: no copy.
+  // Head dim 64, bf16 (double-buffered K and V): Q 8192 + 2 x (K, V) 32768, scores 16384, output 16384,
+  // m and l 512, probabilities (bf16) 8192.
+  CHECK(forward_smem(64, 2) == 8192 + 32768 + 16384 + 16384 + 512 + 8192);
+  // fp32: single buffers, and the probabilities go into the scores' tile: no copy.
   CHECK(forward_smem(64, 4) == 3 * 64 * 64 * 4 + 16384 + 16384 + 512);
-  // dK/dV, head dim 128, fp32 (the largest): K, V, Q, dO 4 x 32768, P and dP 2 x 16384, dK and dV 2 x 32768,
-  // lse and D 512.
+  // dK/dV, head dim 128, bf16: K, V 32768, 2 x (Q, dO) 65536, P and dP 32768, 2 x (lse, Dsum) 1024,
+  // P and dS copies 16384 (dK and dV accumulate in registers).
+  CHECK(dkv_smem(128, 2) == 32768 + 65536 + 32768 + 1024 + 16384);
+  // dQ, head dim 64, bf16: Q, dO 16384, 2 x (K, V) 32768, P and dP 32768, lse and Dsum 512, dS 8192.
+  CHECK(dq_smem(64, 2) == 16384 + 32768 + 32768 + 512 + 8192);
+  // fp32 at head dim 128: K, V, Q, dO 4 x 32768, P and dP 2 x 16384, dK and dV 2 x 32768, lse and D 512.
   CHECK(dkv_smem(128, 4) == 131072 + 32768 + 65536 + 512);
   for (int D : {16, 32, 64, 128})
     for (int elem : {2, 4}) {
