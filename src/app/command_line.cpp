@@ -134,7 +134,13 @@ std::string command_usage(CommandLine::Command command) {
        << train_options(cl)
        << "\nThe step line's MFU: model FLOPs per token (6 x the parameters in matrix multiplies, plus the causal\n"
           "half of attention, 6 x num_layers x seq_length x hidden_size) times tokens/s, over the job's peak: single-\n"
-          "precision GEMM measured once at start-up on all the cores each node gives the job, summed over nodes.\n";
+          "precision GEMM measured once at start-up on all the cores each node gives the job, summed over nodes; on\n"
+          "GPUs, the best cuBLAS GEMM of each GPU in the run's precision, summed.\n"
+          "\nEnvironment (GPU runs; both slow training down, they find faults and costs):\n"
+          "  DTRAIN_SYNC_LAUNCH=1         wait for every kernel launch, so that a kernel that faults is named at its\n"
+          "                               own launch instead of at a later synchronisation\n"
+          "  DTRAIN_KERNEL_PROFILE=FILE   also time every launch and write each kernel's device time (seconds, share,\n"
+          "                               calls) to FILE (FILE.rank<R> with several ranks) when the process ends\n";
   }
   return os.str();
 }

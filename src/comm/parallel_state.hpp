@@ -1,6 +1,7 @@
 // The parallel state of a rank: its coordinates on the grid and one communicator per axis (tp, cp,
 // dp, pp), the expert-parallel and expert-data-parallel groups (rank_layout.hpp), the embedding group (first and last pipeline stage; absent on the other stages) and the
-// world, all from the communication layer (MPI or NCCL for the groups, MPI for the world). Built once from (world communicator, RankLayout), passed
+// world, all from the communication layer (MPI or NCCL for the groups, solo for a group of one rank,
+// MPI for the world). Built once from (world communicator, RankLayout), passed
 // by const reference; no globals. Destroy it before MPI_Finalize.
 #pragma once
 #include <mpi.h>
@@ -58,6 +59,10 @@ class ParallelState {
   // The first and last pipeline stage of this rank's pipeline (the tied embedding); null elsewhere.
   Communicator* embedding() const { return embedding_.get(); }
 
+  // The communicators this rank made by splitting world (MPI or NCCL; the world's own included):
+  // groups of one rank are solo and need none.
+  int split_communicators() const { return split_communicators_; }
+
   bool is_first_stage() const { return coords_.pp == 0; }
   bool is_last_stage() const { return coords_.pp == layout_.sizes().pp - 1; }
 
@@ -67,6 +72,7 @@ class ParallelState {
   Watchdog* watchdog_;
   Trace* trace_;
   int world_rank_ = 0;
+  int split_communicators_ = 0;
   Coords coords_;
   std::unique_ptr<Communicator> groups_[4];
   std::unique_ptr<Communicator> embedding_, replicas_, world_, ep_, edp_;

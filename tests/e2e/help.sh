@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every program's --help is its own (no library's help before it) and exits 0; the benchmark's
-# documented usage (--threads 1) runs.
+# Every program's --help is its own (no library's help before it) and exits 0; dtrain's names the GPU
+# diagnostics' environment variables; the benchmark's documented usage (--threads 1) runs.
 #   help.sh DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE TRAIN_THROUGHPUT
 set -u
 dtrain=$1 data=$2 consolidate=$3 bench=$4
@@ -14,6 +14,8 @@ check_help() {  # check_help FIRST_LINE_PREFIX MUST_CONTAIN CMD...
   echo "  $*: ok ($(wc -l < "$work/help.txt") lines)"
 }
 check_help "dtrain " "system.tensor_model_parallel_size" "$dtrain" --help
+check_help "dtrain " "DTRAIN_SYNC_LAUNCH=1" "$dtrain" --help
+check_help "dtrain " "DTRAIN_KERNEL_PROFILE=FILE" "$dtrain" --help
 check_help "dtrain " "--weights" "$dtrain" generate --help
 check_help "dtrain " "--layout" "$dtrain" plan --help
 check_help "dtrain " "--quick" "$dtrain" calibrate --help

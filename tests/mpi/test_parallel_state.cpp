@@ -1,18 +1,32 @@
 // ParallelState and the MPI backend of the communication layer at the job's rank count: communicators
-// agree with the pure layout, and every operation of the layer moves the right values (sums over each
-// group equal the sums of the world ranks the layout puts in it; in-place reduce-scatter and
-// all-gather land in each rank's own block; point-to-point with synchronous sends).
+// agree with the pure layout, a group of one rank is solo (no communicator split for it), and every
+// operation of the MPI backend moves the right values (sums over each group equal the sums of the world
+// ranks the layout puts in it; in-place reduce-scatter and all-gather land in each rank's own block;
+// point-to-point with synchronous sends).
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
 #include <numeric>
 
+#include "comm/mpi_communicator.hpp"
 #include "comm/parallel_state.hpp"
+#include "comm/solo_communicator.hpp"
 #include "runtime/launch_env.hpp"
 
 using namespace dtrain;
 
 namespace {
+
+// The MPI backend over every rank of the job (at one rank too, where ParallelState's groups are solo).
+std::unique_ptr<MpiCommunicator> mpi_over_world(const CommOptions& options = {}) {
+  int world = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::vector<int> everyone(static_cast<std::size_t>(world));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  return std::make_unique<MpiCommunicator>("all", MPI_COMM_WORLD, 0, rank, everyone, nullptr, nullptr, options.synchronous_sends,
+                                           host_device(), options.stage_through_host);
+}
 
 std::vector<ParallelSizes> layouts_for(int world) {
   std::vector<ParallelSizes> out;
@@ -81,20 +95,55 @@ TEST_CASE("EP and expert-data-parallel communicators match the layout", "[mpi][p
     }
 }
 
+TEST_CASE("a group of one rank is solo and no communicator is split for it", "[mpi][parallel_state]") {
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  auto is_solo = [](const Communicator& g) { return dynamic_cast<const SoloCommunicator*>(&g) != nullptr; };
+  for (auto sizes : layouts_for(world))
+    for (int ep = 1; ep <= sizes.dp; ep *= 2) {
+      sizes.ep = ep;
+      const RankLayout layout(sizes, "tp-cp-dp-pp");
+      const ParallelState ps(MPI_COMM_WORLD, layout);
+      INFO("tp " << sizes.tp << " pp " << sizes.pp << " dp " << sizes.dp << " ep " << sizes.ep);
+      std::vector<const Communicator*> groups{&ps.tp(), &ps.cp(), &ps.dp(), &ps.pp(), &ps.ep()};
+      if (ep > 1) groups.push_back(&ps.edp());
+      if (ps.embedding()) groups.push_back(ps.embedding());
+      int split = 1;  // the world
+      for (const Communicator* g : groups) {
+        INFO(g->name());
+        CHECK(is_solo(*g) == (g->size() == 1));
+        split += g->size() > 1 ? 1 : 0;
+      }
+      CHECK(ps.split_communicators() == split);
+      CHECK(!is_solo(ps.world()));
+    }
+  // By hand: one rank holds every group alone; at two ranks, tp = 2 splits the tp group alone and pp = 2
+  // the pipeline and the embedding group (first and last stage).
+  auto splits = [](int tp, int pp, int dp) {
+    ParallelSizes s;
+    s.tp = tp, s.pp = pp, s.dp = dp;
+    return ParallelState(MPI_COMM_WORLD, RankLayout(s, "tp-cp-dp-pp")).split_communicators();
+  };
+  if (world == 1) CHECK(splits(1, 1, 1) == 1);
+  if (world == 2) {
+    CHECK(splits(2, 1, 1) == 2);
+    CHECK(splits(1, 2, 1) == 3);
+    CHECK(splits(1, 1, 2) == 2);
+  }
+}
+
 TEST_CASE("every operation of the MPI backend moves the right values", "[mpi][comm]") {
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  ParallelSizes all_dp;
-  all_dp.dp = world;
   // Directly on the buffers, and staged through pinned host copies as for GPU memory.
   const bool staged = GENERATE(false, true);
   INFO((staged ? "staged through pinned buffers" : "on the buffers"));
   CommOptions options;
   options.synchronous_sends = true;
   options.stage_through_host = staged;
-  const ParallelState ps(MPI_COMM_WORLD, RankLayout(all_dp, "tp-cp-dp-pp"), options);
-  Communicator& g = ps.dp();
+  const auto group = mpi_over_world(options);
+  Communicator& g = *group;
   const std::size_t n = 300000;  // 1.2 MB per block: above every eager limit
   const std::size_t count = n * static_cast<std::size_t>(world);
   // Value of element i as contributed by rank r.
@@ -155,10 +204,8 @@ TEST_CASE("bf16 sums and maxima of the MPI backend round once per combination", 
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  ParallelSizes all_dp;
-  all_dp.dp = world;
-  const ParallelState ps(MPI_COMM_WORLD, RankLayout(all_dp, "tp-cp-dp-pp"));
-  Communicator& g = ps.dp();
+  const auto group = mpi_over_world();
+  Communicator& g = *group;
   // Values that bf16 holds exactly, with exact sums: rank r contributes (r + 1) * 0.5 + i / 8.
   const std::size_t n = 600000;  // 1.2 MB of bf16
   std::vector<bf16> x(n), m(n);
@@ -240,18 +287,14 @@ void check_all_to_all_v(Communicator& g) {
 }  // namespace
 
 TEST_CASE("all_to_all_v moves uneven blocks, empty ones included, after the counts exchange", "[mpi][comm]") {
-  int world = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  ParallelSizes all_dp;
-  all_dp.dp = world;
   const bool staged = GENERATE(false, true);
   INFO((staged ? "staged through pinned buffers" : "on the buffers"));
   CommOptions options;
   options.synchronous_sends = true;  // a collective: nothing may depend on buffering either way
   options.stage_through_host = staged;
-  const ParallelState ps(MPI_COMM_WORLD, RankLayout(all_dp, "tp-cp-dp-pp"), options);
-  check_all_to_all_v<float>(ps.dp());
-  check_all_to_all_v<bf16>(ps.dp());
+  const auto group = mpi_over_world(options);
+  check_all_to_all_v<float>(*group);
+  check_all_to_all_v<bf16>(*group);
 }
 
 TEST_CASE("launch environment agrees across ranks", "[mpi][launch]") {

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# tools/gpu-visit on a machine without a GPU (nvidia-smi is replaced by one that fails, so the test means
+# the same on a GPU machine), from the build tree:
+#   no_gpu      the default stages: exit 77 after the preflight alone, within 30 s, saying there is no GPU
+#   cpu_stages  --stages torch,hf (the stages that need no GPU), /usr/bin's python3 (PyTorch): the torch
+#               script ran at its tiny shape on the CPU; the hf stage trained and exported both models (its
+#               log holds the config.json of a GPT2LMHeadModel and of a LlamaForCausalLM), and without
+#               transformers the stage is skipped (exit 77), not failed, in summary.json and the exit code
+#   gpu_visit.sh CASE SOURCE_DIR BUILD_DIR
+set -u
+case=$1 src=$2 build=$3
+source "$(dirname "$0")/lib.sh"
+mkdir -p "$work/bin"
+printf '#!/bin/sh\necho "NVIDIA-SMI has failed (a stand-in: no GPU here)" >&2\nexit 9\n' > "$work/bin/nvidia-smi"
+chmod +x "$work/bin/nvidia-smi"
+export PATH="$work/bin:/usr/bin:/bin:$PATH"
+out=$work/out
+
+case $case in
+  no_gpu)
+    t0=$SECONDS
+    "$src/tools/gpu-visit" --build "$build" "$out" > "$work/visit.log" 2>&1
+    rc=$? seconds=$((SECONDS - t0))
+    cat "$work/visit.log"
+    [ $rc = 77 ] || fail "gpu-visit exited $rc, expected 77 (no GPU)"
+    grep -q "^gpu-visit: no GPU visible" "$work/visit.log" || fail "gpu-visit did not say that there is no GPU"
+    grep -q "^gpu: none visible" "$out/preflight.log" || fail "the preflight did not report the missing GPU"
+    [ "$seconds" -le 30 ] || fail "gpu-visit took ${seconds}s to find that there is no GPU"
+    python3 - "$out/summary.json" <<'PY' || fail "summary.json"
+import json, sys
+s = json.load(open(sys.argv[1]))["stages"]
+assert list(s) == ["preflight"] and s["preflight"]["passed"], s
+PY
+    echo "exit 77 after ${seconds}s, only the preflight ran"
+    ;;
+  cpu_stages)
+    "$src/tools/gpu-visit" --build "$build" --stages torch,hf "$out" > "$work/visit.log" 2>&1
+    rc=$?
+    cat "$work/visit.log"
+    [ $rc = 0 ] || fail "gpu-visit --stages torch,hf exited $rc"
+    transformers=0
+    python3 -c 'import transformers' 2> /dev/null && transformers=1
+    python3 - "$out" "$transformers" <<'PY' || fail "summary.json or hf.log"
+import json, os, re, sys
+out, transformers = sys.argv[1], sys.argv[2] == "1"
+s = json.load(open(os.path.join(out, "summary.json")))["stages"]
+assert set(s) == {"preflight", "torch", "hf"}, s
+t = s["torch"]
+assert t["passed"] and not t["skipped"] and t["device"] == "cpu", t
+assert t["runs"] and all(r["impl"] == "eager" and r["tokens_per_s_median"] > 0 for r in t["runs"]), t["runs"]
+h = s["hf"]
+if transformers:
+    assert h["passed"], h
+else:
+    assert h == {**h, "passed": False, "skipped": True, "exit": 77}, h
+# Both exports' config.json, as the stage printed them.
+log = open(os.path.join(out, "hf.log")).read()
+found = []
+for m in re.finditer(r"^\{$.*?^\}$", log, re.S | re.M):
+    found += json.loads(m.group(0)).get("architectures", [])
+assert sorted(found) == ["GPT2LMHeadModel", "LlamaForCausalLM"], found
+print("torch: %d run(s) on the CPU; hf: %s, exported %s" % (len(t["runs"]), "passed" if h["passed"] else "skipped (no transformers)", found))
+PY
+    ;;
+  *) fail "unknown case '$case'" ;;
+esac
+echo PASS
