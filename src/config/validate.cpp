@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "config/tokenizer_spec.hpp"
+#include "kernels/flash_tiling.hpp"
 
 namespace dtrain {
 namespace {
@@ -138,6 +139,11 @@ void validate_config(const Config& c) {
   if (y.zero_stage > 1 && y.expert_model_parallel_size > 1)
     p.add("system.zero_stage=" + s(static_cast<long>(y.zero_stage)) + " with system.expert_model_parallel_size=" +
           s(static_cast<long>(y.expert_model_parallel_size)) + ": ZeRO-2/3 do not shard expert-parallel tensors yet; use zero_stage=1");
+  const int head_dim = c.model.num_attention_heads > 0 ? c.model.hidden_size / c.model.num_attention_heads : 0;
+  if (y.device == ComputeDevice::cuda && y.context_parallel_size == 1 && head_dim > kernels::flash::kMaxHeadDim)
+    p.add("model.hidden_size / model.num_attention_heads = " + s(static_cast<long>(head_dim)) +
+          " dims per head: the CUDA backend's fused attention takes at most " + s(static_cast<long>(kernels::flash::kMaxHeadDim)) +
+          "; use more heads (or system.device=cpu)");
   if (y.comm_backend == CommBackend::nccl && y.device != ComputeDevice::cuda)
     p.add("system.comm_backend=nccl needs system.device=cuda (NCCL moves GPU memory); use comm_backend=mpi or auto on CPUs");
 
