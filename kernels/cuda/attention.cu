@@ -44,6 +44,12 @@ struct QueryTileBlock {
   __device__ QueryTileBlock(const KT* qkv, int T, int NH, int NKV, int HD)
       : qt(tiles(T) - 1 - static_cast<int>(blockIdx.x)), b(blockIdx.y / NH), h(blockIdx.y % NH), g(h / (NH / NKV)),
         W((NH + 2 * NKV) * HD), C(NH * HD), rows(qkv + static_cast<long>(b) * T * W) {}
+  // The whole block: key tile kt of the head's key/value group into K and V (kTile,D).
+  template <int D>
+  __device__ void load_key_values(KT* K, KT* V, int kt, int T, int NKV, int HD) const {
+    load_tile<KT, D>(K, rows + C + g * HD, W, kt * kTile, T, HD);
+    load_tile<KT, D>(V, rows + C + NKV * HD + g * HD, W, kt * kTile, T, HD);
+  }
 };
 
 // ---- forward: grid (query tiles, B*NH).
@@ -75,10 +81,7 @@ __global__ void __launch_bounds__(kBlockThreads) flash_forward_kernel(KT* out /*
   const int mine = r0 + lane / 2, half = lane % 2, q = q0 + mine;
   walk_tiles<S>(
       key_tiles_seen(qt, T),
-      [&](int kt, int buf) {
-        load_tile<KT, D>(Kb + buf * kTile * D, rows + C + g * HD, W, kt * kTile, T, HD);
-        load_tile<KT, D>(Vb + buf * kTile * D, rows + C + NKV * HD + g * HD, W, kt * kTile, T, HD);
-      },
+      [&](int kt, int buf) { at.template load_key_values<D>(Kb + buf * kTile * D, Vb + buf * kTile * D, kt, T, NKV, HD); },
       [&](int kt, int buf) {
         warp_product<KT, kTile, true, false>(Sc + r0 * kTile, kTile, Qs + r0 * D, D, Kb + buf * kTile * D, D, D);  // S = Q K^T
         const float* srow = Sc + mine * kTile + half * 32;
@@ -266,10 +269,7 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dq_kernel(KT* dq
   dq.zero();
   walk_tiles<S>(
       key_tiles_seen(qt, T),
-      [&](int kt, int buf) {
-        load_tile<KT, D>(Kb + buf * kTile * D, rows + C + g * HD, W, kt * kTile, T, HD);
-        load_tile<KT, D>(Vb + buf * kTile * D, rows + C + NKV * HD + g * HD, W, kt * kTile, T, HD);
-      },
+      [&](int kt, int buf) { at.template load_key_values<D>(Kb + buf * kTile * D, Vb + buf * kTile * D, kt, T, NKV, HD); },
       [&](int kt, int buf) {
         const KT* Ks = Kb + buf * kTile * D;
         warp_product<KT, kTile, true, false>(Pf + r0 * kTile, kTile, Qs + r0 * D, D, Ks, D, D);
