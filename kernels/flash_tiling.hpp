@@ -1,6 +1,6 @@
-// The tiling of the CUDA backend's fused attention (kernels/cuda/attention.cu), as plain functions that
-// compile for the host too, so that the index math is tested without a GPU (tests/unit/
-// test_flash_tiling.cpp). Square tiles of kFlashTile query rows by kFlashTile keys; four warps per
+// The tiling of the CUDA backend's fused attention (kernels/cuda/attention_bf16.cu, attention_fp32.cu),
+// as plain functions that compile for the host too, so that the index math is tested without a GPU
+// (tests/unit/test_flash_tiling.cpp). Square tiles of kTile query rows by kTile keys; four warps per
 // thread block, each owning 16 rows of a tile; the head dim padded to the next of 16/32/64/128 (the
 // tensor-core fragments are 16 wide; padded columns are loaded as zeros and never stored).
 #pragma once
@@ -33,31 +33,36 @@ DTRAIN_HOST_DEVICE constexpr int first_query_tile(int key_tile) { return key_til
 // Whether query row q (global) attends to key k (global) of a sequence of T rows.
 DTRAIN_HOST_DEVICE constexpr bool visible(int q, int k, int T) { return k <= q && k < T && q < T; }
 
-// Shared memory of each kernel, bytes, for padded head dim D and element size `elem` (2: bf16, 4: fp32).
-// Tiles of elements are (kTile, D); fp32 tiles are (kTile, kTile) scores or (kTile, D) accumulators.
-// bf16 (tensor cores): the tiles a kernel walks through are double-buffered (the next one loads while the
-// current one is used), the backward's dK, dV and dQ accumulate in registers and are staged for the
-// store through the walked tiles' buffers, and the probabilities and score gradients the products read
-// are bf16 copies. fp32 (FMAs, for exactness rather than speed): single buffers (two would not fit at
-// head dim 128), accumulators in shared memory, the copies written in place over the fp32 tiles.
-DTRAIN_HOST_DEVICE constexpr int stages(int elem) { return elem == 2 ? 2 : 1; }
-DTRAIN_HOST_DEVICE constexpr std::size_t score_copy(int elem) { return elem == 4 ? 0 : static_cast<std::size_t>(kTile * kTile * elem); }
-DTRAIN_HOST_DEVICE constexpr std::size_t tile_bytes(int D, int elem) { return static_cast<std::size_t>(kTile * D * elem); }
-DTRAIN_HOST_DEVICE constexpr std::size_t shared_accumulators(int D, int elem, int n) { return elem == 4 ? n * tile_bytes(D, 4) : 0; }
-DTRAIN_HOST_DEVICE constexpr std::size_t forward_smem(int D, int elem) {
-  // Q, stages x (K, V) (elements), scores (fp32), output accumulator (fp32: rescaled row by row), m and l,
-  // probabilities.
-  return tile_bytes(D, elem) * (1 + 2 * stages(elem)) + kTile * kTile * 4 + tile_bytes(D, 4) + 2 * kTile * 4 + score_copy(elem);
+// Shared memory of each kernel, bytes, for padded head dim D.
+// bf16 (tensor cores, kernels/cuda/attention_bf16.cu): element tiles of kTile rows whose rows are padded
+// by 8 elements (16 bytes) to mma_row_stride(D), so that the 8 row addresses of one ldmatrix start in 8
+// different groups of 4 banks (a row is D/2 + 4 words: rows i and i+1 are 4 banks apart modulo 32 for
+// D = 64 and 128, and 12 or 20 banks apart, still 8 distinct groups, for D = 16 and 32). The walked tiles
+// are double-buffered (the next one loads while the current one is used); scores, probabilities and
+// every accumulator stay in registers.
+DTRAIN_HOST_DEVICE constexpr int mma_row_stride(int D) { return D + 8; }
+DTRAIN_HOST_DEVICE constexpr std::size_t mma_tile_bytes(int D) { return static_cast<std::size_t>(kTile) * mma_row_stride(D) * 2; }
+// Q, 2 x (K, V).
+DTRAIN_HOST_DEVICE constexpr std::size_t mma_forward_smem(int D) { return 5 * mma_tile_bytes(D); }
+// Q, dO, 2 x (K, V).
+DTRAIN_HOST_DEVICE constexpr std::size_t mma_dq_smem(int D) { return 6 * mma_tile_bytes(D); }
+// K, V, 2 x (Q, dO), 2 x (lse, Dsum) of the query tile (fp32).
+DTRAIN_HOST_DEVICE constexpr std::size_t mma_dkv_smem(int D) { return 6 * mma_tile_bytes(D) + 2 * 2 * kTile * 4; }
+// fp32 (FMAs, kernels/cuda/attention_fp32.cu, for exactness rather than speed): single buffers (two would
+// not fit at head dim 128), the scores and the accumulators in shared memory; the probabilities and score
+// gradients are written in place over the scores.
+DTRAIN_HOST_DEVICE constexpr std::size_t fma_tile_bytes(int D) { return static_cast<std::size_t>(kTile) * D * 4; }
+DTRAIN_HOST_DEVICE constexpr std::size_t fma_forward_smem(int D) {
+  // Q, K, V, scores (kTile,kTile), output accumulator (rescaled row by row), m and l.
+  return 3 * fma_tile_bytes(D) + kTile * kTile * 4 + fma_tile_bytes(D) + 2 * kTile * 4;
 }
-DTRAIN_HOST_DEVICE constexpr std::size_t dkv_smem(int D, int elem) {
-  // K, V, stages x (Q, dO) (elements), P and dP (fp32), stages x (lse, Dsum), P and dS, dK and dV.
-  return tile_bytes(D, elem) * (2 + 2 * stages(elem)) + 2 * kTile * kTile * 4 + stages(elem) * 2 * kTile * 4 + 2 * score_copy(elem) +
-         shared_accumulators(D, elem, 2);
+DTRAIN_HOST_DEVICE constexpr std::size_t fma_dkv_smem(int D) {
+  // K, V, Q, dO, P and dP (kTile,kTile), lse and Dsum, dK and dV.
+  return 4 * fma_tile_bytes(D) + 2 * kTile * kTile * 4 + 2 * kTile * 4 + 2 * fma_tile_bytes(D);
 }
-DTRAIN_HOST_DEVICE constexpr std::size_t dq_smem(int D, int elem) {
-  // Q, dO, stages x (K, V) (elements), P and dP (fp32), lse and Dsum, dS, dQ.
-  return tile_bytes(D, elem) * (2 + 2 * stages(elem)) + 2 * kTile * kTile * 4 + 2 * kTile * 4 + score_copy(elem) +
-         shared_accumulators(D, elem, 1);
+DTRAIN_HOST_DEVICE constexpr std::size_t fma_dq_smem(int D) {
+  // Q, dO, K, V, P and dP (kTile,kTile), lse and Dsum, dQ.
+  return 4 * fma_tile_bytes(D) + 2 * kTile * kTile * 4 + 2 * kTile * 4 + fma_tile_bytes(D);
 }
 // The most dynamic shared memory a block may have on sm_80 and sm_90 (227 KiB on Hopper, 163 KiB on
 // the A100); each kernel asks for its own size and the launch checks it against the device's limit.

@@ -7,10 +7,13 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "common/bf16.hpp"
 #include "common/cuda_check.hpp"
+#include "common/error.hpp"
 
 namespace dtrain::kernels::cuda {
 
@@ -49,27 +52,46 @@ __device__ __forceinline__ float warp_max_keep_nan(float v) {
   return v;
 }
 
-// out[c] += sum over rows r < N of f(r, c), for c < C: a 32 x 32 thread block per 32 columns, each
-// thread summing every 32nd row, then the 32 partial sums added in a fixed order. No atomics: the
-// result is the same bits on every run.
+// out[c] += sum over rows r < N of f(r, c), for c < C, in two launches: a grid of (32 columns) x
+// (splits of the rows) thread blocks of 32 x 32 threads, each thread summing every 32nd row of its
+// split and the block adding its 32 partial sums in a fixed order into partials (splits, C); then one
+// thread per column adding the splits in order. The number of splits depends only on N and C
+// (column_splits), so the result is the same bits on every run and every GPU; no atomics. The partials
+// live in one device buffer of kColumnPartials floats (column_sum.cu).
+constexpr long kColumnPartials = 1L << 20;
+float* column_partials();
+inline int column_splits(long N, int C) {
+  long splits = std::clamp((N + 511) / 512, 1L, 32L);  // at least 512 rows a split, at most 32 splits
+  if (C > 0) splits = std::min(splits, std::max(1L, kColumnPartials / C));  // the partials must fit
+  return static_cast<int>(splits);
+}
 template <typename F>
-__global__ void column_sum_kernel(float* out, long N, int C, F f) {
+__global__ void column_partial_kernel(float* partials /*(splits,C)*/, long N, int C, long rows_per_split, F f) {
   __shared__ float part[32][33];
   const int c = blockIdx.x * 32 + threadIdx.x;
+  const long begin = blockIdx.y * rows_per_split, end = begin + rows_per_split < N ? begin + rows_per_split : N;
   float acc = 0.0f;
   if (c < C)
-    for (long r = threadIdx.y; r < N; r += 32) acc += f(r, c);
+    for (long r = begin + threadIdx.y; r < end; r += 32) acc += f(r, c);
   part[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && c < C) {
     float s = 0.0f;
     for (int y = 0; y < 32; ++y) s += part[y][threadIdx.x];
-    out[c] += s;
+    partials[static_cast<long>(blockIdx.y) * C + c] = s;
   }
 }
+__global__ void column_total_kernel(float* out, const float* partials, int splits, int C);
 template <typename F>
 void column_sum(float* out, long N, int C, F f) {
-  column_sum_kernel<<<blocks_for(C, 32), dim3(32, 32)>>>(out, N, C, f);
+  if (C > kColumnPartials)
+    fatal("column_sum: " + std::to_string(C) + " columns exceed the partials buffer of " + std::to_string(kColumnPartials) + " floats");
+  const int splits = column_splits(N, C);
+  const long rows_per_split = (N + splits - 1) / splits;
+  float* partials = column_partials();
+  column_partial_kernel<<<dim3(blocks_for(C, 32), splits), dim3(32, 32)>>>(partials, N, C, rows_per_split, f);
+  DTRAIN_LAUNCH_CHECK();
+  column_total_kernel<<<blocks_for(C), kThreads>>>(out, partials, splits, C);
   DTRAIN_LAUNCH_CHECK();
 }
 

@@ -1,20 +1,23 @@
-// The building blocks of the fused attention kernels (kernels/cuda/attention.cu), per thread block of
-// kWarps warps over kTile x kTile tiles (kernels/flash_tiling.hpp): asynchronous tile copies into
-// shared memory (cp.async, sm_80+), one warp's 16-row accumulator on tensor cores (bf16, WMMA) or FMAs
-// (fp32), and the walk over a sequence of tiles with one or two buffers. Only attention.cu includes it.
+// The building blocks of the fused attention kernels (kernels/cuda/attention_bf16.cu on tensor cores,
+// kernels/cuda/attention_fp32.cu with FMAs), per thread block of kWarps warps over kTile x kTile tiles
+// (kernels/flash_tiling.hpp): asynchronous tile copies into shared memory (cp.async, sm_80+), the walk
+// over a sequence of tiles with one or two buffers, what a query-tile block works on, the backward's
+// row sums of dO * O, and the shared-memory opt-in.
 #pragma once
-#include <mma.h>
+
+#include <cuda_bf16.h>
 
 #include <cstdint>
-#include <type_traits>
+#include <string>
 
 #include "kernels/cuda/device_math.cuh"
+#include "common/error.hpp"
 #include "kernels/flash_tiling.hpp"
+#include "kernels/mma_fragments.hpp"
 
 namespace dtrain::kernels::cuda::flash_tiles {
 
 using namespace ::dtrain::kernels::flash;
-namespace wmma = nvcuda::wmma;
 using ::dtrain::bf16;
 
 constexpr int kBlockThreads = kWarps * 32;
@@ -35,23 +38,24 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 }
 
-// The whole block: dst (kTile x D) <- rows [r0, r0 + kTile) of src (row stride ld elements), columns
-// [0, HD); zeros for rows at or past T and columns at or past HD. Whole rows of 16-byte vectors go as
-// asynchronous copies (complete at the next cp_async_wait); anything else is loaded at once.
-template <typename KT, int D>
+// The whole block: dst (kTile x D, row stride LD elements) <- rows [r0, r0 + kTile) of src (row stride
+// ld elements), columns [0, HD); zeros for rows at or past T and columns at or past HD. Whole rows of
+// 16-byte vectors go as asynchronous copies (complete at the next cp_async_wait); anything else is
+// loaded at once.
+template <typename KT, int D, int LD = D>
 __device__ void load_tile(KT* dst, const KT* src, long ld, int r0, int T, int HD) {
   constexpr int V = 16 / sizeof(KT);
   if (HD == D && ld % V == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {
     for (int e = threadIdx.x; e < kTile * D / V; e += kBlockThreads) {
       const int r = e / (D / V), c = (e % (D / V)) * V;
       const bool valid = r0 + r < T;
-      cp_async16(dst + r * D + c, src + static_cast<long>(valid ? r0 + r : 0) * ld + c, valid);
+      cp_async16(dst + r * LD + c, src + static_cast<long>(valid ? r0 + r : 0) * ld + c, valid);
     }
     return;
   }
   for (int e = threadIdx.x; e < kTile * D; e += kBlockThreads) {
     const int r = e / D, c = e % D;
-    dst[e] = (r0 + r < T && c < HD) ? src[static_cast<long>(r0 + r) * ld + c] : st<KT>(0.0f);
+    dst[r * LD + c] = (r0 + r < T && c < HD) ? src[static_cast<long>(r0 + r) * ld + c] : st<KT>(0.0f);
   }
 }
 // dst (kTile floats) <- src[q0 .. q0 + kTile), zeros at or past T (asynchronous, 4 bytes a thread).
@@ -62,54 +66,11 @@ inline __device__ void load_rows(float* dst, const float* src, int q0, int T) {
   }
 }
 
-// ---- one warp's 16 x N fp32 accumulator C (+)= A (16 x K) B (K x N), operands in shared memory.
-// ARow: A(i,k) at A[i*lda + k], else at A[k*lda + i]; BRow: B(k,j) at B[k*ldb + j], else at B[j*ldb + k].
-// N and K are multiples of 16. bf16: WMMA fragments held in registers across calls (C in shared memory
-// only when loaded or stored); fp32: the accumulator lives in shared memory (C), FMAs, each lane owning
-// every 32nd element.
-template <typename KT, int N>
-struct WarpAcc;
-
+// ---- one warp's 16 x N fp32 accumulator C (+)= A (16 x K) B (K x N) with FMAs, operands and C in
+// shared memory, each lane owning every 32nd element of C. ARow: A(i,k) at A[i*lda + k], else at
+// A[k*lda + i]; BRow: B(k,j) at B[k*ldb + j], else at B[j*ldb + k].
 template <int N>
-struct WarpAcc<bf16, N> {
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> f[N / 16];
-  float* C;
-  int ldc;
-  __device__ WarpAcc(float* c, int l) : C(c), ldc(l) {}
-  __device__ void zero() {
-#pragma unroll
-    for (int n = 0; n < N / 16; ++n) wmma::fill_fragment(f[n], 0.0f);
-  }
-  __device__ void load() {
-#pragma unroll
-    for (int n = 0; n < N / 16; ++n) wmma::load_matrix_sync(f[n], C + n * 16, ldc, wmma::mem_row_major);
-  }
-  __device__ void store() {
-#pragma unroll
-    for (int n = 0; n < N / 16; ++n) wmma::store_matrix_sync(C + n * 16, f[n], ldc, wmma::mem_row_major);
-    __syncwarp();
-  }
-  template <bool ARow, bool BRow>
-  __device__ void mma(const bf16* A, int lda, const bf16* B, int ldb, int K) {
-    using AL = std::conditional_t<ARow, wmma::row_major, wmma::col_major>;
-    using BL = std::conditional_t<BRow, wmma::row_major, wmma::col_major>;
-    const auto* a = reinterpret_cast<const __nv_bfloat16*>(A);
-    const auto* b = reinterpret_cast<const __nv_bfloat16*>(B);
-    for (int k = 0; k < K; k += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, AL> fa;
-      wmma::load_matrix_sync(fa, ARow ? a + k : a + k * lda, lda);
-#pragma unroll
-      for (int n = 0; n < N / 16; ++n) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, BL> fb;
-        wmma::load_matrix_sync(fb, BRow ? b + k * ldb + n * 16 : b + n * 16 * ldb + k, ldb);
-        wmma::mma_sync(f[n], fa, fb, f[n]);
-      }
-    }
-  }
-};
-
-template <int N>
-struct WarpAcc<float, N> {
+struct WarpAcc {
   float* C;
   int ldc;
   __device__ WarpAcc(float* c, int l) : C(c), ldc(l) {}
@@ -117,8 +78,6 @@ struct WarpAcc<float, N> {
     for (int e = threadIdx.x % 32; e < 16 * N; e += 32) C[(e / N) * ldc + e % N] = 0.0f;
     __syncwarp();
   }
-  __device__ void load() {}
-  __device__ void store() {}
   template <bool ARow, bool BRow>
   __device__ void mma(const float* A, int lda, const float* B, int ldb, int K) {
     for (int e = threadIdx.x % 32; e < 16 * N; e += 32) {
@@ -132,25 +91,11 @@ struct WarpAcc<float, N> {
 };
 
 // One warp: C (16 x N, fp32, shared) = A B, through a fresh accumulator.
-template <typename KT, int N, bool ARow, bool BRow>
-__device__ void warp_product(float* C, int ldc, const KT* A, int lda, const KT* B, int ldb, int K) {
-  WarpAcc<KT, N> acc(C, ldc);
+template <int N, bool ARow, bool BRow>
+__device__ void warp_product(float* C, int ldc, const float* A, int lda, const float* B, int ldb, int K) {
+  WarpAcc<N> acc(C, ldc);
   acc.zero();
   acc.template mma<ARow, BRow>(A, lda, B, ldb, K);
-  acc.store();
-}
-
-// The element tile a product reads the probabilities (or score gradients) from: its own tile in bf16,
-// the fp32 tile itself in fp32 (written in place, each element by the lane that read it).
-template <typename KT>
-__device__ KT* score_copy(float* fp32_tile, unsigned char*& next) {
-  if constexpr (std::is_same_v<KT, float>) {
-    return fp32_tile;
-  } else {
-    KT* p = reinterpret_cast<KT*>(next);
-    next += kTile * kTile * sizeof(KT);
-    return p;
-  }
 }
 
 // Walks n tiles with `stages` buffers: load(i, buffer) issues tile i's copies, use(i, buffer) runs once
@@ -182,6 +127,89 @@ __device__ void walk_tiles(int n, Load load, Use use) {
   }
   cp_async_wait<0>();
   __syncthreads();
+}
+
+// ---- tensor cores (sm_80+), one warp: the fragments of kernels/mma_fragments.hpp.
+// ldmatrix .x4 (.trans): this lane's row address p; r[i] <- matrix i (the lanes 8i..8i+7 addresses).
+__device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], const bf16* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const bf16* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+// c (16 x 8, fp32) += a (16 x 16, bf16) b (16 x 8, bf16).
+__device__ __forceinline__ void mma_16816(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Two fp32 values rounded to bf16 (round to nearest even) in one register, lo in the lower half.
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+// What a forward or dQ block works on, from its grid position (query tiles, B*NH): its query tile (the
+// heaviest, most keys, first), sample, query head and that head's key/value group, the packed qkv's row
+// width W and the attention output's width C, and the sample's qkv rows.
+template <typename KT>
+struct QueryTileBlock {
+  int qt, b, h, g, W, C;
+  const KT* rows;  // (T,W)
+  __device__ QueryTileBlock(const KT* qkv, int T, int NH, int NKV, int HD)
+      : qt(tiles(T) - 1 - static_cast<int>(blockIdx.x)), b(blockIdx.y / NH), h(blockIdx.y % NH), g(h / (NH / NKV)),
+        W((NH + 2 * NKV) * HD), C(NH * HD), rows(qkv + static_cast<long>(b) * T * W) {}
+  // The whole block: key tile kt of the head's key/value group into K and V (kTile,D; row stride LD).
+  template <int D, int LD = D>
+  __device__ void load_key_values(KT* K, KT* V, int kt, int T, int NKV, int HD) const {
+    load_tile<KT, D, LD>(K, rows + C + g * HD, W, kt * kTile, T, HD);
+    load_tile<KT, D, LD>(V, rows + C + NKV * HD + g * HD, W, kt * kTile, T, HD);
+  }
+};
+
+// ---- backward, first step: Dsum[b,h,t] = rowsum(dout * out) over the head's HD columns; a warp per row
+// and head.
+template <typename KT>
+__global__ void row_dot_kernel(float* Dsum /*(B,NH,T)*/, const KT* dout /*(B,T,C)*/, const KT* out /*(B,T,C)*/, int B, int T, int NH,
+                               int HD) {
+  const long w = (static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (w >= static_cast<long>(B) * T * NH) return;
+  const int h = static_cast<int>(w % NH);
+  const long bt = w / NH;
+  const KT* a = dout + bt * NH * HD + h * HD;
+  const KT* o = out + bt * NH * HD + h * HD;
+  float s = 0.0f;
+  for (int d = threadIdx.x % 32; d < HD; d += 32) s += ld(a[d]) * ld(o[d]);
+  s = warp_sum(s);
+  if (threadIdx.x % 32 == 0) Dsum[(bt / T * NH + h) * T + bt % T] = s;
+}
+template <typename KT>
+void row_dot(float* Dsum, const KT* dout, const KT* out, int B, int T, int NH, int HD) {
+  const long rows = static_cast<long>(B) * T * NH;
+  row_dot_kernel<KT><<<blocks_for(rows * 32), kThreads>>>(Dsum, dout, out, B, T, NH, HD);
+  DTRAIN_LAUNCH_CHECK();
+}
+
+// Raises a kernel's dynamic shared memory limit once (above 48 KiB needs the opt-in), with a clear error
+// when the GPU offers less than the kernel needs.
+template <typename Kernel>
+void allow_smem(Kernel kernel, std::size_t bytes, const char* what, int HD) {
+  int device = 0, limit = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > static_cast<std::size_t>(limit))
+    fatal(std::string("attention: the ") + what + " kernel for head dim " + std::to_string(HD) + " needs " + std::to_string(bytes >> 10) +
+          " KiB of shared memory per block; this GPU offers " + std::to_string(limit >> 10) + " KiB");
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+[[noreturn]] inline void head_dim_unsupported(int HD) {
+  fatal("attention: head dim " + std::to_string(HD) + " is above the CUDA backend's " + std::to_string(kMaxHeadDim) +
+        " (model.hidden_size / model.num_attention_heads)");
 }
 
 }  // namespace dtrain::kernels::cuda::flash_tiles

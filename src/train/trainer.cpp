@@ -154,13 +154,23 @@ StepResult Trainer::train_step(int step) {
   // not distributed), so every element is counted on one rank only.
   const RankPlan& rp = model_->plan();
   const auto& tensors = rp.table.tensors();
+  // Adjacent counted tensors are summed in one call: one reduction (on a GPU, one read-back) per
+  // contiguous run of the gradient buffer rather than per tensor.
   double sq = 0.0;
-  for (const auto& range : rp.optimizer_ranges)
+  for (const auto& range : rp.optimizer_ranges) {
+    std::size_t run_lo = 0, run_hi = 0;
+    auto flush = [&] {
+      if (run_lo < run_hi) sq += k32_.sum_squares(grads.as<float>() + run_lo, static_cast<long>(run_hi - run_lo));
+    };
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const TensorSpec& t = tensors[i];
       const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
-      if (lo < hi && rp.writes_moments(i)) sq += k32_.sum_squares(grads.as<float>() + lo, static_cast<long>(hi - lo));
+      if (lo >= hi || !rp.writes_moments(i)) continue;
+      if (lo != run_hi) flush(), run_lo = lo;
+      run_hi = hi;
     }
+    flush();
+  }
   r.grad_norm = std::sqrt(sum_over_world(sq));
   // Every rank holds the same loss and norm: all stop here together, before the optimizer step.
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention_scratch.hpp"
@@ -118,23 +119,28 @@ void check_all_kernels() {
     expect_close("embedding_backward dwpe", dwpe_d.get(), dwpe);
   }
   SECTION("layernorm") {
-    auto x = random_vec<KT>(gen, N * C, 2.0f), w = random_vec<KT>(gen, C), b = random_vec<KT>(gen, C), dout = random_vec<KT>(gen, N * C);
-    auto dinp = random_vec<KT>(gen, N * C);  // accumulated into
-    std::vector<KT> out(N * C);
-    std::vector<float> mean(N), rstd(N), dw(C, 0.1f), db(C, 0.2f);
-    OnGpu<KT> x_d(x), w_d(w), b_d(b), out_d(out), dout_d(dout), dinp_d(dinp);
-    OnGpu<float> mean_d(mean), rstd_d(rstd), dw_d(dw), db_d(db);
-    h.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
-    g.layernorm_forward(out_d.data(), mean_d.data(), rstd_d.data(), x_d.data(), w_d.data(), b_d.data(), N, C, 1e-5f);
-    expect_close("layernorm_forward out", out_d.get(), out);
-    expect_close("layernorm_forward mean", mean_d.get(), mean);
-    expect_close("layernorm_forward rstd", rstd_d.get(), rstd);
-    h.layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
-    g.layernorm_backward(dinp_d.data(), dw_d.data(), db_d.data(), dout_d.data(), x_d.data(), w_d.data(), mean_d.data(), rstd_d.data(),
-                         N, C);
-    expect_close("layernorm_backward dinp", dinp_d.get(), dinp);
-    expect_close("layernorm_backward dweight", dw_d.get(), dw);
-    expect_close("layernorm_backward dbias", db_d.get(), db);
+    // The test's rows, then 3000 rows of 40 columns: the weight and bias gradients' column sums split
+    // the rows (6 splits of 500) and the columns fill part of a 32-column block.
+    for (const auto [rows, cols] : {std::pair<long, int>{N, C}, std::pair<long, int>{3000, 40}}) {
+      auto x = random_vec<KT>(gen, rows * cols, 2.0f), w = random_vec<KT>(gen, cols), b = random_vec<KT>(gen, cols);
+      auto dout = random_vec<KT>(gen, rows * cols), dinp = random_vec<KT>(gen, rows * cols);  // dinp: accumulated into
+      std::vector<KT> out(rows * cols);
+      std::vector<float> mean(rows), rstd(rows), dw(cols, 0.1f), db(cols, 0.2f);
+      OnGpu<KT> x_d(x), w_d(w), b_d(b), out_d(out), dout_d(dout), dinp_d(dinp);
+      OnGpu<float> mean_d(mean), rstd_d(rstd), dw_d(dw), db_d(db);
+      const std::string what = rows == N ? "" : " (3000 rows)";
+      h.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, cols, 1e-5f);
+      g.layernorm_forward(out_d.data(), mean_d.data(), rstd_d.data(), x_d.data(), w_d.data(), b_d.data(), rows, cols, 1e-5f);
+      expect_close("layernorm_forward out" + what, out_d.get(), out);
+      expect_close("layernorm_forward mean" + what, mean_d.get(), mean);
+      expect_close("layernorm_forward rstd" + what, rstd_d.get(), rstd);
+      h.layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), rows, cols);
+      g.layernorm_backward(dinp_d.data(), dw_d.data(), db_d.data(), dout_d.data(), x_d.data(), w_d.data(), mean_d.data(), rstd_d.data(),
+                           rows, cols);
+      expect_close("layernorm_backward dinp" + what, dinp_d.get(), dinp);
+      expect_close("layernorm_backward dweight" + what, dw_d.get(), dw);
+      expect_close("layernorm_backward dbias" + what, db_d.get(), db);
+    }
   }
   SECTION("matmul") {
     auto x = random_vec<KT>(gen, N * C), w = random_vec<KT>(gen, F * C, 0.1f), b = random_vec<KT>(gen, F), dout = random_vec<KT>(gen, N * F);
@@ -160,12 +166,13 @@ void check_all_kernels() {
   }
   SECTION("attention") {
     // The model's shape, then lengths that are not a multiple of the 64-row tile (several tiles, a
-    // ragged last one), every padded head dim (16, 32 via 24, 64 via 40 on the unvectorised loads, 128),
-    // multi-head, grouped-query and multi-query.
+    // ragged last one; T = 1000: 16 tiles, as in training), every padded head dim (16, 32 via 24, 64 via
+    // 40 on the unvectorised loads, 128), multi-head, grouped-query and multi-query.
     struct Shape {
       int B, T, NH, HD;
     };
-    for (const Shape sh : {Shape{B, T, NH, HD}, Shape{2, 100, 4, 24}, Shape{1, 200, 2, 40}, Shape{1, 130, 2, 128}, Shape{3, 65, 4, 64}})
+    for (const Shape sh : {Shape{B, T, NH, HD}, Shape{2, 100, 4, 24}, Shape{1, 200, 2, 40}, Shape{1, 130, 2, 128}, Shape{3, 65, 4, 64},
+                            Shape{1, 1000, 2, 64}})
       for (int NKV : {sh.NH, sh.NH / 2, 1}) {  // multi-head, grouped-query, multi-query
         const long rows = static_cast<long>(sh.B) * sh.T, W = static_cast<long>(sh.NH + 2 * NKV) * sh.HD, Ch = sh.NH * sh.HD;
         auto qkv = random_vec<KT>(gen, rows * W), dout = random_vec<KT>(gen, rows * Ch);

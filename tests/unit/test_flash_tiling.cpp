@@ -3,6 +3,7 @@
 // every kernel's shared memory fits a Hopper block.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/flash_tiling.hpp"
@@ -56,23 +57,34 @@ TEST_CASE("flash tiling: each kernel's tiles cover every causal pair exactly onc
 }
 
 TEST_CASE("flash tiling: shared memory per block, by hand, fits a Hopper block for every head dim") {
-  // Head dim 64, bf16 (double-buffered K and V): Q 8192 + 2 x (K, V) 32768, scores 16384, output 16384,
-  // m and l 512, probabilities (bf16) 8192.
-  CHECK(forward_smem(64, 2) == 8192 + 32768 + 16384 + 16384 + 512 + 8192);
-  // fp32: single buffers, and the probabilities go into the scores' tile: no copy.
-  CHECK(forward_smem(64, 4) == 3 * 64 * 64 * 4 + 16384 + 16384 + 512);
-  // dK/dV, head dim 128, bf16: K, V 32768, 2 x (Q, dO) 65536, P and dP 32768, 2 x (lse, Dsum) 1024,
-  // P and dS copies 16384 (dK and dV accumulate in registers).
-  CHECK(dkv_smem(128, 2) == 32768 + 65536 + 32768 + 1024 + 16384);
-  // dQ, head dim 64, bf16: Q, dO 16384, 2 x (K, V) 32768, P and dP 32768, lse and Dsum 512, dS 8192.
-  CHECK(dq_smem(64, 2) == 16384 + 32768 + 32768 + 512 + 8192);
-  // fp32 at head dim 128: K, V, Q, dO 4 x 32768, P and dP 2 x 16384, dK and dV 2 x 32768, lse and D 512.
-  CHECK(dkv_smem(128, 4) == 131072 + 32768 + 65536 + 512);
-  for (int D : {16, 32, 64, 128})
-    for (int elem : {2, 4}) {
-      INFO("D=" << D << " element bytes " << elem);
-      CHECK(forward_smem(D, elem) <= kHopperSmem);
-      CHECK(dkv_smem(D, elem) <= kHopperSmem);
-      CHECK(dq_smem(D, elem) <= kHopperSmem);
-    }
+  // bf16, head dim 64: rows padded to 72 elements (144 bytes), a tile 64 x 144 = 9216 bytes.
+  CHECK(mma_row_stride(64) == 72);
+  // Forward: Q + 2 x (K, V).
+  CHECK(mma_forward_smem(64) == 5 * 9216);
+  // dQ: Q, dO + 2 x (K, V).
+  CHECK(mma_dq_smem(64) == 6 * 9216);
+  // dK/dV at head dim 128 (rows of 136 elements, 17408 bytes a tile): K, V + 2 x (Q, dO), 2 x (lse, Dsum).
+  CHECK(mma_dkv_smem(128) == 6 * 17408 + 1024);
+  // fp32, head dim 64: Q, K, V 3 x 16384, scores 16384, output 16384, m and l 512.
+  CHECK(fma_forward_smem(64) == 3 * 16384 + 16384 + 16384 + 512);
+  // fp32 at head dim 128: K, V, Q, dO 4 x 32768, P and dP 2 x 16384, lse and Dsum 512, dK and dV 2 x 32768.
+  CHECK(fma_dkv_smem(128) == 131072 + 32768 + 512 + 65536);
+  // fp32 dQ at head dim 128: Q, dO, K, V 4 x 32768, P and dP 2 x 16384, lse and Dsum 512, dQ 32768.
+  CHECK(fma_dq_smem(128) == 131072 + 32768 + 512 + 32768);
+  for (int D : {16, 32, 64, 128}) {
+    INFO("D=" << D);
+    CHECK(mma_forward_smem(D) <= kHopperSmem);
+    CHECK(mma_dkv_smem(D) <= kHopperSmem);
+    CHECK(mma_dq_smem(D) <= kHopperSmem);
+    CHECK(fma_forward_smem(D) <= kHopperSmem);
+    CHECK(fma_dkv_smem(D) <= kHopperSmem);
+    CHECK(fma_dq_smem(D) <= kHopperSmem);
+    // The padded rows keep every ldmatrix row address 16-byte aligned (cp.async and ldmatrix need it)
+    // and put the 8 rows of one ldmatrix in 8 distinct groups of 4 banks.
+    CHECK(mma_row_stride(D) * 2 % 16 == 0);
+    std::vector<int> groups;
+    for (int row = 0; row < 8; ++row) groups.push_back((row * mma_row_stride(D) * 2 / 4) % 32 / 4);
+    std::sort(groups.begin(), groups.end());
+    CHECK(std::unique(groups.begin(), groups.end()) == groups.end());
+  }
 }

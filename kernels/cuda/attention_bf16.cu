@@ -1,0 +1,351 @@
+// CUDA backend, bf16: fused causal self-attention on tensor cores, flash-attention 2 style, every
+// (sample, head) in one launch (kernels/flash_tiling.hpp: tiling and shared memory; kernels/
+// mma_fragments.hpp: the lanes' fragments, tested on the host). Each warp owns 16 rows of a 64-row tile
+// and keeps its scores, probabilities and accumulators in registers: mma.sync.m16n8k16 (bf16 in, fp32
+// accumulation) with operands from shared memory through ldmatrix, and the probabilities of one product
+// passed to the next as A fragments without leaving registers. The walked tiles are double-buffered
+// (cp.async): the next one loads while the current one is multiplied.
+//  - forward: a block per (query tile, sample x head) walks the key tiles up to the diagonal with an
+//    online softmax (running maximum and sum per row, the output rescaled as the maximum grows), then
+//    writes the output and each row's log-sum-exp; no (T,T) matrix reaches device memory;
+//  - backward: Dsum = rowsum(dO * O), then two kernels that recompute the probabilities from the
+//    log-sum-exp, so that no two blocks add into the same gradient (no atomics: the same bits every run):
+//    one per (key tile, sample x key/value group) sums dK and dV over the group's query heads and the
+//    query tiles that see it (its warps own key rows: S^T = K Q^T), one per (query tile, sample x head)
+//    sums dQ over the key tiles it sees.
+// The probabilities and score gradients are rounded to bf16 once, before the products that take them,
+// where the host keeps them in fp32 (the GPU tests' tolerance says so).
+#include <cmath>
+
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/flash_tiles.cuh"
+#include "kernels/flash_tiling.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/mma_fragments.hpp"
+
+namespace dtrain::kernels::cuda {
+namespace {
+
+using namespace flash;
+using namespace flash_tiles;
+using ::dtrain::bf16;
+namespace frag = ::dtrain::kernels::mma;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kScoreTiles = kTile / 8;  // 8-column C tiles across one key (or query) tile
+
+// One warp: acc (16 x 8 NT) += A B^T, A (16 x K) and B (8 NT x K) row-major tiles in shared memory
+// (row strides lda, ldb): the "Q K^T" product, B's rows being keys (or queries).
+template <int K, int NT>
+__device__ __forceinline__ void mma_a_bt(float (&acc)[NT][4], const bf16* A, int lda, const bf16* B, int ldb) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int k = 0; k < K; k += 16) {
+    std::uint32_t a[4];
+    ldsm_x4(a, A + frag::ldm_row_a(lane) * lda + k + frag::ldm_col_a(lane));
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      std::uint32_t b[4];
+      ldsm_x4(b, B + (n * 8 + frag::ldm_row_bt(lane)) * ldb + k + frag::ldm_col_bt(lane));
+      mma_16816(acc[n], a, b[0], b[1]);
+      mma_16816(acc[n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// One warp: acc (16 x 8 NT) += P B, P (16 x 16 KC) given as A fragments in registers, B (16 KC x 8 NT)
+// a row-major tile in shared memory (row stride ldb): the "P V" product.
+template <int KC, int NT>
+__device__ __forceinline__ void mma_p_b(float (&acc)[NT][4], const std::uint32_t (&p)[KC][4], const bf16* B, int ldb) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int kc = 0; kc < KC; ++kc)
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      std::uint32_t b[4];
+      ldsm_x4_trans(b, B + (kc * 16 + frag::ldm_row_a(lane)) * ldb + n * 8 + frag::ldm_col_a(lane));
+      mma_16816(acc[n], p[kc], b[0], b[1]);
+      mma_16816(acc[n + 1], p[kc], b[2], b[3]);
+    }
+}
+
+// The A fragments (16 x 8 NT, bf16) of a warp's C tiles (16 x 8 NT, fp32).
+template <int NT>
+__device__ __forceinline__ void a_fragments(std::uint32_t (&a)[NT / 2][4], const float (&c)[NT][4]) {
+#pragma unroll
+  for (int j = 0; j < NT / 2; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float* t = c[2 * j + frag::a_from_c_tile(r)];
+      a[j][r] = pack_bf16(t[frag::a_from_c_value(r)], t[frag::a_from_c_value(r) + 1]);
+    }
+}
+
+// Writes a warp's C tiles (16 rows x D head-dim columns, fp32, times `scale`) into global rows
+// first_row + warp row (row stride ld), columns [0, HD); rows at or past T are skipped.
+template <int DT>
+__device__ __forceinline__ void store_c_rows(bf16* dst, long ld, const float (&c)[DT][4], int first_row, int T, int HD,
+                                             const float (&scale)[2]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int d = 0; d < DT; ++d)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = first_row + frag::c_row(lane, e), col = d * 8 + frag::c_col(lane, e);
+      if (row < T && col < HD) dst[static_cast<long>(row) * ld + col] = st<bf16>(c[d][e] * scale[e / 2]);
+    }
+}
+
+// ---- forward: grid (query tiles, B*NH).
+template <int D>
+__global__ void __launch_bounds__(kBlockThreads) forward_kernel(bf16* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/,
+                                                                const bf16* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
+                                                                float scale_log2) {
+  constexpr int LD = mma_row_stride(D), DT = D / 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const QueryTileBlock<bf16> at(qkv, T, NH, NKV, HD);
+  bf16* Qs = reinterpret_cast<bf16*>(smem);  // (kTile,LD)
+  bf16* Kb = Qs + kTile * LD;                 // 2 x (kTile,LD)
+  bf16* Vb = Kb + 2 * kTile * LD;             // 2 x (kTile,LD)
+  const int lane = threadIdx.x % 32, r0 = (threadIdx.x / 32) * kWarpRows, q0 = at.qt * kTile;
+  const int qrow[2] = {q0 + r0 + frag::c_row(lane, 0), q0 + r0 + frag::c_row(lane, 2)};  // this lane's two rows
+
+  load_tile<bf16, D, LD>(Qs, at.rows + at.h * HD, at.W, q0, T, HD);
+  float o[DT][4] = {};                              // (16, D) unnormalised output
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {};   // running maximum (log2 units) and this lane's part of the sum
+  walk_tiles<2>(
+      key_tiles_seen(at.qt, T),
+      [&](int kt, int buf) { at.template load_key_values<D, LD>(Kb + buf * kTile * LD, Vb + buf * kTile * LD, kt, T, NKV, HD); },
+      [&](int kt, int buf) {
+        float s[kScoreTiles][4] = {};  // (16, kTile) scores
+        mma_a_bt<D, kScoreTiles>(s, Qs + r0 * LD, LD, Kb + buf * kTile * LD, LD);
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int k = kt * kTile + n * 8 + frag::c_col(lane, e);
+            s[n][e] = visible(qrow[e / 2], k, T) ? s[n][e] * scale_log2 : -INFINITY;
+            mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
+          }
+        float mu[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {  // the row's four lanes agree on its maximum
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFull, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFull, mx[r], 2));
+          const float m_new = fmaxf(m[r], mx[r]);
+          mu[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row past T sees no key: all zeros
+          const float alpha = exp2f(m[r] - mu[r]);
+          m[r] = m_new;
+          l[r] *= alpha;
+#pragma unroll
+          for (int d = 0; d < DT; ++d) o[d][2 * r] *= alpha, o[d][2 * r + 1] *= alpha;
+        }
+#pragma unroll
+        for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            s[n][e] = exp2f(s[n][e] - mu[e / 2]);
+            l[e / 2] += s[n][e];
+          }
+        std::uint32_t p[kScoreTiles / 2][4];
+        a_fragments<kScoreTiles>(p, s);
+        mma_p_b<kScoreTiles / 2, DT>(o, p, Vb + buf * kTile * LD, LD);  // O += P V
+      });
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(kFull, l[r], 1);
+    l[r] += __shfl_xor_sync(kFull, l[r], 2);
+    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+  }
+  store_c_rows<DT>(out + static_cast<long>(at.b) * T * at.C + at.h * HD, at.C, o, q0 + r0, T, HD, inv);
+  if (lane % 4 == 0)
+    for (int r = 0; r < 2; ++r)
+      if (qrow[r] < T) lse[(static_cast<long>(at.b) * NH + at.h) * T + qrow[r]] = (m[r] + log2f(l[r])) / kLog2e;
+}
+
+// ---- backward: dK and dV of one key tile of one key/value group: grid (key tiles, B*NKV). Sums over the
+// group's query heads and the query tiles at or below it; the warps own key rows, so the products are
+// transposed: S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
+template <int D>
+__global__ void __launch_bounds__(kBlockThreads) dkv_kernel(bf16* dqkv /*(B,T,W)*/, const bf16* dout /*(B,T,C)*/,
+                                                            const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
+                                                            const bf16* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD, float scale,
+                                                            float scale_log2) {
+  constexpr int LD = mma_row_stride(D), DT = D / 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int kt = blockIdx.x, b = blockIdx.y / NKV, g = blockIdx.y % NKV, group = NH / NKV;
+  const int W = (NH + 2 * NKV) * HD, C = NH * HD;
+  const bf16* rows = qkv + static_cast<long>(b) * T * W;
+  bf16* Ks = reinterpret_cast<bf16*>(smem);                         // (kTile,LD)
+  bf16* Vs = Ks + kTile * LD;                                        // (kTile,LD)
+  bf16* Qb = Vs + kTile * LD;                                        // 2 x (kTile,LD)
+  bf16* dOb = Qb + 2 * kTile * LD;                                   // 2 x (kTile,LD)
+  float* lse_b = reinterpret_cast<float*>(dOb + 2 * kTile * LD);     // 2 x (kTile)
+  float* D_b = lse_b + 2 * kTile;                                    // 2 x (kTile)
+  const int lane = threadIdx.x % 32, r0 = (threadIdx.x / 32) * kWarpRows, k0 = kt * kTile;
+  const int krow[2] = {k0 + r0 + frag::c_row(lane, 0), k0 + r0 + frag::c_row(lane, 2)};  // this lane's two key rows
+  const int query_tiles = tiles(T) - first_query_tile(kt);
+
+  load_tile<bf16, D, LD>(Ks, rows + C + g * HD, W, k0, T, HD);
+  load_tile<bf16, D, LD>(Vs, rows + C + NKV * HD + g * HD, W, k0, T, HD);
+  float dk[DT][4] = {}, dv[DT][4] = {};  // (16, D) each
+  // Step i: query head g*group + i / query_tiles, query tile first_query_tile(kt) + i % query_tiles.
+  auto head_of = [&](int i) { return g * group + i / query_tiles; };
+  auto tile_of = [&](int i) { return first_query_tile(kt) + i % query_tiles; };
+  walk_tiles<2>(
+      group * query_tiles,
+      [&](int i, int buf) {
+        const int h = head_of(i), q0 = tile_of(i) * kTile;
+        const long stats = (static_cast<long>(b) * NH + h) * T;
+        load_tile<bf16, D, LD>(Qb + buf * kTile * LD, rows + h * HD, W, q0, T, HD);
+        load_tile<bf16, D, LD>(dOb + buf * kTile * LD, dout + static_cast<long>(b) * T * C + h * HD, C, q0, T, HD);
+        load_rows(lse_b + buf * kTile, lse + stats, q0, T);
+        load_rows(D_b + buf * kTile, Dsum + stats, q0, T);
+      },
+      [&](int i, int buf) {
+        const bf16* Qs = Qb + buf * kTile * LD;
+        const bf16* dOs = dOb + buf * kTile * LD;
+        const float* lse_s = lse_b + buf * kTile;
+        const float* D_s = D_b + buf * kTile;
+        const int q0 = tile_of(i) * kTile;
+        float s[kScoreTiles][4] = {}, dp[kScoreTiles][4] = {};  // (16 keys, kTile queries)
+        mma_a_bt<D, kScoreTiles>(s, Ks + r0 * LD, LD, Qs, LD);
+        mma_a_bt<D, kScoreTiles>(dp, Vs + r0 * LD, LD, dOs, LD);
+#pragma unroll
+        for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c = n * 8 + frag::c_col(lane, e);
+            const float p = visible(q0 + c, krow[e / 2], T) ? exp2f(s[n][e] * scale_log2 - lse_s[c] * kLog2e) : 0.0f;
+            s[n][e] = p;
+            dp[n][e] = p * (dp[n][e] - D_s[c]) * scale;
+          }
+        std::uint32_t pa[kScoreTiles / 2][4], da[kScoreTiles / 2][4];
+        a_fragments<kScoreTiles>(pa, s);
+        a_fragments<kScoreTiles>(da, dp);
+        mma_p_b<kScoreTiles / 2, DT>(dv, pa, dOs, LD);  // dV += P^T dO
+        mma_p_b<kScoreTiles / 2, DT>(dk, da, Qs, LD);   // dK += dS^T Q
+      });
+  const float one[2] = {1.0f, 1.0f};
+  bf16* dst = dqkv + static_cast<long>(b) * T * W + C + g * HD;
+  store_c_rows<DT>(dst, W, dk, k0 + r0, T, HD, one);
+  store_c_rows<DT>(dst + NKV * HD, W, dv, k0 + r0, T, HD, one);
+}
+
+// ---- backward: dQ of one query tile of one head: grid (query tiles, B*NH).
+template <int D>
+__global__ void __launch_bounds__(kBlockThreads) dq_kernel(bf16* dqkv /*(B,T,W)*/, const bf16* dout /*(B,T,C)*/,
+                                                           const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
+                                                           const bf16* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD, float scale,
+                                                           float scale_log2) {
+  constexpr int LD = mma_row_stride(D), DT = D / 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const QueryTileBlock<bf16> at(qkv, T, NH, NKV, HD);
+  bf16* Qs = reinterpret_cast<bf16*>(smem);  // (kTile,LD)
+  bf16* dOs = Qs + kTile * LD;                // (kTile,LD)
+  bf16* Kb = dOs + kTile * LD;                // 2 x (kTile,LD)
+  bf16* Vb = Kb + 2 * kTile * LD;             // 2 x (kTile,LD)
+  const int lane = threadIdx.x % 32, r0 = (threadIdx.x / 32) * kWarpRows, q0 = at.qt * kTile;
+  const int qrow[2] = {q0 + r0 + frag::c_row(lane, 0), q0 + r0 + frag::c_row(lane, 2)};
+  const long stats = (static_cast<long>(at.b) * NH + at.h) * T;
+  float lse2[2], dsum[2];
+  for (int r = 0; r < 2; ++r) {
+    lse2[r] = qrow[r] < T ? lse[stats + qrow[r]] * kLog2e : 0.0f;
+    dsum[r] = qrow[r] < T ? Dsum[stats + qrow[r]] : 0.0f;
+  }
+
+  load_tile<bf16, D, LD>(Qs, at.rows + at.h * HD, at.W, q0, T, HD);
+  load_tile<bf16, D, LD>(dOs, dout + static_cast<long>(at.b) * T * at.C + at.h * HD, at.C, q0, T, HD);
+  float dq[DT][4] = {};  // (16, D)
+  walk_tiles<2>(
+      key_tiles_seen(at.qt, T),
+      [&](int kt, int buf) { at.template load_key_values<D, LD>(Kb + buf * kTile * LD, Vb + buf * kTile * LD, kt, T, NKV, HD); },
+      [&](int kt, int buf) {
+        const bf16* Ks = Kb + buf * kTile * LD;
+        float s[kScoreTiles][4] = {}, dp[kScoreTiles][4] = {};  // (16 queries, kTile keys)
+        mma_a_bt<D, kScoreTiles>(s, Qs + r0 * LD, LD, Ks, LD);
+        mma_a_bt<D, kScoreTiles>(dp, dOs + r0 * LD, LD, Vb + buf * kTile * LD, LD);
+#pragma unroll
+        for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int k = kt * kTile + n * 8 + frag::c_col(lane, e);
+            const float p = visible(qrow[e / 2], k, T) ? exp2f(s[n][e] * scale_log2 - lse2[e / 2]) : 0.0f;
+            dp[n][e] = p * (dp[n][e] - dsum[e / 2]) * scale;
+          }
+        std::uint32_t da[kScoreTiles / 2][4];
+        a_fragments<kScoreTiles>(da, dp);
+        mma_p_b<kScoreTiles / 2, DT>(dq, da, Ks, LD);  // dQ += dS K
+      });
+  const float one[2] = {1.0f, 1.0f};
+  store_c_rows<DT>(dqkv + static_cast<long>(at.b) * T * at.W + at.h * HD, at.W, dq, q0 + r0, T, HD, one);
+}
+
+// The launches, each in a function of its own name (the kernel profile's rows).
+template <int D>
+void attention_forward_tensor_cores(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, int HD) {
+  constexpr std::size_t smem = mma_forward_smem(D);
+  static const bool ready = (allow_smem(forward_kernel<D>, smem, "forward", HD), true);
+  (void)ready;
+  const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(HD));
+  forward_kernel<D><<<dim3(tiles(T), B * NH), kBlockThreads, smem>>>(out, lse, qkv, T, NH, NKV, HD, scale_log2);
+  DTRAIN_LAUNCH_CHECK();
+}
+
+template <int D>
+void attention_dkv_tensor_cores(bf16* dqkv, const float* Dsum, const bf16* dout, const float* lse, const bf16* qkv, int B, int T, int NH,
+                                int NKV, int HD) {
+  constexpr std::size_t smem = mma_dkv_smem(D);
+  static const bool ready = (allow_smem(dkv_kernel<D>, smem, "dK/dV", HD), true);
+  (void)ready;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  dkv_kernel<D><<<dim3(tiles(T), B * NKV), kBlockThreads, smem>>>(dqkv, dout, lse, Dsum, qkv, T, NH, NKV, HD, scale, kLog2e * scale);
+  DTRAIN_LAUNCH_CHECK();
+}
+
+template <int D>
+void attention_dq_tensor_cores(bf16* dqkv, const float* Dsum, const bf16* dout, const float* lse, const bf16* qkv, int B, int T, int NH,
+                               int NKV, int HD) {
+  constexpr std::size_t smem = mma_dq_smem(D);
+  static const bool ready = (allow_smem(dq_kernel<D>, smem, "dQ", HD), true);
+  (void)ready;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  dq_kernel<D><<<dim3(tiles(T), B * NH), kBlockThreads, smem>>>(dqkv, dout, lse, Dsum, qkv, T, NH, NKV, HD, scale, kLog2e * scale);
+  DTRAIN_LAUNCH_CHECK();
+}
+
+template <int D>
+void backward_for(bf16* dqkv, const float* Dsum, const bf16* dout, const float* lse, const bf16* qkv, int B, int T, int NH, int NKV,
+                  int HD) {
+  attention_dkv_tensor_cores<D>(dqkv, Dsum, dout, lse, qkv, B, T, NH, NKV, HD);
+  attention_dq_tensor_cores<D>(dqkv, Dsum, dout, lse, qkv, B, T, NH, NKV, HD);
+}
+
+}  // namespace
+
+void attention_forward(bf16* out, float* lse, float*, const bf16* qkv, int B, int T, int NH, int NKV, int HD) {
+  switch (padded_head_dim(HD)) {
+    case 16: return attention_forward_tensor_cores<16>(out, lse, qkv, B, T, NH, NKV, HD);
+    case 32: return attention_forward_tensor_cores<32>(out, lse, qkv, B, T, NH, NKV, HD);
+    case 64: return attention_forward_tensor_cores<64>(out, lse, qkv, B, T, NH, NKV, HD);
+    case 128: return attention_forward_tensor_cores<128>(out, lse, qkv, B, T, NH, NKV, HD);
+    default: head_dim_unsupported(HD);
+  }
+}
+
+void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv, int B, int T,
+                        int NH, int NKV, int HD) {
+  row_dot(scratch, dout, out, B, T, NH, HD);  // scratch: Dsum (B,NH,T)
+  switch (padded_head_dim(HD)) {
+    case 16: return backward_for<16>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
+    case 32: return backward_for<32>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
+    case 64: return backward_for<64>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
+    case 128: return backward_for<128>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
+    default: head_dim_unsupported(HD);
+  }
+}
+
+}  // namespace dtrain::kernels::cuda
