@@ -113,7 +113,7 @@ void check_head_dim(int HD) {
 int warp_blocks(long warps) { return blocks_for(warps * 32); }
 
 template <typename KT>
-void forward(float* out, float* lse, const KT* q, int qs, const KT* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
+void block_attention_fw(float* out, float* lse, const KT* q, int qs, const KT* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
   check_head_dim(HD);
   block_forward_kernel<<<warp_blocks(static_cast<long>(Tq) * NH), kThreads>>>(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal,
                                                                               1.0f / sqrtf(static_cast<float>(HD)));
@@ -121,7 +121,7 @@ void forward(float* out, float* lse, const KT* q, int qs, const KT* kv, int ks, 
 }
 
 template <typename KT>
-void backward(float* dq, float* dkv, int dks, const KT* dout, const KT* out, const float* lse, const KT* q, int qs, const KT* kv,
+void block_attention_bw(float* dq, float* dkv, int dks, const KT* dout, const KT* out, const float* lse, const KT* q, int qs, const KT* kv,
               int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
   check_head_dim(HD);
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
@@ -149,19 +149,19 @@ __global__ void narrow_columns_kernel(KT* out, const float* inp, long N, int W, 
 
 void attention_block_forward(float* out, float* lse, float*, const float* q, int qs, const float* kv, int ks, int Tq, int Tk, int NH,
                              int NKV, int HD, bool causal) {
-  forward(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
+  block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
 }
 void attention_block_forward(float* out, float* lse, float*, const bf16* q, int qs, const bf16* kv, int ks, int Tq, int Tk, int NH,
                              int NKV, int HD, bool causal) {
-  forward(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
+  block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
 }
 void attention_block_backward(float* dq, float* dkv, int dks, float*, const float* dout, const float* out, const float* lse,
                               const float* q, int qs, const float* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
-  backward(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
+  block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
 }
 void attention_block_backward(float* dq, float* dkv, int dks, float*, const bf16* dout, const bf16* out, const float* lse,
                               const bf16* q, int qs, const bf16* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
-  backward(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
+  block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
 }
 
 void copy_columns(float* out, const float* inp, long N, int W, int col, int w) {

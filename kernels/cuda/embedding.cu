@@ -97,35 +97,43 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const KT* dout, int B
 }
 
 template <typename KT>
-void forward(KT* out, const int* tokens, const KT* wte, const KT* wpe, int vocab_start, int B, int T, int C, int V) {
+void embedding_fw(KT* out, const int* tokens, const KT* wte, const KT* wpe, int vocab_start, int B, int T, int C, int V) {
   const long n = static_cast<long>(B) * T * C;
   embedding_forward_kernel<<<blocks_for(n), kThreads>>>(out, tokens, wte, wpe, vocab_start, T, C, V, n);
   DTRAIN_LAUNCH_CHECK();
 }
 
 template <typename KT>
-void backward(float* dwte, float* dwpe, const KT* dout, const int* tokens, int vocab_start, int B, int T, int C, int V) {
-  embedding_backward_wte_kernel<<<blocks_for(V, kRowsPerBlock), kThreads>>>(dwte, dout, tokens, vocab_start,
-                                                                                       static_cast<long>(B) * T, C, V);
+void embedding_bw_wte(float* dwte, const KT* dout, const int* tokens, int vocab_start, long rows, int C, int V) {
+  embedding_backward_wte_kernel<<<blocks_for(V, kRowsPerBlock), kThreads>>>(dwte, dout, tokens, vocab_start, rows, C, V);
   DTRAIN_LAUNCH_CHECK();
-  if (!dwpe) return;
+}
+
+template <typename KT>
+void embedding_bw_wpe(float* dwpe, const KT* dout, int B, int T, int C) {
   embedding_backward_wpe_kernel<<<blocks_for(static_cast<long>(T) * C), kThreads>>>(dwpe, dout, B, T, C);
   DTRAIN_LAUNCH_CHECK();
+}
+
+template <typename KT>
+void embedding_bw(float* dwte, float* dwpe, const KT* dout, const int* tokens, int vocab_start, int B, int T, int C, int V) {
+  embedding_bw_wte(dwte, dout, tokens, vocab_start, static_cast<long>(B) * T, C, V);
+  if (dwpe) embedding_bw_wpe(dwpe, dout, B, T, C);
 }
 
 }  // namespace
 
 void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int vocab_start, int B, int T, int C, int V) {
-  forward(out, tokens, wte, wpe, vocab_start, B, T, C, V);
+  embedding_fw(out, tokens, wte, wpe, vocab_start, B, T, C, V);
 }
 void embedding_forward(bf16* out, const int* tokens, const bf16* wte, const bf16* wpe, int vocab_start, int B, int T, int C, int V) {
-  forward(out, tokens, wte, wpe, vocab_start, B, T, C, V);
+  embedding_fw(out, tokens, wte, wpe, vocab_start, B, T, C, V);
 }
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int vocab_start, int B, int T, int C, int V) {
-  backward(dwte, dwpe, dout, tokens, vocab_start, B, T, C, V);
+  embedding_bw(dwte, dwpe, dout, tokens, vocab_start, B, T, C, V);
 }
 void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, int vocab_start, int B, int T, int C, int V) {
-  backward(dwte, dwpe, dout, tokens, vocab_start, B, T, C, V);
+  embedding_bw(dwte, dwpe, dout, tokens, vocab_start, B, T, C, V);
 }
 
 }  // namespace dtrain::kernels::cuda

@@ -1,9 +1,12 @@
 // The check after every kernel launch (DTRAIN_LAUNCH_CHECK), and its two diagnostic modes read once from
 // the environment: DTRAIN_SYNC_LAUNCH=1 waits for each launch so that a kernel that faults is named at its
-// own launch (not at the next synchronisation, far away); DTRAIN_KERNEL_PROFILE=FILE also waits, adds the
-// time since the previous check to the launch's name and writes a table (name, calls, seconds, share)
-// to FILE (FILE.rank<R> under mpirun with several ranks) when the process ends. Both slow a run down and
-// are for finding faults and costs, not for training.
+// own launch (not at the next synchronisation, far away); DTRAIN_KERNEL_PROFILE=FILE also waits and
+// charges to the launch's name two times: the wait at its check (the device time left after the launch
+// returned: the kernel's time, less the host's launch overhead) and the host time before it (from the
+// previous check's end to this check: host work between launches, the launch calls themselves,
+// anything not a checked launch), then writes a table (seconds, share, calls, host seconds, name; by
+// device seconds) to FILE (FILE.rank<R> under mpirun with several ranks) when the process ends. Both
+// slow a run down and are for finding faults and costs, not for training.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,7 +23,11 @@ namespace {
 
 struct LaunchProfile {
   std::string path;
-  std::map<std::string, std::pair<long, double>> seconds;  // name -> (calls, seconds)
+  struct Entry {
+    long calls = 0;
+    double device = 0.0, host = 0.0;  // seconds waited at the check; seconds before it
+  };
+  std::map<std::string, Entry> seconds;
   std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
 
   ~LaunchProfile() {
@@ -35,13 +42,17 @@ struct LaunchProfile {
       std::fprintf(stderr, "warning: DTRAIN_KERNEL_PROFILE: cannot write %s: %s\n", file.c_str(), std::strerror(errno));
       return;
     }
-    std::vector<std::pair<std::string, std::pair<long, double>>> rows(seconds.begin(), seconds.end());
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
-    double total = 0.0;
-    for (const auto& r : rows) total += r.second.second;
-    std::fprintf(f, "# device time per launch (each launch waited for), %.3f s in all\n# seconds\tshare\tcalls\tname\n", total);
+    std::vector<std::pair<std::string, Entry>> rows(seconds.begin(), seconds.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.device > b.second.device; });
+    double total = 0.0, host = 0.0;
+    for (const auto& r : rows) total += r.second.device, host += r.second.host;
+    std::fprintf(f,
+                 "# device time per launch (each launch waited for), %.3f s in all; host time before the launches %.3f s\n"
+                 "# seconds\tshare\tcalls\thost_seconds\tname\n",
+                 total, host);
     for (const auto& r : rows)
-      std::fprintf(f, "%.6f\t%.4f\t%ld\t%s\n", r.second.second, total > 0 ? r.second.second / total : 0.0, r.second.first, r.first.c_str());
+      std::fprintf(f, "%.6f\t%.4f\t%ld\t%.6f\t%s\n", r.second.device, total > 0 ? r.second.device / total : 0.0, r.second.calls,
+                   r.second.host, r.first.c_str());
     std::fclose(f);
   }
 };
@@ -68,6 +79,7 @@ LaunchMode& mode() {
 bool launch_checks_wait() { return mode().wait(); }
 
 void check_launch(const char* what, const char* file, int line) {
+  const auto entered = std::chrono::steady_clock::now();
   LaunchMode& m = mode();
   const cudaError_t rc = cudaGetLastError();
   if (rc != cudaSuccess)
@@ -80,8 +92,9 @@ void check_launch(const char* what, const char* file, int line) {
   if (m.profile.path.empty()) return;
   const auto now = std::chrono::steady_clock::now();
   auto& entry = m.profile.seconds[what];
-  entry.first += 1;
-  entry.second += std::chrono::duration<double>(now - m.profile.last).count();
+  entry.calls += 1;
+  entry.device += std::chrono::duration<double>(now - entered).count();
+  entry.host += std::chrono::duration<double>(entered - m.profile.last).count();
   m.profile.last = now;
 }
 

@@ -71,13 +71,13 @@ struct Dout {
 };
 
 template <typename KT>
-void forward(KT* out, float* mean, float* rstd, const KT* inp, const KT* weight, const KT* bias, long N, int C, float eps) {
+void layernorm_fw(KT* out, float* mean, float* rstd, const KT* inp, const KT* weight, const KT* bias, long N, int C, float eps) {
   layernorm_forward_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(out, mean, rstd, inp, weight, bias, N, C, eps);
   DTRAIN_LAUNCH_CHECK();
 }
 
 template <typename KT>
-void backward(KT* dinp, float* dweight, float* dbias, const KT* dout, const KT* inp, const KT* weight, const float* mean,
+void layernorm_bw(KT* dinp, float* dweight, float* dbias, const KT* dout, const KT* inp, const KT* weight, const float* mean,
               const float* rstd, long N, int C) {
   layernorm_backward_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(dinp, dout, inp, weight, mean, rstd, N, C);
   DTRAIN_LAUNCH_CHECK();
@@ -89,19 +89,19 @@ void backward(KT* dinp, float* dweight, float* dbias, const KT* dout, const KT* 
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, long N, int C,
                        float eps) {
-  forward(out, mean, rstd, inp, weight, bias, N, C, eps);
+  layernorm_fw(out, mean, rstd, inp, weight, bias, N, C, eps);
 }
 void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias, long N, int C,
                        float eps) {
-  forward(out, mean, rstd, inp, weight, bias, N, C, eps);
+  layernorm_fw(out, mean, rstd, inp, weight, bias, N, C, eps);
 }
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                         const float* mean, const float* rstd, long N, int C) {
-  backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  layernorm_bw(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
 void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                         const float* mean, const float* rstd, long N, int C) {
-  backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  layernorm_bw(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
 
 }  // namespace dtrain::kernels::cuda

@@ -28,7 +28,7 @@ __global__ void bias_rows_kernel(OT* out, const KT* bias, long N, int OC) {
 }
 
 template <typename KT, typename OT>
-void forward(OT* out /*(N,OC)*/, const KT* inp /*(N,IC)*/, const KT* weight /*(OC,IC)*/, const KT* bias /*(OC) or null*/, long N,
+void matmul_fw(OT* out /*(N,OC)*/, const KT* inp /*(N,IC)*/, const KT* weight /*(OC,IC)*/, const KT* bias /*(OC) or null*/, long N,
              int IC, int OC) {
   if (bias) {
     bias_rows_kernel<<<blocks_for(N * OC), kThreads>>>(out, bias, N, OC);
@@ -45,7 +45,7 @@ struct ColumnOf {
 };
 
 template <typename KT, typename DT>
-void backward(DT* dinp /*(N,IC) or null*/, float* dweight /*(OC,IC)*/, float* dbias /*(OC) or null*/, const KT* dout /*(N,OC)*/,
+void matmul_bw(DT* dinp /*(N,IC) or null*/, float* dweight /*(OC,IC)*/, float* dbias /*(OC) or null*/, const KT* dout /*(N,OC)*/,
               const KT* inp /*(N,IC)*/, const KT* weight /*(OC,IC)*/, long N, int IC, int OC) {
   const int n = static_cast<int>(N);
   if (dinp) gemm(false, false, IC, n, OC, 1.0f, weight, IC, 0, dout, OC, 0, 0.0f, dinp, IC, 0);
@@ -56,32 +56,32 @@ void backward(DT* dinp /*(N,IC) or null*/, float* dweight /*(OC,IC)*/, float* db
 }  // namespace
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, long N, int IC, int OC) {
-  forward(out, inp, weight, bias, N, IC, OC);
+  matmul_fw(out, inp, weight, bias, N, IC, OC);
 }
 void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, long N, int IC, int OC) {
-  forward(out, inp, weight, bias, N, IC, OC);
+  matmul_fw(out, inp, weight, bias, N, IC, OC);
 }
 void matmul_forward_wide(float* out, const float* inp, const float* weight, const float* bias, long N, int IC, int OC) {
-  forward(out, inp, weight, bias, N, IC, OC);
+  matmul_fw(out, inp, weight, bias, N, IC, OC);
 }
 void matmul_forward_wide(float* out, const bf16* inp, const bf16* weight, const bf16* bias, long N, int IC, int OC) {
-  forward(out, inp, weight, bias, N, IC, OC);
+  matmul_fw(out, inp, weight, bias, N, IC, OC);
 }
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, long N,
                      int IC, int OC) {
-  backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+  matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
 }
 void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight, long N,
                      int IC, int OC) {
-  backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+  matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
 }
 void matmul_backward_wide(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                           long N, int IC, int OC) {
-  backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+  matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
 }
 void matmul_backward_wide(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                           long N, int IC, int OC) {
-  backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+  matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
 }
 
 }  // namespace dtrain::kernels::cuda

@@ -47,13 +47,13 @@ struct DoutTimesXhat {
 };
 
 template <typename KT>
-void forward(KT* out, float* rstd, const KT* inp, const KT* weight, long N, int C, float eps) {
+void rmsnorm_fw(KT* out, float* rstd, const KT* inp, const KT* weight, long N, int C, float eps) {
   rmsnorm_forward_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(out, rstd, inp, weight, N, C, eps);
   DTRAIN_LAUNCH_CHECK();
 }
 
 template <typename KT>
-void backward(KT* dinp, float* dweight, const KT* dout, const KT* inp, const KT* weight, const float* rstd, long N, int C) {
+void rmsnorm_bw(KT* dinp, float* dweight, const KT* dout, const KT* inp, const KT* weight, const float* rstd, long N, int C) {
   rmsnorm_backward_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(dinp, dout, inp, weight, rstd, N, C);
   DTRAIN_LAUNCH_CHECK();
   column_sum(dweight, N, C, DoutTimesXhat<KT>{dout, inp, rstd, C});
@@ -62,18 +62,18 @@ void backward(KT* dinp, float* dweight, const KT* dout, const KT* inp, const KT*
 }  // namespace
 
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, long N, int C, float eps) {
-  forward(out, rstd, inp, weight, N, C, eps);
+  rmsnorm_fw(out, rstd, inp, weight, N, C, eps);
 }
 void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, long N, int C, float eps) {
-  forward(out, rstd, inp, weight, N, C, eps);
+  rmsnorm_fw(out, rstd, inp, weight, N, C, eps);
 }
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd, long N,
                       int C) {
-  backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+  rmsnorm_bw(dinp, dweight, dout, inp, weight, rstd, N, C);
 }
 void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight, const float* rstd, long N,
                       int C) {
-  backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+  rmsnorm_bw(dinp, dweight, dout, inp, weight, rstd, N, C);
 }
 
 }  // namespace dtrain::kernels::cuda

@@ -28,21 +28,21 @@ __global__ void swiglu_backward_kernel(KT* dinp, const KT* inp, const KT* dout, 
 }
 
 template <typename KT>
-void forward(KT* out, const KT* inp, long N, int F) {
+void swiglu_fw(KT* out, const KT* inp, long N, int F) {
   swiglu_forward_kernel<<<blocks_for(N * F), kThreads>>>(out, inp, N, F);
   DTRAIN_LAUNCH_CHECK();
 }
 template <typename KT>
-void backward(KT* dinp, const KT* inp, const KT* dout, long N, int F) {
+void swiglu_bw(KT* dinp, const KT* inp, const KT* dout, long N, int F) {
   swiglu_backward_kernel<<<blocks_for(N * F), kThreads>>>(dinp, inp, dout, N, F);
   DTRAIN_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-void swiglu_forward(float* out, const float* inp, long N, int F) { forward(out, inp, N, F); }
-void swiglu_forward(bf16* out, const bf16* inp, long N, int F) { forward(out, inp, N, F); }
-void swiglu_backward(float* dinp, const float* inp, const float* dout, long N, int F) { backward(dinp, inp, dout, N, F); }
-void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, long N, int F) { backward(dinp, inp, dout, N, F); }
+void swiglu_forward(float* out, const float* inp, long N, int F) { swiglu_fw(out, inp, N, F); }
+void swiglu_forward(bf16* out, const bf16* inp, long N, int F) { swiglu_fw(out, inp, N, F); }
+void swiglu_backward(float* dinp, const float* inp, const float* dout, long N, int F) { swiglu_bw(dinp, inp, dout, N, F); }
+void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, long N, int F) { swiglu_bw(dinp, inp, dout, N, F); }
 
 }  // namespace dtrain::kernels::cuda

@@ -140,7 +140,8 @@ std::string command_usage(CommandLine::Command command) {
           "  DTRAIN_SYNC_LAUNCH=1         wait for every kernel launch, so that a kernel that faults is named at its\n"
           "                               own launch instead of at a later synchronisation\n"
           "  DTRAIN_KERNEL_PROFILE=FILE   also time every launch and write each kernel's device time (seconds, share,\n"
-          "                               calls) to FILE (FILE.rank<R> with several ranks) when the process ends\n";
+          "                               calls) and the host time before its launches to FILE (FILE.rank<R> with\n"
+          "                               several ranks) when the process ends\n";
   }
   return os.str();
 }
