@@ -43,7 +43,12 @@ po::options_description plan_options(CommandLine& cl) {
   po::options_description d = common_options(cl);
   PlanOptions& p = cl.plan;
   d.add_options()("cluster", po::value(&p.cluster)->value_name("FILE"), "cluster description ([cluster] keys; see inputs/clusters/)")(
-      "nodes", po::value(&p.nodes)->value_name("N"), "plan for N nodes instead of the description's")(
+      "nodes",
+      po::value<int>()->value_name("N")->notifier([&p](int n) {
+        if (n < 1 || n > (1 << 20)) throw UserError("dtrain plan: --nodes must be between 1 and 2^20, not " + std::to_string(n));
+        p.nodes = n;
+      }),
+      "plan for N nodes instead of the description's")(
       "top", po::value(&p.top)->value_name("K")->default_value(p.top), "print the K fastest layouts that fit")(
       "scaling", po::value(&p.scaling)->value_name("D1,D2,..."),
       "also print the predicted strong scaling (the input's global batch) and weak scaling (its batch per device) at "

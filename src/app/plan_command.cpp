@@ -168,7 +168,6 @@ int print_layout(const Config& cfg, ClusterSpec cl, const PlanOptions& o) {
 int run_plan(const Config& cfg, const std::string& input, const PlanOptions& o) {
   if (o.cluster.empty()) throw UserError("dtrain plan needs --cluster FILE (a cluster description; see inputs/clusters/)");
   if (o.top < 1) throw UserError("dtrain plan: --top must be >= 1");
-  if (o.nodes < 0 || o.nodes > (1 << 20)) throw UserError("dtrain plan: --nodes must be between 1 and 2^20");
   if (o.plot && o.scaling.empty()) throw UserError("dtrain plan: --plot draws the --scaling curves; give --scaling D1,D2,...");
   const std::vector<int> scaling = o.scaling.empty() ? std::vector<int>{} : parse_counts(o.scaling);  // refused before any work
   ClusterSpec cl = load_cluster_file(o.cluster);

@@ -86,7 +86,10 @@ void validate_config(const Config& c) {
     p.add("model.micro_batch_size=" + s(m.micro_batch_size.value) + " is larger than model.global_batch_size=" +
           s(static_cast<long>(m.global_batch_size)));
   validate_moe(p, c);
-  if (m.hidden_size >= 1 && m.num_attention_heads >= 1 && m.hidden_size % m.num_attention_heads != 0)
+  // The checks between keys only where each key is in its range: an out-of-range value is one error, not two.
+  const bool heads_in_range = m.hidden_size >= 1 && m.hidden_size <= kMaxHidden && m.num_attention_heads >= 1 &&
+                              m.num_attention_heads <= kMaxHidden;
+  if (heads_in_range && m.hidden_size % m.num_attention_heads != 0)
     p.add("model.hidden_size=" + s(static_cast<long>(m.hidden_size)) + " is not divisible by model.num_attention_heads=" +
           s(static_cast<long>(m.num_attention_heads)) + "; use a head count among: " + divisor_list(m.hidden_size));
 
@@ -96,12 +99,12 @@ void validate_config(const Config& c) {
   p.real("model.rotary_percent", m.rotary_percent, 0, 1, true, false, "in (0, 1]");
   if (m.group_query_attention) {
     p.range("model.num_query_groups", m.num_query_groups, 1, kMaxHidden);
-    if (m.num_query_groups >= 1 && m.num_attention_heads % m.num_query_groups != 0)
+    if (m.num_query_groups >= 1 && m.num_query_groups <= kMaxHidden && heads_in_range && m.num_attention_heads % m.num_query_groups != 0)
       p.add("model.num_query_groups=" + s(static_cast<long>(m.num_query_groups)) + " does not divide model.num_attention_heads=" +
             s(static_cast<long>(m.num_attention_heads)) + "; use one of: " + divisor_list(m.num_attention_heads));
   }
-  if (m.position_embedding_type == PositionEmbedding::rope && m.hidden_size >= 1 && m.num_attention_heads >= 1 &&
-      m.hidden_size % m.num_attention_heads == 0 && c.rotary_dims() % 2 != 0)
+  if (m.position_embedding_type == PositionEmbedding::rope && heads_in_range && m.hidden_size % m.num_attention_heads == 0 &&
+      c.rotary_dims() % 2 != 0)
     p.add("model.rotary_percent=" + s(m.rotary_percent) + " rotates " + s(static_cast<long>(c.rotary_dims())) +
           " dims of each head; RoPE turns pairs, so it must be an even number");
 

@@ -52,6 +52,12 @@ void check_layout(const Config& c, int world) {
     errs.push_back("model.num_layers=" + s(m.num_layers) + " is not divisible by system.pipeline_model_parallel_size=" + s(pp) +
                    (v > 1 ? " x system.virtual_pipeline_model_parallel_size=" + s(v) : std::string()) +
                    "; use num_layers a multiple of " + s(pp * v) + " or pp" + (v > 1 ? "*v" : "") + " among: " + divisor_list(m.num_layers));
+  if (m.recompute_granularity == RecomputeGranularity::full && m.recompute_method == RecomputeMethod::block &&
+      m.num_layers % (pp * v) == 0 && m.recompute_num_layers > m.num_layers / (pp * v))
+    errs.push_back("model.recompute_num_layers=" + s(m.recompute_num_layers) + " with recompute_method=block recomputes the first " +
+                   s(m.recompute_num_layers) + " blocks of each model chunk, but a chunk holds " + s(m.num_layers / (pp * v)) +
+                   " (model.num_layers=" + s(m.num_layers) + " over " + s(pp * v) + (v > 1 ? " pipeline chunks" : " pipeline stages") +
+                   "); use recompute_num_layers <= " + s(m.num_layers / (pp * v)));
   if (y.sequence_parallel && (m.seq_length / cp) % tp != 0)
     errs.push_back("system.sequence_parallel needs model.seq_length=" + s(m.seq_length) +
                    (cp > 1 ? " / system.context_parallel_size=" + s(cp) + " = " + s(m.seq_length / cp) : std::string()) +

@@ -2,6 +2,8 @@
 // every layout error naming its key.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "support/user_error.hpp"
 
 #include "app/command_line.hpp"
@@ -85,6 +87,28 @@ TEST_CASE("layout checks name the key and the fix", "[config]") {
     c.system.virtual_pipeline_model_parallel_size = 3;
     c.system.pipeline_schedule = PipelineSchedule::interleaved;
     CHECK(contains(error_of([&] { check_layout(c, 4); }), "model.num_layers=4 is not divisible"));
+  }
+  SECTION("recompute_method=block over more blocks than a pipeline stage holds") {
+    c.system.pipeline_model_parallel_size = 2;  // 4 layers: 2 a stage
+    c.system.tensor_model_parallel_size = 2;
+    c.model.recompute_granularity = RecomputeGranularity::full;
+    c.model.recompute_method = RecomputeMethod::block;
+    c.model.recompute_num_layers = 2;
+    CHECK(error_of([&] { check_layout(c, 4); }).empty());
+    c.model.recompute_num_layers = 3;
+    CHECK(contains(error_of([&] { check_layout(c, 4); }), "model.recompute_num_layers=3 with recompute_method=block"));
+    c.model.recompute_method = RecomputeMethod::uniform;  // groups of 3: one group of 2 per stage, as Megatron does
+    CHECK(error_of([&] { check_layout(c, 4); }).empty());
+  }
+  SECTION("an out-of-range hidden size or head count is one error, not one per key that depends on it") {
+    for (const auto [hidden, heads] : {std::pair<int, int>{100001, 4}, {64, 65537}}) {
+      c.model.hidden_size = hidden;
+      c.model.num_attention_heads = heads;
+      const std::string e = error_of([&] { validate_config(c); });
+      INFO(e);
+      CHECK(contains(e, "must be between 1 and 65536"));
+      CHECK(std::count(e.begin(), e.end(), '\n') == 0);
+    }
   }
   SECTION("global batch not divisible by micro batch x dp") {
     c.model.global_batch_size = 6;  // dp = 2, micro 2 -> needs multiples of 4
@@ -171,6 +195,15 @@ TEST_CASE("command line: input, flags and overrides", "[config]") {
   const std::string e = error_of([&] { parse_dtrain_command_line(5, nan_tokens); });
   CHECK(contains(e, "--tokens"));
   CHECK(contains(e, "see 'dtrain generate --help'"));
+  // dtrain plan --nodes: a number of nodes, given or left out (0 inside means "the description's").
+  const char* nodes4[] = {"dtrain", "plan", "in.ini", "--nodes", "4"};
+  CHECK(parse_dtrain_command_line(5, nodes4).plan.nodes == 4);
+  const char* no_nodes[] = {"dtrain", "plan", "in.ini"};
+  CHECK(parse_dtrain_command_line(3, no_nodes).plan.nodes == 0);
+  const char* zero[] = {"dtrain", "plan", "in.ini", "--nodes", "0"};
+  CHECK(contains(error_of([&] { parse_dtrain_command_line(5, zero); }), "--nodes must be between 1 and 2^20, not 0"));
+  const char* negative[] = {"dtrain", "plan", "in.ini", "--nodes=-4"};
+  CHECK(contains(error_of([&] { parse_dtrain_command_line(4, negative); }), "--nodes must be between 1 and 2^20, not -4"));
 }
 
 TEST_CASE("the help text lists every key with its default", "[config]") {
