@@ -3,6 +3,7 @@
 #include "ckpt/weights_file.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -130,6 +131,11 @@ void load_rank_weights(const std::string& path, RankState& st) {
         spans.push_back({gi, len, to});
     });
     f.read_spans(t.name, spans, out);
+    // A NaN or infinity would train into a non-finite loss at the first step: refuse it here, by name.
+    for (std::size_t i = 0; i < count; ++i)
+      if (!std::isfinite(out[i]))
+        throw UserError("weights file '" + path + "': tensor '" + t.name + "' holds non-finite values (NaN or infinity); " +
+                        "a model cannot start from it");
   });
 }
 
