@@ -63,7 +63,12 @@ ReshardLayout parse_layout(const std::string& spec) {
     else if (key == "dp") l.dp = static_cast<int>(value);
     else if (key == "v") l.v = static_cast<int>(value);
     else if (key == "ep") l.ep = static_cast<int>(value);
-    else if (key == "zero") l.distributed_optimizer = value != 0;
+    else if (key == "zero") {
+      if (value > 1)
+        throw UserError("--reshard: '" + item + "': zero takes 0 (a replicated optimizer) or 1 (the distributed optimizer, which " +
+                        "ZeRO-2 and ZeRO-3 runs resume from too)");
+      l.distributed_optimizer = value != 0;
+    }
     else throw UserError("--reshard: unknown key '" + key + "' (tp, pp, dp, v, ep, zero)");
   }
   if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.v < 1 || l.ep < 1) throw UserError("--reshard: sizes must be at least 1");

@@ -122,6 +122,9 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
   cfg.model.micro_batch_size.automatic = true;  // the batch is the resuming run's business
   const int world = L.tp * L.pp * L.dp;  // bounded by parse_layout
   try {
+    if (L.ep > 1 && cfg.model.num_experts < 2)
+      throw UserError("ep=" + std::to_string(L.ep) + " splits experts, and this model has none (model.num_experts=" +
+                      std::to_string(cfg.model.num_experts) + "); use ep=1");
     check_layout(cfg, world);
   } catch (const UserError& e) {
     throw UserError("--reshard tp=" + std::to_string(L.tp) + ",pp=" + std::to_string(L.pp) + ",dp=" + std::to_string(L.dp) +

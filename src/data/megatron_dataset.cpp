@@ -85,6 +85,12 @@ void MegatronDataset::check_index() {
                     std::to_string(doc_indices) + " document indices, more than its " + std::to_string(bytes) +
                     " bytes hold; " + kRemake);
   }
+  const std::uint64_t after = room - num_sequences_ * 12 - doc_indices * 8;  // bytes past the declared arrays
+  if (after != 0) {
+    throw UserError(idx + " holds " + std::to_string(after) + " bytes after the arrays its header declares (" +
+                    std::to_string(num_sequences_) + " sequences, " + std::to_string(doc_indices) +
+                    " document indices); the header and the arrays disagree, " + kRemake);
+  }
   if (doc_indices == 0) throw UserError(idx + " has no document indices (it needs at least the leading 0); " + kRemake);
   num_documents_ = doc_indices - 1;
   pointers_at_ = kMegatronIndexHeaderBytes + 4 * num_sequences_;

@@ -266,13 +266,15 @@ PY
       h5diff "$work/C.h5" "$work/R.h5" > "$work/diff.txt" || { head "$work/diff.txt"; fail "consolidate(reshard(C, $y)) differs"; }
       echo "  $y: consolidated tensors identical"
     done
-    # Layouts that cannot exist are refused before any work (sizes overflowing 32 bits, trailing junk).
-    for bad in "pp=65536,v=65536" "tp=2x" "tp=3,pp=2,dp=1"; do
+    # Layouts that cannot exist are refused before any work (sizes overflowing 32 bits, trailing junk, a
+    # ZeRO stage the checkpoint format has no layout for, expert parallelism on a dense model).
+    for bad in "pp=65536,v=65536" "tp=2x" "tp=3,pp=2,dp=1" "tp=1,pp=1,dp=1,zero=5" "tp=1,pp=1,dp=2,ep=2"; do
       "$consolidate" "$work/ckA" --reshard "$bad" --out "$work/rsbad" > "$work/rsbad.log" 2>&1
       rc=$?
       cat "$work/rsbad.log"
       [ $rc -eq 2 ] || fail "--reshard $bad exited $rc, not 2"
       grep -q "ckpt-consolidate: error: .*--reshard" "$work/rsbad.log" || fail "--reshard $bad: no clear error"
+      [ ! -e "$work/rsbad" ] || fail "--reshard $bad left $work/rsbad behind"
     done
     h5dump -n "$work/C.h5" | grep -q 'dataset    /h3.qkv_w' || fail "h5dump does not list h3.qkv_w"
     h5dump -H -d /wte "$work/C.h5" | grep -q 'DATASPACE  SIMPLE { ( 256, 128 )' || fail "h5dump: wte is not 256 x 128"

@@ -2,7 +2,7 @@
 # dtrain on bad Megatron data (data.format=megatron), as a user would meet it: each case must end every
 # rank of a 2-rank job within 10 s with one 'dtrain: error:' line naming the file (or the key).
 #   megatron_bad_data.sh CASE DTRAIN DTRAIN_DATA SOURCE_DIR
-#   CASE: missing_idx | truncated_idx | truncated_arrays | bad_magic | bad_version | bad_dtype | short_bin |
+#   CASE: missing_idx | truncated_idx | truncated_arrays | fewer_documents | bad_magic | bad_version | bad_dtype | short_bin |
 #         token_out_of_vocab | token_out_of_vocab_late | too_short | blend_odd | blend_not_a_number | blend_negative | bad_split
 set -u
 case_name=$1 dtrain=$2 tool=$3 src=$4
@@ -20,6 +20,9 @@ case $case_name in
   missing_idx) rm "$work/m.idx"; expected="cannot open the Megatron index '$work/m.idx'" ;;
   truncated_idx) truncate -s 20 "$work/m.idx"; expected="m.idx' is truncated: 20 bytes" ;;
   truncated_arrays) truncate -s -8 "$work/m.idx"; expected="m.idx' is truncated: its header declares 40 sequences" ;;
+  fewer_documents)  # the header's document count 41 -> 40: the last document index is left outside the arrays
+    patch "$work/m.idx" 26 2800000000000000
+    expected="m.idx' holds 8 bytes after the arrays its header declares (40 sequences, 40 document indices)" ;;
   bad_magic) patch "$work/m.idx" 0 4e4f; expected="m.idx' is not a Megatron index" ;;
   bad_version) patch "$work/m.idx" 9 02; expected="m.idx' has index version 2, but dtrain reads version 1" ;;
   bad_dtype) patch "$work/m.idx" 17 06; expected="m.idx' stores float64 tokens (dtype code 6)" ;;
