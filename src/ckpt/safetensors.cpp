@@ -127,24 +127,35 @@ Reader::Reader(const std::string& path) : path_(path) {
     if (t.begin > t.end || t.end > data_size)
       throw bad(where + "has data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "] outside the " +
                 std::to_string(data_size) + " data bytes (truncated file?)");
-    long double bytes = 1;
-    for (auto d : t.shape) bytes *= static_cast<long double>(d);
-    bytes *= dtype_bytes(t.dtype);
-    if (bytes != static_cast<long double>(t.end - t.begin))
+    // Checked: a shape from the file can ask for more bytes than 64 bits count ([2^32, 2^32] of F16).
+    std::uint64_t bytes = dtype_bytes(t.dtype);
+    bool overflow = false;
+    for (auto d : t.shape) overflow = overflow || __builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes);
+    if (overflow)
+      throw bad(where + "has shape " + shape_text(t.shape) + " of " + dtype + ", more bytes than 64 bits count (corrupt header?)");
+    if (bytes != t.end - t.begin)
       throw bad(where + "holds " + std::to_string(t.end - t.begin) + " bytes, but its shape " + shape_text(t.shape) + " of " +
-                dtype + " needs " + std::to_string(static_cast<unsigned long long>(bytes)));
+                dtype + " needs " + std::to_string(bytes));
     tensors_.push_back(std::move(t));
   }
-  std::sort(tensors_.begin(), tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) { return a.begin < b.begin; });
-  const TensorInfo* last = nullptr;  // the non-empty tensor reaching furthest so far
+  // As the format's own reader checks: the tensors tile the data bytes exactly, in offset order, with no
+  // overlap, no gap and nothing after the last one.
+  std::sort(tensors_.begin(), tensors_.end(),
+            [](const TensorInfo& a, const TensorInfo& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::uint64_t covered = 0;  // data bytes [0, covered) belong to the tensors so far
+  const TensorInfo* previous = nullptr;
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
     const TensorInfo& t = tensors_[i];
-    if (t.begin != t.end) {
-      if (last && t.begin < last->end) throw bad("tensors '" + last->name + "' and '" + t.name + "' overlap");
-      if (!last || t.end > last->end) last = &t;
-    }
+    if (t.begin < covered) throw bad("tensors '" + previous->name + "' and '" + t.name + "' overlap");
+    if (t.begin > covered)
+      throw bad("data bytes [" + std::to_string(covered) + ", " + std::to_string(t.begin) + ") before tensor '" + t.name +
+                "' belong to no tensor (a gap in the data)");
+    covered = t.end;
+    previous = &t;
     index_[t.name] = i;
   }
+  if (covered != data_size)
+    throw bad(std::to_string(data_size - covered) + " data bytes after the last tensor belong to no tensor (trailing bytes)");
 }
 
 Reader::~Reader() {

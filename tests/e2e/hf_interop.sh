@@ -18,7 +18,7 @@
 #       imported weights start training at tp=2 pp=2 and on 1 rank with the same first loss (1e-6),
 #       far below a fresh model's; a model with other keys is refused naming the key
 #   bad_missing_tensor, bad_wrong_shape, bad_extra_tensor, bad_truncated, bad_bad_header, bad_no_config,
-#   bad_index_missing_tensor
+#   bad_index_missing_tensor, bad_trailing_bytes, bad_gap, bad_huge_shape
 #       a damaged directory: --import-hf fails with one error naming the file and the tensor, exit 2,
 #       and writes no weights file
 #   export_refusals
@@ -175,6 +175,13 @@ case $case_name in
     [ "$(grep -c 'ckpt-consolidate: error:' "$work/bad.log")" -eq 1 ] || fail "expected exactly one error line"
     grep -q "ckpt-consolidate: error: .*$victim" "$work/bad.log" || fail "the error does not name $victim"
     grep -q "$work/bad" "$work/bad.log" || fail "the error does not name the directory or file"
+    case $kind in  # what the format's own reader also refuses, said as what it is
+      trailing_bytes) why="trailing bytes" ;;
+      gap) why="a gap in the data" ;;
+      huge_shape) why="more bytes than 64 bits count" ;;
+      *) why="" ;;
+    esac
+    grep -q "ckpt-consolidate: error: .*$why" "$work/bad.log" || fail "the error does not say '$why'"
     [ ! -e "$work/out.h5" ] && [ ! -e "$work/out.h5.tmp" ] || fail "a weights file was left behind" ;;
   export_refusals)
     train gpt2

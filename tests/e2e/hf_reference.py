@@ -295,6 +295,18 @@ def damage(kind, src, dst):
                   "head_dim": 1024})
         json.dump(c, open(os.path.join(dst, "config.json"), "w"))
         victim = "model.embed_tokens.weight"
+    elif kind == "trailing_bytes":  # 8 bytes after the last tensor's data
+        write_safetensors(path, header, data + b"\0" * 8)
+        victim = os.path.basename(path)
+    elif kind == "gap":  # 8 bytes that belong to no tensor, just before the victim's data
+        begin = header[victim]["data_offsets"][0]
+        for name in names:
+            if header[name]["data_offsets"][0] >= begin:
+                header[name]["data_offsets"] = [o + 8 for o in header[name]["data_offsets"]]
+        write_safetensors(path, header, data[:begin] + b"\0" * 8 + data[begin:])
+    elif kind == "huge_shape":  # a shape whose byte count does not fit 64 bits
+        header[victim]["shape"] = [2 ** 32, 2 ** 32]
+        write_safetensors(path, header, data)
     elif kind == "index_missing_tensor":
         j = json.load(open(index))
         del j["weight_map"][victim]
