@@ -24,7 +24,7 @@ TEST_CASE("same seed twice gives bit-identical losses; data parallel matches one
 
   // Same global batches on one rank alone: only the summation order differs, so float32 rounding
   // (~1e-7 per op, over ~1e3 accumulations) bounds the difference well below 1e-4 relative.
-  const auto alone = testing::train(MPI_COMM_SELF, cfg).losses;
+  const auto alone = testing::train_alone_on_rank0(MPI_COMM_WORLD, cfg).losses;
   for (std::size_t i = 0; i < first.size(); ++i) {
     INFO("step " << i << " loss " << first[i] << " one rank " << alone[i]);
     CHECK(std::abs(first[i] - alone[i]) <= 1e-4 * std::abs(alone[i]));

@@ -3,8 +3,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "data/token_file.hpp"
 #include "plan/training_plan.hpp"
@@ -60,6 +62,24 @@ RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trai
   for (int s = 0; s < cfg.training.train_iters; ++s) r.losses.push_back(trainer.train_step(s).loss);
   r.losses.push_back(trainer.evaluate());
   if (inspect) inspect(trainer);
+  return r;
+}
+
+RunResult train_alone_on_rank0(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  RunResult r;
+  if (rank == 0) r = train(MPI_COMM_SELF, cfg, inspect);
+  long n = static_cast<long>(r.losses.size());
+  // Waiting ranks poll with a sleep (a blocking call would spin on the cores rank 0 trains on).
+  auto bcast = [&](void* data, int count, MPI_Datatype type) {
+    MPI_Request request;
+    MPI_Ibcast(data, count, type, 0, comm, &request);
+    for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  bcast(&n, 1, MPI_LONG);
+  r.losses.resize(static_cast<std::size_t>(n));
+  bcast(r.losses.data(), static_cast<int>(n), MPI_DOUBLE);
   return r;
 }
 

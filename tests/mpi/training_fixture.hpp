@@ -26,6 +26,10 @@ struct RunResult {
 RunResult train(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect = {},
                 kernels::Backend backend = kernels::Backend::host);
 
+// The one-rank reference of a comparison: rank 0 of comm trains cfg alone (on MPI_COMM_SELF; inspect
+// runs there only) while the other ranks wait without taking its cores, then every rank gets its losses.
+RunResult train_alone_on_rank0(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect = {});
+
 // Relative L2 distance |w - ref| / |ref| of two weight vectors.
 double relative_distance(const std::vector<float>& w, const std::vector<float>& ref);
 
