@@ -207,16 +207,16 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     log.message(memory);
   }
 
-  // A text sample, from the whole model on rank 0: the trainer's own in a one-rank job, else a copy
-  // gathered there, where it fits in what a rank may use beside rank 0's training state.
+  // A text sample, from a copy of the whole model on rank 0 with a micro-batch of one sample (the
+  // training model would run its whole micro-batch for every generated token), where the copy fits in
+  // what a rank may use beside rank 0's training state.
   if (cfg.logging.sample_tokens == 0) return 0;
   const RankPlan whole = whole_model_plan(cfg, 1);
   MemoryEstimate sampling = whole.memory();
   sampling.optimizer = 0;
   const double needed = static_cast<double>(sampling.total()) + 4.0 * static_cast<double>(whole.arena_size);  // + fp32 values
   const double beside = plan.limit.bytes - static_cast<double>(plan.stage_memory.front().total());
-  const bool one_rank = env.world_size == 1;
-  if (!one_rank && plan.limit.bytes > 0 && needed > beside) {
+  if (plan.limit.bytes > 0 && needed > beside) {
     char why[400];
     std::snprintf(why, sizeof why,
                   "sample: skipped: the whole model needs %.3f GB on rank 0 to generate with, beside its %.3f GB of training "
@@ -226,18 +226,14 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     log.message(why);
     return 0;
   }
-  std::vector<float> values(rank0 && !one_rank ? whole.arena_size : 0);
-  if (!one_rank) trainer.gather_full_model(rank0 ? values.data() : nullptr);
+  std::vector<float> values(rank0 ? whole.arena_size : 0);
+  trainer.gather_full_model(rank0 ? values.data() : nullptr);
   if (rank0) {
-    std::unique_ptr<GptModel> copy;
-    if (!one_rank) {
-      copy = make_gpt_model(whole, nullptr, backend);
-      copy->set_parameters(values.data());
-      std::vector<float>().swap(values);
-    }
-    const std::vector<std::uint32_t> sample = generate_tokens(one_rank ? trainer.model() : *copy, tokenizer->encode("\n"),
-                                                              tokenizer->vocab_size(), cfg.logging.sample_tokens, 0.8,
-                                                              cfg.training.seed);
+    const std::unique_ptr<GptModel> copy = make_gpt_model(whole, nullptr, backend);
+    copy->set_parameters(values.data());
+    std::vector<float>().swap(values);
+    const std::vector<std::uint32_t> sample =
+        generate_tokens(*copy, tokenizer->encode("\n"), tokenizer->vocab_size(), cfg.logging.sample_tokens, 0.8, cfg.training.seed);
     log.message("sample: " + tokenizer->decode(sample));
   }
   return 0;
