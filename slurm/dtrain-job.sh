@@ -31,6 +31,8 @@ srun_args=(${DTRAIN_SRUN_ARGS---mpi=pmix})
 # shellcheck disable=SC2086
 srun "${srun_args[@]}" dtrain --dry-run "$input" ${DTRAIN_ARGS:-} | sed -n '/^== launch/,/^== pipeline/p' | grep -v '^== pipeline'
 
+# --kill-on-bad-exit=1 ends the job at once when a rank dies (a crash, an out-of-memory kill); without
+# it the other ranks would wait in their next collective for system.collective_timeout_s (300 s).
 # shellcheck disable=SC2086
 srun "${srun_args[@]}" --kill-on-bad-exit=1 dtrain "$input" ${DTRAIN_ARGS:-} &
 step=$!
