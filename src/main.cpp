@@ -1,4 +1,5 @@
-// dtrain executable: everything lives in dtrain_core (app/entry.cpp).
+// dtrain-main, the trainer that the dtrain launcher (launcher.cpp) executes: everything lives in
+// dtrain_core (app/entry.cpp).
 #include "app/entry.hpp"
 
 int main(int argc, char** argv) { return dtrain::dtrain_main(argc, argv); }

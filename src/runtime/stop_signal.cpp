@@ -1,6 +1,8 @@
 // Stop-signal recording (async-signal-safe: one sig_atomic_t) and the step-boundary agreement.
 #include "runtime/stop_signal.hpp"
 
+#include <pthread.h>
+
 #include <csignal>
 
 #include "common/error.hpp"
@@ -22,6 +24,13 @@ void install_stop_signal_handlers() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGUSR1, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // The dtrain launcher blocks both before this process loads its libraries (src/launcher.cpp): one
+  // that arrived meanwhile is pending and reaches the handler now.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGUSR1);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
 }
 
 int agree_on_stop_signal(MPI_Comm comm) {

@@ -10,6 +10,8 @@ namespace dtrain {
 
 constexpr int kPreemptedExit = 3;
 
+// Installs the recording handler, then unblocks both signals (the launcher blocked them; a pending one
+// is recorded at once).
 void install_stop_signal_handlers();
 // Collective over comm: the signal any rank received (0 if none). Every rank gets the same answer.
 int agree_on_stop_signal(MPI_Comm comm);

@@ -88,6 +88,7 @@ wheel_libs() {
   # Every ELF file of the bundle, each listed by the loader without ld.so.cache, in one cleared environment.
   in_bundle bash -c 'find "$OPAL_PREFIX/bin" "$OPAL_PREFIX/lib" -type f | while read -r f; do
       [ "$(head -c 4 "$f" | od -An -c | tr -d " ")" = "177ELF" ] || continue
+      patchelf --print-interpreter "$f" > /dev/null 2>&1 || [[ $f == *.so* ]] || continue  # static (the dtrain launcher): nothing to load
       echo "== $f"; "$0" --inhibit-cache --list "$f" 2>&1 || echo "   (the loader failed: exit $?)"; done' "$loader" \
     > "$work/list.txt" 2> "$work/env.log" || fail "sourcing env.sh or listing failed"
   cat "$work/env.log"
@@ -98,12 +99,12 @@ wheel_libs() {
   while read -r lib; do
     grep -q "^dtrain env: $lib from $site/nvidia/[a-z0-9]*/lib (python3 wheels)\$" "$work/env.log" ||
       fail "env.sh did not say that $lib came from the python3 wheels"
-    listed=$(awk -v f="$b/bin/dtrain" '$0 == "== " f {on = 1; next} /^==/ {on = 0} on' "$work/list.txt" | grep -F "$lib =>")
-    [[ $listed == *"=> $site/nvidia/"*"/lib/$lib "* ]] || { echo "$listed"; fail "dtrain's $lib does not resolve into the wheels"; }
+    listed=$(awk -v f="$b/bin/dtrain-main" '$0 == "== " f {on = 1; next} /^==/ {on = 0} on' "$work/list.txt" | grep -F "$lib =>")
+    [[ $listed == *"=> $site/nvidia/"*"/lib/$lib "* ]] || { echo "$listed"; fail "dtrain-main's $lib does not resolve into the wheels"; }
     echo "$lib: $(awk '{print $3}' <<<"$listed")"
     n=$((n + 1))
   done < "$b/gpu-libs.txt"
-  echo "wheels: $(grep -c '^==' "$work/list.txt") ELF files resolve every library without ld.so.cache; dtrain's $n GPU libraries come from the wheels"
+  echo "wheels: $(grep -c '^==' "$work/list.txt") ELF files resolve every library without ld.so.cache; dtrain-main's $n GPU libraries come from the wheels"
 }
 
 case $case in

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# A stop signal during start-up: SIGUSR1 as soon as every rank has its handler (the first thing dtrain
-# does), long before the first step. Every rank exits 3, says there was nothing to save, and no
-# checkpoint is written.
-#   startup_signal.sh DTRAIN DTRAIN_DATA SOURCE_DIR
+# A stop signal during start-up, long before the first step: every rank exits 3, says there was
+# nothing to save, and no checkpoint is written.
+#   startup_signal.sh DTRAIN DTRAIN_DATA SOURCE_DIR [WHEN [SIGNAL]]
+#   WHEN: handled   (default) as soon as every rank has its handler installed
+#         at_launch the moment each rank's process exists, while it may still be loading its libraries
+#                   (the dtrain launcher blocks the signal from its first instruction until the handler)
+#   SIGNAL: USR1 (default) or TERM
 set -u
-dtrain=$1 tool=$2 src=$3
+dtrain=$1 tool=$2 src=$3 when=${4:-handled} sig=${5:-USR1}
 source "$(dirname "$0")/lib.sh"
 export OMPI_MCA_orte_abort_on_non_zero_status=0
 make_small_data "$tool"
@@ -18,19 +21,29 @@ handled() {  # handled PID: SIGUSR1 (bit 9 of SigCgt) is caught
   [ -n "$mask" ] && (( (16#$mask >> 9) & 1 ))
 }
 pids=""
-for _ in $(seq 1 500); do
+signalled=""
+for _ in $(seq 1 2000); do
   pids=$(pgrep -f -- "^$dtrain .*--logging.metrics_file=$work/m.jsonl" | tr '\n' ' ')
+  if [ "$when" = at_launch ]; then
+    for p in $pids; do  # each rank the moment it exists
+      [[ " $signalled " == *" $p "* ]] && continue
+      kill -"$sig" "$p" 2> /dev/null && signalled+=" $p"
+    done
+    [ "$(wc -w <<<"$signalled")" -eq 2 ] && break
+    sleep 0.001
+    continue
+  fi
   ready=0
   for p in $pids; do handled "$p" && ready=$((ready + 1)); done
   [ "$ready" -eq 2 ] && break
   sleep 0.01
 done
 [ "$(wc -w <<<"$pids")" -eq 2 ] || fail "the 2 ranks did not start"
-kill -USR1 $pids
+[ "$when" = at_launch ] || kill -"$sig" $pids
 wait $runner
 cat "$work/out.log"
 [ "$(grep -c '^rank-exit [01] 3$' "$work/out.log")" -eq 2 ] || fail "not every rank exited 3"
-grep -q "received SIGUSR1 before the first step; nothing to save" "$work/out.log" || fail "no message"
+grep -q "received SIG$sig before the first step; nothing to save" "$work/out.log" || fail "no message"
 [ ! -e "$work/ck/latest" ] || fail "a checkpoint was written"
 [ ! -s "$work/m.jsonl" ] || fail "a step was trained"
 echo PASS
