@@ -6,11 +6,7 @@
 #pragma once
 #include <cstddef>
 
-#ifdef __CUDACC__
-#define DTRAIN_HOST_DEVICE __host__ __device__
-#else
-#define DTRAIN_HOST_DEVICE
-#endif
+#include "kernels/host_device.hpp"
 
 namespace dtrain::kernels::flash {
 

@@ -14,11 +14,7 @@
 // registers (a_from_c).
 #pragma once
 
-#ifdef __CUDACC__
-#define DTRAIN_HOST_DEVICE __host__ __device__
-#else
-#define DTRAIN_HOST_DEVICE
-#endif
+#include "kernels/host_device.hpp"
 
 namespace dtrain::kernels::mma {
 

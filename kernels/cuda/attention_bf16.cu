@@ -317,35 +317,19 @@ void attention_dq_tensor_cores(bf16* dqkv, const float* Dsum, const bf16* dout, 
   DTRAIN_LAUNCH_CHECK();
 }
 
-template <int D>
-void backward_for(bf16* dqkv, const float* Dsum, const bf16* dout, const float* lse, const bf16* qkv, int B, int T, int NH, int NKV,
-                  int HD) {
-  attention_dkv_tensor_cores<D>(dqkv, Dsum, dout, lse, qkv, B, T, NH, NKV, HD);
-  attention_dq_tensor_cores<D>(dqkv, Dsum, dout, lse, qkv, B, T, NH, NKV, HD);
-}
-
 }  // namespace
 
 void attention_forward(bf16* out, float* lse, float*, const bf16* qkv, int B, int T, int NH, int NKV, int HD) {
-  switch (padded_head_dim(HD)) {
-    case 16: return attention_forward_tensor_cores<16>(out, lse, qkv, B, T, NH, NKV, HD);
-    case 32: return attention_forward_tensor_cores<32>(out, lse, qkv, B, T, NH, NKV, HD);
-    case 64: return attention_forward_tensor_cores<64>(out, lse, qkv, B, T, NH, NKV, HD);
-    case 128: return attention_forward_tensor_cores<128>(out, lse, qkv, B, T, NH, NKV, HD);
-    default: head_dim_unsupported(HD);
-  }
+  with_padded_head_dim(HD, [&](auto D) { attention_forward_tensor_cores<decltype(D)::value>(out, lse, qkv, B, T, NH, NKV, HD); });
 }
 
 void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv, int B, int T,
                         int NH, int NKV, int HD) {
   row_dot(scratch, dout, out, B, T, NH, HD);  // scratch: Dsum (B,NH,T)
-  switch (padded_head_dim(HD)) {
-    case 16: return backward_for<16>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
-    case 32: return backward_for<32>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
-    case 64: return backward_for<64>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
-    case 128: return backward_for<128>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
-    default: head_dim_unsupported(HD);
-  }
+  with_padded_head_dim(HD, [&](auto D) {
+    attention_dkv_tensor_cores<decltype(D)::value>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
+    attention_dq_tensor_cores<decltype(D)::value>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
+  });
 }
 
 }  // namespace dtrain::kernels::cuda

@@ -251,36 +251,15 @@ void backward_for(float* dqkv, float* Dsum, const float* dout, const float* lse,
   DTRAIN_LAUNCH_CHECK();
 }
 
-void forward_impl(float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HD) {
-  switch (padded_head_dim(HD)) {
-    case 16: return forward_for<16>(out, lse, qkv, B, T, NH, NKV, HD);
-    case 32: return forward_for<32>(out, lse, qkv, B, T, NH, NKV, HD);
-    case 64: return forward_for<64>(out, lse, qkv, B, T, NH, NKV, HD);
-    case 128: return forward_for<128>(out, lse, qkv, B, T, NH, NKV, HD);
-    default: head_dim_unsupported(HD);
-  }
-}
-
-void backward_impl(float* dqkv, float* scratch, const float* dout, const float* out, const float* lse, const float* qkv, int B, int T, int NH,
-                   int NKV, int HD) {
-  row_dot(scratch, dout, out, B, T, NH, HD);  // scratch: Dsum (B,NH,T)
-  switch (padded_head_dim(HD)) {
-    case 16: return backward_for<16>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
-    case 32: return backward_for<32>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
-    case 64: return backward_for<64>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
-    case 128: return backward_for<128>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
-    default: head_dim_unsupported(HD);
-  }
-}
-
 }  // namespace
 
 void attention_forward(float* out, float* lse, float*, const float* qkv, int B, int T, int NH, int NKV, int HD) {
-  forward_impl(out, lse, qkv, B, T, NH, NKV, HD);
+  with_padded_head_dim(HD, [&](auto D) { forward_for<decltype(D)::value>(out, lse, qkv, B, T, NH, NKV, HD); });
 }
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* out, const float* lse, const float* qkv, int B,
                         int T, int NH, int NKV, int HD) {
-  backward_impl(dqkv, scratch, dout, out, lse, qkv, B, T, NH, NKV, HD);
+  row_dot(scratch, dout, out, B, T, NH, HD);  // scratch: Dsum (B,NH,T)
+  with_padded_head_dim(HD, [&](auto D) { backward_for<decltype(D)::value>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD); });
 }
 
 }  // namespace dtrain::kernels::cuda

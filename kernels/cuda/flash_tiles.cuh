@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/device_math.cuh"
 #include "common/error.hpp"
@@ -207,9 +208,19 @@ void allow_smem(Kernel kernel, std::size_t bytes, const char* what, int HD) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-[[noreturn]] inline void head_dim_unsupported(int HD) {
-  fatal("attention: head dim " + std::to_string(HD) + " is above the CUDA backend's " + std::to_string(kMaxHeadDim) +
-        " (model.hidden_size / model.num_attention_heads)");
+// Calls f(std::integral_constant<int, D>{}) with D the padded head dim of HD (16, 32, 64 or 128): the
+// kernels are instantiated for those four.
+template <typename F>
+void with_padded_head_dim(int HD, F&& f) {
+  switch (padded_head_dim(HD)) {
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    default:
+      fatal("attention: head dim " + std::to_string(HD) + " is above the CUDA backend's " + std::to_string(kMaxHeadDim) +
+            " (model.hidden_size / model.num_attention_heads)");
+  }
 }
 
 }  // namespace dtrain::kernels::cuda::flash_tiles
