@@ -81,7 +81,7 @@ case $case_name in
     same_losses "$work/sbatch.jsonl" ;;
   preempt_requeue)
     mkdir -p "$work/logs"
-    jid=$(cd "$work" && sbatch --parsable --chdir="$work" --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="$common --training.train_iters=40 --checkpoint.dir=$work/ck --logging.metrics_file=$work/job.jsonl" \
+    jid=$(cd "$work" && sbatch --parsable --chdir="$work" --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="$common --training.train_iters=20 --checkpoint.dir=$work/ck --logging.metrics_file=$work/job.jsonl" \
           "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
     for _ in $(seq 1 600); do [ "$(grep -c '"step"' "$work/job.jsonl" 2>/dev/null || true)" -ge 4 ] && break; sleep 0.1; done
     scancel --signal=USR1 "$jid" || fail "scancel --signal=USR1"
@@ -94,7 +94,7 @@ case $case_name in
     grep -q "dtrain job $jid (restart 1)" "$log" || fail "no second run of the same job in the same log"
     grep -q "checkpoint: resumed from .* at step" "$log" || fail "the requeued run did not resume"
     # The metrics file holds the steps before the stop and (appended) the ones after the resume.
-    reference 40
+    reference 20
     same_losses "$work/job.jsonl" ;;
   kill_rank)
     timeout -k 5 120 srun -N2 -n4 --kill-on-bad-exit=1 "$build/dtrain" "$src/inputs/tiny.ini" $common --training.train_iters=400 \
@@ -103,7 +103,7 @@ case $case_name in
     for _ in $(seq 1 600); do [ -s "$work/ck/latest" ] && [ "$(grep -c '"step"' "$work/k.jsonl" 2>/dev/null || true)" -ge 5 ] && break; sleep 0.1; done
     victim=""
     for p in $(pgrep -f -- "--logging.metrics_file=$work/k.jsonl"); do
-      { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx 'SLURM_PROCID=2' && [ "$(cat /proc/$p/comm)" = dtrain ] && victim=$p
+      { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx 'SLURM_PROCID=2' && [ "$(cat /proc/$p/comm)" = dtrain-main ] && victim=$p
     done
     [ -n "$victim" ] || fail "rank 2 not found"
     start=$(date +%s)
