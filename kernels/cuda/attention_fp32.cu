@@ -11,7 +11,6 @@
 // accumulators live in shared memory (kernels/flash_tiling.hpp: fma_*_smem).
 #include <cmath>
 
-#include "kernels/attention_scratch.hpp"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/flash_tiles.cuh"
 #include "kernels/flash_tiling.hpp"
@@ -36,13 +35,13 @@ __global__ void __launch_bounds__(kBlockThreads) flash_forward_kernel(float* out
   const int qt = at.qt, b = at.b, h = at.h, W = at.W, C = at.C;
   const float* rows = at.rows;
   float* Qs = reinterpret_cast<float*>(smem);  // (kTile,D)
-  float* Kb = Qs + kTile * D;               // (kTile,D)
-  float* Vb = Kb + kTile * D;           // (kTile,D)
-  float* Sc = reinterpret_cast<float*>(Vb + kTile * D);  // (kTile,kTile) scores
-  float* O = Sc + kTile * kTile;                             // (kTile,D) unnormalised output
-  float* ms = O + kTile * D;                                 // (kTile) running maximum (log2 units)
-  float* ls = ms + kTile;                                    // (kTile) running sum
-  float* P = Sc;  // (kTile,kTile) probabilities, written over the scores
+  float* Kb = Qs + kTile * D;                  // (kTile,D)
+  float* Vb = Kb + kTile * D;                  // (kTile,D)
+  float* Sc = Vb + kTile * D;                  // (kTile,kTile) scores
+  float* O = Sc + kTile * kTile;               // (kTile,D) unnormalised output
+  float* ms = O + kTile * D;                   // (kTile) running maximum (log2 units)
+  float* ls = ms + kTile;                      // (kTile) running sum
+  float* P = Sc;                               // (kTile,kTile) probabilities, written over the scores
   const int lane = threadIdx.x % 32, r0 = (threadIdx.x / 32) * kWarpRows, q0 = qt * kTile;
 
   load_tile<float, D>(Qs, rows + h * HD, W, q0, T, HD);
@@ -94,7 +93,8 @@ __global__ void __launch_bounds__(kBlockThreads) flash_forward_kernel(float* out
 
 // The probabilities and score gradients of the warp's rows of one (query tile, key tile) pair from the
 // fp32 scores (in Pf) and dP (in dPf): P = exp(S*scale - lse), dS = P (dP - Dsum) scale, written to the
-// element tiles Pe (may be null) and dSe. Lane c takes columns c and c + 32 of each row.
+// tiles Pe (null: not wanted) and dSe, which are Pf and dPf themselves (each element is written by
+// the lane that read it). Lane c takes columns c and c + 32 of each row.
 __device__ void probabilities_and_gradients(float* Pe, float* dSe, const float* Pf, const float* dPf, const float* lse, const float* Dsum,
                                             int r0, int q0, int k0, int T, float scale, float scale_log2) {
   const int lane = threadIdx.x % 32;
@@ -111,7 +111,7 @@ __device__ void probabilities_and_gradients(float* Pe, float* dSe, const float* 
   __syncwarp();
 }
 
-// Writes a warp's 16 rows of an fp32 (kTile, D) tile as float into rows of global memory (row stride ld).
+// Writes a warp's 16 rows of a (kTile, D) tile into rows of global memory (row stride ld).
 template <int D>
 __device__ void store_rows(float* dst, long ld, const float* tile, int r0, int first_row, int T, int HD) {
   const int lane = threadIdx.x % 32;
@@ -122,7 +122,7 @@ __device__ void store_rows(float* dst, long ld, const float* tile, int r0, int f
   }
 }
 
-// ---- backward, 2: dK and dV of one key tile of one key/value group: grid (key tiles, B*NKV), the
+// ---- backward (after row_dot's Dsum), 1: dK and dV of one key tile of one key/value group: grid (key tiles, B*NKV), the
 // heaviest (first) key tiles first. Sums over the group's query heads and the query tiles at or below it.
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads) flash_backward_dkv_kernel(float* dqkv /*(B,T,W)*/, const float* dout /*(B,T,C)*/,
@@ -134,17 +134,17 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dkv_kernel(float
   const int W = (NH + 2 * NKV) * HD, C = NH * HD;
   const float* rows = qkv + static_cast<long>(b) * T * W;
   float* Ks = reinterpret_cast<float*>(smem);  // (kTile,D)
-  float* Vs = Ks + kTile * D;               // (kTile,D)
-  float* Qb = Vs + kTile * D;               // (kTile,D)
-  float* dOb = Qb + kTile * D;          // (kTile,D)
-  float* Pf = reinterpret_cast<float*>(dOb + kTile * D);  // (kTile,kTile) scores, query rows x keys
-  float* dPf = Pf + kTile * kTile;                            // (kTile,kTile)
-  float* lse_b = dPf + kTile * kTile;                         // (kTile)
-  float* D_b = lse_b + kTile;                             // (kTile)
-  float* Pe = Pf;    // P and dS written over the scores
+  float* Vs = Ks + kTile * D;                  // (kTile,D)
+  float* Qb = Vs + kTile * D;                  // (kTile,D)
+  float* dOb = Qb + kTile * D;                 // (kTile,D)
+  float* Pf = dOb + kTile * D;                 // (kTile,kTile) scores, query rows x keys
+  float* dPf = Pf + kTile * kTile;             // (kTile,kTile)
+  float* lse_b = dPf + kTile * kTile;          // (kTile)
+  float* D_b = lse_b + kTile;                  // (kTile)
+  float* Pe = Pf;                              // P and dS written over the scores
   float* dSe = dPf;
-  float* dK = D_b + kTile;  // (kTile,D)
-  float* dV = dK + kTile * D;                                                                               // (kTile,D)
+  float* dK = D_b + kTile;                     // (kTile,D)
+  float* dV = dK + kTile * D;                  // (kTile,D)
   const int r0 = (threadIdx.x / 32) * kWarpRows, k0 = kt * kTile;
   const int query_tiles = tiles(T) - first_query_tile(kt);
 
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dkv_kernel(float
         warp_product<kTile, true, false>(Pf + r0 * kTile, kTile, Qs + r0 * D, D, Ks, D, D);
         warp_product<kTile, true, false>(dPf + r0 * kTile, kTile, dOs + r0 * D, D, Vs, D, D);
         probabilities_and_gradients(Pe, dSe, Pf, dPf, lse_b + buf * kTile, D_b + buf * kTile, r0, tile_of(i) * kTile, k0, T, scale,
-                                        scale_log2);
+                                    scale_log2);
         __syncthreads();  // every query row's P and dS
         // The warp's key rows: dV += P^T dO, dK += dS^T Q.
         dv.template mma<false, true>(Pe + r0, kTile, dOs, D, kTile);
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dkv_kernel(float
   store_rows<D>(dst + NKV * HD, W, dV, r0, k0, T, HD);
 }
 
-// ---- backward, 3: dQ of one query tile of one head: grid (query tiles, B*NH).
+// ---- backward, 2: dQ of one query tile of one head: grid (query tiles, B*NH).
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads) flash_backward_dq_kernel(float* dqkv /*(B,T,W)*/, const float* dout /*(B,T,C)*/,
                                                                            const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
@@ -195,15 +195,15 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dq_kernel(float*
   const int qt = at.qt, b = at.b, h = at.h, W = at.W, C = at.C;
   const float* rows = at.rows;
   float* Qs = reinterpret_cast<float*>(smem);  // (kTile,D)
-  float* dOs = Qs + kTile * D;              // (kTile,D)
-  float* Kb = dOs + kTile * D;              // (kTile,D)
-  float* Vb = Kb + kTile * D;           // (kTile,D)
-  float* Pf = reinterpret_cast<float*>(Vb + kTile * D);  // (kTile,kTile)
-  float* dPf = Pf + kTile * kTile;                           // (kTile,kTile)
-  float* lse_s = dPf + kTile * kTile;                        // (kTile)
-  float* D_s = lse_s + kTile;                                // (kTile)
-  float* dSe = dPf;  // dS written over dP
-  float* dQ = D_s + kTile;  // (kTile,D)
+  float* dOs = Qs + kTile * D;                 // (kTile,D)
+  float* Kb = dOs + kTile * D;                 // (kTile,D)
+  float* Vb = Kb + kTile * D;                  // (kTile,D)
+  float* Pf = Vb + kTile * D;                  // (kTile,kTile)
+  float* dPf = Pf + kTile * kTile;             // (kTile,kTile)
+  float* lse_s = dPf + kTile * kTile;          // (kTile)
+  float* D_s = lse_s + kTile;                  // (kTile)
+  float* dSe = dPf;                            // dS written over dP
+  float* dQ = D_s + kTile;                     // (kTile,D)
   const int r0 = (threadIdx.x / 32) * kWarpRows, q0 = qt * kTile;
   const long stats = (static_cast<long>(b) * NH + h) * T;
 
