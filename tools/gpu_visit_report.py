@@ -143,7 +143,10 @@ def summary(work, out):
         st = {"passed": rc == "0", "skipped": rc == "77", "exit": int(rc), "seconds": int(secs)}
         extra = os.path.join(work, name + ".json")
         if os.path.exists(extra):
-            st.update(json.load(open(extra)))
+            try:
+                st.update(json.load(open(extra)))
+            except ValueError:  # its parser failed (the stage's log says why): the status still counts
+                st["numbers"] = "unreadable: the stage's output could not be parsed"
         s["stages"][name] = st
     d, t = s["stages"].get("dtrain", {}), s["stages"].get("torch", {})
     ratios = {}

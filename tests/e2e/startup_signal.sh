@@ -3,8 +3,8 @@
 # nothing to save, and no checkpoint is written.
 #   startup_signal.sh DTRAIN DTRAIN_DATA SOURCE_DIR [WHEN [SIGNAL]]
 #   WHEN: handled   (default) as soon as every rank has its handler installed
-#         at_launch the moment each rank's process exists, while it may still be loading its libraries
-#                   (the dtrain launcher blocks the signal from its first instruction until the handler)
+#         at_launch the moment each rank blocks the signal (the dtrain launcher's first instruction),
+#                   while it still loads its libraries, long before the handler is installed
 #   SIGNAL: USR1 (default) or TERM
 set -u
 dtrain=$1 tool=$2 src=$3 when=${4:-handled} sig=${5:-USR1}
@@ -15,6 +15,12 @@ timeout -k 5 60 mpirun -np 2 bash -c '"$@"; echo "rank-exit $OMPI_COMM_WORLD_RAN
   "--data.path=$work/d" --system.tensor_model_parallel_size=1 --training.train_iters=50 --training.eval_interval=0 \
   "--checkpoint.dir=$work/ck" "--logging.metrics_file=$work/m.jsonl" > "$work/out.log" 2>&1 &
 runner=$!
+signo=$(kill -l "$sig")
+blocked() {  # blocked PID: the signal is in the process's blocked mask (bit signo-1 of SigBlk)
+  local mask
+  mask=$(awk '/^SigBlk/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+  [ -n "$mask" ] && (( (16#$mask >> (signo - 1)) & 1 ))
+}
 handled() {  # handled PID: SIGUSR1 (bit 9 of SigCgt) is caught
   local mask
   mask=$(awk '/^SigCgt/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
@@ -27,7 +33,7 @@ for _ in $(seq 1 2000); do
   if [ "$when" = at_launch ]; then
     for p in $pids; do  # each rank the moment it exists
       [[ " $signalled " == *" $p "* ]] && continue
-      kill -"$sig" "$p" 2> /dev/null && signalled+=" $p"
+      blocked "$p" && kill -"$sig" "$p" 2> /dev/null && signalled+=" $p"
     done
     [ "$(wc -w <<<"$signalled")" -eq 2 ] && break
     sleep 0.001
@@ -39,6 +45,8 @@ for _ in $(seq 1 2000); do
   sleep 0.01
 done
 [ "$(wc -w <<<"$pids")" -eq 2 ] || fail "the 2 ranks did not start"
+[ "$when" != at_launch ] || [ "$(wc -w <<<"$signalled")" -eq 2 ] ||
+  { kill -"$sig" $pids; wait $runner; fail "a rank never had SIG$sig blocked at start (the dtrain launcher blocks it first)"; }
 [ "$when" = at_launch ] || kill -"$sig" $pids
 wait $runner
 cat "$work/out.log"

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "data/token_file.hpp"
@@ -69,8 +71,15 @@ RunResult train_alone_on_rank0(MPI_Comm comm, const Config& cfg, const std::func
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   RunResult r;
-  if (rank == 0) r = train(MPI_COMM_SELF, cfg, inspect);
-  long n = static_cast<long>(r.losses.size());
+  std::string failure;  // rank 0's error: every rank throws it, none waits for losses that never come
+  if (rank == 0) {
+    try {
+      r = train(MPI_COMM_SELF, cfg, inspect);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  long n = failure.empty() ? static_cast<long>(r.losses.size()) : -1;
   // Waiting ranks poll with a sleep (a blocking call would spin on the cores rank 0 trains on).
   auto bcast = [&](void* data, int count, MPI_Datatype type) {
     MPI_Request request;
@@ -78,6 +87,7 @@ RunResult train_alone_on_rank0(MPI_Comm comm, const Config& cfg, const std::func
     for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   };
   bcast(&n, 1, MPI_LONG);
+  if (n < 0) throw std::runtime_error("the one-rank reference run failed on rank 0" + (failure.empty() ? "" : ": " + failure));
   r.losses.resize(static_cast<std::size_t>(n));
   bcast(r.losses.data(), static_cast<int>(n), MPI_DOUBLE);
   return r;
