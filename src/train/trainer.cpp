@@ -252,6 +252,9 @@ void Trainer::gather_full_model(const SlabSink& sink) {
   if (device.is_host()) grads.discard(0, grads.bytes());
   float* scratch = device.is_host() ? grads.as<float>() : nullptr;
   gather_global_tensors(ps_.world_comm(), st, whole_model_plan(cfg_, 1).table, sink, scratch, rp.arena_size, ps_.watchdog());
+  // Given back again, zero: a ZeRO-2/3 step fills its buckets from pages it gave back, so the slabs
+  // must not outlive the gather (training may go on after it).
+  if (device.is_host()) grads.discard(0, grads.bytes());
 }
 
 void Trainer::gather_full_model(float* whole) {
