@@ -4,13 +4,15 @@
 # Cases:
 #   resume_reads_own_slices  a tp=2 dp=2 checkpoint (distributed optimizer) resumed on the same layout
 #                        (bit-identical), on dp=4 with the distributed optimizer, tp=2 pp=2 and one rank
-#                        (losses within 1e-4 of the uninterrupted run, as checkpoint_resume_other_layouts);
+#                        (losses within reorder_tol 1024 1 of the uninterrupted run, as
+#                        checkpoint_resume_other_layouts: the weight gradients' sums over 8 x 128 tokens);
 #                        every resume reads at most 1.2x the state of the rank that reads the most for
 #                        it; ckpt_read_share checks every rank of more layouts (ZeRO-2/3, bf16 master
 #                        weights) against its state counted element by element, and that ZeRO-3 ranks
 #                        write nothing outside their parameter ranges
 #   init_from_reads_own_slices  checkpoint.init_from a weights file at tp=2 pp=2: each rank reads at most
 #                        1.2x its state, and the first loss equals a one-rank start from the same file
+#                        (within reorder_tol 512 0: one forward pass, tp splits the MLP's 512 inputs)
 #   large_model_memory   a 92M-parameter model whose embedding (67 MB) is its largest tensor, trained at
 #                        tp=2 dp=2 with ZeRO-3: writing model-final.h5 raises no rank's peak resident
 #                        memory (VmHWM) by more than 1 MB; ckpt-consolidate --out peaks (/usr/bin/time)
@@ -27,7 +29,7 @@ make_small_data "$tool"
 train() {
   local np=$1 metrics=$2 dir=$3; shift 3
   timeout -k 5 240 mpirun -np "$np" "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --model.global_batch_size=8 \
-    --model.micro_batch_size=2 --training.train_iters=4 --training.eval_interval=0 --logging.log_interval=1 \
+    --model.micro_batch_size=2 --training.train_iters=4 --training.eval_interval=0 --logging.log_interval=1 "$smooth_adam" \
     "--logging.metrics_file=$metrics" "--checkpoint.dir=$dir" --checkpoint.save_interval=2 "$@" > "$work/last.log" 2>&1
   local rc=$?
   [ $rc -eq 0 ] || { cat "$work/last.log"; fail "training exited $rc"; }
@@ -46,7 +48,8 @@ tp2dp2=(--system.tensor_model_parallel_size=2 --system.pipeline_model_parallel_s
 case $case_name in
   resume_reads_own_slices)
     train 4 "$work/ref.jsonl" "$work/ckA" "${tp2dp2[@]}"
-    for layout in "4 2 1 true 0" "4 1 1 true 1e-4" "4 2 2 false 1e-4" "1 1 1 false 1e-4"; do
+    tol=$(reorder_tol 1024 1)
+    for layout in "4 2 1 true 0" "4 1 1 true $tol" "4 2 2 false $tol" "1 1 1 false $tol"; do
       set -- $layout
       echo "resume at tp=$2 pp=$3 on $1 rank(s), distributed optimizer $4:"
       rm -f "$work/r.jsonl"
@@ -74,7 +77,8 @@ case $case_name in
       "--checkpoint.init_from=$work/ckA/model-final.h5" --training.train_iters=1
     check_ratio "checkpoint: initialised the model from"
     echo "  first loss: tp=2 pp=2 $(first "$work/i4.jsonl"), one rank $(first "$work/i1.jsonl")"
-    awk -v a="$(first "$work/i4.jsonl")" -v b="$(first "$work/i1.jsonl")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d / b <= 1e-6) }' ||
+    awk -v a="$(first "$work/i4.jsonl")" -v b="$(first "$work/i1.jsonl")" -v tol="$(reorder_tol 512 0)" \
+      'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d / b <= tol) }' ||
       fail "the first losses differ" ;;
   large_model_memory)
     big=(--model.vocab_size=16384 --model.hidden_size=1024 --model.num_attention_heads=8 --model.num_layers=6 --model.seq_length=32

@@ -7,8 +7,11 @@
       little-endian tensors), runs the model's forward pass as transformers publishes it (GPT2LMHeadModel:
       modeling_gpt2.py; LlamaForCausalLM: modeling_llama.py) in PyTorch, float64, on the ids, and compares
       its logits with dtrain's (float32 rows, one per id). Tolerance 1e-5 of the largest |logit|: dtrain
-      computes in fp32 (about 1e-7 relative per operation, a few hundred operations deep), the reference
-      in fp64; a wrong layout (a missing transpose, swapped q/k, a wrong RoPE pairing) is 1e-1 or more.
+      computes in fp32 (u = 2^-24 per rounding), the reference in fp64. A logit's path through the
+      test models (4 layers, hidden 64, MLP <= 256, T <= 32) adds up about n = 4 x (3 x 64 + 32 + 256)
+      + 64 = 1984 roundings of terms no larger than the logits; with the inputs' random signs they add
+      as a random walk, sqrt(n) u = 2.7e-6, and 4 of those (1.1e-5) is the tolerance. A wrong layout (a
+      missing transpose, swapped q/k, a wrong RoPE pairing) is 1e-1 or more.
 
   hf_reference.py write ARCH DIR
       writes a random model of ARCH (gpt2: as the original gpt2 upload, names without "transformer.",

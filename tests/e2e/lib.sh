@@ -1,7 +1,8 @@
 # Shared by the end-to-end test scripts (sourced, not run): a scratch directory $work removed at exit
 # (scripts add their own cleanup commands to on_exit), fail(), the Open MPI settings for running as
 # root with more ranks than cores, make_small_data, a byte-level data set from a short text, and the
-# losses of a metrics file compared with a reference run's (compare_tail).
+# losses of a metrics file compared with a reference run's (compare_tail) within a derived tolerance
+# (reorder_tol, bf16_resolution).
 work=$(mktemp -d)
 chmod 755 "$work"  # world-searchable: munged (local Slurm) puts its socket below it
 on_exit=()
@@ -24,6 +25,15 @@ make_small_data() {
 
 # losses METRICS: the loss of every logged step, one per line.
 losses() { grep -o '"loss": [0-9.e+-]*' "$1" | awk '{print $2}'; }
+# reorder_tol N S: the relative deviation two fp32 runs may show S optimizer steps after they began to
+# add sums of at most N terms in different orders: (S + 1) * 2 * N * 2^-24 (derived in
+# tests/mpi/training_fixture.hpp, reorder_tolerance; it needs Adam's eps above the gradients' noise,
+# which smooth_adam sets). A resumed run's step 3 is a forward pass from the same weights (S = 0) and its
+# step 4 follows one update (S = 1), so compare_tail uses reorder_tol N 1.
+reorder_tol() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.3e", (s + 1) * 2 * n / 16777216 }'; }
+smooth_adam=--optimizer.eps=1e-4
+# bf16's unit roundoff, 2^-8: two runs that store values in bf16 agree to it (testing::kBf16Resolution).
+bf16_resolution=0.00390625
 # compare_tail RESUMED_METRICS TOLERANCE [REFERENCE_METRICS]: the 2 steps of a resumed run (steps 3-4)
 # against the last 2 of the reference ($work/ref.jsonl by default), relative TOLERANCE (0 = bitwise).
 compare_tail() {

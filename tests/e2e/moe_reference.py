@@ -10,8 +10,10 @@ them in float64 from the definitions, written independently of dtrain's code:
   (dense, no gathering) as fc -> GELU(tanh) or SwiGLU -> fcproj;
   aux = COEFF E / (N^2 K) sum_e (sum_t p_te) count_e, count_e = the top-K choices of e before dropping
   (not differentiated); J = sum(dy * out) + aux, gradients by autograd.
-Tolerance: dtrain computes in float32 with sums over at most 48 terms, ~1e-6 relative; every tensor must
-agree within 1e-5 of its largest magnitude (a wrong routing weight, a lost drop or a missing term of the
+Tolerance: dtrain computes in float32 (u = 2^-24) with sums over at most n = 48 terms, each within
+n u = 2.9e-6 of its terms' magnitudes, and a tensor's terms (inputs of unit scale, products through
+the expert's two layers) sum to at most ~3 times its largest value: 8.6e-6; every tensor must agree
+within 1e-5 of its largest magnitude (a wrong routing weight, a lost drop or a missing term of the
 router's gradient is 1e-2 or worse). With CAPACITY > 0 the script also checks that assignments were dropped.
 """
 import math

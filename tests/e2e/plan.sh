@@ -20,7 +20,8 @@ grep -q "= 8192 ranks" "$work/big.txt" || fail "--nodes 1024 did not give 8192 r
 # Rows: rank, 5 sizes, mb, m, recompute, zero, step s, tokens/s, MFU%, GB/rank, bubble%, |, 5 shares.
 rows=$(grep -cE '^ +[0-9]+( +[0-9]+){7} +(none|selective|full) +[0-9-]+ +[0-9.]+ +[0-9]+ +[0-9.]+% +[0-9.]+ +[0-9.]+% \|( +[0-9.]+){5}$' "$work/big.txt")
 [ "$rows" -eq 4 ] || fail "expected 4 layout rows (--top 4), found $rows"
-# Each row's shares of the step add up to 100%.
+# Each row's shares of the step add up to 100%: five shares printed to 0.1 (%.1f) round their sum by at
+# most 5 x 0.05 = 0.25, so within 0.5.
 grep -E '^ +[0-9]+ .*\|' "$work/big.txt" | grep -v '#' | awk -F'|' '{ split($2, a, " "); s = a[1]+a[2]+a[3]+a[4]+a[5];
   if (s < 99.5 || s > 100.5) { print "shares add to " s; bad = 1 } } END { exit bad }' || fail "a breakdown does not add to 100%"
 for key in tensor_model_parallel_size pipeline_model_parallel_size virtual_pipeline_model_parallel_size micro_batch_size \

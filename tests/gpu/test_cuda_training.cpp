@@ -1,12 +1,17 @@
 // The whole model and whole runs on the GPU against the host and against one GPU rank:
 //   - one training step (forward, backward, AdamW) of the whole model on cuda vs host (also with MoE
-//     blocks in fp32): fp32 loss and updated weights within 1e-5 (fp32 on both sides, summation order only, see test_cuda_kernels);
-//     bf16 loss within 2e-2 (the CUDA attention rounds its scores to bf16, the host does not, and every
-//     bf16 rounding step is 2^-8; the weights then move by one AdamW step of lr either way);
+//     blocks in fp32): fp32 on both sides, summation order only, in sums of at most 256 terms (the
+//     MLP's inputs; 128 tokens, 64 keys, 64 vocabulary entries): the loss within reorder_tolerance(256,
+//     0) = 3.1e-5 and the weights, against the step's update, within reorder_tolerance(256, 1), with
+//     Adam's eps above the noise. bf16 within 5 x 2^-8 = 2e-2: the CUDA attention rounds its scores
+//     and its probabilities to bf16 where the host keeps them in fp32 (2 roundings of 2^-8 in each of
+//     the 2 layers) and the logits' bf16 rounding differs (1);
 //   - 2 and 4 ranks sharing this GPU through the MPI backend (device buffers staged through pinned
-//     memory) at tp=2, pp=2, dp=2 + ZeRO-1 match one GPU rank within 1e-5 in fp32 (test_layouts.cpp's
-//     reasoning: layouts differ in fp32 summation order only);
-//   - the bf16 loss curve of 10 steps stays within 2% of the fp32 curve on the GPU.
+//     memory) at tp=2, pp=2, dp=2 + ZeRO-1 match one GPU rank within reorder_tolerance(256, 10) (the
+//     8 x 32 tokens of a step, the MLP's 256 inputs), the first step within reorder_tolerance(256, 0);
+//   - the bf16 loss curve of 10 steps stays within 2% of the fp32 curve on the GPU: a bf16 model's loss
+//     is the fp32 one's to within the bf16 roundings on a logit's path that do not average out (the
+//     weights' bf16 copies and the residual stream entering each of the 4 blocks and the head: 5 x 2^-8).
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
@@ -25,13 +30,14 @@ namespace {
 
 Config small_model(const std::string& precision, const std::vector<std::string>& overrides = {}) {
   return load_config("[model]\nnum_layers=2\nhidden_size=64\nnum_attention_heads=4\nseq_length=64\nvocab_size=64\n"
-                     "global_batch_size=2\nmicro_batch_size=2\n[system]\nprecision=" + precision + "\n",
+"global_batch_size=2\nmicro_batch_size=2\n[system]\nprecision=" + precision +
+                         "\n[optimizer]\neps=1e-4\n",  // see reorder_tolerance
                      "gpu step test", overrides);
 }
 
 struct OneStep {
   double loss;
-  std::vector<float> weights;  // fp32 values after the AdamW step
+  std::vector<float> initial, weights;  // fp32 values before and after the AdamW step
 };
 
 OneStep one_step(const Config& cfg, kernels::Backend backend) {
@@ -56,6 +62,7 @@ OneStep one_step(const Config& cfg, kernels::Backend backend) {
   const MicroBatch mb{tokens, tokens + model->dims().N()};
   model->grads().zero();
   OneStep r;
+  r.initial = w;
   r.loss = model->forward(0, 0, mb) / static_cast<double>(model->dims().N());
   model->backward(0, 0, mb, 1.0f / static_cast<float>(model->dims().N()), nullptr, nullptr);
   adamw.step(model->params(), model->grads(), 1e-3, 1);
@@ -67,7 +74,7 @@ OneStep one_step(const Config& cfg, kernels::Backend backend) {
 Config layout_config(const std::string& data, int tp, int pp, bool zero, const std::string& precision) {
   return load_config("[model]\nnum_layers=4\nhidden_size=64\nnum_attention_heads=4\nseq_length=32\nvocab_size=64\n"
                      "global_batch_size=8\nmicro_batch_size=2\n[training]\ntrain_iters=10\neval_iters=1\n"
-                     "[optimizer]\nlr=3e-3\nwarmup_iters=2\n",
+                     "[optimizer]\nlr=3e-3\nwarmup_iters=2\neps=1e-4\n",  // eps: see reorder_tolerance
                      "gpu layout test",
                      {"--data.path=" + data, "--system.device=cuda", "--system.comm_backend=mpi", "--system.precision=" + precision,
                       "--system.tensor_model_parallel_size=" + std::to_string(tp),
@@ -88,14 +95,14 @@ TEST_CASE("one training step of the whole model on cuda matches the host", "[gpu
                            : small_model(precision);
     const OneStep host = one_step(cfg, kernels::Backend::host), gpu = one_step(cfg, kernels::Backend::cuda);
     const double loss_error = std::abs(gpu.loss - host.loss) / host.loss;
-    const double weights_error = testing::relative_distance(gpu.weights, host.weights);
+    const double weights_error = testing::update_deviation(gpu.weights, host.weights, host.initial, whole_model_plan(cfg, 2).table).relative;
     const bool fp32 = std::string(precision) != "bf16";
     if (rank == 0)
       std::printf("one step %s: loss cuda %.7f host %.7f (relative %.2e), weights relative %.2e\n", precision, gpu.loss, host.loss,
                   loss_error, weights_error);
     INFO(precision);
-    CHECK(loss_error <= (fp32 ? 1e-5 : 2e-2));
-    if (fp32) CHECK(weights_error <= 1e-5);
+    CHECK(loss_error <= (fp32 ? testing::reorder_tolerance(256, 0) : 5 * testing::kBf16Resolution));
+    if (fp32) CHECK(weights_error <= testing::reorder_tolerance(256, 1));
   }
 }
 
@@ -114,13 +121,16 @@ TEST_CASE("ranks sharing one GPU through the MPI backend match one GPU rank", "[
                                                  : std::vector<Layout>{{2, 2, false}, {2, 1, true}, {1, 2, true}};
   for (const Layout& l : layouts) {
     const auto run = testing::train(MPI_COMM_WORLD, layout_config(data, l.tp, l.pp, l.zero, "fp32"), {}, kernels::Backend::cuda).losses;
+    INFO("tp=" << l.tp << " pp=" << l.pp << " zero=" << l.zero);
     double worst = 0.0;
-    for (std::size_t i = 0; i < run.size(); ++i) worst = std::max(worst, std::abs(run[i] - reference[i]) / reference[i]);
+    for (std::size_t i = 0; i < run.size(); ++i) {
+      const double rel = std::abs(run[i] - reference[i]) / reference[i];
+      worst = std::max(worst, rel);
+      CHECK(rel <= testing::reorder_tolerance(256, i == 0 ? 0 : 10));
+    }
     if (rank == 0)
       std::printf("%d ranks on one GPU, tp=%d pp=%d dp=%d%s: max loss deviation from one GPU rank %.2e\n", world, l.tp, l.pp,
                   world / (l.tp * l.pp), l.zero ? " +ZeRO-1" : "", worst);
-    INFO("tp=" << l.tp << " pp=" << l.pp << " zero=" << l.zero);
-    CHECK(worst <= 1e-5);
   }
   testing::remove_test_data(MPI_COMM_WORLD, data);
 }
@@ -138,7 +148,7 @@ TEST_CASE("bf16 loss curve stays within 2% of fp32 on the GPU", "[gpu][bf16]") {
     const double rel = std::abs(bf16[i] - fp32[i]) / fp32[i];
     worst = std::max(worst, rel);
     INFO("step " << i << ": bf16 " << bf16[i] << " fp32 " << fp32[i]);
-    CHECK(rel <= 2e-2);
+    CHECK(rel <= 5 * testing::kBf16Resolution);
   }
   std::printf("bf16 vs fp32 on the GPU, 10 steps and validation: max loss deviation %.2e (final %.4f vs %.4f)\n", worst, bf16.back(),
               fp32.back());

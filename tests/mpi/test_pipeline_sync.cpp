@@ -3,7 +3,9 @@
 // (MPI_Issend: a send completes only when its receive is posted, as if MPI had no eager buffer), and
 // its losses match one rank's. A second set does the same with activation messages of 1 MiB, above
 // every eager limit. A deadlock is reported by the watchdog (collective timeout 60 s) and fails the job.
-// Tolerance: pipelining changes only float32 summation order (see test_layouts.cpp), so 1e-4 relative.
+// Tolerance: pipelining changes only float32 summation order, at most of a step's tokens (the tied
+// embedding's gradient adds its two stages' sums over them), so reorder_tolerance(tokens, steps) with
+// Adam's eps above the noise: 9.2e-5 for the small shape at p = 4, m = 16; 2.2e-3 for the large at m = 9.
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
@@ -49,7 +51,8 @@ Config config_of(const Case& c, int pp, const std::string& shape, const std::str
                      {"--data.path=" + data, "--system.pipeline_model_parallel_size=" + std::to_string(pp),
                       "--system.pipeline_schedule=" + c.schedule,
                       "--system.virtual_pipeline_model_parallel_size=" + std::to_string(c.v),
-                      "--debug.synchronous_sends=true", "--system.collective_timeout_s=60"});
+                      "--debug.synchronous_sends=true", "--system.collective_timeout_s=60",
+                      "--optimizer.eps=1e-4"});  // see reorder_tolerance
 }
 
 void check_schedules(const std::string& shape) {
@@ -69,12 +72,14 @@ void check_schedules(const std::string& shape) {
     const auto reference = testing::train_alone_on_rank0(MPI_COMM_WORLD, one).losses;
     INFO(shape << ": " << c.schedule << " p=" << world << " v=" << c.v << " m=" << c.m);
     REQUIRE(run.size() == reference.size());
+    const long tokens = cfg.model.global_batch_size * cfg.model.seq_length;
+    const double tolerance = testing::reorder_tolerance(tokens, cfg.training.train_iters);
     double worst = 0.0;
     for (std::size_t i = 0; i < run.size(); ++i) {
       const double rel = std::abs(run[i] - reference[i]) / std::abs(reference[i]);
       worst = std::max(worst, rel);
-      INFO("loss " << i << ": " << run[i] << " vs one rank " << reference[i]);
-      CHECK(rel <= 1e-4);
+      INFO("loss " << i << ": " << run[i] << " vs one rank " << reference[i] << ", tolerance " << tolerance);
+      CHECK(rel <= tolerance);
     }
     if (rank == 0)
       std::printf("%s p=%d %-11s v=%d m=%2d: synchronous sends ok, max loss deviation %.2e\n", shape.c_str(), world,

@@ -15,19 +15,22 @@ TEST_CASE("same seed twice gives bit-identical losses; data parallel matches one
   // global batch 8 divides by every dp in {1, 2, 4, 8}
   const Config cfg = load_config("[model]\nnum_layers=2\nhidden_size=32\nnum_attention_heads=4\nseq_length=16\nvocab_size=64\n"
                                  "global_batch_size=8\nmicro_batch_size=1\n[training]\ntrain_iters=6\neval_iters=2\n"
-                                 "[optimizer]\nlr=3e-3\nwarmup_iters=2\n", "test", {"--data.path=" + data});
+                                 "[optimizer]\nlr=3e-3\nwarmup_iters=2\n", "test",
+                                 {"--data.path=" + data, "--optimizer.eps=1e-4"});  // see reorder_tolerance
   const auto first = testing::train(MPI_COMM_WORLD, cfg).losses;
   const auto second = testing::train(MPI_COMM_WORLD, cfg).losses;
   REQUIRE(first.size() == second.size());
   for (std::size_t i = 0; i < first.size(); ++i) CHECK(first[i] == second[i]);  // bitwise
   CHECK(first[cfg.training.train_iters - 1] < first[0]);                          // it learns
 
-  // Same global batches on one rank alone: only the summation order differs, so float32 rounding
-  // (~1e-7 per op, over ~1e3 accumulations) bounds the difference well below 1e-4 relative.
+  // Same global batches on one rank alone: only the summation order differs, in sums of at most the
+  // 8 x 16 = 128 tokens of a step (a weight gradient's; the MLP's 128 inputs are as long), so every loss
+  // within reorder_tolerance(128, 6) (the validation loss follows all 6 updates): 1.1e-4.
   const auto alone = testing::train_alone_on_rank0(MPI_COMM_WORLD, cfg).losses;
+  const double tolerance = testing::reorder_tolerance(8 * 16, cfg.training.train_iters);
   for (std::size_t i = 0; i < first.size(); ++i) {
     INFO("step " << i << " loss " << first[i] << " one rank " << alone[i]);
-    CHECK(std::abs(first[i] - alone[i]) <= 1e-4 * std::abs(alone[i]));
+    CHECK(std::abs(first[i] - alone[i]) <= tolerance * std::abs(alone[i]));
   }
   testing::remove_test_data(MPI_COMM_WORLD, data);
 }

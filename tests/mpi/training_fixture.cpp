@@ -46,7 +46,8 @@ void remove_test_data(MPI_Comm comm, const std::string& prefix) {
   if (rank == 0) std::filesystem::remove_all(std::filesystem::path(prefix).parent_path());
 }
 
-RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trainer&)>& inspect, kernels::Backend backend) {
+RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trainer&)>& inspect, kernels::Backend backend,
+                const std::function<void(Trainer&)>& before) {
   int size = 1;
   MPI_Comm_size(comm, &size);
   const Config& cfg = base;
@@ -60,6 +61,7 @@ RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trai
   options.device = &device_for(backend);
   const ParallelState ps(comm, RankLayout(plan.sizes, cfg.system.rank_order), options, &watchdog);
   Trainer trainer(cfg, plan, ps, backend, "byte");
+  if (before) before(trainer);
   RunResult r;
   for (int s = 0; s < cfg.training.train_iters; ++s) r.losses.push_back(trainer.train_step(s).loss);
   r.losses.push_back(trainer.evaluate());
@@ -67,14 +69,15 @@ RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trai
   return r;
 }
 
-RunResult train_alone_on_rank0(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect) {
+RunResult train_alone_on_rank0(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect,
+                               const std::function<void(Trainer&)>& before) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   RunResult r;
   std::string failure;  // rank 0's error: every rank throws it, none waits for losses that never come
   if (rank == 0) {
     try {
-      r = train(MPI_COMM_SELF, cfg, inspect);
+      r = train(MPI_COMM_SELF, cfg, inspect, kernels::Backend::host, before);
     } catch (const std::exception& e) {
       failure = e.what();
     }
@@ -93,13 +96,19 @@ RunResult train_alone_on_rank0(MPI_Comm comm, const Config& cfg, const std::func
   return r;
 }
 
-double relative_distance(const std::vector<float>& w, const std::vector<float>& ref) {
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    diff += (static_cast<double>(w[i]) - ref[i]) * (static_cast<double>(w[i]) - ref[i]);
-    norm += static_cast<double>(ref[i]) * ref[i];
+UpdateDeviation update_deviation(const std::vector<float>& w, const std::vector<float>& ref, const std::vector<float>& init,
+                                 const TensorTable& table) {
+  UpdateDeviation worst;
+  for (const TensorSpec& t : table.tensors()) {
+    double diff = 0.0, update = 0.0;
+    for (std::size_t i = t.offset; i < t.offset + t.numel; ++i) {
+      diff += (static_cast<double>(w[i]) - ref[i]) * (static_cast<double>(w[i]) - ref[i]);
+      update += (static_cast<double>(ref[i]) - init[i]) * (static_cast<double>(ref[i]) - init[i]);
+    }
+    const double relative = update > 0.0 ? std::sqrt(diff / update) : (diff > 0.0 ? INFINITY : 0.0);
+    if (relative > worst.relative || worst.tensor.empty()) worst = {relative, t.name};
   }
-  return std::sqrt(diff / norm);
+  return worst;
 }
 
 }  // namespace dtrain::testing

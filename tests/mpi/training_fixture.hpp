@@ -20,29 +20,52 @@ struct RunResult {
   std::vector<double> losses;  // per training step, then the validation loss
 };
 
-// Trains cfg on the ranks of comm for cfg.training.train_iters steps; calls inspect(trainer) at the end.
-// On the cuda backend the ranks use the MPI backend of the communication layer (staged through pinned
-// memory), which lets several ranks share one GPU.
+// Trains cfg on the ranks of comm for cfg.training.train_iters steps; calls before(trainer) ahead of the
+// first step and inspect(trainer) at the end. On the cuda backend the ranks use the MPI backend of the
+// communication layer (staged through pinned memory), which lets several ranks share one GPU.
 RunResult train(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect = {},
-                kernels::Backend backend = kernels::Backend::host);
+                kernels::Backend backend = kernels::Backend::host, const std::function<void(Trainer&)>& before = {});
 
 // The one-rank reference of a comparison: rank 0 of comm trains cfg alone (on MPI_COMM_SELF; inspect
 // runs there only) while the other ranks wait without taking its cores, then every rank gets its losses.
-RunResult train_alone_on_rank0(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect = {});
+RunResult train_alone_on_rank0(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect = {},
+                               const std::function<void(Trainer&)>& before = {});
 
-// Relative L2 distance |w - ref| / |ref| of two weight vectors.
-double relative_distance(const std::vector<float>& w, const std::vector<float>& ref);
+// How far trained weights w are from the reference's ref, measured against how far training moved the
+// reference from its initial weights init: the largest over the tensors of table (arena order of the
+// whole model) of |w - ref| / |ref - init|, and that tensor's name. A fault in one small tensor's
+// gradient (a LayerNorm's, a bias's) moves that tensor's update by a large part of itself, where a
+// distance over all weights would dilute it; rounding differences stay the size of the update's own.
+struct UpdateDeviation {
+  double relative = 0.0;
+  std::string tensor;
+};
+UpdateDeviation update_deviation(const std::vector<float>& w, const std::vector<float>& ref, const std::vector<float>& init,
+                                 const TensorTable& table);
 
 // The relative deviation allowed between two fp32 runs that add the same numbers in different orders
 // (another layout, another reduction order), `steps` optimizer steps in, when the longest sum whose
-// order differs has `terms` summands. A reordered sum of n terms differs by at most n * u of the sum
-// of its magnitudes (u = 2^-24, fp32's unit roundoff; the worst case, whatever order a CPU's vector
-// width or BLAS blocking picks). Each optimizer step carries such a difference into the weights once
-// more, at first order, so after s steps losses and weights differ by at most (s + 1) * n * u. First
+// order differs has `terms` summands. Any order of a sum of n terms lies within (n - 1) * u of the sum
+// of its magnitudes from the exact sum (u = 2^-24, fp32's unit roundoff; Higham, Accuracy and
+// Stability, 4.2), so two orders differ by at most 2 * n * u, whatever order a CPU's vector width or
+// BLAS blocking picks. Each optimizer step carries such a difference into the weights once more, at
+// first order, so after s steps losses, and weights measured against their update (update_deviation:
+// Adam's update m / sqrt(v) moves with the gradient's relative difference, the bound above times how
+// much the gradient's sum cancels; tests take n as a step's token count, the longest sum a gradient
+// has, above the few partial sums a layout actually reorders), differ by at most (s + 1) * 2 * n * u. First
 // order holds where Adam's update is smooth in the gradient: where eps is far above the gradients'
 // rounding noise (a test that reorders gradient sums sets optimizer.eps so; with eps at 1e-8 an element
 // whose gradient is noise moves by lr * sign(noise), and the runs drift apart by far more). A real
 // fault (a wrong slice, a missing reduction, a lost micro-batch) moves losses by 1e-2 or more.
-inline double reorder_tolerance(long terms, int steps) { return (steps + 1.0) * static_cast<double>(terms) * 0x1p-24; }
+inline double reorder_tolerance(long terms, int steps) { return (steps + 1.0) * 2.0 * static_cast<double>(terms) * 0x1p-24; }
+
+// The relative deviation allowed between two bf16 runs (bf16 storage, fp32 arithmetic, fp32 master
+// weights) that differ only in fp32 summation order: bf16's unit roundoff 2^-8. A last-bit fp32
+// difference of a value that lies at a bf16 rounding boundary moves its stored copy by one bf16 step;
+// every stored activation, gradient and weight copy is resolved to 2^-8 relative, so two such runs agree
+// to that resolution and no closer than it can be asked. The loss (a mean of per-token cross-entropies
+// of bf16 logits) and the master weights (Adam's updates, with eps above the noise, are smooth in
+// gradients resolved to 2^-8) follow at the same relative size. A real fault is 1e-2 or more (2.5x).
+constexpr double kBf16Resolution = 0x1p-8;
 
 }  // namespace dtrain::testing

@@ -1,5 +1,8 @@
 // Config loading and validation: INI + overrides, unknown keys with suggestions, wrong types, and
 // every layout error naming its key.
+// Tolerances: Approx() (relative 100 x float epsilon, 1.2e-5) compares double-precision formulas of a
+// few dozen operations on exact inputs (each within ~1e-14 relative, whatever the CPU) with values
+// written in decimal; any wrong term moves a result by far more.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

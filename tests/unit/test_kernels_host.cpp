@@ -3,13 +3,24 @@
 // accumulate (+=) / overwrite (=) conventions of kernel_api.inc, aliasing, the vocab-split cross
 // entropy, determinism, and the fast exp of kernels/host/host_math.hpp.
 //
-// Tolerances (|got - ref| <= rtol * |ref| + atol, atol scaled by the tensor's largest |ref|):
-// - forwards: rtol 1e-5, atol 1e-6 * max|ref|. The kernels run in float32 (eps 6e-8) with short sums,
-//   sgemm and a fast exp of relative error ~1e-7; 1e-5 leaves margin for a few dozen roundings and
-//   cancellation, yet any wrong index, missing term or wrong constant is far outside it.
+// Tolerances (|got - ref| <= rtol * |ref| + atol, atol scaled by the tensor's largest |ref|), derived
+// from float32's unit roundoff u = 2^-24 = 6e-8 and the longest sum each kernel forms:
+// - our own kernels sum in kLanes = 16 interleaved chains, then the lanes (host_math.hpp; the exp sums
+//   in blocks of 1024, each block's float lanes added in double), so a sum of n terms is off by at most
+//   (ceil(n / 16) + 16) u of the sum of its terms' magnitudes (Higham, Accuracy and Stability, 3.1),
+//   plus 2.5 u per fast exp (measured over its whole range below). The longest sums here: C = 768
+//   (64 u = 3.8e-6) and a block of 1024 exps (83 u = 4.9e-6). Forwards: rtol 1e-5 = 168 u covers them
+//   where the terms cancel by up to 2x; atol 1e-6 of the largest value covers elements that cancel more.
+//   These kernels are compiled for one instruction set (x86-64-v3, CMakeLists.txt) and use no run-time
+//   dispatch, so they round alike on every CPU the README supports.
+// - kernels that call sgemm (matmul, attention) sum in an order the BLAS picks per CPU: they are checked
+//   element by element against the order-free bound (check_bounded), with the magnitudes computed by the
+//   double reference.
 // - gradients: rtol 1e-4, atol 1e-5 * max|ref|. The analytic side is float32 and goes through more
-//   steps (e.g. softmax backward, layernorm's mean subtractions); the finite difference is taken on a
-//   double forward with h = 1e-6, so its own error (h^2 truncation, 1e-16/h rounding) is ~1e-10.
+//   steps (a backward pass re-forms the forward's sums, e.g. softmax backward, layernorm's mean
+//   subtractions: at most 3 sums of at most 133 terms, attention's T: 3 x 133 u = 2.4e-5); the finite difference is
+//   taken on a double forward with h = 1e-6, so its own error (h^2 truncation, 1e-16/h rounding) is
+//   ~1e-10.
 // The absolute floor handles elements whose exact gradient is (near) zero, where a relative bound is
 // meaningless. Sizes are small and odd (tails of the 16-lane loops, attention blocks of 128 rows).
 // KTEST_VERBOSE=1 in the environment prints every comparison's worst element (a margin report).
@@ -86,6 +97,37 @@ void check_close(const std::string& what, const float* got, const DVec& ref, dou
 void check_close(const std::string& what, const Vec& got, const DVec& ref, double rtol, double atol_rel) {
   REQUIRE(got.size() == ref.size());
   check_close(what, got.data(), ref, rtol, atol_rel);
+}
+
+// The componentwise bound of a sum computed in float32, whatever its order, blocking or use of FMA
+// (Higham, Accuracy and Stability, 3.1): |fl(sum) - sum| <= terms * u * sum of |terms|, u = 2^-24.
+// Checks |got[i] - ref[i]| <= terms * u * magnitude[i] for every i (magnitude: the sum of the
+// absolute values of ref[i]'s terms, computed in double); used where the kernel calls a BLAS, whose
+// summation order differs between CPUs.
+void check_bounded(const std::string& what, const Vec& got, const DVec& ref, const DVec& magnitude, double terms) {
+  REQUIRE(got.size() == ref.size());
+  REQUIRE(magnitude.size() == ref.size());
+  size_t bad = 0, worst = 0;
+  double worst_ratio = -1.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - ref[i]);
+    const double allowed = terms * 0x1p-24 * magnitude[i];
+    const double ratio = std::isnan(err) ? std::numeric_limits<double>::infinity() : err / std::max(allowed, 1e-300);
+    if (!(err <= allowed)) ++bad;
+    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
+  }
+  std::ostringstream msg;
+  msg.precision(10);
+  msg << what << ": " << bad << " of " << ref.size() << " elements outside " << terms << " u of their terms' magnitude; worst i="
+      << worst << " got=" << got[worst] << " ref=" << ref[worst] << " err/allowed=" << worst_ratio;
+  INFO(msg.str());
+  if (std::getenv("KTEST_VERBOSE")) WARN(msg.str());
+  CHECK(bad == 0);
+}
+
+DVec absolute(DVec v) {
+  for (double& x : v) x = std::fabs(x);
+  return v;
 }
 
 // Indices to finite-difference: all of [0, n) when n <= limit, else `limit` distinct random ones.
@@ -281,8 +323,10 @@ TEST_CASE("host fast_exp matches std::exp over its range", "[kernels]") {
     }
   }
   INFO("worst relative error " << worst << " at x=" << worst_x);
-  // Measured 8.5e-8 over every float in [-87, 88] (polynomial error plus a few float roundings);
-  // 1.5e-7 is ~2.5 ulp.
+  // The bound: 1 + r + r^2 P5(r) rounds twice at its last additions (2 u), Horner's five roundings act
+  // on terms below r^2 / 2 <= 0.06 (0.3 u), the Cody-Waite reduction keeps r to u |r| and the
+  // polynomial's own error is below 0.1 u; the scaling by 2^k is exact: 2.5 u = 1.5e-7 (measured
+  // 8.5e-8 over every float in [-87, 88]).
   CHECK(worst < 1.5e-7);
   CHECK(k::fast_exp(0.0f) == 1.0f);
   // Clamped outside [-87, 88]: finite, positive, and equal to the value at the bound.
@@ -374,8 +418,19 @@ TEST_CASE("host layernorm forward/backward vs double reference", "[kernels]") {
       db2[c] = 2.0 * db1[c];
     }
     for (int i = 0; i < N * C; ++i) dinp2[i] = 2.0 * dinp1[i] - dinp0[i];
-    check_close("layernorm dweight after two calls", dw, dw2, 1e-6, 1e-7);
-    check_close("layernorm dbias after two calls", db, db2, 1e-6, 1e-7);
+    // dweight and dbias add each row's term in turn (the terms themselves round alike in both calls):
+    // after two calls a chain of 2 N additions against twice the first chain of N, both within 2 N u
+    // of twice the terms' magnitudes. dinp adds the same per-call value D onto dinp0, then dinp1: two
+    // roundings, 2 u of |dinp0| + 2 |D|, within 1e-6 of the largest value (|D| <= the largest).
+    DVec dw_mag(C, 0.0), db_mag(C, 0.0);
+    for (int i = 0; i < N; ++i)
+      for (int c = 0; c < C; ++c) {
+        const double dy = Rf[i * C + c];
+        db_mag[c] += 2.0 * std::fabs(dy);
+        dw_mag[c] += 2.0 * std::fabs(dy * ((x[i * C + c] - mean[i]) * rstd[i]));
+      }
+    check_bounded("layernorm dweight after two calls", dw, dw2, dw_mag, 2 * 2 * N);
+    check_bounded("layernorm dbias after two calls", db, db2, db_mag, 2 * 2 * N);
     check_close("layernorm dinp after two calls", dinp, dinp2, 1e-6, 1e-6);
   }
 
@@ -398,12 +453,14 @@ TEST_CASE("host matmul forward/backward vs double reference", "[kernels]") {
   Vec x = random_vec(rng, N * IC), w = random_vec(rng, OC * IC), bias = random_vec(rng, OC);
   DVec xd = to_double(x), wd = to_double(w), bd = to_double(bias);
 
+  // sgemm: each output sums IC products and the bias, in an order the BLAS picks.
+  const DVec xa = absolute(xd), wa = absolute(wd), ba = absolute(bd);
   Vec out(N * OC, kNaN);
   k::matmul_forward(out.data(), x.data(), w.data(), bias.data(), N, IC, OC);
-  check_close("matmul_forward with bias", out, ref_matmul(xd, wd, &bd, N, IC, OC), kFwdRtol, kFwdAtol);
+  check_bounded("matmul_forward with bias", out, ref_matmul(xd, wd, &bd, N, IC, OC), ref_matmul(xa, wa, &ba, N, IC, OC), IC + 1);
   std::fill(out.begin(), out.end(), kNaN);
   k::matmul_forward(out.data(), x.data(), w.data(), nullptr, N, IC, OC);
-  check_close("matmul_forward without bias", out, ref_matmul(xd, wd, nullptr, N, IC, OC), kFwdRtol, kFwdAtol);
+  check_bounded("matmul_forward without bias", out, ref_matmul(xd, wd, nullptr, N, IC, OC), ref_matmul(xa, wa, nullptr, N, IC, OC), IC);
 
   const DVec R = to_double(random_vec(rng, N * OC));
   const Vec Rf(R.begin(), R.end());
@@ -419,11 +476,21 @@ TEST_CASE("host matmul forward/backward vs double reference", "[kernels]") {
     const Vec dinp1 = dinp, dw1 = dw, db1 = db;
     k::matmul_backward(dinp.data(), dw.data(), db.data(), Rf.data(), x.data(), w.data(), N, IC, OC);
     CHECK(dinp == dinp1);
-    DVec dw2(OC * IC), db2(OC);
+    // The second call adds the same gradient G (a sum over the N rows) again: dw = dw0 + 2 G within
+    // (N + 2) u of mag = |dw0| + 2 |R|^T |x|, and the expected 2 dw1 - dw0 = dw0 + 2 G carries twice the
+    // first call's error, at most 2 (N + 1) u of mag: 3 (N + 2) u of mag in all.
+    DVec dw2(OC * IC), db2(OC), dw_mag(OC * IC, 0.0), db_mag(OC, 0.0);
     for (int i = 0; i < OC * IC; ++i) dw2[i] = 2.0 * dw1[i] - dw0[i];
     for (int i = 0; i < OC; ++i) db2[i] = 2.0 * db1[i] - db0[i];
-    check_close("matmul dweight after two calls", dw, dw2, 1e-6, 1e-6);
-    check_close("matmul dbias after two calls", db, db2, 1e-6, 1e-6);
+    for (int n = 0; n < N; ++n)
+      for (int o = 0; o < OC; ++o) {
+        db_mag[o] += 2.0 * std::fabs(R[n * OC + o]);
+        for (int c = 0; c < IC; ++c) dw_mag[o * IC + c] += 2.0 * std::fabs(R[n * OC + o]) * std::fabs(xd[n * IC + c]);
+      }
+    for (int i = 0; i < OC * IC; ++i) dw_mag[i] += std::fabs(dw0[i]);
+    for (int i = 0; i < OC; ++i) db_mag[i] += std::fabs(db0[i]);
+    check_bounded("matmul dweight after two calls", dw, dw2, dw_mag, 3 * (N + 2));
+    check_bounded("matmul dbias after two calls", db, db2, db_mag, 3 * (N + 2));
 
     Vec dw_only(OC * IC, 0.0f);
     k::matmul_backward(nullptr, dw_only.data(), nullptr, Rf.data(), x.data(), w.data(), N, IC, OC);
@@ -449,8 +516,21 @@ void run_attention_check(int B, int T, int NH, int NKV, int HD, size_t fd_limit,
   Vec scratch(dtrain::kernels::attention_scratch_floats(B, T, NH), kNaN);
   k::attention_forward(out.data(), lse.data(), scratch.data(), qkv.data(), B, T, NH, NKV, HD);
   const AttRef ref = ref_attention(qkvd, B, T, NH, NKV, HD);
-  check_close("attention out", out, ref.out, kFwdRtol, kFwdAtol);
-  check_close("attention log-sum-exp", lse, ref.lse, kFwdRtol, kFwdAtol);
+  // sgemm forms the scores (HD products) and the outputs (up to T weighted values), in an order the
+  // BLAS picks. A score s = scale q.k is off by at most (HD + 1) u scale sum|q||k| <= (HD + 1) u
+  // sqrt(HD) 1.5^2 =: ds (inputs in [-1.5, 1.5]); a probability exp(s - max) / z then by 2 ds relative
+  // (the score and the row's max), plus the fast exp (2.5 u), the row sum z (T + 1 u: positive terms)
+  // and the division; the output sums up to T of them: |out - ref| <= (2 T + 6 + 2 ds / u) u sum p |v|,
+  // and the log-sum-exp max + log z is off by ds + (T + 6) u + u |lse|.
+  const double ds_in_u = (HD + 1) * std::sqrt(static_cast<double>(HD)) * 2.25;
+  DVec with_abs_v = qkvd;  // sum p |v|: the reference's outputs over the absolute values of v
+  const int W = (NH + 2 * NKV) * HD;
+  for (size_t t = 0; t < with_abs_v.size() / W; ++t)
+    for (int c = C + NKV * HD; c < W; ++c) with_abs_v[t * W + c] = std::fabs(with_abs_v[t * W + c]);
+  check_bounded("attention out", out, ref.out, ref_attention(with_abs_v, B, T, NH, NKV, HD).out, 2 * T + 6 + 2 * ds_in_u);
+  DVec lse_scale(ref.lse.size());
+  for (size_t i = 0; i < lse_scale.size(); ++i) lse_scale[i] = std::max(1.0, std::fabs(ref.lse[i]));
+  check_bounded("attention log-sum-exp", lse, ref.lse, lse_scale, T + 7 + ds_in_u);
 
   const DVec R = to_double(random_vec(rng, out.size()));
   const Vec Rf(R.begin(), R.end());
@@ -775,9 +855,12 @@ TEST_CASE("host cross-entropy on a GPT-2-wide vocabulary row", "[kernels]") {
           (std::exp(static_cast<double>(logits[static_cast<size_t>(i) * V + v]) - ref.lse[i]) - (v == targets[i])) *
           dloss[i];
   check_close("wide xent dlogits", g, gref, kGradRtol, kGradAtol);
-  double row_sum = 0.0;   // softmax - onehot sums to 0 over the row
+  // softmax - onehot sums to 0 over the row: each probability is off by the lse's error (83 u from the
+  // sum's blocks plus u |lse|, |lse| < 32 here) and its exp and rounding (3.5 u), so the row by at most
+  // 120 u (7e-6) of the probabilities' sum, 1.
+  double row_sum = 0.0;
   for (int v = 0; v < V; ++v) row_sum += g[v];
-  CHECK(std::fabs(row_sum) < 1e-4);
+  CHECK(std::fabs(row_sum) < 120 * 0x1p-24);
 }
 
 TEST_CASE("host cross-entropy propagates a NaN logit into the loss", "[kernels]") {
@@ -808,8 +891,9 @@ TEST_CASE("host sum_squares and scale", "[kernels]") {
   const Vec x = random_vec(rng, n, -3.0f, 3.0f);
   double ref = 0.0;
   for (float v : x) ref += static_cast<double>(v) * v;
-  // Double accumulation of exact float squares: only double roundings, ~1e-16 each.
-  CHECK(std::fabs(k::sum_squares(x.data(), n) - ref) <= 1e-12 * ref);
+  // Double accumulation of exact float squares (positive terms): both sums within n u_double (u_double
+  // = 2^-53) of the exact one relative, so within 2 n 2^-53 = 2.2e-12 of each other.
+  CHECK(std::fabs(k::sum_squares(x.data(), n) - ref) <= 2.0 * n * 0x1p-53 * ref);
   CHECK(k::sum_squares(x.data(), 0) == 0.0);
   CHECK(k::sum_squares(x.data(), 3) == static_cast<double>(x[0]) * x[0] + static_cast<double>(x[1]) * x[1] +
                                            static_cast<double>(x[2]) * x[2]);

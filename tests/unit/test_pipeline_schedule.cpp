@@ -1,6 +1,8 @@
 // Pipeline schedules as pure action lists: completeness, forward before backward, stage dependencies
 // (a unit-time simulation that must finish without deadlock), the in-flight bound, and idle time equal
 // to the bubble formula.
+// Tolerance: the simulation adds unit and double costs (small integers, exact in double), so idle
+// time over makespan equals the bubble formula to the rounding of one division: epsilon 1e-9.
 #include <catch2/catch.hpp>
 
 #include <set>
