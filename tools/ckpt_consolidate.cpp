@@ -47,31 +47,16 @@ const char* kUsage =
     "(checkpoint.init_from = FILE.h5) with the [model] keys it prints.\n"
     "Run under mpirun to share the work between ranks.\n\n";
 
-ReshardLayout parse_layout(const std::string& spec) {
-  ReshardLayout l;
-  std::stringstream ss(spec);
-  for (std::string item; std::getline(ss, item, ',');) {
-    const auto eq = item.find('=');
-    const std::string key = item.substr(0, eq), text = eq == std::string::npos ? "" : item.substr(eq + 1);
-    char* end = nullptr;
-    errno = 0;
-    const long value = std::strtol(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno == ERANGE || value < 0 || value > kMaxRanks)
-      throw UserError("--reshard: '" + item + "' is not key=N with 0 <= N <= " + std::to_string(kMaxRanks));
-    if (key == "tp") l.tp = static_cast<int>(value);
-    else if (key == "pp") l.pp = static_cast<int>(value);
-    else if (key == "dp") l.dp = static_cast<int>(value);
-    else if (key == "v") l.v = static_cast<int>(value);
-    else if (key == "ep") l.ep = static_cast<int>(value);
-    else if (key == "zero") {
-      if (value > 1)
-        throw UserError("--reshard: '" + item + "': zero takes 0 (a replicated optimizer) or 1 (the distributed optimizer, which " +
-                        "ZeRO-2 and ZeRO-3 runs resume from too)");
-      l.distributed_optimizer = value != 0;
-    }
-    else throw UserError("--reshard: unknown key '" + key + "' (tp, pp, dp, v, ep, zero)");
-  }
-  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.v < 1 || l.ep < 1) throw UserError("--reshard: sizes must be at least 1");
+// The layout to reshard to: ParallelLayout's keys (its one parser); a checkpoint holds no ZeRO stage
+// beyond "distributed" and is layout-free in cp (it resumes on any cp directly).
+ParallelLayout reshard_layout(const std::string& spec) {
+  const ParallelLayout l = parse_layout(spec, ParallelLayout{}, "--reshard", "tp, pp, dp, v, ep (>= 1), zero (0|1)");
+  if (l.zero > 1)
+    throw UserError("--reshard: zero=" + std::to_string(l.zero) + ": zero takes 0 (a replicated optimizer) or 1 (the distributed " +
+                    "optimizer, which ZeRO-2 and ZeRO-3 runs resume from too)");
+  if (l.cp != 1)
+    throw UserError("--reshard: cp=" + std::to_string(l.cp) + ": a checkpoint resumes on any cp as it is; reshard to cp=1 and " +
+                    "set system.context_parallel_size in the run");
   if (static_cast<long>(l.tp) * l.pp * l.dp > kMaxRanks)
     throw UserError("--reshard: tp x pp x dp is more than " + std::to_string(kMaxRanks) + " ranks");
   return l;
@@ -229,12 +214,11 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
   }
   if (!export_hf_dir.empty()) export_command(comm, rank, checkpoint_weights(*reader), export_hf_dir, dtype, max_shard_bytes);
   if (!reshard_spec.empty()) {
-    const ReshardLayout layout = parse_layout(reshard_spec);
+    const ParallelLayout layout = reshard_layout(reshard_spec);
     reshard(comm, *reader, layout, out, progress);
     if (rank == 0)
-      std::printf("reshard: wrote %s/latest -> tp=%d pp=%d dp=%d v=%d ep=%d%s\n", out.c_str(), layout.tp, layout.pp, layout.dp, layout.v,
-                  layout.ep,
-                  layout.distributed_optimizer ? " (distributed optimizer)" : "");
+      std::printf("reshard: wrote %s/latest -> %s%s\n", out.c_str(), to_string(layout, ' ').c_str(),
+                  layout.distributed_optimizer() ? " (distributed optimizer)" : "");
   }
   return 0;
 }

@@ -37,8 +37,7 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
   std::printf("== launch ==\n  launcher %s, %d ranks on %d node(s)%s\n", env.launcher.c_str(), env.world_size,
               env.num_nodes, env.job_id.empty() ? "" : (", Slurm job " + env.job_id).c_str());
 
-  std::printf("== layout: tp=%d cp=%d pp=%d dp=%d ep=%d v=%d, order %s ==\n", s.tp, s.cp, s.pp, s.dp, s.ep, plan.virtual_stages,
-              cfg.system.rank_order.c_str());
+  std::printf("== layout: %s, order %s ==\n", to_string(s, ' ').c_str(), cfg.system.rank_order.c_str());
   print_groups("TP groups:", layout.groups(Axis::tp));
   print_groups("CP groups:", layout.groups(Axis::cp));
   print_groups("DP groups:", layout.groups(Axis::dp));

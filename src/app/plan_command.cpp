@@ -16,11 +16,11 @@ namespace {
 double gb(double bytes) { return bytes / 1e9; }
 
 std::string layout_text(const Layout& l, bool experts) {
+  ParallelLayout shown = l.sizes;
+  if (!experts) shown.ep = 1;
   std::ostringstream os;
-  os << "tp=" << l.sizes.tp << " cp=" << l.sizes.cp << " pp=" << l.sizes.pp << " v=" << l.v << " dp=" << l.sizes.dp;
-  if (experts) os << " ep=" << l.ep;
-  os << " micro_batch=" << l.micro_batch << " recompute=" << l.recompute << " "
-     << (l.distributed_optimizer ? "zero" + std::to_string(l.zero_stage) : std::string("no distributed optimizer"));
+  os << to_string(shown, ' ') << " micro_batch=" << l.micro_batch << " recompute=" << l.recompute
+     << (l.sizes.distributed_optimizer() ? "" : " (no distributed optimizer)");
   return os.str();
 }
 
@@ -35,10 +35,10 @@ void print_table(const SearchResult& r, bool experts) {
     const double s = c.step();
     std::ostringstream rc;
     rc << l.recompute;
-    std::printf("%3d %4d %3d %3d %3d %5d", ++i, l.sizes.tp, l.sizes.cp, l.sizes.pp, l.v, l.sizes.dp);
-    if (experts) std::printf(" %4d", l.ep);
+    std::printf("%3d %4d %3d %3d %3d %5d", ++i, l.sizes.tp, l.sizes.cp, l.sizes.pp, l.sizes.v, l.sizes.dp);
+    if (experts) std::printf(" %4d", l.sizes.ep);
     std::printf(" %4d %5d %-9s %4s %9.3f %11.0f %5.1f%% %8.2f %6.1f%% | %6.1f %4.1f %7.1f %4.1f %6.1f\n", l.micro_batch,
-                c.micro_batches, rc.str().c_str(), l.distributed_optimizer ? std::to_string(l.zero_stage).c_str() : "-", s,
+                c.micro_batches, rc.str().c_str(), l.sizes.distributed_optimizer() ? std::to_string(l.sizes.zero).c_str() : "-", s,
                 b.tokens_per_s, 100 * b.mfu, gb(static_cast<double>(b.memory)), 100 * c.bubble_fraction, 100 * c.compute / s,
                 100 * c.tp / s, 100 * c.bubble / s, 100 * c.dp / s, 100 * c.other() / s);
   }

@@ -194,11 +194,5 @@ struct ReadReport {
 // Collective over comm.
 ReadReport read_report(MPI_Comm comm, std::uint64_t bytes_read, std::size_t state_bytes);
 
-// Writes a sharded checkpoint for a layout from a reader: every rank of the new layout's shard, as if
-// saved by that layout (ckpt-consolidate --reshard).
-struct ReshardLayout {
-  int tp = 1, pp = 1, dp = 1, v = 1, ep = 1;
-  bool distributed_optimizer = false;
-};
 
 }  // namespace dtrain

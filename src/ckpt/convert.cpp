@@ -109,15 +109,12 @@ void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::strin
   }
 }
 
-void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout& L, const std::string& out_dir,
+void reshard(MPI_Comm comm, const CheckpointReader& reader, const ParallelLayout& L, const std::string& out_dir,
              const Progress& progress) {
   const int rank = comm_rank(comm), size = comm_size(comm);
   Config cfg = checkpoint_config(reader);
   // The new layout must fit the model as a run on it would have to (the same checks, the same words).
-  cfg.system.tensor_model_parallel_size = L.tp;
-  cfg.system.pipeline_model_parallel_size = L.pp;
-  cfg.system.virtual_pipeline_model_parallel_size = L.v;
-  cfg.system.expert_model_parallel_size = L.ep;
+  set_parallel_layout(cfg.system, L);
   cfg.system.sequence_parallel = false;
   cfg.model.micro_batch_size.automatic = true;  // the batch is the resuming run's business
   const int world = L.tp * L.pp * L.dp;  // bounded by parse_layout
@@ -127,19 +124,15 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout&
                       std::to_string(cfg.model.num_experts) + "); use ep=1");
     check_layout(cfg, world);
   } catch (const UserError& e) {
-    throw UserError("--reshard tp=" + std::to_string(L.tp) + ",pp=" + std::to_string(L.pp) + ",dp=" + std::to_string(L.dp) +
-                    ",v=" + std::to_string(L.v) +
-                    ",ep=" + std::to_string(L.ep) + " does not fit the checkpoint's model:\n" + e.what());
+    throw UserError("--reshard " + to_string(L) + " does not fit the checkpoint's model:\n" + e.what());
   }
   // The plan of the new layout: which tensors, slices and optimizer ranges each of its ranks holds.
   TrainingPlan target;
-  target.sizes.tp = L.tp, target.sizes.pp = L.pp, target.sizes.dp = L.dp, target.sizes.ep = L.ep;
-  target.virtual_stages = L.v;
-  cfg.system.use_distributed_optimizer = L.distributed_optimizer;
+  target.sizes = L;
   const RankLayout layout(target.sizes, reader.meta().order);
   CheckpointMeta meta = reader.meta();
   meta.tp = L.tp, meta.pp = L.pp, meta.dp = L.dp, meta.v = L.v, meta.cp = 1, meta.ep = L.ep;
-  meta.distributed_optimizer = L.distributed_optimizer ? 1 : 0;
+  meta.distributed_optimizer = L.distributed_optimizer() ? 1 : 0;
   meta.checkpoint_id = new_checkpoint_id(comm);
   const std::string step = step_dir_name(meta.step);
   const std::string tmp = out_dir + "/.tmp-" + step + "-reshard";

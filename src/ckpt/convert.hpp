@@ -31,7 +31,7 @@ void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::strin
 // A new sharded checkpoint (a checkpoint directory with the step and `latest`) for another layout. The
 // shard files are hashed against the manifest first (split over the ranks): the new shards are cut
 // from parts of pieces.
-void reshard(MPI_Comm comm, const CheckpointReader& reader, const ReshardLayout& layout, const std::string& out_dir,
+void reshard(MPI_Comm comm, const CheckpointReader& reader, const ParallelLayout& layout, const std::string& out_dir,
              const Progress& progress);
 
 // Every shard file hashed against the manifest (split over the ranks), then every tensor of every kind

@@ -44,7 +44,7 @@ Shapes shapes_of(const Config& cfg, const Layout& l) {
   s.moe_share = moe_blocks / m.num_layers;
   s.Fel = cfg.moe_ffn_hidden() / tp;
   s.Hel = m.swiglu ? 2 * s.Fel : s.Fel;
-  s.experts_local = static_cast<double>(m.num_experts) / l.ep;
+  s.experts_local = static_cast<double>(m.num_experts) / l.sizes.ep;
   const double kept = m.moe_capacity_factor.set ? std::min(1.0, m.moe_capacity_factor.value) : 1.0;
   s.routed = s.N * m.moe_router_topk * kept;
   return s;
@@ -69,34 +69,20 @@ double passes_of(RecomputeGranularity r) { return r == RecomputeGranularity::ful
 }  // namespace
 
 Layout layout_of(const Config& cfg, int world) {
-  const auto& y = cfg.system;
   Layout l;
-  l.sizes.tp = y.tensor_model_parallel_size;
-  l.sizes.pp = y.pipeline_model_parallel_size;
-  l.sizes.cp = y.context_parallel_size;
-  l.sizes.dp = world / (l.sizes.tp * l.sizes.cp * l.sizes.pp);
-  l.ep = y.expert_model_parallel_size;
-  l.v = y.pipeline_schedule == PipelineSchedule::interleaved ? y.virtual_pipeline_model_parallel_size : 1;
+  l.sizes = parallel_layout(cfg.system, world);
+  if (cfg.system.pipeline_schedule != PipelineSchedule::interleaved) l.sizes.v = 1;
   l.micro_batch = static_cast<int>(cfg.model.micro_batch_size.value);
   l.recompute = cfg.model.recompute_granularity;
-  l.distributed_optimizer = y.use_distributed_optimizer;
-  l.zero_stage = y.zero_stage;
-  l.sequence_parallel = y.sequence_parallel && l.sizes.tp > 1;
+  l.sequence_parallel = cfg.system.sequence_parallel && l.sizes.tp > 1;
   return l;
 }
 
 Config with_layout(const Config& cfg, const Layout& l) {
   Config c = cfg;
-  auto& y = c.system;
-  y.tensor_model_parallel_size = l.sizes.tp;
-  y.pipeline_model_parallel_size = l.sizes.pp;
-  y.context_parallel_size = l.sizes.cp;
-  y.expert_model_parallel_size = l.ep;
-  y.virtual_pipeline_model_parallel_size = l.v;
-  y.pipeline_schedule = l.schedule();
-  y.sequence_parallel = l.sequence_parallel;
-  y.use_distributed_optimizer = l.distributed_optimizer;
-  y.zero_stage = l.distributed_optimizer ? l.zero_stage : 1;
+  set_parallel_layout(c.system, l.sizes);
+  c.system.pipeline_schedule = l.schedule();
+  c.system.sequence_parallel = l.sequence_parallel;
   c.model.micro_batch_size = MicroBatchSize{false, l.micro_batch};
   c.model.recompute_granularity = l.recompute;
   return c;
@@ -112,12 +98,12 @@ std::vector<std::string> layout_overrides(const Layout& l, bool experts) {
   std::vector<std::string> o{kv("system.tensor_model_parallel_size", n(l.sizes.tp)),
                              kv("system.pipeline_model_parallel_size", n(l.sizes.pp)),
                              kv("system.context_parallel_size", n(l.sizes.cp))};
-  if (experts) o.push_back(kv("system.expert_model_parallel_size", n(l.ep)));
+  if (experts) o.push_back(kv("system.expert_model_parallel_size", n(l.sizes.ep)));
   o.push_back(kv("system.pipeline_schedule", to_string(l.schedule())));
-  o.push_back(kv("system.virtual_pipeline_model_parallel_size", n(l.v)));
+  o.push_back(kv("system.virtual_pipeline_model_parallel_size", n(l.sizes.v)));
   o.push_back(kv("system.sequence_parallel", l.sequence_parallel ? "true" : "false"));
-  o.push_back(kv("system.use_distributed_optimizer", l.distributed_optimizer ? "true" : "false"));
-  if (l.distributed_optimizer) o.push_back(kv("system.zero_stage", n(l.zero_stage)));
+  o.push_back(kv("system.use_distributed_optimizer", l.sizes.distributed_optimizer() ? "true" : "false"));
+  if (l.sizes.distributed_optimizer()) o.push_back(kv("system.zero_stage", n(l.sizes.zero)));
   o.push_back(kv("model.micro_batch_size", n(l.micro_batch)));
   o.push_back(kv("model.recompute_granularity", n(l.recompute)));
   return o;
@@ -168,13 +154,13 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   }
   // Expert parallelism: dispatch and combine, forward and backward, in the MoE blocks.
   double ep_block = 0;
-  if (s.moe_share > 0 && l.ep > 1) {
-    const double a2a = all_to_all_s(s.routed * s.C * s.e, l.ep, group_link(cl, static_cast<long>(sz.tp) * sz.cp, l.ep));
+  if (s.moe_share > 0 && l.sizes.ep > 1) {
+    const double a2a = all_to_all_s(s.routed * s.C * s.e, l.sizes.ep, group_link(cl, static_cast<long>(sz.tp) * sz.cp, l.sizes.ep));
     ep_block = s.moe_share * (l.recompute == RecomputeGranularity::full ? 6 : 4) * a2a;
   }
   // Pipeline: the stage's output forward and its gradient backward, once per model chunk.
   const double p2p_mb =
-      sz.pp > 1 ? 2.0 * l.v * send_s(s.Ns * s.C * s.e, group_link(cl, static_cast<long>(sz.tp) * sz.cp * sz.dp, sz.pp)) : 0.0;
+      sz.pp > 1 ? 2.0 * l.sizes.v * send_s(s.Ns * s.C * s.e, group_link(cl, static_cast<long>(sz.tp) * sz.cp * sz.dp, sz.pp)) : 0.0;
 
   const double blocks = static_cast<double>(cfg.model.num_layers) / sz.pp;
   StepCost c;
@@ -186,7 +172,7 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   c.cp = m * blocks * cp_block;
   c.ep = m * blocks * ep_block;
   c.p2p = m * p2p_mb;
-  c.bubble_fraction = predicted_bubble(l.schedule(), sz.pp, c.micro_batches, l.v);
+  c.bubble_fraction = predicted_bubble(l.schedule(), sz.pp, c.micro_batches, l.sizes.v);
   c.bubble = c.bubble_fraction / (1 - c.bubble_fraction) * (c.compute + c.tp + c.cp + c.ep + c.p2p);
 
   // Data parallelism over dp x cp (adjacent in rank order): the heaviest stage's parameters.
@@ -200,13 +186,13 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   c.rank_params = grads;
   const long nd = static_cast<long>(sz.dp) * sz.cp;
   const Link dp_link = group_link(cl, sz.tp, nd);
-  const double reduce = l.distributed_optimizer ? reduce_scatter_s(4 * grads, nd, dp_link) : all_reduce_s(4 * grads, nd, dp_link);
-  const double gather = l.distributed_optimizer ? all_gather_s(s.e * grads, nd, dp_link) : 0.0;
+  const double reduce = l.sizes.distributed_optimizer() ? reduce_scatter_s(4 * grads, nd, dp_link) : all_reduce_s(4 * grads, nd, dp_link);
+  const double gather = l.sizes.distributed_optimizer() ? all_gather_s(s.e * grads, nd, dp_link) : 0.0;
   const double block_share = 1.0 / std::max(1.0, blocks);  // the last bucket is never hidden
   const double bwd_window = blocks * (block_bwd + recompute + tp_pass * 2), fwd_window = blocks * block_fwd;
   auto hidden = [&](bool overlap, double t, double window) { return overlap ? std::max(t - window, t * block_share) : t; };
   const bool overlap_reduce = cfg.system.overlap_grad_reduce;
-  const int zero = l.distributed_optimizer ? l.zero_stage : 0;
+  const int zero = l.sizes.zero;
   const double reductions = zero >= 2 ? m : 1;  // ZeRO-2/3 reduce-scatter every micro-batch
   c.dp = reductions * hidden(overlap_reduce, reduce, bwd_window);
   if (zero == 1 || zero == 2) c.dp += hidden(cfg.system.overlap_param_gather, gather, fwd_window);
@@ -219,7 +205,7 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   if (zero == 3) released += m * passes_of(l.recompute) * s.e * grads * (1 - 1 / static_cast<double>(nd));
   c.release = released / cl.released_rate();
   // AdamW: the gradient read, moments (and a bf16 run's master weights) read and written, the weights written.
-  const double owned = l.distributed_optimizer ? grads / nd : grads;
+  const double owned = l.sizes.distributed_optimizer() ? grads / nd : grads;
   const bool bf16 = cfg.system.precision == Precision::bf16;
   c.optimizer = owned * (4 + 8 * (bf16 ? 3 : 2) + (bf16 ? 2 : 8)) / cl.memory_bandwidth;
   return c;

@@ -36,15 +36,11 @@ namespace dtrain {
 
 // One point of the planner's search space.
 struct Layout {
-  ParallelSizes sizes;  // tp, cp, dp, pp
-  int ep = 1;           // expert parallelism (inside dp); 1 without experts
-  int v = 1;            // model chunks per stage (interleaved schedule when > 1)
+  ParallelLayout sizes;  // tp, cp, dp, pp, ep (inside dp; 1 without experts), v (interleaved when > 1), zero
   int micro_batch = 1;
   RecomputeGranularity recompute = RecomputeGranularity::none;
-  bool distributed_optimizer = false;
-  int zero_stage = 1;   // with the distributed optimizer
   bool sequence_parallel = false;
-  PipelineSchedule schedule() const { return v > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b; }
+  PipelineSchedule schedule() const { return sizes.v > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b; }
 };
 
 // The layout a configuration runs on `world` ranks.

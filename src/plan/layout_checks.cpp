@@ -63,7 +63,7 @@ void check_layout(const Config& c, int world) {
                    (cp > 1 ? " / system.context_parallel_size=" + s(cp) + " = " + s(m.seq_length / cp) : std::string()) +
                    " divisible by tensor_model_parallel_size=" + s(tp));
   try {
-    RankLayout(ParallelSizes{}, y.rank_order);
+    RankLayout(ParallelLayout{}, y.rank_order);
   } catch (const UserError& e) {
     errs.push_back(e.what());
   }

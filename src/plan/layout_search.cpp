@@ -26,7 +26,7 @@ struct Candidate {
 double state_lower_bound(const Config& cfg, const Layout& l, double params) {
   const double e = cfg.system.precision == Precision::bf16 ? 2 : 4, opt = cfg.system.precision == Precision::bf16 ? 12 : 8;
   const double nd = static_cast<double>(l.sizes.dp) * l.sizes.cp;
-  const int zero = l.distributed_optimizer ? l.zero_stage : 0;
+  const int zero = l.sizes.zero;
   const double per_param = zero == 0   ? e + 4 + opt
                            : zero == 1 ? e + 4 + opt / nd
                            : zero == 2 ? e + (4 + opt) / nd
@@ -61,12 +61,11 @@ std::vector<Layout> enumerate(const Config& cfg, int world) {
                 for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
                   Layout l;
                   l.sizes = {tp, cp, dp, pp};
-                  l.ep = ep;
-                  l.v = v;
+                  l.sizes.ep = ep;
+                  l.sizes.v = v;
                   l.micro_batch = mb;
                   l.recompute = rc;
-                  l.distributed_optimizer = zero > 0;
-                  l.zero_stage = std::max(1, zero);
+                  l.sizes.zero = zero;
                   l.sequence_parallel = tp > 1 && T % tp == 0;
                   out.push_back(l);
                 }

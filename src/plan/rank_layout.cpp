@@ -8,36 +8,7 @@
 
 namespace dtrain {
 
-const char* axis_name(Axis a) {
-  switch (a) {
-    case Axis::tp: return "tp";
-    case Axis::cp: return "cp";
-    case Axis::dp: return "dp";
-    case Axis::pp: return "pp";
-  }
-  return "?";
-}
-
-int& Coords::operator[](Axis a) {
-  switch (a) {
-    case Axis::tp: return tp;
-    case Axis::cp: return cp;
-    case Axis::dp: return dp;
-    default: return pp;
-  }
-}
-int Coords::operator[](Axis a) const { return const_cast<Coords&>(*this)[a]; }
-
-int ParallelSizes::operator[](Axis a) const {
-  switch (a) {
-    case Axis::tp: return tp;
-    case Axis::cp: return cp;
-    case Axis::dp: return dp;
-    default: return pp;
-  }
-}
-
-RankLayout::RankLayout(ParallelSizes sizes, const std::string& order) : sizes_(sizes), order_(order) {
+RankLayout::RankLayout(ParallelLayout sizes, const std::string& order) : sizes_(sizes), order_(order) {
   std::vector<std::string> tokens;
   std::stringstream ss(order);
   for (std::string tok; std::getline(ss, tok, '-');) tokens.push_back(tok);

@@ -17,39 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "config/parallel_layout.hpp"
+
 namespace dtrain {
-
-enum class Axis { tp = 0, cp = 1, dp = 2, pp = 3 };
-constexpr std::array<Axis, 4> kAllAxes = {Axis::tp, Axis::cp, Axis::dp, Axis::pp};
-const char* axis_name(Axis a);
-
-struct Coords {
-  int tp = 0, cp = 0, dp = 0, pp = 0;
-  int& operator[](Axis a);
-  int operator[](Axis a) const;
-  bool operator==(const Coords& o) const { return tp == o.tp && cp == o.cp && dp == o.dp && pp == o.pp; }
-};
-
-struct ParallelSizes {
-  int tp = 1, cp = 1, dp = 1, pp = 1;
-  int ep = 1;  // expert-parallel ranks, a divisor of dp (not an axis of the grid)
-  int operator[](Axis a) const;
-  int world() const { return tp * cp * dp * pp; }
-  // The ranks holding the same parameters (dp x cp, context fastest) and a rank's index among them.
-  int replicas() const { return dp * cp; }
-  int replica(const Coords& c) const { return c.dp * cp + c.cp; }
-  int edp() const { return cp * dp / ep; }  // expert-data-parallel group size
-  // A rank's place in its expert-parallel and expert-data-parallel groups (see the top of this file).
-  int ep_rank(const Coords& c) const { return c.dp % ep; }
-  int edp_rank(const Coords& c) const { return c.cp + cp * (c.dp / ep); }
-};
 
 class RankLayout {
  public:
   // Throws UserError when the order string is not a permutation of tp, cp, dp, pp.
-  RankLayout(ParallelSizes sizes, const std::string& order);
+  RankLayout(ParallelLayout sizes, const std::string& order);
 
-  const ParallelSizes& sizes() const { return sizes_; }
+  const ParallelLayout& sizes() const { return sizes_; }
   const std::string& order() const { return order_; }
   int world_size() const { return sizes_.world(); }
 
@@ -86,7 +63,7 @@ class RankLayout {
   template <typename GroupOf>
   std::vector<std::vector<int>> distinct(GroupOf group_of) const;
 
-  ParallelSizes sizes_;
+  ParallelLayout sizes_;
   std::string order_;
   std::array<Axis, 4> axes_{};    // fastest first
   std::array<int, 4> stride_{};   // indexed by Axis

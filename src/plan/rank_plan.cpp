@@ -126,8 +126,8 @@ std::size_t RankPlan::largest_message() const {
 }
 
 RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coords& c) {
-  const ParallelSizes& s = plan.sizes;
-  const int v = plan.virtual_stages;
+  const ParallelLayout& s = plan.sizes;
+  const int v = plan.sizes.v;
   const StagePart part = stage_part(cfg.model.num_layers, s.pp, v, c.pp);
   const ModelShape shape = ModelShape::from(cfg);
   const int replicas = s.replicas();

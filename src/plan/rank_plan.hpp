@@ -31,7 +31,7 @@ struct MemoryEstimate {  // bytes on one rank
 
 struct RankPlan {
   Coords coords;
-  ParallelSizes sizes;
+  ParallelLayout sizes;
   bool distributed_optimizer = false;
   Precision precision = Precision::fp32;     // storage of the compute weights, activations and messages
   StagePart part;                             // model chunks of this pipeline stage

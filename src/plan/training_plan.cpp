@@ -24,14 +24,13 @@ std::string gb(double bytes) {
   return buf;
 }
 
-TrainingPlan plan_for(const Config& c, const ParallelSizes& s, int mb) {
+TrainingPlan plan_for(const Config& c, const ParallelLayout& s, int mb) {
   TrainingPlan p;
   p.sizes = s;
-  p.virtual_stages = c.system.virtual_pipeline_model_parallel_size;
   p.schedule = c.system.pipeline_schedule;
   p.micro_batch = mb;
   p.num_micro_batches = c.model.global_batch_size / (mb * s.dp);
-  p.bubble = predicted_bubble(p.schedule, s.pp, p.num_micro_batches, p.virtual_stages);
+  p.bubble = predicted_bubble(p.schedule, s.pp, p.num_micro_batches, s.v);
   return p;
 }
 
@@ -79,14 +78,9 @@ std::size_t TrainingPlan::peak_memory() const {
 
 TrainingPlan make_plan(const Config& c, int world, const MemoryLimit& limit) {
   check_layout(c, world);
-  ParallelSizes s;
-  s.tp = c.system.tensor_model_parallel_size;
-  s.pp = c.system.pipeline_model_parallel_size;
-  s.cp = c.system.context_parallel_size;
-  s.dp = world / (s.tp * s.cp * s.pp);
-  s.ep = c.system.expert_model_parallel_size;
+  const ParallelLayout s = parallel_layout(c.system, world);
   const PipelineSchedule sched = c.system.pipeline_schedule;
-  const int v = c.system.virtual_pipeline_model_parallel_size;
+  const int v = s.v;
   const int per_dp = c.model.global_batch_size / s.dp;
   auto schedule_ok = [&](const TrainingPlan& p) {
     return (sched != PipelineSchedule::interleaved || p.num_micro_batches >= s.pp) &&

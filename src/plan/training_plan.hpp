@@ -21,8 +21,7 @@ struct MemoryLimit {
 };
 
 struct TrainingPlan {
-  ParallelSizes sizes;
-  int virtual_stages = 1;
+  ParallelLayout sizes;  // v: model chunks per stage; zero: the ZeRO stage (0 without the distributed optimizer)
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int micro_batch = 1;
   int num_micro_batches = 1;     // m: gradient-accumulation steps per optimizer step

@@ -177,7 +177,7 @@ CheckpointMeta Checkpointing::meta_of(int steps_done) const {
   meta.step = steps_done;
   meta.consumed_samples = static_cast<std::int64_t>(steps_done) * cfg_.model.global_batch_size;
   meta.tp = plan_.sizes.tp, meta.cp = plan_.sizes.cp, meta.pp = plan_.sizes.pp, meta.dp = plan_.sizes.dp;
-  meta.v = plan_.virtual_stages;
+  meta.v = plan_.sizes.v;
   meta.ep = plan_.sizes.ep;
   meta.order = cfg_.system.rank_order;
   meta.distributed_optimizer = cfg_.system.use_distributed_optimizer ? 1 : 0;

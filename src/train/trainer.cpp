@@ -49,11 +49,11 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       host_batch_(model_->device(), 2 * batch_elements_ * sizeof(int)),
       batch_(model_->device().is_host() ? Arena() : Arena(model_->device(), 2 * batch_elements_ * sizeof(int))),
       stage_(*model_),
-      train_exec_(stage_, ps, schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.virtual_stages, ps.coords().pp),
-                  plan.num_micro_batches, plan.virtual_stages),
+      train_exec_(stage_, ps, schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v, ps.coords().pp),
+                  plan.num_micro_batches, plan.sizes.v),
       eval_exec_(stage_, ps,
-                 forward_only(schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.virtual_stages, ps.coords().pp)),
-                 plan.num_micro_batches, plan.virtual_stages) {
+                 forward_only(schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v, ps.coords().pp)),
+                 plan.num_micro_batches, plan.sizes.v) {
   init_weights(cfg.training.seed);
   const bool wait_gather = cfg.system.use_distributed_optimizer && cfg.system.overlap_param_gather;
   model_->set_layer_hook([this, wait_gather](int layer, LayerPhase phase) {

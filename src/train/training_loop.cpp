@@ -34,7 +34,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   comm.synchronous_sends = cfg.debug.synchronous_sends;
   comm.device = &device_for(backend);
   comm.nccl = placement.nccl;
-  comm.nccl_pipeline = nccl_pipeline_safe(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.virtual_stages);
+  comm.nccl_pipeline = nccl_pipeline_safe(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v);
   const ParallelState ps(world, layout, comm, &watchdog, &trace);
   ComputeBudget compute = measure_compute(world, cfg.system.threads_per_rank, &watchdog);
   const bool bf16 = cfg.system.precision == Precision::bf16;
@@ -67,9 +67,9 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   const double tokens_per_step = static_cast<double>(cfg.model.global_batch_size) * cfg.model.seq_length;
   char head[512];
   std::snprintf(head, sizeof head,
-                "dtrain: %d ranks (tp=%d cp=%d pp=%d dp=%d) on %d node(s), %s, %s, %zu parameters on rank 0, %d micro-batches of %d x %d tokens, "
+                "dtrain: %d ranks (%s) on %d node(s), %s, %s, %zu parameters on rank 0, %d micro-batches of %d x %d tokens, "
                 "%d BLAS thread(s)/rank, peak %.1f GFLOP/s (%s), %.3f GFLOP/token",
-                env.world_size, plan.sizes.tp, plan.sizes.cp, plan.sizes.pp, plan.sizes.dp, env.num_nodes, placement.description.c_str(),
+                env.world_size, to_string(plan.sizes, ' ').c_str(), env.num_nodes, placement.description.c_str(),
                 bf16 ? "bf16" : "fp32", trainer.model().table().total(), plan.num_micro_batches, plan.micro_batch,
                 cfg.model.seq_length, compute.threads, compute.job_peak_gflops, peak_source, flops_per_token / 1e9);
   log.message(head);

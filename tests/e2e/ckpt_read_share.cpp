@@ -26,23 +26,21 @@ using namespace dtrain;
 
 namespace {
 
+// A layout to read the checkpoint on (ParallelLayout's text form) and whether its run is bf16 (its
+// fp32 master weights are read beside the parameters).
 struct Layout {
-  int tp = 1, pp = 1, zero = 0, bf16 = 0;
+  ParallelLayout sizes;
+  bool bf16 = false;
 };
 
 Layout parse(const std::string& spec) {
   Layout l;
-  std::stringstream ss(spec);
-  for (std::string item; std::getline(ss, item, ',');) {
-    const auto eq = item.find('=');
-    const std::string key = item.substr(0, eq);
-    const int v = std::stoi(item.substr(eq + 1));
-    if (key == "tp") l.tp = v;
-    else if (key == "pp") l.pp = v;
-    else if (key == "zero") l.zero = v;
-    else if (key == "bf16") l.bf16 = v;
-    else throw UserError("unknown layout key " + key);
-  }
+  l.sizes = parse_layout(spec, ParallelLayout{}, "ckpt_read_share", "tp, pp, zero, bf16",
+                         [&](const std::string& key, const std::string& value, const std::string&) {
+                           if (key != "bf16") return false;
+                           l.bf16 = value != "0";
+                           return true;
+                         });
   return l;
 }
 
@@ -57,15 +55,12 @@ std::vector<char> tensor_elements(const RankPlan& plan) {
 // Checks one layout on this rank; returns the number of problems.
 int check(const CheckpointReader& reader, const Config& stored, const Layout& L, int rank, int world) {
   Config cfg = stored;
-  cfg.system.tensor_model_parallel_size = L.tp;
-  cfg.system.pipeline_model_parallel_size = L.pp;
-  cfg.system.virtual_pipeline_model_parallel_size = 1;
+  set_parallel_layout(cfg.system, L.sizes);
   cfg.system.sequence_parallel = false;
-  cfg.system.use_distributed_optimizer = L.zero > 0;
-  cfg.system.zero_stage = L.zero > 0 ? L.zero : 1;
   cfg.system.precision = L.bf16 ? Precision::bf16 : Precision::fp32;
   TrainingPlan target;
-  target.sizes.tp = L.tp, target.sizes.pp = L.pp, target.sizes.dp = world / (L.tp * L.pp);
+  target.sizes = L.sizes;
+  target.sizes.dp = world / (L.sizes.tp * L.sizes.pp);
   const RankLayout layout(target.sizes, reader.meta().order);
   const RankPlan plan = make_rank_plan(cfg, target, layout.coords_of(rank));
 
@@ -108,7 +103,7 @@ int check(const CheckpointReader& reader, const Config& stored, const Layout& L,
   problems += (written_outside > 0) + (wrong > 0);
   std::printf("layout tp=%d pp=%d dp=%d zero=%d bf16=%d rank %d: read %.0f bytes, state %.0f bytes, ratio %.3f, written "
               "outside the parameter ranges %d, wrong values %d%s\n",
-              L.tp, L.pp, target.sizes.dp, L.zero, L.bf16, rank, read, state, ratio, written_outside, wrong,
+              L.sizes.tp, L.sizes.pp, target.sizes.dp, L.sizes.zero, L.bf16 ? 1 : 0, rank, read, state, ratio, written_outside, wrong,
               problems ? "  <-- FAIL" : "");
   return problems;
 }

@@ -54,7 +54,7 @@ void check_dispatch(Communicator& ep, int width) {
 TEST_CASE("all-to-all expert dispatch moves rows to their experts' ranks and back", "[mpi][comm][moe]") {
   int world = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  ParallelSizes sizes;
+  ParallelLayout sizes;
   sizes.dp = world;
   sizes.ep = world;
   const bool staged = GENERATE(false, true);

@@ -28,11 +28,11 @@ std::unique_ptr<MpiCommunicator> mpi_over_world(const CommOptions& options = {})
                                            host_device(), options.stage_through_host);
 }
 
-std::vector<ParallelSizes> layouts_for(int world) {
-  std::vector<ParallelSizes> out;
+std::vector<ParallelLayout> layouts_for(int world) {
+  std::vector<ParallelLayout> out;
   for (int tp = 1; tp <= world; tp *= 2)
     for (int pp = 1; tp * pp <= world; pp *= 2) {
-      ParallelSizes s;
+      ParallelLayout s;
       s.tp = tp;
       s.pp = pp;
       s.dp = world / (tp * pp);
@@ -120,7 +120,7 @@ TEST_CASE("a group of one rank is solo and no communicator is split for it", "[m
   // By hand: one rank holds every group alone; at two ranks, tp = 2 splits the tp group alone and pp = 2
   // the pipeline and the embedding group (first and last stage).
   auto splits = [](int tp, int pp, int dp) {
-    ParallelSizes s;
+    ParallelLayout s;
     s.tp = tp, s.pp = pp, s.dp = dp;
     return ParallelState(MPI_COMM_WORLD, RankLayout(s, "tp-cp-dp-pp")).split_communicators();
   };

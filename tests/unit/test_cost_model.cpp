@@ -2,6 +2,9 @@
 // cluster of round numbers: every GEMM at 5e11 FLOP/s (peak 1e12 x efficiency 0.5), memory at 1e10 B/s,
 // links of 1e9 B/s (intra-node) and 1e8 B/s (inter-node). The model: 2 GPT-2 blocks, C=64, 4 heads
 // (HD=16), F=256, T=32, V=128, fp32 (4 bytes), tied embeddings, learned positions, linear biases.
+// Tolerances: Approx() (relative 100 x float epsilon, 1.2e-5) compares double-precision formulas of a
+// few dozen operations on exact inputs (each within ~1e-14 relative, whatever the CPU) with values
+// written in decimal; any wrong term moves a result by far more.
 #include <catch2/catch.hpp>
 
 #include "common/error.hpp"
@@ -126,7 +129,7 @@ TEST_CASE("cost model: data-parallel reduction, its overlap and ZeRO", "[plan][c
   // Distributed optimizer: reduce-scatter 220.672 us + all-gather of the fp32 weights 220.672 us;
   // AdamW updates half: 55,168 x 28 B / 1e10 = 154.4704 us.
   Layout z1 = layout(1, 1, 2, 1, 2);
-  z1.distributed_optimizer = true;
+  z1.sizes.zero = 1;
   const StepCost c1 = predict_step(cfg, z1, cl);
   CHECK(c1.dp == Approx(441.344e-6));
   CHECK(c1.optimizer == Approx(154.4704e-6));
@@ -145,8 +148,7 @@ TEST_CASE("cost model: data-parallel reduction, its overlap and ZeRO", "[plan][c
   // gathered before each forward and backward, prefetched behind the forward (2 blocks x 21.2992 us at
   // 1 sample): 4 x (220.672 - 42.5984) = 712.2944 us; no gather at the end.
   Layout z3 = layout(1, 1, 2, 1, 1);
-  z3.distributed_optimizer = true;
-  z3.zero_stage = 3;
+  z3.sizes.zero = 3;
   CHECK(predict_step(cfg, z3, cl).dp == Approx(441.344e-6 + 712.2944e-6));
   // Released buckets, ZeRO-3 at m = 2: the gradients of the first micro-batch whole and of the last but
   // the owned half, 4 B x 110,336 x 1.5 = 662,016 B; the fp32 weights after the forward and the
@@ -157,7 +159,7 @@ TEST_CASE("cost model: data-parallel reduction, its overlap and ZeRO", "[plan][c
   host.release_bandwidth = 1e9;
   CHECK(predict_step(cfg, z3, host).release == Approx(1544.704e-6));
   Layout z2 = z3;
-  z2.zero_stage = 2;
+  z2.sizes.zero = 2;
   CHECK(predict_step(cfg, z2, host).release == Approx(662.016e-6));
   CHECK(predict_step(cfg, z1, host).release == 0);
 }
@@ -174,7 +176,7 @@ TEST_CASE("cost model: context-parallel ring and expert all-to-all", "[plan][cos
   Config moe = tiny_model(2);
   moe.model.num_experts = 4;
   Layout l = layout(1, 1, 2, 1, 1);
-  l.ep = 2;
+  l.sizes.ep = 2;
   CHECK(predict_step(moe, l, tiny_cluster(1, 2)).ep == Approx(65.536e-6));
   // The model's own routing keys: half the rows with top-1 routing, with a capacity factor of 0.5
   // (half the assignments kept), or with MoE in one block of two (moe_layer_freq = 2).

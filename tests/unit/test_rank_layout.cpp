@@ -27,7 +27,7 @@ std::string format(const Groups& groups) {
 }  // namespace
 
 TEST_CASE("16 ranks, tp=2 pp=4 dp=2, default order: groups written out by hand", "[layout]") {
-  ParallelSizes s;
+  ParallelLayout s;
   s.tp = 2;
   s.pp = 4;
   s.dp = 2;
@@ -48,7 +48,7 @@ TEST_CASE("16 ranks, tp=2 pp=4 dp=2, default order: groups written out by hand",
 }
 
 TEST_CASE("8 ranks, tp=2 pp=2 dp=2 match the golden file used by the dry-run test", "[layout]") {
-  ParallelSizes s;
+  ParallelLayout s;
   s.tp = 2;
   s.pp = 2;
   s.dp = 2;
@@ -68,7 +68,7 @@ TEST_CASE("8 ranks, tp=2 pp=2 dp=2 match the golden file used by the dry-run tes
 }
 
 TEST_CASE("another order puts data parallel innermost", "[layout]") {
-  ParallelSizes s;
+  ParallelLayout s;
   s.tp = 2;
   s.dp = 2;
   const RankLayout layout(s, "dp-tp-cp-pp");
@@ -77,7 +77,7 @@ TEST_CASE("another order puts data parallel innermost", "[layout]") {
 }
 
 TEST_CASE("coordinates round-trip and every group partitions the world", "[layout]") {
-  ParallelSizes s;
+  ParallelLayout s;
   s.tp = 2;
   s.cp = 1;
   s.pp = 3;
@@ -100,7 +100,7 @@ TEST_CASE("coordinates round-trip and every group partitions the world", "[layou
 }
 
 TEST_CASE("a malformed order string is a user error naming the key", "[layout]") {
-  ParallelSizes s;
+  ParallelLayout s;
   for (const char* bad : {"tp-dp-pp", "tp-tp-dp-pp", "tp-cp-dp-xx", ""}) {
     try {
       RankLayout layout(s, bad);
@@ -112,7 +112,7 @@ TEST_CASE("a malformed order string is a user error naming the key", "[layout]")
 }
 
 TEST_CASE("16 ranks, tp=2 cp=2 dp=4 ep=2: EP and expert-data-parallel groups written out by hand", "[layout][ep]") {
-  ParallelSizes s;
+  ParallelLayout s;
   s.tp = 2;
   s.cp = 2;
   s.dp = 4;
@@ -131,7 +131,7 @@ TEST_CASE("16 ranks, tp=2 cp=2 dp=4 ep=2: EP and expert-data-parallel groups wri
 }
 
 TEST_CASE("8 ranks, dp=8 ep=4: the example of rank_layout.hpp", "[layout][ep]") {
-  ParallelSizes s;
+  ParallelLayout s;
   s.dp = 8;
   s.ep = 4;
   const RankLayout layout(s, "tp-cp-dp-pp");
@@ -140,7 +140,7 @@ TEST_CASE("8 ranks, dp=8 ep=4: the example of rank_layout.hpp", "[layout][ep]") 
 }
 
 TEST_CASE("EP and EDP groups partition the world and cross in one rank", "[layout][ep]") {
-  ParallelSizes s;
+  ParallelLayout s;
   s.tp = 2;
   s.cp = 2;
   s.pp = 2;
