@@ -193,9 +193,8 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
     std::printf("checkpoint %s\n  step %lld, consumed samples %lld, checkpoint id %016llx, written by dtrain %s\n", dir.c_str(),
                 static_cast<long long>(m.step), static_cast<long long>(m.consumed_samples),
                 static_cast<unsigned long long>(m.checkpoint_id), m.version.c_str());
-    std::printf("  layout tp=%lld cp=%lld pp=%lld dp=%lld v=%lld ep=%lld order %s, distributed optimizer %s\n",
-                static_cast<long long>(m.tp), static_cast<long long>(m.cp), static_cast<long long>(m.pp),
-                static_cast<long long>(m.dp), static_cast<long long>(m.v), static_cast<long long>(m.ep), m.order.c_str(), m.distributed_optimizer ? "on" : "off");
+    std::printf("  layout %s, order %s, distributed optimizer %s\n", to_string(m.layout, ' ').c_str(), m.order.c_str(),
+                m.layout.distributed_optimizer() ? "on" : "off");
     std::printf("  %zu shards, %.1f MB; optimizer state: %s\n  tensors (global shapes):\n", reader->shard_files().size(),
                 reader->total_bytes() / 1e6, reader->has_kind("exp_avg") ? "yes" : "no");
     for (const auto& name : reader->tensor_names()) {

@@ -35,10 +35,11 @@ extern const char* const kPieceKinds[3];  // "param", "exp_avg", "exp_avg_sq"
 struct CheckpointMeta {
   std::int64_t step = 0;               // optimizer steps done (the data position and LR schedule follow)
   std::int64_t consumed_samples = 0;
-  std::int64_t tp = 1, cp = 1, pp = 1, dp = 1, v = 1;
-  std::int64_t ep = 1;                 // expert-parallel ranks (the sixth entry of `layout`; absent = 1)
+  // The layout that saved it: attribute `layout` = {tp, cp, pp, dp, v, ep} (ep absent in older
+  // checkpoints: 1), `distributed_optimizer` 0/1 and `zero_stage` (absent in older checkpoints: 1
+  // with the distributed optimizer).
+  ParallelLayout layout;
   std::string order = "tp-cp-dp-pp";
-  std::int64_t distributed_optimizer = 0;
   std::string config_text;             // the resolved input.ini
   std::string version;
   std::string tokenizer = "byte";      // the tokenizer's identity

@@ -131,8 +131,7 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ParallelLayout
   target.sizes = L;
   const RankLayout layout(target.sizes, reader.meta().order);
   CheckpointMeta meta = reader.meta();
-  meta.tp = L.tp, meta.pp = L.pp, meta.dp = L.dp, meta.v = L.v, meta.cp = 1, meta.ep = L.ep;
-  meta.distributed_optimizer = L.distributed_optimizer() ? 1 : 0;
+  meta.layout = L;
   meta.checkpoint_id = new_checkpoint_id(comm);
   const std::string step = step_dir_name(meta.step);
   const std::string tmp = out_dir + "/.tmp-" + step + "-reshard";

@@ -1,5 +1,6 @@
 // CheckpointReader: the manifest check, the shard index (every piece's geometry and checksum), whole
 // shard files hashed against the manifest. Reading parts of tensors is ckpt/slices.cpp.
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -9,6 +10,7 @@
 #include "ckpt/h5_file.hpp"
 #include "ckpt/shard.hpp"
 #include "common/error.hpp"
+#include "config/validate.hpp"
 
 namespace dtrain {
 namespace {
@@ -81,11 +83,19 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool hash_files)
       meta_.step = step;
       meta_.consumed_samples = f.attr_int("consumed_samples");
       const auto layout = f.attr_ints("layout");
-      if (layout.size() != 5 && layout.size() != 6) throw UserError("checkpoint shard '" + path + "' has a malformed layout attribute");
-      meta_.tp = layout[0], meta_.cp = layout[1], meta_.pp = layout[2], meta_.dp = layout[3], meta_.v = layout[4];
-      meta_.ep = layout.size() == 6 ? layout[5] : 1;
+      const bool sizes_ok = std::all_of(layout.begin(), layout.end(), [](std::int64_t n) { return n >= 1 && n <= kMaxRanks; });
+      if ((layout.size() != 5 && layout.size() != 6) || !sizes_ok)
+        throw UserError("checkpoint shard '" + path + "' has a malformed layout attribute");
+      ParallelLayout& l = meta_.layout;
+      l.tp = static_cast<int>(layout[0]), l.cp = static_cast<int>(layout[1]), l.pp = static_cast<int>(layout[2]);
+      l.dp = static_cast<int>(layout[3]), l.v = static_cast<int>(layout[4]);
+      l.ep = layout.size() == 6 ? static_cast<int>(layout[5]) : 1;
       meta_.order = f.attr_string("rank_order");
-      meta_.distributed_optimizer = f.attr_int("distributed_optimizer");
+      const bool distributed = f.attr_int("distributed_optimizer") != 0;
+      const std::int64_t stage = f.has_attr("zero_stage") ? f.attr_int("zero_stage") : (distributed ? 1 : 0);
+      if (stage < 0 || stage > 3 || (stage > 0) != distributed)
+        throw UserError("checkpoint shard '" + path + "' has a malformed zero_stage attribute");
+      l.zero = static_cast<int>(stage);
       meta_.version = f.attr_string("dtrain_version");
       meta_.config_text = f.attr_string("config");
       if (f.has_attr("tokenizer")) meta_.tokenizer = f.attr_string("tokenizer");

@@ -99,9 +99,11 @@ bool write_shard(const std::string& path, const CheckpointMeta& meta, const Piec
   f.set_attr("checkpoint_id", h5::hex64(meta.checkpoint_id));
   f.set_attr("step", meta.step);
   f.set_attr("consumed_samples", meta.consumed_samples);
-  f.set_attr("layout", std::vector<std::int64_t>{meta.tp, meta.cp, meta.pp, meta.dp, meta.v, meta.ep});
+  const ParallelLayout& l = meta.layout;
+  f.set_attr("layout", std::vector<std::int64_t>{l.tp, l.cp, l.pp, l.dp, l.v, l.ep});
   f.set_attr("rank_order", meta.order);
-  f.set_attr("distributed_optimizer", meta.distributed_optimizer);
+  f.set_attr("distributed_optimizer", std::int64_t{l.distributed_optimizer() ? 1 : 0});
+  f.set_attr("zero_stage", std::int64_t{l.zero});
   f.set_attr("dtrain_version", std::string(DTRAIN_VERSION));
   f.set_attr("writer_rank", writer_rank);
   f.set_attr("config", meta.config_text);

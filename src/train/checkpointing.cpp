@@ -151,9 +151,8 @@ int Checkpointing::resume(Trainer& trainer) {
   const CheckpointMeta& meta = reader->meta();
   const std::int64_t step = meta.step;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log_.message("checkpoint: resumed from " + path + " at step " + std::to_string(step) + " (saved on tp=" +
-               std::to_string(meta.tp) + " pp=" + std::to_string(meta.pp) + " dp=" + std::to_string(meta.dp) +
-               (meta.ep > 1 ? " ep=" + std::to_string(meta.ep) : std::string()) + (meta.distributed_optimizer ? " with" : " without") + " the distributed optimizer); loaded " +
+  log_.message("checkpoint: resumed from " + path + " at step " + std::to_string(step) + " (saved on " +
+               to_string(meta.layout, ' ') + "); loaded " +
                rate(read.total_bytes, seconds) + ", " + read.text());
   return static_cast<int>(step);
 }
@@ -176,11 +175,8 @@ CheckpointMeta Checkpointing::meta_of(int steps_done) const {
   CheckpointMeta meta;
   meta.step = steps_done;
   meta.consumed_samples = static_cast<std::int64_t>(steps_done) * cfg_.model.global_batch_size;
-  meta.tp = plan_.sizes.tp, meta.cp = plan_.sizes.cp, meta.pp = plan_.sizes.pp, meta.dp = plan_.sizes.dp;
-  meta.v = plan_.sizes.v;
-  meta.ep = plan_.sizes.ep;
+  meta.layout = plan_.sizes;
   meta.order = cfg_.system.rank_order;
-  meta.distributed_optimizer = cfg_.system.use_distributed_optimizer ? 1 : 0;
   meta.config_text = config_text_;
   meta.version = DTRAIN_VERSION;
   meta.tokenizer = tokenizer_;

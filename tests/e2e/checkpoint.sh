@@ -198,11 +198,14 @@ case $case_name in
     echo "ZeRO-3 from the start against ZeRO-1:"
     compare_tail <(grep -o '"loss": [0-9.e+-]*' "$work/z3.jsonl" | tail -n 2) "$(reorder_tol 4 3)"
     "$consolidate" "$work/ckZ3" --verify > /dev/null || fail "--verify refused the ZeRO-3 checkpoint"
+    # The checkpoint records the stage it was saved with (zero_stage); the layout says so.
+    "$consolidate" "$work/ckZ3" --info | grep -q "layout tp=2 cp=1 pp=2 dp=2 ep=1 v=1 zero=3," || fail "--info does not say zero=3"
     echo "ZeRO-3 checkpoint resumed on ZeRO-3, same layout:"
     train 8 "$work/r0.jsonl" "$work/ckR0" "${big[@]}" --system.zero_stage=3 "--checkpoint.load=$work/ckZ3/step_00000002"
     compare_tail "$work/r0.jsonl" 0 "$work/z3.jsonl"
     echo "ZeRO-3 checkpoint resumed on ZeRO-1, same layout:"
     train 8 "$work/r1.jsonl" "$work/ckR1" "${big[@]}" "--checkpoint.load=$work/ckZ3/step_00000002"
+    grep -q "saved on tp=2 cp=1 pp=2 dp=2 ep=1 v=1 zero=3)" "$work/last.log" || fail "the resume does not name the saved layout"
     compare_tail "$work/r1.jsonl" "$(reorder_tol 4 1)"
     echo "ZeRO-3 checkpoint resumed on ZeRO-3 at tp=1 pp=1 dp=4:"
     train 4 "$work/r2.jsonl" "$work/ckR2" --system.use_distributed_optimizer=true --system.zero_stage=3 \
