@@ -4,6 +4,7 @@
 // order, no atomics).
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
+#include "kernels/router_top_k.hpp"
 
 namespace dtrain::kernels::cuda {
 namespace {
@@ -18,16 +19,7 @@ __global__ void router_forward_kernel(float* probs, int* idx, float* w, const fl
   float sum = 0.0f;
   for (int e = 0; e < E; ++e) sum += (p[e] = expf(x[e] - mx));
   for (int e = 0; e < E; ++e) p[e] /= sum;
-  for (int j = 0; j < K; ++j) {
-    int best = -1;
-    for (int e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int i = 0; i < j; ++i) taken = taken || idx[t * K + i] == e;
-      if (!taken && (best < 0 || p[e] > p[best])) best = e;
-    }
-    idx[t * K + j] = best;
-    w[t * K + j] = p[best];
-  }
+  router_top_k(p, E, K, idx + t * K, w + t * K);
 }
 
 __global__ void router_backward_kernel(float* dlogits, const float* probs, const int* idx, const float* dw, const float* daux,

@@ -6,6 +6,7 @@
 
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/router_top_k.hpp"
 
 namespace dtrain::kernels::host {
 
@@ -19,18 +20,7 @@ void moe_router_forward(float* probs, int* idx, float* w, const float* logits, l
         float sum = 0.0f;
         for (int e = 0; e < E; ++e) sum += (p[e] = std::exp(x[e] - mx));
         for (int e = 0; e < E; ++e) p[e] /= sum;
-        // Selection: the j-th pick is the largest probability not picked yet; a strict > keeps the lower
-        // index on ties.
-        for (int j = 0; j < K; ++j) {
-          int best = -1;
-          for (int e = 0; e < E; ++e) {
-            bool taken = false;
-            for (int i = 0; i < j; ++i) taken = taken || idx[t * K + i] == e;
-            if (!taken && (best < 0 || p[e] > p[best])) best = e;
-          }
-          idx[t * K + j] = best;
-          w[t * K + j] = p[best];
-        }
+        router_top_k(p, E, K, idx + t * K, w + t * K);
       });
 }
 
