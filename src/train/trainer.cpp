@@ -13,6 +13,7 @@
 #include "data/open_data.hpp"
 #include "optim/lr_schedule.hpp"
 #include "parallel/all_to_all_dispatch.hpp"
+#include "parallel/context_parallel.hpp"
 
 namespace dtrain {
 namespace {
@@ -77,8 +78,6 @@ void Trainer::init_weights(std::uint64_t seed) {
     }
 }
 
-
-
 void Trainer::load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step) {
   const ActivationDims& d = model_->dims();
   const long per_micro_batch = d.N();
@@ -98,14 +97,7 @@ void Trainer::load_batches(const DataBlend& data, const std::string& stream, std
     }
     int* whole_targets = whole.data() + whole.size() / 2;
     fill_samples(data, cfg_.training.seed, stream, step, first, plan_.micro_batch, seq, whole.data(), whole_targets);
-    const int chunk = d.T / 2;
-    for (int b = 0; b < plan_.micro_batch; ++b)
-      for (int half = 0; half < 2; ++half) {
-        const std::size_t from = static_cast<std::size_t>(b) * seq + static_cast<std::size_t>(d.chunk_position(half));
-        const std::size_t to = static_cast<std::size_t>(b) * d.T + static_cast<std::size_t>(half) * chunk;
-        std::copy_n(whole.data() + from, chunk, mb_tokens + to);
-        std::copy_n(whole_targets + from, chunk, mb_targets + to);
-      }
+    keep_own_chunks(d, plan_.micro_batch, seq, whole.data(), whole_targets, mb_tokens, mb_targets);
   }
   if (batch_.data()) model_->device().copy(batch_.data(), tokens, 2 * batch_elements_ * sizeof(int));
 }

@@ -1,21 +1,21 @@
-// run_training: set-up, the step loop with logging and validation, final weights and a text sample.
+// run_training: set-up, resume, the step loop with logging, validation, stops and saves; then the
+// final weights and a text sample (after_training).
 #include "train/training_loop.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
-#include "ckpt/weights_file.hpp"
 #include "common/collective_check.hpp"
 #include "common/error.hpp"
-#include "model/generate.hpp"
 #include "plan/model_flops.hpp"
 #include "plan/p2p_traffic.hpp"
 #include "comm/parallel_state.hpp"
 #include "runtime/stop_signal.hpp"
+#include "train/after_training.hpp"
 #include "train/checkpointing.hpp"
+#include "train/log_window.hpp"
 #include "runtime/compute_budget.hpp"
 #include "runtime/machine.hpp"
 #include "train/step_log.hpp"
@@ -101,12 +101,8 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   }
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  double window_seconds = 0.0, window_bubble = 0.0, window_busy = 0.0, window_all_to_all = 0.0;
-  double window_save_stall = 0.0, window_sync_save = 0.0;  // checkpoints at the window's step boundaries
-  bool window_saved = false, window_sync = false;
+  LogWindow window;
   const std::vector<std::string> node_of_rank = gather_node_names(world, env);
-  int window_steps = 0;
-  MoeWindow window_moe;
   const int total = cfg.training.train_iters;
   for (int step = first_step; step < total; ++step) {
     const auto t0 = clock::now();
@@ -115,12 +111,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     const StepResult r = trainer.train_step(step);
     watchdog.step_end();
     const double step_seconds = std::chrono::duration<double>(clock::now() - t0).count();
-    window_seconds += step_seconds;
-    window_busy += step_seconds - watchdog.take_comm_seconds();
-    window_bubble += r.bubble;
-    window_all_to_all += r.all_to_all_s;
-    window_moe.add(r.moe_aux, r.moe_tokens);
-    ++window_steps;
+    const double busy_seconds = step_seconds - watchdog.take_comm_seconds();
     const bool last = step + 1 == total;
     StepRecord rec;
     rec.step = step + 1;
@@ -134,36 +125,25 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
       checkpoints.save(trainer, step + 1, /*wait=*/true);
     else if (!sig && checkpoints.due(step + 1, last))
       checkpoints.save(trainer, step + 1, /*wait=*/last);
-    const CheckpointTimes saves = checkpoints.take_times();
-    window_save_stall += saves.stall_s;
-    window_sync_save += saves.sync_save_s;
-    window_saved = window_saved || saves.any;
-    window_sync = window_sync || saves.sync;
+    window.add(step_seconds, busy_seconds, r, checkpoints.take_times());
     const bool log_now = (step + 1) % cfg.logging.log_interval == 0 || last || rec.val_loss;
     if (log_now) {
       rec.loss = r.loss;
       rec.lr = r.lr;
       rec.grad_norm = r.grad_norm;
-      rec.step_seconds = window_seconds / window_steps;
       rec.pipelined = plan.sizes.pp > 1;
-      rec.bubble = window_bubble / window_steps;
       rec.predicted_bubble = plan.bubble;
-      if (plan.sizes.ep > 1) rec.all_to_all_s = window_all_to_all / window_steps;
+      const double busy = window.busy_seconds();
+      window.take(rec, cfg.model.num_experts, plan.sizes.ep > 1);
       rec.tokens_per_s = tokens_per_step / rec.step_seconds;
       rec.mfu = rec.tokens_per_s * flops_per_token / (compute.job_peak_gflops * 1e9);
-      if (window_saved) rec.save_stall_s = window_save_stall;
-      if (window_sync) rec.sync_save_s = window_sync_save;
-      window_moe.take(rec, cfg.model.num_experts);
       rec.elapsed_s = std::chrono::duration<double>(clock::now() - start).count();
       rec.eta_s = rec.elapsed_s / (step + 1 - first_step) * (total - step - 1);
       gather_memory_peaks(ps.world(), trainer.model().device().peak_bytes(), rec);
       log.step_line(rec);
       if (rec.val_loss) log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) + " | val loss " + std::to_string(*rec.val_loss));
       log.metrics(rec);
-      log.stragglers(ps.world(), window_busy / window_steps, node_of_rank);
-      window_seconds = window_bubble = window_busy = window_save_stall = window_sync_save = window_all_to_all = 0.0;
-      window_steps = 0;
-      window_saved = window_sync = false;
+      log.stragglers(ps.world(), busy, node_of_rank);
     }
     if (sig) {
       log.message(std::string("dtrain: received ") + signal_name(sig) + " - " +
@@ -177,65 +157,8 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   // snapshot's memory.
   checkpoints.finish_and_release();
 
-  // The final fp32 weights for `dtrain generate`: rank 0 writes model-final.h5 one global tensor at a
-  // time, in slabs gathered from the ranks that hold them; no rank holds the whole model for it.
-  const std::size_t trained_peak = peak_resident_bytes();
-  const std::string weights = cfg.checkpoint.dir.empty() ? "" : cfg.checkpoint.dir + "/model-final.h5";
-  if (!weights.empty()) {
-    std::unique_ptr<WeightsWriter> out;
-    collective_check(world, [&] {
-      if (!rank0) return;
-      std::error_code ec;
-      std::filesystem::create_directories(cfg.checkpoint.dir, ec);
-      out = std::make_unique<WeightsWriter>(weights, WeightsMeta{tokenizer_id, config_text});
-    });
-    trainer.gather_full_model([&](const TensorSpec& t, std::size_t begin, std::size_t count, const float* values) {
-      out->write(t.name, t.global_shape, begin, count, values);
-    });
-    collective_check(world, [&] {
-      if (rank0) out->finish();
-    });
-    log.message("wrote final weights to " + weights + " (dtrain generate INPUT.ini --weights " + weights + ")");
-    // Each rank's peak resident memory through the last step against after the final weights (VmHWM).
-    double peaks[2] = {static_cast<double>(trained_peak), static_cast<double>(peak_resident_bytes()) - trained_peak};
-    ps.world().all_reduce(peaks, 2, DType::f64, ReduceOp::max, {"allreduce (memory report)"});
-    char memory[200];
-    std::snprintf(memory, sizeof memory,
-                  "memory: peak resident %.1f MB through the last step and its save (largest rank); the final weights raised no "
-                  "rank's peak by more than %.3f MB",
-                  peaks[0] / 1e6, std::max(0.0, peaks[1]) / 1e6);
-    log.message(memory);
-  }
-
-  // A text sample, from a copy of the whole model on rank 0 with a micro-batch of one sample (the
-  // training model would run its whole micro-batch for every generated token), where the copy fits in
-  // what a rank may use beside rank 0's training state.
-  if (cfg.logging.sample_tokens == 0) return 0;
-  const RankPlan whole = whole_model_plan(cfg, 1);
-  MemoryEstimate sampling = whole.memory();
-  sampling.optimizer = 0;
-  const double needed = static_cast<double>(sampling.total()) + 4.0 * static_cast<double>(whole.arena_size);  // + fp32 values
-  const double beside = plan.limit.bytes - static_cast<double>(plan.stage_memory.front().total());
-  if (plan.limit.bytes > 0 && needed > beside) {
-    char why[400];
-    std::snprintf(why, sizeof why,
-                  "sample: skipped: the whole model needs %.3f GB on rank 0 to generate with, beside its %.3f GB of training "
-                  "state, more than the %.3f GB a rank may use (%s)",
-                  needed / 1e9, static_cast<double>(plan.stage_memory.front().total()) / 1e9, plan.limit.bytes / 1e9,
-                  plan.limit.source.c_str());
-    log.message(why);
-    return 0;
-  }
-  std::vector<float> values(rank0 ? whole.arena_size : 0);
-  trainer.gather_full_model(rank0 ? values.data() : nullptr);
-  if (rank0) {
-    const std::unique_ptr<GptModel> copy = make_gpt_model(whole, nullptr, backend);
-    copy->set_parameters(values.data());
-    std::vector<float>().swap(values);
-    const std::vector<std::uint32_t> sample =
-        generate_tokens(*copy, tokenizer->encode("\n"), tokenizer->vocab_size(), cfg.logging.sample_tokens, 0.8, cfg.training.seed);
-    log.message("sample: " + tokenizer->decode(sample));
-  }
+  write_final_weights(world, ps, cfg, trainer, log, tokenizer_id, config_text);
+  log_text_sample(ps, cfg, plan, trainer, log, tokenizer.get(), backend);
   return 0;
 }
 

@@ -1,0 +1,15 @@
+// Context parallelism's split of the data: a rank of the cp group holds chunks cp_rank and
+// 2cp-1-cp_rank of every sample's 2cp chunks (the zig-zag split; ActivationDims::zigzag_chunk), as its
+// rows [0, T/2) and [T/2, T) of that sample. Its ring attention is model/ring_attention.*; its
+// gradients are reduced over dp x cp (parallel/grad_sync.*).
+#pragma once
+#include "plan/activation_layout.hpp"
+
+namespace dtrain {
+
+// From `samples` whole samples of `seq` tokens (whole_tokens and whole_targets: (samples, seq)), the
+// rank's two chunks of each into its rows (tokens and targets: (samples, d.T), d.T = seq / cp).
+void keep_own_chunks(const ActivationDims& d, int samples, int seq, const int* whole_tokens, const int* whole_targets, int* tokens,
+                     int* targets);
+
+}  // namespace dtrain
