@@ -200,6 +200,13 @@ case $case_name in
     "$consolidate" "$work/ckZ3" --verify > /dev/null || fail "--verify refused the ZeRO-3 checkpoint"
     # The checkpoint records the stage it was saved with (zero_stage); the layout says so.
     "$consolidate" "$work/ckZ3" --info | grep -q "layout tp=2 cp=1 pp=2 dp=2 ep=1 v=1 zero=3," || fail "--info does not say zero=3"
+    # A checkpoint from before zero_stage was recorded (the attribute deleted, h5py: the file keeps its
+    # size) reads as the distributed optimizer's stage 1.
+    cp -r "$work/ckZ3" "$work/old"
+    /usr/bin/python3 -c "import glob, h5py
+for path in glob.glob('$work/old/step_00000004/*.h5'):
+    with h5py.File(path, 'r+') as f: del f.attrs['zero_stage']" || fail "h5py could not edit the shards"
+    "$consolidate" "$work/old" --info | grep -q "layout tp=2 cp=1 pp=2 dp=2 ep=1 v=1 zero=1," || fail "an older checkpoint is not read as zero=1"
     echo "ZeRO-3 checkpoint resumed on ZeRO-3, same layout:"
     train 8 "$work/r0.jsonl" "$work/ckR0" "${big[@]}" --system.zero_stage=3 "--checkpoint.load=$work/ckZ3/step_00000002"
     compare_tail "$work/r0.jsonl" 0 "$work/z3.jsonl"
