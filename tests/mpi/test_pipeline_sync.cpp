@@ -2,7 +2,9 @@
 // v = 2 and 3) at p = the job's ranks (2, 3 or 4) and m in {p, 2p+1, 4p} trains with synchronous sends
 // (MPI_Issend: a send completes only when its receive is posted, as if MPI had no eager buffer), and
 // its losses match one rank's. A second set does the same with activation messages of 1 MiB, above
-// every eager limit. A deadlock is reported by the watchdog (collective timeout 60 s) and fails the job.
+// every eager limit, at p = 3 (mpi_pipeline_np3): the message size is what it adds to the small set,
+// which covers every p (at p = 4 on two cores it took 31 s of the suite). A deadlock is reported by the
+// watchdog (collective timeout 60 s) and fails the job.
 // Tolerance: pipelining changes only float32 summation order, at most of a step's tokens (the tied
 // embedding's gradient adds its two stages' sums over them), so reorder_tolerance(tokens, steps) with
 // Adam's eps above the noise: 9.2e-5 for the small shape at p = 4, m = 16; 2.2e-3 for the large at m = 9.
@@ -93,5 +95,7 @@ void check_schedules(const std::string& shape) {
 TEST_CASE("every schedule runs with synchronous sends and matches one rank", "[mpi][pipeline]") { check_schedules("small"); }
 
 TEST_CASE("every schedule runs with synchronous sends of 1 MiB activations", "[mpi][pipeline][large]") {
-  check_schedules("large");
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world == 3) check_schedules("large");
 }
