@@ -65,7 +65,10 @@ po::options_description calibrate_options(CommandLine& cl) {
   CalibrateOptions& c = cl.calibrate;
   d.add_options()("out", po::value(&c.out)->value_name("FILE"), "the cluster description to write (required)")(
       "name", po::value(&c.name)->value_name("TEXT"), "its cluster.name (default: the host name and rank count)")(
-      "quick", po::bool_switch(&c.quick), "fewer sizes and shorter timings (a rougher description, in seconds)");
+      "quick", po::bool_switch(&c.quick), "fewer sizes and shorter timings (a rougher description, in seconds)")(
+      "device", po::value(&c.device)->value_name("cpu|cuda"),
+      "what the training will compute on: cpu (default), or cuda (a GPU per rank, selected as training selects it; "
+      "GEMMs through cuBLAS in fp32 and bf16, collectives through NCCL where no two ranks share a GPU)");
   return d;
 }
 
@@ -114,12 +117,14 @@ std::string command_usage(CommandLine::Command command) {
           "The model, global batch, sequence length, precision and overlap flags come from INPUT.ini. Runs on one rank.\n\n"
        << plan_options(cl);
   } else if (command == CommandLine::Command::calibrate) {
-    os << "usage: mpirun -np N dtrain calibrate --out FILE [--name TEXT] [--quick]\n"
-          "Measures this machine as the job's N ranks see it (all ranks at once, the median of 5 rounds) and writes a\n"
-          "cluster description for dtrain plan: single-precision GEMM rates over transformer-like shapes on cold\n"
-          "operands (the peak and the efficiency table), memory bandwidth (a stream copy), one block's elementwise\n"
-          "kernels, memory released and written again (ZeRO-2/3 on a host), and all-reduce, reduce-scatter, all-gather,\n"
-          "send/recv and all-to-all times over message sizes at every group size dividing N, fitted to the planner's\n"
+    os << "usage: mpirun -np N dtrain calibrate --out FILE [--name TEXT] [--quick] [--device cpu|cuda]\n"
+          "Measures this machine as the job's N ranks see it (all ranks at once, the median of 5 rounds) on the device\n"
+          "the training will use (--device cpu|cuda), through the layers a training step uses, and writes a cluster\n"
+          "description for dtrain plan: the kernel table's GEMM rates over transformer-like shapes on cold operands\n"
+          "(fp32; bf16 too on a GPU: the peaks and the efficiency table), memory bandwidth (a copy in the device's\n"
+          "memory), one block's elementwise kernels, memory released and written again (ZeRO-2/3), and all-reduce,\n"
+          "reduce-scatter, all-gather, send/recv and all-to-all times through the communication layer (MPI, or NCCL\n"
+          "on GPUs) over message sizes at every group size dividing N, fitted to the planner's\n"
           "ring formulas (bandwidth and latency; all-reduce and reduce-scatter get bandwidths of their own). One node\n"
           "measures only the intra-node link: the inter-node link is written equal to it. Run it with the ranks per\n"
           "node and BLAS threads (system.threads_per_rank's default) the training will use.\n\n"

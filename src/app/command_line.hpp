@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.hpp"
+
 namespace dtrain {
 
 struct GenerateOptions {
@@ -32,6 +34,7 @@ struct CalibrateOptions {
   std::string out;       // the cluster description to write
   std::string name;      // its name (default: the host name)
   bool quick = false;    // fewer sizes, shorter timings (tests)
+  ComputeDevice device = ComputeDevice::cpu;  // what to measure: the host, or a GPU per rank
 };
 
 struct CommandLine {

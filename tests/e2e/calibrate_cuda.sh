@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# dtrain calibrate --device cuda (label gpu; skips, exit 77, without a CUDA build or a visible GPU): one
+# rank on one GPU writes a description of a cuda device, with the GPU's memory, its fp32 and bf16
+# cuBLAS peaks (tensor cores: bf16 above fp32) and an efficiency table; dtrain plan reads it back.
+#   calibrate_cuda.sh DTRAIN SOURCE_DIR
+set -u
+dtrain=$1 src=$2
+source "$(dirname "$0")/lib.sh"
+"$dtrain" --version | grep -q "CUDA backend: built" || { echo "this dtrain was built without CUDA"; exit 77; }
+command -v nvidia-smi > /dev/null && nvidia-smi -L 2>/dev/null | grep -q "^GPU" || { echo "no GPU visible"; exit 77; }
+
+timeout -k 5 120 mpirun -np 1 "$dtrain" calibrate --device cuda --out "$work/gpu.ini" --quick > "$work/cal.txt" 2>&1 ||
+  { cat "$work/cal.txt"; fail "dtrain calibrate --device cuda exited $?"; }
+cat "$work/cal.txt" "$work/gpu.ini"
+grep -q '^device = cuda$' "$work/gpu.ini" || fail "the description is not of a cuda device"
+value() { sed -n "s/^$1 = \([0-9.e+-]*\)$/\1/p" "$work/gpu.ini"; }
+fp32=$(value peak_tflops_fp32) bf16=$(value peak_tflops_bf16) memory=$(value memory_gb)
+echo "fp32 peak $fp32 TFLOP/s, bf16 peak $bf16 TFLOP/s, memory $memory GB"
+awk -v a="$fp32" -v b="$bf16" -v m="$memory" 'BEGIN { exit !(a > 0 && b > a && m > 1) }' ||
+  fail "expected a bf16 peak above the fp32 one and more than 1 GB of GPU memory"
+grep -qE '^gemm_efficiency = [0-9.e+]+:[0-9.e-]+(, [0-9.e+]+:[0-9.e-]+){3,}$' "$work/gpu.ini" || fail "no efficiency table"
+"$dtrain" plan "$src/inputs/tiny.ini" --cluster "$work/gpu.ini" --top 1 > "$work/plan.txt" 2>&1 ||
+  { cat "$work/plan.txt"; fail "dtrain plan could not read the GPU's description"; }
+echo PASS
