@@ -22,8 +22,8 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/convert.hpp"
-#include "ckpt/hf_convert.hpp"
-#include "ckpt/hf_model.hpp"
+#include "hf/hf_convert.hpp"
+#include "hf/hf_model.hpp"
 #include "ckpt/weights_file.hpp"
 #include "common/collective_check.hpp"
 #include "common/error.hpp"

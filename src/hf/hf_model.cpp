@@ -1,5 +1,5 @@
 // The Hugging Face view of dtrain's model: architecture choice, tensor map, config.json both ways.
-#include "ckpt/hf_model.hpp"
+#include "hf/hf_model.hpp"
 
 #include <nlohmann/json.hpp>
 #include <sstream>

@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
-#include "ckpt/hf_convert.hpp"
-#include "ckpt/hf_model.hpp"
+#include "hf/hf_convert.hpp"
+#include "hf/hf_model.hpp"
 #include "ckpt/weights_file.hpp"
 #include "common/error.hpp"
 #include "config/options.hpp"

@@ -1,5 +1,5 @@
 // export_hf: dtrain's global tensors (a checkpoint or a weights file) -> a Hugging Face directory.
-#include "ckpt/hf_convert.hpp"
+#include "hf/hf_convert.hpp"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "ckpt/hf_model.hpp"
+#include "hf/hf_model.hpp"
 #include "ckpt/weights_file.hpp"
 #include "common/collective_check.hpp"
 #include "common/error.hpp"

@@ -17,7 +17,7 @@
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/convert.hpp"
 #include "ckpt/h5_file.hpp"
-#include "ckpt/safetensors.hpp"
+#include "hf/safetensors.hpp"
 #include "config/config.hpp"
 
 namespace dtrain {

@@ -1,5 +1,5 @@
 // safetensors Reader and Writer: header through nlohmann-json, tensor bytes through stdio.
-#include "ckpt/safetensors.hpp"
+#include "hf/safetensors.hpp"
 
 #include <unistd.h>
 
