@@ -47,8 +47,9 @@ const char* kUsage =
     "(checkpoint.init_from = FILE.h5) with the [model] keys it prints.\n"
     "Run under mpirun to share the work between ranks.\n\n";
 
-// The layout to reshard to: ParallelLayout's keys (its one parser); a checkpoint holds no ZeRO stage
-// beyond "distributed" and is layout-free in cp (it resumes on any cp directly).
+// The layout to reshard to: ParallelLayout's keys (its one parser). A resharded checkpoint is written
+// as ZeRO stage 1 (zero=1) or without the distributed optimizer (zero=0): ZeRO-2 and ZeRO-3 runs resume
+// from stage 1's pieces. Checkpoints are layout-free in cp (they resume on any cp directly).
 ParallelLayout reshard_layout(const std::string& spec) {
   const ParallelLayout l = parse_layout(spec, ParallelLayout{}, "--reshard", "tp, pp, dp, v, ep (>= 1), zero (0|1)");
   if (l.zero > 1)

@@ -37,6 +37,13 @@ using Clock = std::chrono::steady_clock;
 
 double now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
+// `count` floats of device memory set to `value` (never-written host pages all read the one shared zero
+// page, which stays in cache: a measurement must read real memory).
+void fill(Device& device, float* p, std::size_t count, float value) {
+  const std::vector<float> host(count, value);
+  device.copy(p, host.data(), count * sizeof(float));
+}
+
 void barrier(Communicator& world) {
   int x = 0;
   world.all_reduce(&x, 1, DType::i32, ReduceOp::sum, {"calibrate: barrier"});
@@ -88,11 +95,11 @@ std::vector<GemmSample> measure_gemms(Communicator& world, Device& device, bool 
       const std::size_t set = (3 * xs + ws) * sizeof(KT) + ws * sizeof(float);  // x, y, dx, w and dw, bytes
       const std::size_t copies = std::max<std::size_t>(2, (std::size_t{64} << 20) / set);
       Arena buffers(device, copies * set);
+      // One copy filled with random operands, the others copies of it (cold means other addresses).
       std::vector<char> host(set);
-      for (std::size_t i = 0; i < copies; ++i) {
-        fill_gemm_operand(host.data(), 3 * xs + ws, bf16_elements, 0x6a09e667f3bcc908ull + i);
-        device.copy(static_cast<char*>(buffers.data()) + i * set, host.data(), (3 * xs + ws) * sizeof(KT));
-      }
+      fill_gemm_operand(host.data(), 3 * xs + ws, bf16_elements, 0x6a09e667f3bcc908ull);
+      device.copy(buffers.data(), host.data(), set);
+      for (std::size_t i = 1; i < copies; ++i) device.copy(static_cast<char*>(buffers.data()) + i * set, buffers.data(), set);
       std::size_t next = 0;
       const double t = time_collectively(world, device, quick ? 0.03 : 0.15, [&] {
         char* base = static_cast<char*>(buffers.data()) + next * set;
@@ -112,6 +119,8 @@ std::vector<GemmSample> measure_gemms(Communicator& world, Device& device, bool 
 double measure_memory_bandwidth(Communicator& world, Device& device, bool quick) {
   const std::size_t bytes = quick ? (std::size_t{8} << 20) : (std::size_t{64} << 20);
   Arena a(device, bytes), b(device, bytes);
+  fill(device, a.as<float>(), bytes / sizeof(float), 1.0f);
+  fill(device, b.as<float>(), bytes / sizeof(float), 0.0f);
   const double t = time_collectively(world, device, quick ? 0.05 : 0.5, [&] {
     device.copy(b.data(), a.data(), bytes);
     std::swap(a, b);
@@ -131,8 +140,12 @@ double measure_elementwise_bandwidth(Communicator& world, Device& device, bool q
   float* x = all.as<float>();
   float *y = x + n, *dy = y + n, *dx = dy + n, *h = dx + n, *g = h + 4 * n, *dg = g + 4 * n, *dh = dg + 4 * n;
   float *w = dh + 4 * n, *b = w + C, *dw = b + C, *db = dw + C, *mean = db + C, *rstd = mean + N;
-  const std::vector<float> ones(C, 1.0f);
-  device.copy(w, ones.data(), C * sizeof(float));
+  fill(device, x, n, 0.5f);
+  fill(device, dy, n, 0.01f);
+  fill(device, h, 4 * n, 0.3f);
+  fill(device, dg, 4 * n, 0.01f);
+  fill(device, w, C, 1.0f);
+  fill(device, b, C, 0.1f);
   const auto& k = kernels::kernel_table<float>(device.backend());
   const double t = time_collectively(world, device, quick ? 0.05 : 0.4, [&] {
     for (int norm = 0; norm < 2; ++norm) {
@@ -180,18 +193,20 @@ std::vector<CommSample> measure_collectives(MPI_Comm world_mpi, Communicator& wo
                                           : std::vector<double>{1024, 8192, 65536, 524288, 4194304};
   std::vector<CommSample> samples;
   spans_nodes = false;
+  std::vector<int> node_of_rank(static_cast<std::size_t>(size));  // host values, through the world communicator
+  world.all_gather(&env.node_id, node_of_rank.data(), 1, DType::i32, {"calibrate: every rank's node"});
   for (int g = 2; g <= size; ++g) {
     if (size % g) continue;
     const std::unique_ptr<Communicator> group = group_of(world_mpi, rank, g, placement, device);
-    int node_range[2] = {env.node_id, -env.node_id};  // the group's highest node, and minus its lowest
-    group->all_reduce(node_range, 2, DType::i32, ReduceOp::max, {"calibrate: the group's nodes"});
-    int crosses = node_range[0] != -node_range[1];
-    world.all_reduce(&crosses, 1, DType::i32, ReduceOp::max, {"calibrate: whether a group crosses nodes"});
-    spans_nodes = spans_nodes || crosses;
+    for (int first = 0; first < size; first += g)  // groups are runs of g consecutive ranks
+      spans_nodes = spans_nodes || std::any_of(node_of_rank.begin() + first, node_of_rank.begin() + first + g,
+                                               [&](int node) { return node != node_of_rank[static_cast<std::size_t>(first)]; });
     const int me = group->rank(), next = (me + 1) % g, prev = (me + g - 1) % g;
     for (double bytes : sizes) {
       const std::size_t count = static_cast<std::size_t>(bytes / 4) / g * g;  // floats, divisible by the group
       Arena in(device, count * sizeof(float)), out(device, count * sizeof(float));
+      fill(device, in.as<float>(), count, 1.0f);
+      fill(device, out.as<float>(), count, 0.0f);  // all_reduce sums in place: zeros stay zeros
       const Blocks blocks = Blocks::packed(std::vector<std::size_t>(static_cast<std::size_t>(g), count / g));
       const double budget = quick ? 0.02 : 0.1;
       auto sample = [&](Collective op, const std::function<void()>& f) {
@@ -262,13 +277,13 @@ int run_calibrate(MPI_Comm world_mpi, const CalibrateOptions& o) {
   }
   char host[256] = "host";
   gethostname(host, sizeof host - 1);
-  c.name = o.name.empty() ? std::string(host) + " (" + std::to_string(size) + " ranks, " + std::to_string(budget.threads) +
-                                " BLAS thread(s) each, dtrain calibrate)"
-                          : o.name;
+  const std::string per_rank = device.is_host() ? std::to_string(budget.threads) + " BLAS thread(s) each" : "a GPU each";
+  c.name = o.name.empty() ? std::string(host) + " (" + std::to_string(size) + " ranks, " + per_rank + ", dtrain calibrate)" : o.name;
   collective_check(world_mpi, [&] {  // rank 0 writes; its error ends every rank
     if (rank != 0) return;
     std::ofstream out(o.out);
-    out << "# " << o.out << ": measured by `mpirun -np " << size << " dtrain calibrate" << (o.quick ? " --quick" : "") << "` on "
+    out << "# " << o.out << ": measured by `mpirun -np " << size << " dtrain calibrate" << (o.quick ? " --quick" : "")
+        << (device.is_host() ? "" : " --device cuda") << "` on "
         << host << "\n# " << links << "\n" << format_cluster(c);
     if (!out) throw UserError("dtrain calibrate: cannot write --out '" + o.out + "'; give a writable path");
   });

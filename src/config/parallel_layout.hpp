@@ -27,6 +27,8 @@ struct Coords {
 };
 
 struct ParallelLayout {
+  // Declared in the grid's Axis order (dp before pp), which brace initialisers follow; the text form
+  // prints pp before dp.
   int tp = 1, cp = 1, dp = 1, pp = 1;
   int ep = 1;    // expert-parallel ranks, a divisor of dp (not an axis of the grid)
   int v = 1;     // model chunks per pipeline stage (the interleaved schedule when > 1)
