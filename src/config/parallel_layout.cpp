@@ -51,10 +51,7 @@ ParallelLayout parse_layout(const std::string& text, const ParallelLayout& base,
                             const ExtraLayoutKey& extra) {
   ParallelLayout l = base;
   const std::string hint = " (keys: " + keys + ")";
-  auto number = [&](const std::string& value, const std::string& item, int lowest) {
-    if (const auto v = whole_number(value, lowest)) return *v;
-    throw UserError(what + ": item '" + item + "' needs a whole number >= " + std::to_string(lowest) + hint);
-  };
+  auto number = [&](const std::string& value, const std::string& item, int lowest) { return layout_number(value, item, lowest, what, keys); };
   std::stringstream items(text);
   bool any = false;
   for (std::string item; std::getline(items, item, ',');) {
@@ -89,6 +86,11 @@ std::optional<int> whole_number(const std::string& text, int lowest) {
   }
   if (used != text.size() || v < lowest || v > (1L << 24)) return std::nullopt;
   return static_cast<int>(v);
+}
+
+int layout_number(const std::string& value, const std::string& item, int lowest, const std::string& what, const std::string& keys) {
+  if (const auto v = whole_number(value, lowest)) return *v;
+  throw UserError(what + ": item '" + item + "' needs a whole number >= " + std::to_string(lowest) + " (keys: " + keys + ")");
 }
 
 ParallelLayout parallel_layout(const SystemConfig& system, int world) {

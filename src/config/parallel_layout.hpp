@@ -64,6 +64,9 @@ ParallelLayout parse_layout(const std::string& text, const ParallelLayout& base,
 
 // The whole of `text` as a number in [lowest, 2^24] (sizes and counts); empty otherwise.
 std::optional<int> whole_number(const std::string& text, int lowest);
+// The value of a layout item as such a number, else the UserError parse_layout gives (for a caller's
+// own keys in ExtraLayoutKey).
+int layout_number(const std::string& value, const std::string& item, int lowest, const std::string& what, const std::string& keys);
 
 // The layout a configuration runs on `world` ranks (dp = what tp x cp x pp leaves), and the
 // configuration's keys set from a layout.

@@ -10,10 +10,7 @@ Layout parse_layout(const std::string& text, const Layout& base) {
   const std::string keys = "tp, pp, dp, cp, ep, v, mb (>= 1), recompute (none|selective|full), zero (0-3), sp (0|1)";
   Layout l = base;
   l.sizes = parse_layout(text, base.sizes, what, keys, [&](const std::string& key, const std::string& value, const std::string& item) {
-    const auto number = [&](int lowest) {
-      if (const auto v = whole_number(value, lowest)) return *v;
-      throw UserError(what + ": item '" + item + "' needs a whole number >= " + std::to_string(lowest) + " (keys: " + keys + ")");
-    };
+    const auto number = [&](int lowest) { return layout_number(value, item, lowest, what, keys); };
     if (key == "mb") l.micro_batch = number(1);
     else if (key == "sp") l.sequence_parallel = number(0) > 0;
     else if (key == "recompute") {
