@@ -296,6 +296,10 @@ PY
       grep -q "ckpt-consolidate: error: .*--reshard" "$work/rsbad.log" || fail "--reshard $bad: no clear error"
       [ ! -e "$work/rsbad" ] || fail "--reshard $bad left $work/rsbad behind"
     done
+    # A checkpoint resumes on any cp as it is: --reshard with cp says so and how.
+    "$consolidate" "$work/ckA" --reshard "tp=1,pp=1,dp=2,cp=2" --out "$work/rsbad" > "$work/rsbad.log" 2>&1
+    [ $? -eq 2 ] && grep -q "resumes on any cp as it is" "$work/rsbad.log" || { cat "$work/rsbad.log"; fail "--reshard cp=2 not refused"; }
+    [ ! -e "$work/rsbad" ] || fail "--reshard cp=2 left $work/rsbad behind"
     h5dump -n "$work/C.h5" | grep -q 'dataset    /h3.qkv_w' || fail "h5dump does not list h3.qkv_w"
     h5dump -H -d /wte "$work/C.h5" | grep -q 'DATASPACE  SIMPLE { ( 256, 128 )' || fail "h5dump: wte is not 256 x 128"
     /usr/bin/python3 - "$work/C.h5" <<'PY' || fail "h5py could not read the consolidated file"
