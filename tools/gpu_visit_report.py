@@ -97,7 +97,8 @@ def ncu(work):
         mean = lambda m: sum(l.get(m, 0.0) for l in ls) / len(ls)
         kern.append({"name": name, "launches": len(ls), "seconds": secs, "mean_us": 1e6 * secs / len(ls),
                      "sm_pct": mean("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
-                     "memory_pct": mean("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed")})
+                     "memory_pct": mean("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),
+                     "metrics": {m: mean(m) for m in sorted({m for l in ls for m in l})}})
     kern.sort(key=lambda k: -k["seconds"])
     print(json.dumps({"kernels": kern[:20], "seconds_total": sum(k["seconds"] for k in kern)}))
 
@@ -124,6 +125,8 @@ def show_ncu(path):
     for k in d["kernels"][:12]:
         print("   %8.3f ms %5d x %8.1f us  SM %4.1f%%  memory %4.1f%%  %s" % (1e3 * k["seconds"], k["launches"], k["mean_us"], k["sm_pct"],
                                                                         k["memory_pct"], k["name"]))
+        for m, v in k.get("metrics", {}).items():
+            print("              %-60s %.4g" % (m, v))
 
 
 def summary(work, out):
