@@ -49,6 +49,23 @@ void barrier(Communicator& world) {
   world.all_reduce(&x, 1, DType::i32, ReduceOp::sum, {"calibrate: barrier"});
 }
 
+// The sizes measured: a GPU finishes a CPU's sizes in microseconds, where launch latency, not its GEMM
+// rate or memory bandwidth, sets the time (an H100 gave 33 TFLOP/s bf16 at the CPU's largest GEMM), so
+// on a GPU every size grows until a call takes tens of microseconds or more; --quick measures fewer.
+struct MeasureSizes {
+  std::vector<int> gemm_rows, gemm_widths;  // GEMMs of rows x c by c x c
+  std::size_t copy_bytes, release_bytes;    // memory bandwidth; release
+  long norm_rows;                           // the elementwise kernels' rows (of 256 columns)
+};
+MeasureSizes measure_sizes(const Device& device, bool quick) {
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  if (device.is_host())
+    return quick ? MeasureSizes{{128, 512}, {32, 128, 512}, 8 * MiB, 4 * MiB, 256}
+                 : MeasureSizes{{64, 256, 1024, 2048}, {16, 32, 64, 128, 256, 512, 1024}, 64 * MiB, 32 * MiB, 1024};
+  return quick ? MeasureSizes{{2048, 16384}, {256, 1024, 4096}, 256 * MiB, 256 * MiB, 16384}
+               : MeasureSizes{{1024, 4096, 16384}, {128, 256, 512, 1024, 2048, 4096}, 1024 * MiB, 512 * MiB, 65536};
+}
+
 // Seconds of one call of `op` on every rank at once: the same repetition count everywhere (enough for
 // `budget` seconds), the median over 5 rounds of the slowest rank's mean: what a training step, whose
 // time is also read as a median, typically sees (the fastest round would be the machine at its best).
@@ -85,8 +102,8 @@ double time_collectively(Communicator& world, Device& device, double budget, con
 template <typename KT>
 std::vector<GemmSample> measure_gemms(Communicator& world, Device& device, bool quick) {
   const auto& k = kernels::kernel_table<KT>(device.backend());
-  const std::vector<int> rows = quick ? std::vector<int>{128, 512} : std::vector<int>{64, 256, 1024, 2048};
-  const std::vector<int> widths = quick ? std::vector<int>{32, 128, 512} : std::vector<int>{16, 32, 64, 128, 256, 512, 1024};
+  const MeasureSizes sizes = measure_sizes(device, quick);
+  const std::vector<int>&rows = sizes.gemm_rows, &widths = sizes.gemm_widths;
   const bool bf16_elements = sizeof(KT) == 2;
   std::vector<GemmSample> samples;
   for (int m : rows)
@@ -117,7 +134,7 @@ std::vector<GemmSample> measure_gemms(Communicator& world, Device& device, bool 
 
 // Bytes/s of one rank copying a buffer in the device's memory (read + write) while every rank does.
 double measure_memory_bandwidth(Communicator& world, Device& device, bool quick) {
-  const std::size_t bytes = quick ? (std::size_t{8} << 20) : (std::size_t{64} << 20);
+  const std::size_t bytes = measure_sizes(device, quick).copy_bytes;
   Arena a(device, bytes), b(device, bytes);
   fill(device, a.as<float>(), bytes / sizeof(float), 1.0f);
   fill(device, b.as<float>(), bytes / sizeof(float), 0.0f);
@@ -132,7 +149,7 @@ double measure_memory_bandwidth(Communicator& world, Device& device, bool quick)
 // layer norms, two residual adds and the GELU of the 4C-wide activation, (10 + 8) x N x C values; the
 // backward of the norms and the GELU, which the model counts as twice the forward's bytes.
 double measure_elementwise_bandwidth(Communicator& world, Device& device, bool quick) {
-  const long N = quick ? 256 : 1024;
+  const long N = measure_sizes(device, quick).norm_rows;
   const int C = 256;
   const auto n = static_cast<std::size_t>(N) * C;
   // (N,C) x, y, dy, dx; (4N,C) h, g, dg, dh; (C) w, b, dw, db; (N) mean, rstd: one arena.
@@ -162,7 +179,7 @@ double measure_elementwise_bandwidth(Communicator& world, Device& device, bool q
 // Bytes/s at which memory is given back (Device::discard: on the host madvise(MADV_DONTNEED), on a
 // GPU zeroing) and written again, beyond writing memory that stays resident.
 double measure_release_bandwidth(Communicator& world, Device& device, bool quick) {
-  const std::size_t bytes = quick ? (std::size_t{4} << 20) : (std::size_t{32} << 20);
+  const std::size_t bytes = measure_sizes(device, quick).release_bytes;
   Arena p(device, bytes);
   device.zero(p.data(), bytes);
   const double budget = quick ? 0.05 : 0.4;
