@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -39,6 +40,53 @@ __device__ __forceinline__ float st<float>(float f) {
 template <>
 __device__ __forceinline__ ::dtrain::bf16 st<::dtrain::bf16>(float f) {
   return ::dtrain::bf16{__bfloat16_as_ushort(__float2bfloat16_rn(f))};
+}
+
+// Packs: kPack<KT> consecutive elements, 16 bytes. load_n/store_n move kN elements (a whole number of
+// packs) from element i, by 128-bit accesses when kVector (the caller checked that the length is a
+// multiple of the pack and the pointers are 16-byte aligned: packs_fit), else element by element with
+// the elements at or past `end` read as 0 and not written (any length, any alignment). Elements are
+// fp32 in registers either way.
+template <typename KT>
+constexpr int kPack = 16 / static_cast<int>(sizeof(KT));
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+template <typename KT, typename... Ptr>
+bool packs_fit(long length, const Ptr*... pointers) {
+  return length % kPack<KT> == 0 && (aligned16(pointers) && ...);
+}
+template <bool kVector, int kN, typename KT>
+__device__ __forceinline__ void load_n(float (&f)[kN], const KT* p, long i, long end) {
+  static_assert(kN % kPack<KT> == 0, "whole packs");
+  if constexpr (kVector) {
+#pragma unroll
+    for (int h = 0; h < kN / kPack<KT>; ++h) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(p + i + h * kPack<KT>);
+      const KT* e = reinterpret_cast<const KT*>(&raw);
+#pragma unroll
+      for (int k = 0; k < kPack<KT>; ++k) f[h * kPack<KT> + k] = ld(e[k]);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) f[k] = i + k < end ? ld(p[i + k]) : 0.0f;
+  }
+}
+template <bool kVector, int kN, typename KT>
+__device__ __forceinline__ void store_n(KT* p, const float (&f)[kN], long i, long end) {
+  static_assert(kN % kPack<KT> == 0, "whole packs");
+  if constexpr (kVector) {
+#pragma unroll
+    for (int h = 0; h < kN / kPack<KT>; ++h) {
+      uint4 raw;
+      KT* e = reinterpret_cast<KT*>(&raw);
+#pragma unroll
+      for (int k = 0; k < kPack<KT>; ++k) e[k] = st<KT>(f[h * kPack<KT> + k]);
+      *reinterpret_cast<uint4*>(p + i + h * kPack<KT>) = raw;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+      if (i + k < end) p[i + k] = st<KT>(f[k]);
+  }
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -1,17 +1,17 @@
-// CUDA backend: token + position embedding. The backward is deterministic without atomics: a block
-// owns 32 rows of dwte and walks the tokens in tiles of kTokenTile; one warp sorts a tile's tokens of
-// those rows by row (stable: token order within a row), then each row's rows of dout are summed in
-// token order and added once per tile. A fixed order, so repeated tokens accumulate the same way on
-// every run, and the loads of a row's tokens are independent: a frequent token (skewed data, byte-level
-// vocabularies) no longer makes one block add thousands of rows one dependent step at a time.
+// CUDA backend: token + position embedding. The backward is deterministic without atomics: the
+// tokens' rows are sorted (CUB's stable radix sort of (row, position) pairs, so a row's positions stay in
+// token order), then one warp per run of equal rows sums that run's rows of dout in token order, 16-byte
+// packs per lane, and adds the sum to the row of dwte once. A fixed order, so repeated tokens
+// accumulate the same way on every run; the work is proportional to the tokens, not to the vocabulary.
+#include <cub/device/device_radix_sort.cuh>
+
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
 
 namespace dtrain::kernels::cuda {
 namespace {
 
-constexpr int kRowsPerBlock = 32;
-constexpr int kTokenTile = 1024;
+constexpr int kWarpsPerBlock = 8;
 
 template <typename KT>
 __global__ void embedding_forward_kernel(KT* out, const int* tokens, const KT* wte, const KT* wpe, int vocab_start, int T, int C,
@@ -26,65 +26,79 @@ __global__ void embedding_forward_kernel(KT* out, const int* tokens, const KT* w
   out[i] = st<KT>(v);
 }
 
-template <typename KT>
-__global__ void embedding_backward_wte_kernel(float* dwte, const KT* dout, const int* tokens, int vocab_start, long rows, int C,
-                                              int V) {
-  static_assert(kRowsPerBlock == 32, "one lane per row of the block in the list building");
-  __shared__ int tile[kTokenTile];   // each token's row relative to the block's first, or -1
-  __shared__ int order[kTokenTile];  // the tile's tokens of the block's rows, grouped by row, in token order
-  __shared__ int start[kRowsPerBlock + 1];
-  __shared__ int fill[kRowsPerBlock];
-  const unsigned full = 0xffffffffu;
-  const int first = blockIdx.x * kRowsPerBlock, lane = threadIdx.x % 32;
-  for (long t0 = 0; t0 < rows; t0 += kTokenTile) {
-    const int len = static_cast<int>(rows - t0 < kTokenTile ? rows - t0 : kTokenTile);
-    __syncthreads();  // the previous tile's lists are used up
-    for (int j = threadIdx.x; j < len; j += blockDim.x) {
-      const int r = tokens[t0 + j] - vocab_start - first;
-      tile[j] = r >= 0 && r < kRowsPerBlock && first + r < V ? r : -1;
+// Each position's key, its row of this rank's vocabulary slice (V for a token outside it: sorted last,
+// skipped), and its value, the position.
+__global__ void embedding_sort_keys_kernel(int* keys, int* positions, const int* tokens, int vocab_start, int V, int rows) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= rows) return;
+  const int row = tokens[i] - vocab_start;
+  keys[i] = row >= 0 && row < V ? row : V;
+  positions[i] = i;
+}
+
+// A warp per sorted position; the warp at the first position of a run of equal rows sums the run.
+template <typename KT, bool kVector>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    embedding_backward_wte_kernel(float* __restrict__ dwte, const KT* __restrict__ dout, const int* __restrict__ keys,
+                                  const int* __restrict__ positions, int rows, int C, int V) {
+  constexpr int P = kPack<KT>;
+  const int p = blockIdx.x * kWarpsPerBlock + threadIdx.y;
+  if (p >= rows) return;
+  const int row = keys[p];
+  if (row >= V || (p > 0 && keys[p - 1] == row)) return;
+  int end = p + 1;  // the run's end: 32 keys a step, the first that differs (the warp is whole: p is per warp)
+  for (;;) {
+    const int q = end + static_cast<int>(threadIdx.x);
+    const unsigned ended = __ballot_sync(0xffffffffu, q >= rows || keys[q] != row);
+    if (ended) {
+      end += __ffs(ended) - 1;
+      break;
     }
-    if (threadIdx.x < kRowsPerBlock) fill[threadIdx.x] = 0;
-    __syncthreads();
-    if (threadIdx.x < 32) {  // one warp: a stable counting sort of the tile's tokens by row
-      for (int j0 = 0; j0 < len; j0 += 32) {
-        const int r = j0 + lane < len ? tile[j0 + lane] : -1;
-        const unsigned peers = __match_any_sync(full, r);
-        if (r >= 0 && lane == __ffs(peers) - 1) fill[r] += __popc(peers);
-        __syncwarp();
-      }
-      const int count = fill[lane];
-      int upto = count;  // inclusive scan over the lanes (rows)
-      for (int o = 1; o < 32; o <<= 1) {
-        const int v = __shfl_up_sync(full, upto, o);
-        if (lane >= o) upto += v;
-      }
-      start[lane] = upto - count;
-      if (lane == 31) start[kRowsPerBlock] = upto;
-      __syncwarp();
-      fill[lane] = 0;
-      __syncwarp();
-      for (int j0 = 0; j0 < len; j0 += 32) {
-        const int r = j0 + lane < len ? tile[j0 + lane] : -1;
-        const unsigned peers = __match_any_sync(full, r);
-        if (r >= 0) order[start[r] + fill[r] + __popc(peers & ((1u << lane) - 1u))] = j0 + lane;
-        __syncwarp();
-        if (r >= 0 && lane == __ffs(peers) - 1) fill[r] += __popc(peers);
-        __syncwarp();
-      }
+    end += 32;
+  }
+  float* g = dwte + static_cast<long>(row) * C;
+  for (int i = threadIdx.x * P; i < C; i += 32 * P) {
+    float sum[P] = {};
+#pragma unroll 4
+    for (int k = p; k < end; ++k) {
+      float v[P];
+      load_n<kVector>(v, dout + static_cast<long>(positions[k]) * C, i, C);
+#pragma unroll
+      for (int e = 0; e < P; ++e) sum[e] += v[e];
     }
-    __syncthreads();
-    // Each row's tokens of this tile summed in token order (independent loads), then added once.
-    for (int r = 0; r < kRowsPerBlock; ++r) {
-      const int b = start[r], e = start[r + 1];
-      if (b == e) continue;
-      float* g = dwte + static_cast<long>(first + r) * C;
-      for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float s = 0.0f;
-        for (int k = b; k < e; ++k) s += ld(dout[(t0 + order[k]) * C + c]);
-        g[c] += s;
-      }
+    float acc[P];  // the fp32 gradient row: P elements are whole packs of fp32 too
+    load_n<kVector>(acc, g, i, C);
+#pragma unroll
+    for (int e = 0; e < P; ++e) acc[e] += sum[e];
+    store_n<kVector>(g, acc, i, C);
+  }
+}
+
+// The sort's buffers, kept between calls and grown when a call has more positions (cudaMalloc waits for
+// the device: only while the first steps find the largest size).
+struct SortBuffers {
+  int *keys = nullptr, *sorted_keys = nullptr, *positions = nullptr, *sorted_positions = nullptr;
+  void* temp = nullptr;
+  std::size_t temp_bytes = 0;
+  int capacity = 0;
+  void reserve(int rows, int end_bit) {
+    std::size_t need = 0;
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, need, keys, sorted_keys, positions, sorted_positions, rows, 0, end_bit));
+    if (rows > capacity) {
+      for (int* q : {keys, sorted_keys, positions, sorted_positions}) CUDA_CHECK(cudaFree(q));
+      for (int** q : {&keys, &sorted_keys, &positions, &sorted_positions}) CUDA_CHECK(cudaMalloc(q, sizeof(int) * rows));
+      capacity = rows;
+    }
+    if (need > temp_bytes) {
+      CUDA_CHECK(cudaFree(temp));
+      CUDA_CHECK(cudaMalloc(&temp, need));
+      temp_bytes = need;
     }
   }
+};
+SortBuffers& sort_buffers() {
+  static SortBuffers b;
+  return b;
 }
 
 template <typename KT>
@@ -105,7 +119,23 @@ void embedding_fw(KT* out, const int* tokens, const KT* wte, const KT* wpe, int 
 
 template <typename KT>
 void embedding_bw_wte(float* dwte, const KT* dout, const int* tokens, int vocab_start, long rows, int C, int V) {
-  embedding_backward_wte_kernel<<<blocks_for(V, kRowsPerBlock), kThreads>>>(dwte, dout, tokens, vocab_start, rows, C, V);
+  if (rows <= 0) return;
+  if (rows > INT32_MAX) fatal("embedding_backward: " + std::to_string(rows) + " tokens in one call exceed the sort's int range");
+  const int n = static_cast<int>(rows);
+  int end_bit = 1;  // keys run to V inclusive
+  while ((1L << end_bit) <= V) ++end_bit;
+  SortBuffers& b = sort_buffers();
+  b.reserve(n, end_bit);
+  embedding_sort_keys_kernel<<<blocks_for(n), kThreads>>>(b.keys, b.positions, tokens, vocab_start, V, n);
+  DTRAIN_LAUNCH_CHECK();
+  std::size_t temp_bytes = b.temp_bytes;
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(b.temp, temp_bytes, b.keys, b.sorted_keys, b.positions, b.sorted_positions, n, 0, end_bit));
+  DTRAIN_LAUNCH_CHECK();
+  const dim3 grid(blocks_for(n, kWarpsPerBlock)), block(32, kWarpsPerBlock);
+  if (packs_fit<KT>(C, dout) && packs_fit<float>(C, dwte))
+    embedding_backward_wte_kernel<KT, true><<<grid, block>>>(dwte, dout, b.sorted_keys, b.sorted_positions, n, C, V);
+  else
+    embedding_backward_wte_kernel<KT, false><<<grid, block>>>(dwte, dout, b.sorted_keys, b.sorted_positions, n, C, V);
   DTRAIN_LAUNCH_CHECK();
 }
 

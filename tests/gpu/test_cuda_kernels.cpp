@@ -110,30 +110,52 @@ void check_all_kernels() {
   const int vocab_start = V / 2;
 
   SECTION("embedding") {
-    auto wte = random_vec<KT>(gen, V * C), wpe = random_vec<KT>(gen, T * C), dout = random_vec<KT>(gen, N * C);
-    std::vector<KT> out(N * C);
-    std::vector<float> dwte(V * C, 0.5f), dwpe(T * C, -0.25f);
-    OnGpu<KT> wte_d(wte), wpe_d(wpe), out_d(out), dout_d(dout);
-    OnGpu<float> dwte_d(dwte), dwpe_d(dwpe);
-    h.embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), vocab_start, B, T, C, V);
-    g.embedding_forward(out_d.data(), tokens_d.data(), wte_d.data(), wpe_d.data(), vocab_start, B, T, C, V);
-    expect_close("embedding_forward", out_d.get(), out);
-    h.embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), vocab_start, B, T, C, V);
-    g.embedding_backward(dwte_d.data(), dwpe_d.data(), dout_d.data(), tokens_d.data(), vocab_start, B, T, C, V);
-    expect_close("embedding_backward dwte", dwte_d.get(), dwte);
-    expect_close("embedding_backward dwpe", dwpe_d.get(), dwpe);
+    // The test's tokens; then tokens of which 60% are one row of the slice (a frequent token: a run of
+    // ~1,800 positions in the backward's sort), at 64 columns (16-byte packs) and at 30 (not whole packs:
+    // element by element). The backward sums a run in token order as the host does, but adds the run's
+    // sum to the row once where the host adds each token: sums of up to `rows` terms in two orders.
+    struct Case {
+      int B, T, C, V;
+      double frequent;  // the share of tokens that are the row vocab_start + 7
+    };
+    for (const Case& k : {Case{B, T, C, V, 0.0}, Case{3, 1000, 64, 300, 0.6}, Case{2, 500, 30, 300, 0.6}}) {
+      const long rows = static_cast<long>(k.B) * k.T;
+      const int start = k.V / 2;
+      std::vector<int> toks = tokens;
+      if (k.frequent > 0) {
+        std::uniform_int_distribution<int> any(0, 2 * k.V - 1);
+        std::bernoulli_distribution hot(k.frequent);
+        toks.resize(static_cast<std::size_t>(rows));
+        for (auto& t : toks) t = hot(gen) ? start + 7 : any(gen);
+      }
+      OnGpu<int> toks_d(toks);
+      auto wte = random_vec<KT>(gen, k.V * k.C), wpe = random_vec<KT>(gen, k.T * k.C), dout = random_vec<KT>(gen, rows * k.C);
+      std::vector<KT> out(rows * k.C);
+      std::vector<float> dwte(k.V * k.C, 0.5f), dwpe(k.T * k.C, -0.25f);
+      OnGpu<KT> wte_d(wte), wpe_d(wpe), out_d(out), dout_d(dout);
+      OnGpu<float> dwte_d(dwte), dwpe_d(dwpe);
+      const std::string what = k.frequent > 0 ? " (" + std::to_string(rows) + " tokens, " + std::to_string(k.C) + " columns, 60% one)" : "";
+      h.embedding_forward(out.data(), toks.data(), wte.data(), wpe.data(), start, k.B, k.T, k.C, k.V);
+      g.embedding_forward(out_d.data(), toks_d.data(), wte_d.data(), wpe_d.data(), start, k.B, k.T, k.C, k.V);
+      expect_close("embedding_forward" + what, out_d.get(), out);
+      h.embedding_backward(dwte.data(), dwpe.data(), dout.data(), toks.data(), start, k.B, k.T, k.C, k.V);
+      g.embedding_backward(dwte_d.data(), dwpe_d.data(), dout_d.data(), toks_d.data(), start, k.B, k.T, k.C, k.V);
+      expect_close("embedding_backward dwte" + what, dwte_d.get(), dwte, tolerance<float>(rows));
+      expect_close("embedding_backward dwpe" + what, dwpe_d.get(), dwpe);
+    }
   }
   SECTION("layernorm") {
     // The test's rows, then 3000 rows of 40 columns: the weight and bias gradients' column sums split
-    // the rows (6 splits of 500) and the columns fill part of a 32-column block.
-    for (const auto [rows, cols] : {std::pair<long, int>{N, C}, std::pair<long, int>{3000, 40}}) {
+    // the rows (6 splits of 500) and the columns fill part of a 32-column block; then rows of 30
+    // columns, not a whole number of 16-byte packs: the backward's element-by-element path.
+    for (const auto [rows, cols] : {std::pair<long, int>{N, C}, std::pair<long, int>{3000, 40}, std::pair<long, int>{500, 30}}) {
       auto x = random_vec<KT>(gen, rows * cols, 2.0f), w = random_vec<KT>(gen, cols), b = random_vec<KT>(gen, cols);
       auto dout = random_vec<KT>(gen, rows * cols), dinp = random_vec<KT>(gen, rows * cols);  // dinp: accumulated into
       std::vector<KT> out(rows * cols);
       std::vector<float> mean(rows), rstd(rows), dw(cols, 0.1f), db(cols, 0.2f);
       OnGpu<KT> x_d(x), w_d(w), b_d(b), out_d(out), dout_d(dout), dinp_d(dinp);
       OnGpu<float> mean_d(mean), rstd_d(rstd), dw_d(dw), db_d(db);
-      const std::string what = rows == N ? "" : " (3000 rows)";
+      const std::string what = rows == N ? "" : " (" + std::to_string(rows) + "x" + std::to_string(cols) + ")";
       h.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, cols, 1e-5f);
       g.layernorm_forward(out_d.data(), mean_d.data(), rstd_d.data(), x_d.data(), w_d.data(), b_d.data(), rows, cols, 1e-5f);
       expect_close("layernorm_forward out" + what, out_d.get(), out);
@@ -243,20 +265,24 @@ void check_all_kernels() {
     }
   }
   SECTION("rmsnorm") {
-    auto x = random_vec<KT>(gen, N * C, 2.0f), w = random_vec<KT>(gen, C), dout = random_vec<KT>(gen, N * C);
-    auto dinp = random_vec<KT>(gen, N * C);  // accumulated into
-    std::vector<KT> out(N * C);
-    std::vector<float> rstd(N), dw(C, 0.1f);
-    OnGpu<KT> x_d(x), w_d(w), out_d(out), dout_d(dout), dinp_d(dinp);
-    OnGpu<float> rstd_d(rstd), dw_d(dw);
-    h.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
-    g.rmsnorm_forward(out_d.data(), rstd_d.data(), x_d.data(), w_d.data(), N, C, 1e-6f);
-    expect_close("rmsnorm_forward out", out_d.get(), out);
-    expect_close("rmsnorm_forward rstd", rstd_d.get(), rstd);
-    h.rmsnorm_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
-    g.rmsnorm_backward(dinp_d.data(), dw_d.data(), dout_d.data(), x_d.data(), w_d.data(), rstd_d.data(), N, C);
-    expect_close("rmsnorm_backward dinp", dinp_d.get(), dinp);
-    expect_close("rmsnorm_backward dweight", dw_d.get(), dw, tolerance<float>(N));  // column sums over the rows
+    // The test's rows, then rows of 30 columns (the backward's element-by-element path, as for LayerNorm).
+    for (const auto [rows, cols] : {std::pair<long, int>{N, C}, std::pair<long, int>{500, 30}}) {
+      auto x = random_vec<KT>(gen, rows * cols, 2.0f), w = random_vec<KT>(gen, cols), dout = random_vec<KT>(gen, rows * cols);
+      auto dinp = random_vec<KT>(gen, rows * cols);  // accumulated into
+      std::vector<KT> out(rows * cols);
+      std::vector<float> rstd(rows), dw(cols, 0.1f);
+      OnGpu<KT> x_d(x), w_d(w), out_d(out), dout_d(dout), dinp_d(dinp);
+      OnGpu<float> rstd_d(rstd), dw_d(dw);
+      const std::string what = rows == N ? "" : " (" + std::to_string(rows) + "x" + std::to_string(cols) + ")";
+      h.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), rows, cols, 1e-6f);
+      g.rmsnorm_forward(out_d.data(), rstd_d.data(), x_d.data(), w_d.data(), rows, cols, 1e-6f);
+      expect_close("rmsnorm_forward out" + what, out_d.get(), out);
+      expect_close("rmsnorm_forward rstd" + what, rstd_d.get(), rstd);
+      h.rmsnorm_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), rows, cols);
+      g.rmsnorm_backward(dinp_d.data(), dw_d.data(), dout_d.data(), x_d.data(), w_d.data(), rstd_d.data(), rows, cols);
+      expect_close("rmsnorm_backward dinp" + what, dinp_d.get(), dinp);
+      expect_close("rmsnorm_backward dweight" + what, dw_d.get(), dw, tolerance<float>(rows));  // column sums over the rows
+    }
   }
   SECTION("rope and swiglu") {
     const int NKV = NH / 2, W = (NH + 2 * NKV) * HD, R = HD - 4;  // partial rotary: 12 of 16 dims
@@ -279,34 +305,40 @@ void check_all_kernels() {
     expect_close("swiglu_backward", dgu_d.get(), dgu);
   }
   SECTION("elementwise") {
-    const long n = N * F;
-    auto x = random_vec<KT>(gen, n, 3.0f), y = random_vec<KT>(gen, n), dy = random_vec<KT>(gen, n);
-    x[0] = from_float<KT>(-40.0f);  // saturated GELU: no inf * 0
-    x[1] = from_float<KT>(40.0f);
-    std::vector<KT> out(n), dx(n);
-    OnGpu<KT> x_d(x), y_d(y), dy_d(dy), out_d(out), dx_d(dx);
-    h.gelu_forward(out.data(), x.data(), n);
-    g.gelu_forward(out_d.data(), x_d.data(), n);
-    expect_close("gelu_forward", out_d.get(), out);
-    h.gelu_backward(dx.data(), x.data(), dy.data(), n);
-    g.gelu_backward(dx_d.data(), x_d.data(), dy_d.data(), n);
-    expect_close("gelu_backward", dx_d.get(), dx);
-    h.residual_forward(out.data(), x.data(), y.data(), n);
-    g.residual_forward(out_d.data(), x_d.data(), y_d.data(), n);
-    expect_close("residual_forward", out_d.get(), out);
-    g.copy(out_d.data(), y_d.data(), n);
-    expect_close("copy", out_d.get(), y);
-    g.zero(out_d.data(), n);
-    expect_close("zero", out_d.get(), std::vector<KT>(n, from_float<KT>(0.0f)));
-    auto f = random_vec<float>(gen, n);
-    std::vector<float> widened(n);
-    OnGpu<float> f_d(f), widened_d(widened);
-    h.narrow(out.data(), f.data(), n);
-    g.narrow(out_d.data(), f_d.data(), n);
-    expect_close("narrow", out_d.get(), out);
-    h.widen(widened.data(), out.data(), n);
-    g.widen(widened_d.data(), out_d.data(), n);
-    expect_close("widen", widened_d.get(), widened);
+    // A whole number of 16-byte packs, then 3 elements short of one: the element-by-element path.
+    for (const long n : {N * F, N * F - 3}) {
+      const std::string what = n == N * F ? "" : " (odd length)";
+      auto x = random_vec<KT>(gen, n, 3.0f), y = random_vec<KT>(gen, n), dy = random_vec<KT>(gen, n);
+      x[0] = from_float<KT>(-40.0f);  // saturated GELU: no inf * 0
+      x[1] = from_float<KT>(40.0f);
+      std::vector<KT> out(n), dx(n);
+      OnGpu<KT> x_d(x), y_d(y), dy_d(dy), out_d(out), dx_d(dx);
+      h.gelu_forward(out.data(), x.data(), n);
+      g.gelu_forward(out_d.data(), x_d.data(), n);
+      expect_close("gelu_forward" + what, out_d.get(), out);
+      h.gelu_backward(dx.data(), x.data(), dy.data(), n);
+      g.gelu_backward(dx_d.data(), x_d.data(), dy_d.data(), n);
+      expect_close("gelu_backward" + what, dx_d.get(), dx);
+      h.residual_forward(out.data(), x.data(), y.data(), n);
+      g.residual_forward(out_d.data(), x_d.data(), y_d.data(), n);
+      expect_close("residual_forward" + what, out_d.get(), out);
+      g.copy(out_d.data(), y_d.data(), n);
+      expect_close("copy" + what, out_d.get(), y);
+      g.zero(out_d.data(), n);
+      expect_close("zero" + what, out_d.get(), std::vector<KT>(n, from_float<KT>(0.0f)));
+      auto f = random_vec<float>(gen, n);
+      std::vector<float> widened(n);
+      OnGpu<float> f_d(f), widened_d(widened);
+      h.narrow(out.data(), f.data(), n);
+      g.narrow(out_d.data(), f_d.data(), n);
+      expect_close("narrow" + what, out_d.get(), out);
+      h.widen(widened.data(), out.data(), n);
+      g.widen(widened_d.data(), out_d.data(), n);
+      expect_close("widen" + what, widened_d.get(), widened);
+      g.residual_forward(x_d.data(), x_d.data(), y_d.data(), n);  // in place, as the model adds its residuals
+      h.residual_forward(x.data(), x.data(), y.data(), n);
+      expect_close("residual_forward in place" + what, x_d.get(), x);
+    }
   }
   SECTION("cross-entropy") {
     auto logits = random_vec<KT>(gen, N * V, 4.0f);
