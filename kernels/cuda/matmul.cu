@@ -1,7 +1,8 @@
 // CUDA backend: dense layers (matmul_forward/backward and their wide-output forms) on cuBLAS, and the
 // process's cuBLAS handle. Row-major (N,IC) x (OC,IC)^T is the column-major product
-// weight^T-as-stored x inp, as in llm.c. Bias rows are filled first, then the GEMM adds (beta = 1);
-// the bias gradient is a deterministic column sum.
+// weight^T-as-stored x inp, as in llm.c. The bias is added in cuBLASLt's epilogue (gemm_bias.cu), or
+// where it cannot be, bias rows are filled first and the GEMM adds (beta = 1); the bias gradient is a
+// deterministic column sum.
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
 
@@ -30,6 +31,7 @@ __global__ void bias_rows_kernel(OT* out, const KT* bias, long N, int OC) {
 template <typename KT, typename OT>
 void matmul_fw(OT* out /*(N,OC)*/, const KT* inp /*(N,IC)*/, const KT* weight /*(OC,IC)*/, const KT* bias /*(OC) or null*/, long N,
              int IC, int OC) {
+  if (bias && gemm_bias(true, false, OC, static_cast<int>(N), IC, weight, IC, inp, IC, bias, out)) return;
   if (bias) {
     bias_rows_kernel<<<blocks_for(N * OC), kThreads>>>(out, bias, N, OC);
     DTRAIN_LAUNCH_CHECK();

@@ -181,6 +181,17 @@ void check_all_kernels() {
     h.matmul_forward_wide(wide.data(), x.data(), w.data(), nullptr, N, C, F);
     g.matmul_forward_wide(wide_d.data(), x_d.data(), w_d.data(), nullptr, N, C, F);
     expect_close("matmul_forward_wide (no bias)", wide_d.get(), wide);
+    h.matmul_forward_wide(wide.data(), x.data(), w.data(), b.data(), N, C, F);  // the bias in cuBLASLt's epilogue
+    g.matmul_forward_wide(wide_d.data(), x_d.data(), w_d.data(), b_d.data(), N, C, F);
+    expect_close("matmul_forward_wide (bias)", wide_d.get(), wide);
+    {  // an odd output width: columns of the output off 16-byte alignment (cuBLASLt picks another algorithm or none)
+      const int odd = F - 3;
+      std::vector<KT> o(N * odd);
+      OnGpu<KT> o_d(o);
+      h.matmul_forward(o.data(), x.data(), w.data(), b.data(), N, C, odd);
+      g.matmul_forward(o_d.data(), x_d.data(), w_d.data(), b_d.data(), N, C, odd);
+      expect_close("matmul_forward (odd width)", o_d.get(), o);
+    }
     h.matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), N, C, F);
     g.matmul_backward(dinp_d.data(), dw_d.data(), db_d.data(), dout_d.data(), x_d.data(), w_d.data(), N, C, F);
     expect_close("matmul_backward dinp", dinp_d.get(), dinp, tolerance<KT>(F));   // sums over the F outputs

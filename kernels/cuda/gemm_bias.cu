@@ -1,0 +1,127 @@
+// CUDA backend: the GEMM with the bias added in cuBLASLt's epilogue (gemm_bias, device_math.cuh), so
+// that a linear layer writes its output once instead of filling bias rows and reading them back. Each
+// shape's descriptors and algorithm are made once (cuBLASLt's heuristic, the first call) and kept.
+#include <cublasLt.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+
+#include "kernels/cuda/device_math.cuh"
+
+namespace dtrain::kernels::cuda {
+namespace {
+
+constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;  // cuBLASLt's advice for Hopper
+
+cublasLtHandle_t lt() {
+  static const cublasLtHandle_t handle = [] {
+    cublasLtHandle_t h;
+    CUBLAS_CHECK(cublasLtCreate(&h));
+    return h;
+  }();
+  return handle;
+}
+
+void* workspace() {
+  static void* const p = [] {
+    void* q = nullptr;
+    CUDA_CHECK(cudaMalloc(&q, kWorkspaceBytes));
+    return q;
+  }();
+  return p;
+}
+
+// The largest power of two up to 256 dividing the address: the alignment the algorithm may assume.
+std::uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t al = 256;
+  while (al > 1 && a % al) al /= 2;
+  return al;
+}
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool found = false;
+};
+using PlanKey = std::array<long, 12>;  // transa, transb, m, n, k, lda, ldb, A type, D type, A/B/D alignments
+
+template <typename T>
+void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value));
+}
+template <typename T>
+void set(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute, const T& value) {
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof value));
+}
+
+template <typename TA, typename TD>
+Plan make_plan(bool transa, bool transb, int m, int n, int k, int lda, int ldb, std::uint32_t align_a, std::uint32_t align_b,
+               std::uint32_t align_d) {
+  Plan p;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));  // fp32 accumulation, no TF32
+  set(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, transa ? CUBLAS_OP_T : CUBLAS_OP_N);
+  set(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, transb ? CUBLAS_OP_T : CUBLAS_OP_N);
+  set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+  set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, cuda_type<TA>());  // the bias is stored as the weights are
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, cuda_type<TA>(), transa ? k : m, transa ? m : k, lda));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, cuda_type<TA>(), transb ? n : k, transb ? k : n, ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, cuda_type<TD>(), m, n, m));
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<std::uint64_t>(kWorkspaceBytes));
+  // Split-K partial sums are added in fp32 (never in a bf16 output), as the cuBLAS handle is told
+  // (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION).
+  set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+  set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
+  set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
+  set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d);
+  set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d);
+  cublasLtMatmulHeuristicResult_t result{};
+  int count = 0;
+  const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt(), p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &count);
+  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  p.found = rc == CUBLAS_STATUS_SUCCESS && count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  if (p.found)
+    p.algo = result.algo;
+  else
+    std::fprintf(stderr,
+                 "dtrain: warning: cuBLASLt offers no bias-epilogue GEMM for m=%d n=%d k=%d (%s inputs, %s output): %s; "
+                 "this layer adds its bias in a separate pass\n",
+                 m, n, k, sizeof(TA) == 2 ? "bf16" : "fp32", sizeof(TD) == 2 ? "bf16" : "fp32",
+                 rc == CUBLAS_STATUS_SUCCESS ? "no algorithm" : cublasGetStatusString(rc));
+  return p;
+}
+
+}  // namespace
+
+template <typename TA, typename TD>
+bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, const TA* bias, TD* D) {
+  if (!aligned16(bias)) return false;
+  static std::map<PlanKey, Plan> plans;  // per instantiation: the key's types are this one's
+  const std::uint32_t align_a = alignment_of(A), align_b = alignment_of(B), align_d = alignment_of(D);
+  const PlanKey key{transa, transb, m, n, k, lda, ldb, static_cast<long>(sizeof(TA)), static_cast<long>(sizeof(TD)), align_a, align_b, align_d};
+  auto it = plans.find(key);
+  if (it == plans.end())
+    it = plans.emplace(key, make_plan<TA, TD>(transa, transb, m, n, k, lda, ldb, align_a, align_b, align_d)).first;
+  const Plan& p = it->second;
+  if (!p.found) return false;
+  set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+  const float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_CHECK(cublasLtMatmul(lt(), p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.d, D, p.d, &p.algo, workspace(), kWorkspaceBytes, 0));
+  if (launch_checks_wait()) {  // name it by its shape in the profile, as gemm does
+    char what[96];
+    std::snprintf(what, sizeof what, "gemm+bias %c%c m=%d n=%d k=%d", transa ? 'T' : 'N', transb ? 'T' : 'N', m, n, k);
+    check_launch(what, __FILE__, __LINE__);
+  }
+  return true;
+}
+
+template bool gemm_bias(bool, bool, int, int, int, const float*, int, const float*, int, const float*, float*);
+template bool gemm_bias(bool, bool, int, int, int, const bf16*, int, const bf16*, int, const bf16*, bf16*);
+template bool gemm_bias(bool, bool, int, int, int, const bf16*, int, const bf16*, int, const bf16*, float*);
+
+}  // namespace dtrain::kernels::cuda
