@@ -1,5 +1,5 @@
 // CUDA backend: softmax cross-entropy over a vocabulary that may be split across ranks, a warp per
-// row. xent_loss adds the rows' losses in double in a fixed order (one block: each thread a strided
+// row (a block per row for the backward). xent_loss adds the rows' losses in double in a fixed order (one block: each thread a strided
 // set of rows, then a tree over the threads) into a device variable and returns it: the same bits on
 // every run.
 #include "kernels/cuda/device_math.cuh"
@@ -60,15 +60,26 @@ __global__ void loss_kernel(float* lse, const float* row_max, const float* row_s
 }
 
 // dlogits[i,v] = (exp(logits[i,v] - lse[i]) - [v is target]) * dloss[i]; (p - 1) * dl on the target.
-template <typename KT>
+// A block per row, in 16-byte packs; in place (dlogits = logits) each thread reads its pack first.
+template <bool kVector, typename KT>
 __global__ void backward_kernel(KT* dlogits, const KT* logits, const float* lse, const int* targets, const float* dloss,
-                                int vocab_start, long N, int V) {
-  const long e = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= N * V) return;
-  const long i = e / V;
-  const int v = static_cast<int>(e % V);
-  const float p = expf(ld(logits[e]) - lse[i]);
-  dlogits[e] = st<KT>((v == targets[i] - vocab_start ? p - 1.0f : p) * dloss[i]);
+                                int vocab_start, int V) {
+  constexpr int P = kPack<KT>;
+  const long i = blockIdx.x;
+  const float l = lse[i], dl = dloss[i];
+  const int target = targets[i] - vocab_start;
+  const KT* x = logits + i * V;
+  KT* d = dlogits + i * V;
+  for (int v = threadIdx.x * P; v < V; v += blockDim.x * P) {
+    float f[P];
+    load_n<kVector>(f, x, v, V);
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const float p = expf(f[k] - l);
+      f[k] = (v + k == target ? p - 1.0f : p) * dl;
+    }
+    store_n<kVector>(d, f, v, V);
+  }
 }
 
 template <typename KT>
@@ -88,7 +99,11 @@ void target_logit(float* out, const KT* logits, const int* targets, int vocab_st
 }
 template <typename KT>
 void xent_bw(KT* dlogits, const KT* logits, const float* lse, const int* targets, const float* dloss, int vocab_start, long N, int V) {
-  backward_kernel<<<blocks_for(N * V), kThreads>>>(dlogits, logits, lse, targets, dloss, vocab_start, N, V);
+  if (N <= 0) return;
+  if (packs_fit<KT>(V, dlogits, logits))
+    backward_kernel<true><<<N, kThreads>>>(dlogits, logits, lse, targets, dloss, vocab_start, V);
+  else
+    backward_kernel<false><<<N, kThreads>>>(dlogits, logits, lse, targets, dloss, vocab_start, V);
   DTRAIN_LAUNCH_CHECK();
 }
 

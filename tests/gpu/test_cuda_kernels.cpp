@@ -352,27 +352,31 @@ void check_all_kernels() {
     }
   }
   SECTION("cross-entropy") {
-    auto logits = random_vec<KT>(gen, N * V, 4.0f);
-    std::vector<float> mx(N), sum(N), tgt(N), lse(N), dloss(N, 1.0f / N);
-    OnGpu<KT> logits_d(logits);
-    OnGpu<float> mx_d(mx), sum_d(sum), tgt_d(tgt), lse_d(lse), dloss_d(dloss);
-    h.xent_row_max(mx.data(), logits.data(), N, V);
-    g.xent_row_max(mx_d.data(), logits_d.data(), N, V);
-    expect_close("xent_row_max", mx_d.get(), mx);
-    h.xent_row_sum_exp(sum.data(), logits.data(), mx.data(), N, V);
-    g.xent_row_sum_exp(sum_d.data(), logits_d.data(), mx_d.data(), N, V);
-    expect_close("xent_row_sum_exp", sum_d.get(), sum, tolerance<float>(V));
-    h.xent_target_logit(tgt.data(), logits.data(), tokens.data(), vocab_start, N, V);
-    g.xent_target_logit(tgt_d.data(), logits_d.data(), tokens_d.data(), vocab_start, N, V);
-    expect_close("xent_target_logit", tgt_d.get(), tgt);
-    const double loss_h = h.xent_loss(lse.data(), mx.data(), sum.data(), tgt.data(), N);
-    const double loss_g = g.xent_loss(lse_d.data(), mx_d.data(), sum_d.data(), tgt_d.data(), N);
-    expect_close("xent_loss lse", lse_d.get(), lse, tolerance<float>(V));
-    expect_close("xent_loss sum", std::vector<float>{static_cast<float>(loss_g)}, std::vector<float>{static_cast<float>(loss_h)},
-                 tolerance<float>(N + V));  // N rows, each a sum over V
-    h.xent_backward(logits.data(), logits.data(), lse.data(), tokens.data(), dloss.data(), vocab_start, N, V);
-    g.xent_backward(logits_d.data(), logits_d.data(), lse_d.data(), tokens_d.data(), dloss_d.data(), vocab_start, N, V);
-    expect_close("xent_backward (in place)", logits_d.get(), logits);
+    // V = 100 rows (bf16: not whole 16-byte packs) and 96 (whole packs in both types).
+    for (const int Vx : {V, 96}) {
+      const std::string what = Vx == V ? "" : " (V=96)";
+      auto logits = random_vec<KT>(gen, N * Vx, 4.0f);
+      std::vector<float> mx(N), sum(N), tgt(N), lse(N), dloss(N, 1.0f / N);
+      OnGpu<KT> logits_d(logits);
+      OnGpu<float> mx_d(mx), sum_d(sum), tgt_d(tgt), lse_d(lse), dloss_d(dloss);
+      h.xent_row_max(mx.data(), logits.data(), N, Vx);
+      g.xent_row_max(mx_d.data(), logits_d.data(), N, Vx);
+      expect_close("xent_row_max" + what, mx_d.get(), mx);
+      h.xent_row_sum_exp(sum.data(), logits.data(), mx.data(), N, Vx);
+      g.xent_row_sum_exp(sum_d.data(), logits_d.data(), mx_d.data(), N, Vx);
+      expect_close("xent_row_sum_exp" + what, sum_d.get(), sum, tolerance<float>(Vx));
+      h.xent_target_logit(tgt.data(), logits.data(), tokens.data(), vocab_start, N, Vx);
+      g.xent_target_logit(tgt_d.data(), logits_d.data(), tokens_d.data(), vocab_start, N, Vx);
+      expect_close("xent_target_logit" + what, tgt_d.get(), tgt);
+      const double loss_h = h.xent_loss(lse.data(), mx.data(), sum.data(), tgt.data(), N);
+      const double loss_g = g.xent_loss(lse_d.data(), mx_d.data(), sum_d.data(), tgt_d.data(), N);
+      expect_close("xent_loss lse" + what, lse_d.get(), lse, tolerance<float>(Vx));
+      expect_close("xent_loss sum" + what, std::vector<float>{static_cast<float>(loss_g)}, std::vector<float>{static_cast<float>(loss_h)},
+                   tolerance<float>(N + Vx));  // N rows, each a sum over V
+      h.xent_backward(logits.data(), logits.data(), lse.data(), tokens.data(), dloss.data(), vocab_start, N, Vx);
+      g.xent_backward(logits_d.data(), logits_d.data(), lse_d.data(), tokens_d.data(), dloss_d.data(), vocab_start, N, Vx);
+      expect_close("xent_backward (in place)" + what, logits_d.get(), logits);
+    }
   }
   SECTION("moe") {  // E experts, top-K, R = N*K rows; a quarter of the assignments dropped (pos -1)
     const int E = 8, K = 2;
