@@ -100,47 +100,72 @@ __device__ __forceinline__ float warp_max_keep_nan(float v) {
   return v;
 }
 
-// out[c] += sum over rows r < N of f(r, c), for c < C, in two launches: a grid of (32 columns) x
-// (splits of the rows) thread blocks of 32 x 32 threads, each thread summing every 32nd row of its
-// split and the block adding its 32 partial sums in a fixed order into partials (splits, C); then one
-// thread per column adding the splits in order. The number of splits depends only on N and C
-// (column_splits), so the result is the same bits on every run and every GPU; no atomics. The partials
-// live in one device buffer of kColumnPartials floats (column_sum.cu).
+// K column sums in one pass over the rows: out[k][c] += sum over rows r < N of v[k], where f(r, c, v)
+// fills v[0..K) (a norm's weight and bias gradients read their rows once), for c < C, in two launches:
+// a grid of (32 columns) x (splits of the rows) thread blocks of 32 x 32 threads, each thread summing
+// every 32nd row of its split and the block adding its 32 partial sums in a fixed order into partials
+// (K, splits, C); then one thread per (k, column) adding the splits in order. The number of splits
+// depends only on N, C and K (column_splits), so the result is the same bits on every run and every
+// GPU; no atomics. The partials live in one device buffer of kColumnPartials floats (column_sum.cu).
 constexpr long kColumnPartials = 1L << 20;
 float* column_partials();
-inline int column_splits(long N, int C) {
+inline int column_splits(long N, int C, int K) {
   long splits = std::clamp((N + 511) / 512, 1L, 32L);  // at least 512 rows a split, at most 32 splits
-  if (C > 0) splits = std::min(splits, std::max(1L, kColumnPartials / C));  // the partials must fit
+  if (C > 0) splits = std::min(splits, std::max(1L, kColumnPartials / (static_cast<long>(K) * C)));  // the partials must fit
   return static_cast<int>(splits);
 }
-template <typename F>
-__global__ void column_partial_kernel(float* partials /*(splits,C)*/, long N, int C, long rows_per_split, F f) {
-  __shared__ float part[32][33];
+template <int K>
+struct ColumnOutputs {
+  float* out[K];
+};
+template <int K, typename F>
+__global__ void column_partial_kernel(float* partials /*(K,splits,C)*/, long N, int C, long rows_per_split, F f) {
+  __shared__ float part[K][32][33];
   const int c = blockIdx.x * 32 + threadIdx.x;
   const long begin = blockIdx.y * rows_per_split, end = begin + rows_per_split < N ? begin + rows_per_split : N;
-  float acc = 0.0f;
+  float acc[K] = {};
   if (c < C)
-    for (long r = begin + threadIdx.y; r < end; r += 32) acc += f(r, c);
-  part[threadIdx.y][threadIdx.x] = acc;
+    for (long r = begin + threadIdx.y; r < end; r += 32) {
+      float v[K];
+      f(r, c, v);
+#pragma unroll
+      for (int k = 0; k < K; ++k) acc[k] += v[k];
+    }
+#pragma unroll
+  for (int k = 0; k < K; ++k) part[k][threadIdx.y][threadIdx.x] = acc[k];
   __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    float s = 0.0f;
-    for (int y = 0; y < 32; ++y) s += part[y][threadIdx.x];
-    partials[static_cast<long>(blockIdx.y) * C + c] = s;
-  }
+  if (threadIdx.y == 0 && c < C)
+    for (int k = 0; k < K; ++k) {
+      float s = 0.0f;
+      for (int y = 0; y < 32; ++y) s += part[k][y][threadIdx.x];
+      partials[(static_cast<long>(k) * gridDim.y + blockIdx.y) * C + c] = s;
+    }
 }
-__global__ void column_total_kernel(float* out, const float* partials, int splits, int C);
-template <typename F>
-void column_sum(float* out, long N, int C, F f) {
-  if (C > kColumnPartials)
-    fatal("column_sum: " + std::to_string(C) + " columns exceed the partials buffer of " + std::to_string(kColumnPartials) + " floats");
-  const int splits = column_splits(N, C);
+template <int K>
+__global__ void column_total_kernel(ColumnOutputs<K> outputs, const float* partials /*(K,splits,C)*/, int splits, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
+  if (c >= C) return;
+  float s = 0.0f;
+  for (int y = 0; y < splits; ++y) s += partials[(static_cast<long>(k) * splits + y) * C + c];
+  outputs.out[k][c] += s;
+}
+template <int K, typename F>
+void column_sums(ColumnOutputs<K> outputs, long N, int C, F f) {
+  if (static_cast<long>(K) * C > kColumnPartials)
+    fatal("column_sum: " + std::to_string(K) + " x " + std::to_string(C) + " columns exceed the partials buffer of " +
+          std::to_string(kColumnPartials) + " floats");
+  const int splits = column_splits(N, C, K);
   const long rows_per_split = (N + splits - 1) / splits;
   float* partials = column_partials();
-  column_partial_kernel<<<dim3(blocks_for(C, 32), splits), dim3(32, 32)>>>(partials, N, C, rows_per_split, f);
+  column_partial_kernel<K><<<dim3(blocks_for(C, 32), splits), dim3(32, 32)>>>(partials, N, C, rows_per_split, f);
   DTRAIN_LAUNCH_CHECK();
-  column_total_kernel<<<blocks_for(C), kThreads>>>(out, partials, splits, C);
+  column_total_kernel<K><<<dim3(blocks_for(C), K), kThreads>>>(outputs, partials, splits, C);
   DTRAIN_LAUNCH_CHECK();
+}
+// One column sum, f(r, c, v) filling v[0].
+template <typename F>
+void column_sum(float* out, long N, int C, F f) {
+  column_sums<1>(ColumnOutputs<1>{{out}}, N, C, f);
 }
 
 // The cuBLAS handle of this process (created on first use, on the current device, default stream).

@@ -1,8 +1,8 @@
 // CUDA backend: token + position embedding. The backward is deterministic without atomics: the
 // tokens' rows are sorted (CUB's stable radix sort of (row, position) pairs, so a row's positions stay in
-// token order), then one warp per run of equal rows sums that run's rows of dout in token order, 16-byte
-// packs per lane, and adds the sum to the row of dwte once. A fixed order, so repeated tokens
-// accumulate the same way on every run; the work is proportional to the tokens, not to the vocabulary.
+// token order), then one block per run of equal rows sums that run's rows of dout over its eight warps
+// in a fixed order, 16-byte packs per lane, and adds the sum to the row of dwte once. The same bits on
+// every run; the work is proportional to the tokens, not to the vocabulary.
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/device_math.cuh"
@@ -36,19 +36,24 @@ __global__ void embedding_sort_keys_kernel(int* keys, int* positions, const int*
   positions[i] = i;
 }
 
-// A warp per sorted position; the warp at the first position of a run of equal rows sums the run.
+// A block per sorted position; the block at the first position of a run of equal rows sums the run:
+// warp w takes the run's positions w, w + 8, ... in order, each lane a pack of columns, and the eight
+// partial sums are added in warp order (shared memory, a chunk of 32 packs of columns at a time) and
+// then to the row once. A frequent token's long run is spread over the block's warps; the order is
+// fixed, so the sum is the same bits every run.
 template <typename KT, bool kVector>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     embedding_backward_wte_kernel(float* __restrict__ dwte, const KT* __restrict__ dout, const int* __restrict__ keys,
                                   const int* __restrict__ positions, int rows, int C, int V) {
-  constexpr int P = kPack<KT>;
-  const int p = blockIdx.x * kWarpsPerBlock + threadIdx.y;
-  if (p >= rows) return;
+  constexpr int P = kPack<KT>, kChunk = 32 * P;  // columns a warp covers at once
+  __shared__ float part[kWarpsPerBlock][kChunk];
+  const int p = blockIdx.x;
   const int row = keys[p];
-  if (row >= V || (p > 0 && keys[p - 1] == row)) return;
-  int end = p + 1;  // the run's end: 32 keys a step, the first that differs (the warp is whole: p is per warp)
+  if (row >= V || (p > 0 && keys[p - 1] == row)) return;  // the same for the whole block
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int end = p + 1;  // the run's end: 32 keys a step, the first that differs
   for (;;) {
-    const int q = end + static_cast<int>(threadIdx.x);
+    const int q = end + lane;
     const unsigned ended = __ballot_sync(0xffffffffu, q >= rows || keys[q] != row);
     if (ended) {
       end += __ffs(ended) - 1;
@@ -57,20 +62,34 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     end += 32;
   }
   float* g = dwte + static_cast<long>(row) * C;
-  for (int i = threadIdx.x * P; i < C; i += 32 * P) {
+  for (int c0 = 0; c0 < C; c0 += kChunk) {
+    const int i = c0 + lane * P;
     float sum[P] = {};
+    if (i < C) {
 #pragma unroll 4
-    for (int k = p; k < end; ++k) {
-      float v[P];
-      load_n<kVector>(v, dout + static_cast<long>(positions[k]) * C, i, C);
+      for (int k = p + warp; k < end; k += kWarpsPerBlock) {
+        float v[P];
+        load_n<kVector>(v, dout + static_cast<long>(positions[k]) * C, i, C);
 #pragma unroll
-      for (int e = 0; e < P; ++e) sum[e] += v[e];
+        for (int e = 0; e < P; ++e) sum[e] += v[e];
+      }
     }
-    float acc[P];  // the fp32 gradient row: P elements are whole packs of fp32 too
-    load_n<kVector>(acc, g, i, C);
 #pragma unroll
-    for (int e = 0; e < P; ++e) acc[e] += sum[e];
-    store_n<kVector>(g, acc, i, C);
+    for (int e = 0; e < P; ++e) part[warp][lane * P + e] = sum[e];
+    __syncthreads();
+    if (warp == 0 && i < C) {
+      float total[P], acc[P];  // the fp32 gradient row: P elements are whole packs of fp32 too
+#pragma unroll
+      for (int e = 0; e < P; ++e) total[e] = part[0][lane * P + e];
+      for (int w = 1; w < kWarpsPerBlock; ++w)
+#pragma unroll
+        for (int e = 0; e < P; ++e) total[e] += part[w][lane * P + e];
+      load_n<kVector>(acc, g, i, C);
+#pragma unroll
+      for (int e = 0; e < P; ++e) acc[e] += total[e];
+      store_n<kVector>(g, acc, i, C);
+    }
+    __syncthreads();  // part is reused by the next chunk
   }
 }
 
@@ -131,11 +150,10 @@ void embedding_bw_wte(float* dwte, const KT* dout, const int* tokens, int vocab_
   std::size_t temp_bytes = b.temp_bytes;
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(b.temp, temp_bytes, b.keys, b.sorted_keys, b.positions, b.sorted_positions, n, 0, end_bit));
   DTRAIN_LAUNCH_CHECK();
-  const dim3 grid(blocks_for(n, kWarpsPerBlock)), block(32, kWarpsPerBlock);
   if (packs_fit<KT>(C, dout) && packs_fit<float>(C, dwte))
-    embedding_backward_wte_kernel<KT, true><<<grid, block>>>(dwte, dout, b.sorted_keys, b.sorted_positions, n, C, V);
+    embedding_backward_wte_kernel<KT, true><<<n, 32 * kWarpsPerBlock>>>(dwte, dout, b.sorted_keys, b.sorted_positions, n, C, V);
   else
-    embedding_backward_wte_kernel<KT, false><<<grid, block>>>(dwte, dout, b.sorted_keys, b.sorted_positions, n, C, V);
+    embedding_backward_wte_kernel<KT, false><<<n, 32 * kWarpsPerBlock>>>(dwte, dout, b.sorted_keys, b.sorted_positions, n, C, V);
   DTRAIN_LAUNCH_CHECK();
 }
 

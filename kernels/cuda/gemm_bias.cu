@@ -1,6 +1,7 @@
 // CUDA backend: the GEMM with the bias added in cuBLASLt's epilogue (gemm_bias, device_math.cuh), so
 // that a linear layer writes its output once instead of filling bias rows and reading them back. Each
-// shape's descriptors and algorithm are made once (cuBLASLt's heuristic, the first call) and kept.
+// shape's descriptors and algorithm are made once (cuBLASLt's heuristic, the first call) and kept. The
+// bias has the output's type (cuBLASLt takes no bf16 bias with an fp32 output: a bf16 bias is widened).
 #include <cublasLt.h>
 
 #include <array>
@@ -9,6 +10,7 @@
 #include <map>
 
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/kernels.hpp"
 
 namespace dtrain::kernels::cuda {
 namespace {
@@ -66,7 +68,7 @@ Plan make_plan(bool transa, bool transb, int m, int n, int k, int lda, int ldb, 
   set(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, transa ? CUBLAS_OP_T : CUBLAS_OP_N);
   set(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, transb ? CUBLAS_OP_T : CUBLAS_OP_N);
   set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-  set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, cuda_type<TA>());  // the bias is stored as the weights are
+  set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, cuda_type<TD>());  // cuBLASLt takes no bf16 bias with an fp32 output
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, cuda_type<TA>(), transa ? k : m, transa ? m : k, lda));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, cuda_type<TA>(), transb ? n : k, transb ? k : n, ldb));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, cuda_type<TD>(), m, n, m));
@@ -96,6 +98,19 @@ Plan make_plan(bool transa, bool transb, int m, int n, int k, int lda, int ldb, 
   return p;
 }
 
+// An fp32 copy of a bf16 bias, for the epilogue of a GEMM with an fp32 output (grown when a layer is wider).
+const float* widened_bias(const bf16* bias, int m) {
+  static float* copy = nullptr;
+  static int capacity = 0;
+  if (m > capacity) {
+    CUDA_CHECK(cudaFree(copy));
+    CUDA_CHECK(cudaMalloc(&copy, sizeof(float) * m));
+    capacity = m;
+  }
+  widen(copy, bias, m);
+  return copy;
+}
+
 }  // namespace
 
 template <typename TA, typename TD>
@@ -109,7 +124,9 @@ bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int l
     it = plans.emplace(key, make_plan<TA, TD>(transa, transb, m, n, k, lda, ldb, align_a, align_b, align_d)).first;
   const Plan& p = it->second;
   if (!p.found) return false;
-  set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+  const void* epilogue_bias = bias;
+  if constexpr (sizeof(TA) < sizeof(TD)) epilogue_bias = widened_bias(bias, m);
+  set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_bias);
   const float alpha = 1.0f, beta = 0.0f;
   CUBLAS_CHECK(cublasLtMatmul(lt(), p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.d, D, p.d, &p.algo, workspace(), kWorkspaceBytes, 0));
   if (launch_checks_wait()) {  // name it by its shape in the profile, as gemm does

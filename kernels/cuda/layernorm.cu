@@ -1,6 +1,6 @@
 // CUDA backend: layer normalisation over the last dim (biased variance, two passes), a
 // warp per row (the backward in 16-byte packs); the weight and bias gradients are deterministic block
-// column sums.
+// column sums, both in one pass over the rows.
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
 
@@ -77,18 +77,17 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   }
 }
 
+// The weight and bias gradients' terms of row r, column c: dout * xhat and dout.
 template <typename KT>
-struct DoutTimesXhat {
+struct WeightAndBiasTerms {
   const KT *dout, *inp;
   const float *mean, *rstd;
   int C;
-  __device__ float operator()(long r, int c) const { return ld(dout[r * C + c]) * ((ld(inp[r * C + c]) - mean[r]) * rstd[r]); }
-};
-template <typename KT>
-struct Dout {
-  const KT* dout;
-  int C;
-  __device__ float operator()(long r, int c) const { return ld(dout[r * C + c]); }
+  __device__ void operator()(long r, int c, float (&v)[2]) const {
+    const float dy = ld(dout[r * C + c]);
+    v[0] = dy * ((ld(inp[r * C + c]) - mean[r]) * rstd[r]);
+    v[1] = dy;
+  }
 };
 
 template <typename KT>
@@ -106,8 +105,7 @@ void layernorm_bw(KT* dinp, float* dweight, float* dbias, const KT* dout, const 
   else
     layernorm_backward_kernel<KT, false><<<grid, block>>>(dinp, dout, inp, weight, mean, rstd, N, C);
   DTRAIN_LAUNCH_CHECK();
-  column_sum(dweight, N, C, DoutTimesXhat<KT>{dout, inp, mean, rstd, C});
-  column_sum(dbias, N, C, Dout<KT>{dout, C});
+  column_sums<2>(ColumnOutputs<2>{{dweight, dbias}}, N, C, WeightAndBiasTerms<KT>{dout, inp, mean, rstd, C});
 }
 
 }  // namespace

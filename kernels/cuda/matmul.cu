@@ -43,7 +43,7 @@ template <typename KT>
 struct ColumnOf {
   const KT* x;
   int C;
-  __device__ float operator()(long r, int c) const { return ld(x[r * C + c]); }
+  __device__ void operator()(long r, int c, float (&v)[1]) const { v[0] = ld(x[r * C + c]); }
 };
 
 template <typename KT, typename DT>

@@ -65,7 +65,7 @@ struct DoutTimesXhat {
   const KT *dout, *inp;
   const float* rstd;
   int C;
-  __device__ float operator()(long r, int c) const { return ld(dout[r * C + c]) * ld(inp[r * C + c]) * rstd[r]; }
+  __device__ void operator()(long r, int c, float (&v)[1]) const { v[0] = ld(dout[r * C + c]) * ld(inp[r * C + c]) * rstd[r]; }
 };
 
 template <typename KT>

@@ -112,8 +112,8 @@ void check_all_kernels() {
   SECTION("embedding") {
     // The test's tokens; then tokens of which 60% are one row of the slice (a frequent token: a run of
     // ~1,800 positions in the backward's sort), at 64 columns (16-byte packs) and at 30 (not whole packs:
-    // element by element). The backward sums a run in token order as the host does, but adds the run's
-    // sum to the row once where the host adds each token: sums of up to `rows` terms in two orders.
+    // element by element). The backward sums a run over eight warps and adds the run's sum to the row
+    // once where the host adds each token in order: sums of up to `rows` terms in two orders.
     struct Case {
       int B, T, C, V;
       double frequent;  // the share of tokens that are the row vocab_start + 7
