@@ -9,6 +9,14 @@
 
 namespace dtrain::kernels {
 
+// One tensor's piece of an AdamW update (adamw_update): `count` elements from element `offset` of the
+// master weights, moments, compute copy and gradient given, its weight decay, and `first`, the sum of
+// the earlier runs' counts (where its elements start when the runs are laid end to end).
+struct AdamRun {
+  long offset, count, first;
+  float weight_decay;
+};
+
 #define DTRAIN_KERNEL(ret, name, args) ret name args;
 namespace host {
 #define KT float

@@ -1,5 +1,5 @@
 // CUDA backend: the fused AdamW step (moments, bias correction, decoupled weight decay and, in bf16
-// runs, the rounded compute copy in one pass) and sum_squares accumulated in double in a fixed order
+// runs, the rounded compute copy in one pass, every tensor of an optimizer range in one launch) and sum_squares accumulated in double in a fixed order
 // (block partials into a device array, then one block adds them in order): the same bits every run.
 #include <cmath>
 
@@ -14,18 +14,30 @@ constexpr int kReduceThreads = 256;
 __device__ double g_partials[kReduceBlocks];
 __device__ double g_sum;
 
+// A thread per element of the runs laid end to end: the element's run by binary search over the runs'
+// first elements (a few cached loads), then the update.
 template <typename KT>
-__global__ void adamw_kernel(float* master, KT* copy, float* m, float* v, const float* grad, long n, float lr, float beta1,
-                             float beta2, float eps, float weight_decay, float inv_bc1, float inv_bc2) {
-  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
+__global__ void adamw_kernel(float* master, KT* copy, float* m, float* v, const float* grad, const AdamRun* runs, int count,
+                             long elements, float lr, float beta1, float beta2, float eps, float inv_bc1, float inv_bc2) {
+  const long j = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= elements) return;
+  int lo = 0, hi = count - 1;  // the last run whose first element is at or before j
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (runs[mid].first <= j)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const AdamRun run = runs[lo];
+  const long i = run.offset + (j - run.first);
   const float g = grad[i];
   const float mi = beta1 * m[i] + (1.0f - beta1) * g;
   const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
   m[i] = mi;
   v[i] = vi;
   const float p = master[i];
-  const float updated = p - lr * ((mi * inv_bc1) / (sqrtf(vi * inv_bc2) + eps) + weight_decay * p);
+  const float updated = p - lr * ((mi * inv_bc1) / (sqrtf(vi * inv_bc2) + eps) + run.weight_decay * p);
   master[i] = updated;
   if (copy) copy[i] = st<KT>(updated);
 }
@@ -54,12 +66,14 @@ __global__ void sum_partials_kernel() {
 }
 
 template <typename KT>
-void adamw(float* master, KT* copy, float* m, float* v, const float* grad, long n, float lr, float beta1, float beta2, float eps,
-           float weight_decay, int t) {
+void adamw(float* master, KT* copy, float* m, float* v, const float* grad, const AdamRun* runs, int count, long elements, float lr,
+           float beta1, float beta2, float eps, int t) {
+  if (count <= 0 || elements <= 0) return;
   // Bias corrections folded into multipliers once, in double, as on the host.
   const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta1), t)));
   const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta2), t)));
-  adamw_kernel<<<blocks_for(n), kThreads>>>(master, copy, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, inv_bc1, inv_bc2);
+  adamw_kernel<<<blocks_for(elements), kThreads>>>(master, copy, m, v, grad, runs, count, elements, lr, beta1, beta2, eps, inv_bc1,
+                                                   inv_bc2);
   DTRAIN_LAUNCH_CHECK();
 }
 
@@ -75,13 +89,13 @@ double sum_squares(const float* x, long n) {
   return s;
 }
 
-void adamw_update(float* master, float* copy, float* m, float* v, const float* grad, long n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, int t) {
-  adamw(master, copy == master ? static_cast<float*>(nullptr) : copy, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t);
+void adamw_update(float* master, float* copy, float* m, float* v, const float* grad, const AdamRun* runs, int count, long elements,
+                  float lr, float beta1, float beta2, float eps, int t) {
+  adamw(master, copy == master ? static_cast<float*>(nullptr) : copy, m, v, grad, runs, count, elements, lr, beta1, beta2, eps, t);
 }
-void adamw_update(float* master, bf16* copy, float* m, float* v, const float* grad, long n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, int t) {
-  adamw(master, copy, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t);
+void adamw_update(float* master, bf16* copy, float* m, float* v, const float* grad, const AdamRun* runs, int count, long elements,
+                  float lr, float beta1, float beta2, float eps, int t) {
+  adamw(master, copy, m, v, grad, runs, count, elements, lr, beta1, beta2, eps, t);
 }
 
 }  // namespace dtrain::kernels::cuda

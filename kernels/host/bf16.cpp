@@ -294,10 +294,11 @@ void xent_backward(bf16* dlogits, const bf16* logits, const float* lse, const in
   store(dlogits, x, sz(N) * sz(V));
 }
 
-void adamw_update(float* master, bf16* copy, float* m, float* v, const float* grad, long n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, int t) {
-  adamw_update(master, static_cast<float*>(nullptr), m, v, grad, n, lr, beta1, beta2, eps, weight_decay, t);
-  if (copy) store(copy, master, sz(n));
+void adamw_update(float* master, bf16* copy, float* m, float* v, const float* grad, const AdamRun* runs, int count, long elements,
+                  float lr, float beta1, float beta2, float eps, int t) {
+  adamw_update(master, static_cast<float*>(nullptr), m, v, grad, runs, count, elements, lr, beta1, beta2, eps, t);
+  if (copy)
+    for (int r = 0; r < count; ++r) store(copy + runs[r].offset, master + runs[r].offset, sz(runs[r].count));
 }
 
 void narrow(bf16* out, const float* inp, long n) { store(out, inp, sz(n)); }

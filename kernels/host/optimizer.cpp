@@ -49,36 +49,39 @@ void narrow(float* out /*(n)*/, const float* inp /*(n)*/, long n) {
 
 void widen(float* out /*(n)*/, const float* inp /*(n)*/, long n) { narrow(out, inp, n); }
 
-void adamw_update(float* master /*(n)*/, float* copy /*(n) or null*/, float* m /*(n)*/, float* v /*(n)*/,
-                  const float* grad /*(n)*/, long n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                  int t) {
+void adamw_update(float* master, float* copy /*or null*/, float* m, float* v, const float* grad, const AdamRun* runs /*(count)*/,
+                  int count, long /*elements*/, float lr, float beta1, float beta2, float eps, int t) {
   // Bias corrections folded into multipliers once (in double, then rounded): no pow or division by
   // them per element.
   const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta1), t)));
   const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta2), t)));
   const float one_minus_b1 = 1.0f - beta1;
   const float one_minus_b2 = 1.0f - beta2;
-  const long chunks = (n + kChunk - 1) / kChunk;
-  Kokkos::parallel_for(
-      "adamw_update", HostRange(0, chunks), KOKKOS_LAMBDA(const long ch) {
-        const long begin = ch * kChunk;
-        const long end = begin + kChunk < n ? begin + kChunk : n;
-        float* __restrict__ p = master;      // (n)
-        float* __restrict__ mm = m;          // (n)
-        float* __restrict__ vv = v;          // (n)
-        const float* __restrict__ g = grad;  // (n)
-        for (long i = begin; i < end; ++i) {
-          const float gi = g[i];
-          const float mi = beta1 * mm[i] + one_minus_b1 * gi;
-          const float vi = beta2 * vv[i] + one_minus_b2 * gi * gi;
-          mm[i] = mi;
-          vv[i] = vi;
-          const float mhat = mi * inv_bc1;
-          const float vhat = vi * inv_bc2;
-          p[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * p[i]);
-        }
-      });
-  if (copy && copy != master) narrow(copy, master, n);
+  for (int r = 0; r < count; ++r) {
+    const long n = runs[r].count;
+    const float weight_decay = runs[r].weight_decay;
+    float* __restrict__ p = master + runs[r].offset;      // (n)
+    float* __restrict__ mm = m + runs[r].offset;          // (n)
+    float* __restrict__ vv = v + runs[r].offset;          // (n)
+    const float* __restrict__ g = grad + runs[r].offset;  // (n)
+    const long chunks = (n + kChunk - 1) / kChunk;
+    Kokkos::parallel_for(
+        "adamw_update", HostRange(0, chunks), KOKKOS_LAMBDA(const long ch) {
+          const long begin = ch * kChunk;
+          const long end = begin + kChunk < n ? begin + kChunk : n;
+          for (long i = begin; i < end; ++i) {
+            const float gi = g[i];
+            const float mi = beta1 * mm[i] + one_minus_b1 * gi;
+            const float vi = beta2 * vv[i] + one_minus_b2 * gi * gi;
+            mm[i] = mi;
+            vv[i] = vi;
+            const float mhat = mi * inv_bc1;
+            const float vhat = vi * inv_bc2;
+            p[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * p[i]);
+          }
+        });
+    if (copy && copy != master) narrow(copy + runs[r].offset, p, n);
+  }
 }
 
 }  // namespace dtrain::kernels::host

@@ -1,4 +1,5 @@
-// AdamW::step: the adamw_update kernel on every (owned range x tensor) intersection.
+// AdamW: the runs of every optimizer range (one per tensor it overlaps), and step: one adamw_update
+// launch per range.
 #include "optim/adamw.hpp"
 
 #include <algorithm>
@@ -13,7 +14,25 @@ AdamW::AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend 
       backend_(backend),
       master_(plan.precision == Precision::bf16 ? Arena(device_for(backend), plan.optimizer_elements() * sizeof(float)) : Arena()),
       m_(device_for(backend), plan.optimizer_elements() * sizeof(float)),
-      v_(device_for(backend), plan.optimizer_elements() * sizeof(float)) {}
+      v_(device_for(backend), plan.optimizer_elements() * sizeof(float)) {
+  std::vector<kernels::AdamRun> runs;
+  std::size_t packed = 0;  // offset of the current range in the moments (and master weights)
+  for (const auto& r : plan_.optimizer_ranges) {
+    RangeRuns rr{r.begin, packed, runs.size(), 0, 0};
+    for (const auto& ts : plan_.table.tensors()) {
+      const std::size_t lo = std::max(r.begin, ts.offset), hi = std::min(r.end, ts.offset + ts.numel);
+      if (lo >= hi) continue;
+      const float decay = ts.weight_decay ? static_cast<float>(cfg_.weight_decay) : 0.0f;
+      runs.push_back({static_cast<long>(lo - r.begin), static_cast<long>(hi - lo), rr.elements, decay});
+      rr.elements += static_cast<long>(hi - lo);
+      ++rr.count;
+    }
+    ranges_.push_back(rr);
+    packed += r.end - r.begin;
+  }
+  runs_ = Arena(device_for(backend), runs.size() * sizeof(kernels::AdamRun));
+  if (!runs.empty()) runs_.device().copy(runs_.data(), runs.data(), runs.size() * sizeof(kernels::AdamRun));
+}
 
 void AdamW::set_master(ArenaRange from, const float* values) {
   if (!has_master()) return;
@@ -28,25 +47,18 @@ void AdamW::set_master(ArenaRange from, const float* values) {
 void AdamW::step(Arena& params, const Arena& grads, double lr, int t) {
   const auto& k32 = kernels::kernel_table<float>(backend_);
   const auto& k16 = kernels::kernel_table<bf16>(backend_);
-  std::size_t packed = 0;  // offset of the current range in the moments (and master weights)
-  for (const auto& r : plan_.optimizer_ranges) {
-    for (const auto& ts : plan_.table.tensors()) {
-      const std::size_t lo = std::max(r.begin, ts.offset), hi = std::min(r.end, ts.offset + ts.numel);
-      if (lo >= hi) continue;
-      const std::size_t mo = packed + (lo - r.begin);
-      const long n = static_cast<long>(hi - lo);
-      const float decay = ts.weight_decay ? static_cast<float>(cfg_.weight_decay) : 0.0f;
-      float* m = m_.as<float>() + mo;
-      float* v = v_.as<float>() + mo;
-      const float* g = grads.as<float>() + lo;
-      if (has_master())
-        k16.adamw_update(master_.as<float>() + mo, params.as<bf16>() + lo, m, v, g, n, static_cast<float>(lr),
-                         static_cast<float>(cfg_.beta1), static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps), decay, t);
-      else
-        k32.adamw_update(params.as<float>() + lo, nullptr, m, v, g, n, static_cast<float>(lr), static_cast<float>(cfg_.beta1),
-                         static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps), decay, t);
-    }
-    packed += r.end - r.begin;
+  const auto f = [](double x) { return static_cast<float>(x); };
+  for (const RangeRuns& r : ranges_) {
+    const kernels::AdamRun* runs = runs_.as<kernels::AdamRun>() + r.first_run;
+    float* m = m_.as<float>() + r.packed;
+    float* v = v_.as<float>() + r.packed;
+    const float* g = grads.as<float>() + r.begin;
+    if (has_master())
+      k16.adamw_update(master_.as<float>() + r.packed, params.as<bf16>() + r.begin, m, v, g, runs, r.count, r.elements, f(lr),
+                       f(cfg_.beta1), f(cfg_.beta2), f(cfg_.eps), t);
+    else
+      k32.adamw_update(params.as<float>() + r.begin, nullptr, m, v, g, runs, r.count, r.elements, f(lr), f(cfg_.beta1),
+                       f(cfg_.beta2), f(cfg_.eps), t);
   }
 }
 

@@ -3,8 +3,11 @@
 // model's device. In a bf16 run the optimizer also keeps the fp32 master weights of those ranges
 // (back to back like the moments): it updates them and rounds them into the bf16 compute weights in
 // the same kernel; in an fp32 run the parameters are the master weights. Weight decay applies only to
-// tensors marked for it (not biases or LayerNorm).
+// tensors marked for it (not biases or LayerNorm). Each range is one kernel launch over all its
+// tensors (their runs, with their weight decays, are made once, in the device's memory).
 #pragma once
+#include <vector>
+
 #include "config/config.hpp"
 #include "kernels/backend.hpp"
 #include "plan/rank_plan.hpp"
@@ -29,10 +32,20 @@ class AdamW {
   Arena& second_moment() { return v_; }
 
  private:
+  // An optimizer range's runs (one per tensor it overlaps) in runs_, and where it lies in the arena
+  // (begin) and in the moments and master weights (packed).
+  struct RangeRuns {
+    std::size_t begin, packed, first_run;
+    int count;
+    long elements;
+  };
+
   const RankPlan& plan_;
   OptimizerConfig cfg_;
   kernels::Backend backend_;
   Arena master_, m_, v_;
+  std::vector<RangeRuns> ranges_;
+  Arena runs_;  // kernels::AdamRun entries of every range, in the device's memory
 };
 
 }  // namespace dtrain

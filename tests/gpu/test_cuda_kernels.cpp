@@ -432,8 +432,13 @@ void check_all_kernels() {
     expect_close("fill", m_d.get(), m);
     KT* copy_h = std::is_same_v<KT, float> ? nullptr : copy.data();
     KT* copy_g = std::is_same_v<KT, float> ? nullptr : copy_d.data();
-    h.adamw_update(master.data(), copy_h, m.data(), v.data(), grad.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
-    g.adamw_update(master_d.data(), copy_g, m_d.data(), v_d.data(), grad_d.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+    // Three tensors in one launch: decayed, not decayed (after a gap of 30 elements left alone), decayed.
+    const std::vector<kernels::AdamRun> runs{{0, 50000, 0, 0.1f}, {50030, 20000, 50000, 0.0f}, {70030, n - 70030, 70000, 0.1f}};
+    const long elements = runs.back().first + runs.back().count;
+    OnGpu<kernels::AdamRun> runs_d(runs);
+    h.adamw_update(master.data(), copy_h, m.data(), v.data(), grad.data(), runs.data(), 3, elements, 1e-3f, 0.9f, 0.95f, 1e-8f, 3);
+    g.adamw_update(master_d.data(), copy_g, m_d.data(), v_d.data(), grad_d.data(), runs_d.data(), 3, elements, 1e-3f, 0.9f, 0.95f,
+                   1e-8f, 3);
     expect_close("adamw_update master", master_d.get(), master);
     expect_close("adamw_update m", m_d.get(), m);
     expect_close("adamw_update v", v_d.get(), v);

@@ -913,7 +913,8 @@ TEST_CASE("host adamw_update: one and two steps vs double reference", "[kernels]
   DVec pd = to_double(p), md(n, 0.0), vd(n, 0.0);
   for (int t = 1; t <= 2; ++t) {
     const Vec g = random_vec(rng, n);
-    k::adamw_update(p.data(), static_cast<float*>(nullptr), m.data(), v.data(), g.data(), n, lr, b1, b2, eps, wd, t);
+    const dtrain::kernels::AdamRun whole{0, n, 0, wd};
+    k::adamw_update(p.data(), static_cast<float*>(nullptr), m.data(), v.data(), g.data(), &whole, 1, n, lr, b1, b2, eps, t);
     for (long i = 0; i < n; ++i) {
       const double gi = g[i];
       md[i] = double(b1) * md[i] + (1.0 - double(b1)) * gi;
