@@ -89,7 +89,10 @@ def ncu(work):
             continue
         for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
             launch = per.setdefault(row["Kernel Name"], {}).setdefault(row["ID"], {})
-            launch[row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
+            try:  # the sections' rows hold words too (a cache configuration): numbers only
+                launch[row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
+            except ValueError:
+                pass
     kern = []
     for name, launches in per.items():
         ls = list(launches.values())
