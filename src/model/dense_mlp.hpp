@@ -14,15 +14,22 @@ class DenseMlp {
   DenseMlp(const kernels::KernelTable<T>& k, const ActivationDims& d, bool swiglu, bool bias_owner, bool selective)
       : k_(k), d_(d), swiglu_(swiglu), bias_owner_(bias_owner), selective_(selective) {}
 
-  // partial (N,C) (=): fcproj(act(fc(a.ln2))), the bias added on tp rank 0.
-  void forward(float* partial, const BlockParams<T>& p, BlockActs<T>& a) const {
+  // partial (N,C) (=): fcproj(act(fc(a.ln2))), the bias added on tp rank 0; or, partial null (no
+  // tensor parallelism), the same rows rounded into out (N,C).
+  void forward(float* partial, T* out, const BlockParams<T>& p, BlockActs<T>& a) const {
     k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, d_.N(), d_.C, d_.Hl());
     activation(a);
-    k_.matmul_forward_wide(partial, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, d_.N(), d_.Fl, d_.C);
+    const T* bias = bias_owner_ ? p.fcproj_b : nullptr;
+    if (partial)
+      k_.matmul_forward_wide(partial, a.fch_gelu, p.fcproj_w, bias, d_.N(), d_.Fl, d_.C);
+    else
+      k_.matmul_forward(out, a.fch_gelu, p.fcproj_w, bias, d_.N(), d_.Fl, d_.C);
   }
 
-  // dln (N,C) (=): the gradient of a.ln2, fp32 partial over tp; dy (N,C): the block output's gradient, full rows.
-  void backward(float* dln, const BlockParams<T>& p, const BlockParams<float>& g, BlockActs<T>& a, const T* dy, Scratch<T>& sc) const {
+  // dln (N,C) (=): the gradient of a.ln2, fp32 partial over tp; or, dln null (no tensor parallelism),
+  // rounded into dln_rows (N,C). dy (N,C): the block output's gradient, full rows.
+  void backward(float* dln, T* dln_rows, const BlockParams<T>& p, const BlockParams<float>& g, BlockActs<T>& a, const T* dy,
+                Scratch<T>& sc) const {
     const long N = d_.N();
     if (selective_) activation(a);
     k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, p.fcproj_w, N, d_.Fl, d_.C);
@@ -30,7 +37,10 @@ class DenseMlp {
       k_.swiglu_backward(sc.dfch, a.fch, sc.dfch2, N, d_.Fl);
     else
       k_.gelu_backward(sc.dfch, a.fch, sc.dfch2, N * d_.Fl);
-    k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d_.C, d_.Hl());
+    if (dln)
+      k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d_.C, d_.Hl());
+    else
+      k_.matmul_backward(dln_rows, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d_.C, d_.Hl());
   }
 
  private:
