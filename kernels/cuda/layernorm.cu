@@ -1,7 +1,8 @@
-// CUDA backend: layer normalisation over the last dim (biased variance, two passes), a
-// warp per row (the backward in 16-byte packs); the weight and bias gradients are deterministic block
-// column sums, both in one pass over the rows.
+// CUDA backend: layer normalisation over the last dim (biased variance, two passes), a warp per row
+// (the backward's input gradient in norm_backward.cuh); the weight and bias gradients are deterministic
+// block column sums, both in one pass over the rows.
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/norm_backward.cuh"
 #include "kernels/kernels.hpp"
 
 namespace dtrain::kernels::cuda {
@@ -33,50 +34,6 @@ __global__ void layernorm_forward_kernel(KT* out, float* mean, float* rstd, cons
   }
 }
 
-// dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = weight * dout. Each lane walks its packs of
-// the row (16 bytes each when kVector); the pointers do not alias, so the loads of later packs are issued
-// before the stores of earlier ones.
-template <typename KT, bool kVector>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    layernorm_backward_kernel(KT* __restrict__ dinp, const KT* __restrict__ dout, const KT* __restrict__ inp,
-                              const KT* __restrict__ weight, const float* __restrict__ mean, const float* __restrict__ rstd, long N,
-                              int C) {
-  constexpr int P = kPack<KT>;
-  const long row = static_cast<long>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
-  if (row >= N) return;
-  const int lane = threadIdx.x;
-  const KT* x = inp + row * C;
-  const KT* dy = dout + row * C;
-  const float m = mean[row], r = rstd[row];
-  float sg = 0.0f, sgx = 0.0f;
-#pragma unroll 4
-  for (int i = lane * P; i < C; i += 32 * P) {
-    float xv[P], dyv[P], wv[P];
-    load_n<kVector>(xv, x, i, C);
-    load_n<kVector>(dyv, dy, i, C);
-    load_n<kVector>(wv, weight, i, C);
-#pragma unroll
-    for (int k = 0; k < P; ++k) {
-      const float g = wv[k] * dyv[k];
-      sg += g;
-      sgx += g * ((xv[k] - m) * r);
-    }
-  }
-  const float mean_g = warp_sum(sg) / C, mean_gx = warp_sum(sgx) / C;
-  KT* dx = dinp + row * C;
-#pragma unroll 4
-  for (int i = lane * P; i < C; i += 32 * P) {
-    float xv[P], dyv[P], wv[P], dxv[P];
-    load_n<kVector>(xv, x, i, C);
-    load_n<kVector>(dyv, dy, i, C);
-    load_n<kVector>(wv, weight, i, C);
-    load_n<kVector>(dxv, dx, i, C);
-#pragma unroll
-    for (int k = 0; k < P; ++k) dxv[k] += r * (wv[k] * dyv[k] - mean_g - (xv[k] - m) * r * mean_gx);
-    store_n<kVector>(dx, dxv, i, C);
-  }
-}
-
 // The weight and bias gradients' terms of row r, column c: dout * xhat and dout.
 template <typename KT>
 struct WeightAndBiasTerms {
@@ -99,11 +56,7 @@ void layernorm_fw(KT* out, float* mean, float* rstd, const KT* inp, const KT* we
 template <typename KT>
 void layernorm_bw(KT* dinp, float* dweight, float* dbias, const KT* dout, const KT* inp, const KT* weight, const float* mean,
               const float* rstd, long N, int C) {
-  const dim3 grid(blocks_for(N, kWarpsPerBlock)), block(32, kWarpsPerBlock);
-  if (packs_fit<KT>(C, dinp, dout, inp, weight))
-    layernorm_backward_kernel<KT, true><<<grid, block>>>(dinp, dout, inp, weight, mean, rstd, N, C);
-  else
-    layernorm_backward_kernel<KT, false><<<grid, block>>>(dinp, dout, inp, weight, mean, rstd, N, C);
+  launch_norm_backward<true>(dinp, dout, inp, weight, mean, rstd, N, C);
   DTRAIN_LAUNCH_CHECK();
   column_sums<2>(ColumnOutputs<2>{{dweight, dbias}}, N, C, WeightAndBiasTerms<KT>{dout, inp, mean, rstd, C});
 }
