@@ -69,11 +69,19 @@ Progress make_progress(int rank) {
   };
 }
 
-void export_command(MPI_Comm comm, int rank, const ModelWeights& weights, const std::string& dir, const std::string& dtype,
+// --dtype, parsed once (none: keep what is stored).
+std::optional<Precision> parse_dtype(const std::string& word) {
+  if (word.empty()) return std::nullopt;
+  if (word == "fp32") return Precision::fp32;
+  if (word == "bf16") return Precision::bf16;
+  throw UserError("--dtype '" + word + "' is not accepted; use fp32 or bf16");
+}
+
+void export_command(MPI_Comm comm, int rank, const ModelWeights& weights, const std::string& dir, std::optional<Precision> dtype,
                     std::uint64_t max_shard_bytes) {
   HfExportOptions options;
   options.max_shard_bytes = max_shard_bytes;
-  const bool bf16 = dtype.empty() ? weights.stored == h5::Stored::bf16 : dtype == "bf16";
+  const bool bf16 = dtype ? *dtype == Precision::bf16 : weights.stored == h5::Stored::bf16;
   options.dtype = bf16 ? safetensors::DType::bf16 : safetensors::DType::f32;
   export_hf(comm, weights, dir, options, make_progress(rank));
   if (rank == 0)
@@ -116,7 +124,7 @@ int import_command(MPI_Comm comm, int rank, const std::string& dir, const std::s
 
 int run(int argc, char** argv, MPI_Comm comm, int rank) {
   namespace po = boost::program_options;
-  std::string ckpt, out, reshard_spec, dtype, export_hf_dir, import_hf_dir, tokenizer_spec, max_shard = "5GB";
+  std::string ckpt, out, reshard_spec, dtype_word, export_hf_dir, import_hf_dir, tokenizer_spec, max_shard = "5GB";
   bool help = false, info = false, do_verify = false, optimizer = false;
   po::options_description options("Options");
   options.add_options()("help,h", po::bool_switch(&help), "print this help and exit")(
@@ -125,7 +133,7 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
       "out", po::value(&out)->value_name("FILE|DIR"),
       "one HDF5 file of global tensors (root datasets named like the model's tensors); with --reshard, the new checkpoint directory")(
       "optimizer", po::bool_switch(&optimizer), "with --out FILE: also optimizer/exp_avg/<name> and optimizer/exp_avg_sq/<name>")(
-      "dtype", po::value(&dtype)->value_name("fp32|bf16"),
+      "dtype", po::value(&dtype_word)->value_name("fp32|bf16"),
       "with --out FILE or --export-hf: store the weights as fp32 or rounded to bfloat16 (in HDF5 a float type of 2 bytes; "
       "h5py: ds.astype('f4')); optimizer state stays fp32. Default: fp32 from a checkpoint (its values), as stored "
       "from a weights file")(
@@ -154,13 +162,13 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
     return 0;
   }
   if (!import_hf_dir.empty()) return import_command(comm, rank, import_hf_dir, ckpt, out, tokenizer_spec, info || do_verify ||
-                                                    !reshard_spec.empty() || !export_hf_dir.empty() || !dtype.empty());
+                                                    !reshard_spec.empty() || !export_hf_dir.empty() || !dtype_word.empty());
   if (!tokenizer_spec.empty()) throw UserError("--tokenizer applies to --import-hf");
   if (ckpt.empty() || (!info && !do_verify && out.empty() && export_hf_dir.empty()))
     throw UserError("nothing to do: give a checkpoint and --info, --verify, --out, --reshard or --export-hf; see 'ckpt-consolidate --help'");
   if (!reshard_spec.empty() && out.empty()) throw UserError("--reshard needs --out DIR");
-  if (!dtype.empty() && dtype != "fp32" && dtype != "bf16") throw UserError("--dtype '" + dtype + "' is not accepted; use fp32 or bf16");
-  if (!dtype.empty() && ((out.empty() && export_hf_dir.empty()) || !reshard_spec.empty()))
+  const std::optional<Precision> dtype = parse_dtype(dtype_word);
+  if (dtype && ((out.empty() && export_hf_dir.empty()) || !reshard_spec.empty()))
     throw UserError("--dtype applies to --out FILE (a consolidated file) and --export-hf; checkpoints keep fp32");
   const std::uint64_t max_shard_bytes = parse_byte_size(max_shard, "--max-shard-size");
   // Rank 0 decides whether CKPT is a weights file, so every rank takes the same path.
@@ -209,7 +217,7 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
     if (rank == 0) std::printf("verify: %s is complete and every checksum matches\n", dir.c_str());
   }
   if (!out.empty() && reshard_spec.empty()) {
-    consolidate(comm, *reader, out, optimizer, dtype == "bf16" ? h5::Stored::bf16 : h5::Stored::f32, make_progress(rank));
+    consolidate(comm, *reader, out, optimizer, dtype == Precision::bf16 ? h5::Stored::bf16 : h5::Stored::f32, make_progress(rank));
     if (rank == 0) std::printf("consolidate: wrote %s\n", out.c_str());
   }
   if (!export_hf_dir.empty()) export_command(comm, rank, checkpoint_weights(*reader), export_hf_dir, dtype, max_shard_bytes);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "config/choices.hpp"
 #include "config/cli.hpp"
 #include "config/tokenizer_spec.hpp"
 #include "data/megatron_writer.hpp"
@@ -33,9 +34,11 @@ struct Args {
   std::string out;
   double val_fraction = 0.1;
   std::string tokenizer = "byte";
-  std::string train_tokenizer;  // "sentencepiece" or empty
+  std::string train_tokenizer;  // as given: "sentencepiece" or empty
+  bool train_sentencepiece = false;  // parsed from it
   int vocab_size = 0;
-  std::string format = "dtrain";
+  std::string format_word = "dtrain";  // as given
+  dtrain::DataFormat format = dtrain::DataFormat::dtrain;  // parsed from it
   std::vector<std::string> inputs;
   bool help = false;
 };
@@ -58,7 +61,7 @@ po::options_description visible_options(Args& a) {
        "whitespace kept, byte fallback) and write it to PREFIX.model (and PREFIX.vocab), then tokenise with it; "
        "train on the files with data.tokenizer=sentencepiece:PREFIX.model")
       ("vocab-size", po::value(&a.vocab_size)->value_name("N"), "vocabulary size of --train-tokenizer (e.g. 2000)")
-      ("format", po::value(&a.format)->value_name("FORMAT")->default_value("dtrain"),
+      ("format", po::value(&a.format_word)->value_name("FORMAT")->default_value("dtrain"),
        "dtrain: PREFIX.train.bin + PREFIX.val.bin; megatron: one Megatron-LM indexed dataset PREFIX.bin + "
        "PREFIX.idx (uint16 tokens below a vocabulary of 65500, else int32), one document per paragraph, each "
        "encoded on its own (a paragraph ends with its blank lines; documents never span files), no val split "
@@ -107,6 +110,7 @@ Args parse_args(int argc, char** argv) {
     if (a.train_tokenizer != "sentencepiece") {
       throw UserError("unknown --train-tokenizer '" + a.train_tokenizer + "'; the trainable tokenizer is sentencepiece");
     }
+    a.train_sentencepiece = true;
     if (a.vocab_size < 260 || a.vocab_size > 1000000) {
       throw UserError("--train-tokenizer needs --vocab-size N, 260 <= N <= 1000000 (SentencePiece's 256 byte pieces "
                       "and its specials come first); e.g. --vocab-size 2000");
@@ -115,10 +119,11 @@ Args parse_args(int argc, char** argv) {
   } else if (a.vocab_size != 0) {
     throw UserError("--vocab-size applies to --train-tokenizer; the vocabulary of --tokenizer is its own");
   }
-  if (a.format != "dtrain" && a.format != "megatron") {
-    throw UserError("unknown --format '" + a.format + "'; the formats are: dtrain, megatron");
-  }
-  if (a.format == "megatron" && !given["val-fraction"].defaulted()) {
+  if (a.format_word == "megatron")
+    a.format = dtrain::DataFormat::megatron;
+  else if (a.format_word != "dtrain")
+    throw UserError("unknown --format '" + a.format_word + "'; the formats are: dtrain, megatron");
+  if (a.format == dtrain::DataFormat::megatron && !given["val-fraction"].defaulted()) {
     throw UserError("--val-fraction applies to --format dtrain; dtrain splits a Megatron dataset by data.split");
   }
   return a;
@@ -174,7 +179,7 @@ struct RunTokenizer {
 
 RunTokenizer open_tokenizer(const Args& a, const std::string& text) {
   RunTokenizer t{a.tokenizer, nullptr};
-  if (!a.train_tokenizer.empty()) {
+  if (a.train_sentencepiece) {
     dtrain::train_sentencepiece(text, a.vocab_size, a.out);
     t.spec = "sentencepiece:" + a.out + ".model";
     std::cout << "dtrain-data: wrote " << a.out << ".model (SentencePiece, " << a.vocab_size << " pieces)\n";
@@ -214,7 +219,7 @@ std::vector<std::size_t> paragraph_ends(const std::string& text) {
 // --format megatron: every paragraph of every input file, encoded on its own, becomes one document of
 // PREFIX.bin/.idx. Only a tokenizer to train needs all the text at once; otherwise files are read one by one.
 int write_megatron(const Args& a) {
-  std::string all_text = a.train_tokenizer.empty() ? std::string() : read_inputs(a.inputs);
+  std::string all_text = a.train_sentencepiece ? read_inputs(a.inputs) : std::string();
   create_output_dir(a.out);
   const RunTokenizer t = open_tokenizer(a, all_text);
   std::string().swap(all_text);
@@ -246,7 +251,7 @@ int write_megatron(const Args& a) {
 int run(int argc, char** argv) {
   const Args a = parse_args(argc, argv);
   if (a.help) return 0;
-  if (a.format == "megatron") return write_megatron(a);
+  if (a.format == dtrain::DataFormat::megatron) return write_megatron(a);
   const std::string text = read_inputs(a.inputs);
   create_output_dir(a.out);
   const RunTokenizer t = open_tokenizer(a, text);

@@ -5,13 +5,26 @@
 
 namespace dtrain {
 
+const char* tokenizer_name(TokenizerKind kind) {
+  switch (kind) {
+    case TokenizerKind::byte:
+      return "byte";
+    case TokenizerKind::gpt2:
+      return "gpt2";
+    case TokenizerKind::sentencepiece:
+      return "sentencepiece";
+  }
+  return "?";
+}
+
 TokenizerSpec parse_tokenizer_spec(const std::string& value) {
   const auto colon = value.find(':');
-  const TokenizerSpec spec{value.substr(0, colon), colon == std::string::npos ? "" : value.substr(colon + 1)};
+  const std::string kind = value.substr(0, colon), arg = colon == std::string::npos ? "" : value.substr(colon + 1);
   const bool has_arg = colon != std::string::npos;
-  if (value == "byte") return spec;
-  if (spec.kind == "gpt2" && !has_arg) return {"gpt2", kGpt2DefaultDir};
-  if ((spec.kind == "gpt2" || spec.kind == "sentencepiece") && !spec.arg.empty()) return spec;
+  if (value == "byte") return {TokenizerKind::byte, ""};
+  if (kind == "gpt2" && !has_arg) return {TokenizerKind::gpt2, kGpt2DefaultDir};
+  if (kind == "gpt2" && !arg.empty()) return {TokenizerKind::gpt2, arg};
+  if (kind == "sentencepiece" && !arg.empty()) return {TokenizerKind::sentencepiece, arg};
   throw UserError("unknown tokenizer '" + value + "'; use byte, gpt2 (files in " + kGpt2DefaultDir +
                   "), gpt2:DIR or sentencepiece:MODEL_FILE");
 }

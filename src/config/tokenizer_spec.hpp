@@ -5,9 +5,12 @@
 
 namespace dtrain {
 
+enum class TokenizerKind { byte, gpt2, sentencepiece };
+const char* tokenizer_name(TokenizerKind kind);  // "byte", "gpt2", "sentencepiece": as written and as identities begin
+
 struct TokenizerSpec {
-  std::string kind;  // "byte", "gpt2" or "sentencepiece"
-  std::string arg;   // gpt2: the directory of encoder.json and vocab.bpe; sentencepiece: the .model file
+  TokenizerKind kind = TokenizerKind::byte;
+  std::string arg;  // gpt2: the directory of encoder.json and vocab.bpe; sentencepiece: the .model file
 };
 
 constexpr const char* kGpt2DefaultDir = "data/tokenizers/gpt2";  // where tools/fetch-data puts GPT-2's files

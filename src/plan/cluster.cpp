@@ -16,7 +16,8 @@ namespace dtrain {
 namespace {
 
 struct RawCluster {
-  std::string name, device = "cuda", gemm_efficiency;
+  std::string name, gemm_efficiency;
+  ComputeDevice device = ComputeDevice::cuda;  // parsed by the config's own reader of cpu|cuda
   int nodes = 0, devices_per_node = 0;
   double peak_tflops_fp32 = 0, peak_tflops_bf16 = 0, memory_gb = 0, memory_bandwidth_gb_s = 0, elementwise_gb_s = 0,
          released_memory_gb_s = 0;
@@ -123,12 +124,7 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& name) {
   }
   ClusterSpec c;
   c.name = r.name.empty() ? name : r.name;
-  if (r.device == "cuda")
-    c.device = ComputeDevice::cuda;
-  else if (r.device == "cpu")
-    c.device = ComputeDevice::cpu;
-  else
-    throw UserError(name + ": cluster.device='" + r.device + "' is not accepted; use cuda or cpu");
+  c.device = r.device;
   if (r.nodes < 1 || r.devices_per_node < 1 || static_cast<long>(r.nodes) * r.devices_per_node > (1L << 24))
     throw UserError(name + ": cluster.nodes=" + std::to_string(r.nodes) + " x cluster.devices_per_node=" +
                     std::to_string(r.devices_per_node) + " must be between 1 and 2^24 devices");
@@ -171,7 +167,7 @@ ClusterSpec load_cluster_file(const std::string& path) {
 std::string format_cluster(const ClusterSpec& c) {
   std::ostringstream os;
   os.precision(17);
-  os << "[cluster]\nname = " << c.name << "\ndevice = " << (c.device == ComputeDevice::cuda ? "cuda" : "cpu")
+  os << "[cluster]\nname = " << c.name << "\ndevice = " << c.device
      << "\nnodes = " << c.nodes << "\ndevices_per_node = " << c.devices_per_node << "\npeak_tflops_fp32 = " << c.peak_fp32 / 1e12
      << "\npeak_tflops_bf16 = " << c.peak_bf16 / 1e12 << "\nmemory_gb = " << c.memory / 1e9
      << "\nmemory_bandwidth_gb_s = " << c.memory_bandwidth / 1e9 << "\ngemm_efficiency = ";

@@ -15,35 +15,42 @@ namespace dtrain {
 namespace {
 
 struct Spec {
-  std::string kind;                // byte, gpt2 or sentencepiece
+  TokenizerKind kind;
   std::vector<std::string> files;  // what the identity hashes
 };
 
 Spec parse_spec(const std::string& value) {
   const TokenizerSpec spec = parse_tokenizer_spec(value);
-  if (spec.kind == "gpt2") return {spec.kind, {spec.arg + "/encoder.json", spec.arg + "/vocab.bpe"}};
-  if (spec.kind == "sentencepiece") return {spec.kind, {spec.arg}};
+  switch (spec.kind) {
+    case TokenizerKind::gpt2:
+      return {spec.kind, {spec.arg + "/encoder.json", spec.arg + "/vocab.bpe"}};
+    case TokenizerKind::sentencepiece:
+      return {spec.kind, {spec.arg}};
+    case TokenizerKind::byte:
+      break;
+  }
   return {spec.kind, {}};
 }
 
 std::string identity_of(const Spec& s) {
-  if (s.files.empty()) return s.kind;
+  const std::string name = tokenizer_name(s.kind);
+  if (s.files.empty()) return name;
   h5::Hasher h;
   for (const std::string& path : s.files) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
-      throw UserError("the " + s.kind + " tokenizer's file '" + path + "' is a directory, not a file; " +
-                      (s.kind == "gpt2" ? "set data.tokenizer=gpt2:DIR to the directory that holds encoder.json and vocab.bpe"
+      throw UserError("the " + name + " tokenizer's file '" + path + "' is a directory, not a file; " +
+                      (s.kind == TokenizerKind::gpt2 ? "set data.tokenizer=gpt2:DIR to the directory that holds encoder.json and vocab.bpe"
                                         : "set data.tokenizer=sentencepiece:MODEL_FILE to the .model file"));
     if (!std::ifstream(path)) {
-      throw UserError("cannot read the " + s.kind + " tokenizer's file '" + path + "'; " +
-                      (s.kind == "gpt2" ? "run tools/fetch-data (it fetches data/tokenizers/gpt2) or set data.tokenizer=gpt2:DIR"
+      throw UserError("cannot read the " + name + " tokenizer's file '" + path + "'; " +
+                      (s.kind == TokenizerKind::gpt2 ? "run tools/fetch-data (it fetches data/tokenizers/gpt2) or set data.tokenizer=gpt2:DIR"
                                         : "check the path in data.tokenizer=sentencepiece:MODEL_FILE"));
     }
     const std::uint64_t file = h5::file_hash(path);
     h.update(&file, sizeof file);
   }
-  return s.kind + "@" + h5::hex64(h.digest());
+  return name + "@" + h5::hex64(h.digest());
 }
 
 }  // namespace
@@ -64,9 +71,9 @@ void check_made_with(const std::string& spec, const std::string& identity, const
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
   // The identity hashes the files the tokenizer then parses: one read each for the hash and the parse.
   const Spec s = parse_spec(spec);
-  if (s.kind == "byte") return std::make_unique<ByteTokenizer>();
+  if (s.kind == TokenizerKind::byte) return std::make_unique<ByteTokenizer>();
   const std::string identity = identity_of(s);
-  if (s.kind == "gpt2") return std::make_unique<Gpt2Tokenizer>(s.files[0], s.files[1], identity);
+  if (s.kind == TokenizerKind::gpt2) return std::make_unique<Gpt2Tokenizer>(s.files[0], s.files[1], identity);
   return std::make_unique<SentencePieceTokenizer>(s.files[0], identity);
 }
 

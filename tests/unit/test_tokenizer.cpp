@@ -53,7 +53,9 @@ TEST_CASE("the byte tokenizer round-trips every byte", "[tokenizer]") {
 TEST_CASE("data.tokenizer values", "[tokenizer]") {
   CHECK(parse_tokenizer_spec("gpt2").arg == kGpt2DefaultDir);
   CHECK(parse_tokenizer_spec("gpt2:/x").arg == "/x");
-  CHECK(parse_tokenizer_spec("sentencepiece:m.model").kind == "sentencepiece");
+  CHECK(parse_tokenizer_spec("sentencepiece:m.model").kind == TokenizerKind::sentencepiece);
+  CHECK(parse_tokenizer_spec("gpt2").kind == TokenizerKind::gpt2);
+  CHECK(parse_tokenizer_spec("byte").kind == TokenizerKind::byte);
   for (const char* bad : {"bpe", "sentencepiece", "sentencepiece:", "gpt2:", "byte:x"})
     CHECK(testing::contains(testing::error_of([&] { parse_tokenizer_spec(bad); }), "unknown tokenizer"));
   CHECK(testing::contains(testing::error_of([] { make_tokenizer("sentencepiece:/no/such.model"); }), "/no/such.model"));
