@@ -199,8 +199,8 @@ void gemm(bool transa, bool transb, int m, int n, int k, float alpha, const TA* 
 
 // Column-major D (m x n, ldd = m) = op(A) op(B) + bias (m values, one per row of D) with the bias added
 // in cuBLASLt's epilogue (gemm_bias.cu), accumulated in fp32 as gemm is. false, with nothing done, where
-// the bias is not 16-byte aligned or cuBLASLt has no algorithm for these types and alignments (said once
-// per shape on stderr): the caller then adds the bias itself.
+// a bf16 bias for a bf16 output is not 16-byte aligned or cuBLASLt has no algorithm for these types and
+// alignments (said on stderr for the first such shapes): the caller then adds the bias itself.
 template <typename TA, typename TD>
 bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, const TA* bias, TD* D);
 

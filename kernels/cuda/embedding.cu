@@ -139,7 +139,7 @@ void embedding_fw(KT* out, const int* tokens, const KT* wte, const KT* wpe, int 
 template <typename KT>
 void embedding_bw_wte(float* dwte, const KT* dout, const int* tokens, int vocab_start, long rows, int C, int V) {
   if (rows <= 0) return;
-  if (rows > INT32_MAX) fatal("embedding_backward: " + std::to_string(rows) + " tokens in one call exceed the sort's int range");
+  if (rows > INT32_MAX - 64) fatal("embedding_backward: " + std::to_string(rows) + " tokens in one call exceed the sort's int range");
   const int n = static_cast<int>(rows);
   int end_bit = 1;  // keys run to V inclusive
   while ((1L << end_bit) <= V) ++end_bit;

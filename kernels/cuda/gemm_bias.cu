@@ -87,14 +87,16 @@ Plan make_plan(bool transa, bool transb, int m, int n, int k, int lda, int ldb, 
   const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt(), p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &count);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   p.found = rc == CUBLAS_STATUS_SUCCESS && count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  static int warned = 0;  // said for the first few shapes only (MoE layers meet many)
   if (p.found)
     p.algo = result.algo;
-  else
+  else if (warned++ < 8)
     std::fprintf(stderr,
                  "dtrain: warning: cuBLASLt offers no bias-epilogue GEMM for m=%d n=%d k=%d (%s inputs, %s output): %s; "
-                 "this layer adds its bias in a separate pass\n",
+                 "this layer adds its bias in a separate pass%s\n",
                  m, n, k, sizeof(TA) == 2 ? "bf16" : "fp32", sizeof(TD) == 2 ? "bf16" : "fp32",
-                 rc == CUBLAS_STATUS_SUCCESS ? "no algorithm" : cublasGetStatusString(rc));
+                 rc == CUBLAS_STATUS_SUCCESS ? "no algorithm" : cublasGetStatusString(rc),
+                 warned == 8 ? " (further shapes are not reported)" : "");
   return p;
 }
 
@@ -111,30 +113,51 @@ const float* widened_bias(const bf16* bias, int m) {
   return copy;
 }
 
+void destroy(Plan& p) {
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p.a));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p.b));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p.d));
+  CUBLAS_CHECK(cublasLtMatmulDescDestroy(p.desc));
+}
+
+// Plans kept per instantiation: a dense model has a handful of shapes; MoE experts see a new row count
+// (and offset pointers) every step, so beyond this many a call makes its plan, uses it and drops it. The
+// heuristic picks the same algorithm for a shape either way, so results do not depend on the cache.
+constexpr std::size_t kMaxPlans = 64;
+
 }  // namespace
 
 template <typename TA, typename TD>
 bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, const TA* bias, TD* D) {
-  if (!aligned16(bias)) return false;
+  constexpr bool kWidened = sizeof(TA) < sizeof(TD);  // a bf16 bias widened into an aligned fp32 copy
+  if (!kWidened && !aligned16(bias)) return false;
   static std::map<PlanKey, Plan> plans;  // per instantiation: the key's types are this one's
   const std::uint32_t align_a = alignment_of(A), align_b = alignment_of(B), align_d = alignment_of(D);
   const PlanKey key{transa, transb, m, n, k, lda, ldb, static_cast<long>(sizeof(TA)), static_cast<long>(sizeof(TD)), align_a, align_b, align_d};
+  Plan once;  // a plan not kept
   auto it = plans.find(key);
-  if (it == plans.end())
+  if (it == plans.end() && plans.size() < kMaxPlans)
     it = plans.emplace(key, make_plan<TA, TD>(transa, transb, m, n, k, lda, ldb, align_a, align_b, align_d)).first;
-  const Plan& p = it->second;
-  if (!p.found) return false;
-  const void* epilogue_bias = bias;
-  if constexpr (sizeof(TA) < sizeof(TD)) epilogue_bias = widened_bias(bias, m);
-  set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_bias);
-  const float alpha = 1.0f, beta = 0.0f;
-  CUBLAS_CHECK(cublasLtMatmul(lt(), p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.d, D, p.d, &p.algo, workspace(), kWorkspaceBytes, 0));
-  if (launch_checks_wait()) {  // name it by its shape in the profile, as gemm does
-    char what[96];
-    std::snprintf(what, sizeof what, "gemm+bias %c%c m=%d n=%d k=%d", transa ? 'T' : 'N', transb ? 'T' : 'N', m, n, k);
-    check_launch(what, __FILE__, __LINE__);
+  else if (it == plans.end())
+    once = make_plan<TA, TD>(transa, transb, m, n, k, lda, ldb, align_a, align_b, align_d);
+  Plan& p = it != plans.end() ? it->second : once;
+  bool ran = false;
+  if (p.found) {
+    const void* epilogue_bias = bias;
+    if constexpr (kWidened) epilogue_bias = widened_bias(bias, m);
+    set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_bias);
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(
+        cublasLtMatmul(lt(), p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.d, D, p.d, &p.algo, workspace(), kWorkspaceBytes, 0));
+    if (launch_checks_wait()) {  // name it by its shape in the profile, as gemm does
+      char what[96];
+      std::snprintf(what, sizeof what, "gemm+bias %c%c m=%d n=%d k=%d", transa ? 'T' : 'N', transb ? 'T' : 'N', m, n, k);
+      check_launch(what, __FILE__, __LINE__);
+    }
+    ran = true;
   }
-  return true;
+  if (it == plans.end()) destroy(once);
+  return ran;
 }
 
 template bool gemm_bias(bool, bool, int, int, int, const float*, int, const float*, int, const float*, float*);

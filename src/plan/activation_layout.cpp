@@ -176,7 +176,10 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
     scratch.ring_dkv[i] = d.cp > 1 ? cv.take<float>(mul(N, ring_row)) : nullptr;
   }
   scratch.ring_acc = d.cp > 1 ? cv.take<float>(mul(N, Cl)) : nullptr;
-  const bool wide_partials = !std::is_same_v<T, float>;
+  // fp32 partial sums of row-parallel outputs and column-parallel input gradients: only a bf16 run with
+  // tensor parallelism (Cl < C) reduces them, or with MoE blocks, whose experts always leave partials;
+  // otherwise the GEMMs write rows of T directly (GptModel's direct()).
+  const bool wide_partials = !std::is_same_v<T, float> && (d.Cl != d.C || (all_kinds & kMoeMlp));
   scratch.partial = wide_partials ? cv.take<float>(mul(N, C)) : nullptr;
   scratch.partial_shard = wide_partials ? cv.take<float>(mul(Ns, C)) : nullptr;
   scratch.replay.assign(static_cast<std::size_t>(replay_blocks), BlockActs<T>{});
