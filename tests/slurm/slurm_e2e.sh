@@ -37,12 +37,20 @@ wait_job() {  # wait_job ID: until COMPLETED/FAILED/...; polls scontrol (sbatch 
   done
   echo "$st (still running after 240 s)"
 }
-# srun that retries once, and only for Open MPI 4.1.4's rare start-up race between two nodes (a rank
-# segfaults at address (nil) inside MPI_Init, before dtrain prints anything).
+# Open MPI 4.1.4's rare start-up race between two nodes: a rank segfaults at address (nil) inside
+# MPI_Init, before dtrain prints anything (about 1 launch in 250 here). A launch or a whole job case
+# that fails this way is run once more; any other failure stands.
+startup_race() {  # startup_race LOG...: the segfault, with no training step logged before it
+  local f
+  for f in "$@"; do
+    [ -f "$f" ] && awk '/^step / { exit 1 } /Failing at address: \(nil\)/ { found = 1; exit 0 } END { exit !found }' "$f" && return 0
+  done
+  return 1
+}
 srun_retry() {  # srun_retry LOG ARGS...
   local log=$1; shift
   timeout -k 5 120 srun "$@" > "$log" 2>&1 && return 0
-  if grep -q 'Failing at address: (nil)' "$log" && ! grep -q '^dtrain' "$log"; then
+  if startup_race "$log" && ! grep -q '^dtrain' "$log"; then
     echo "  (Open MPI start-up segfault seen; retrying once)"
     timeout -k 5 120 srun "$@" > "$log" 2>&1 && return 0
   fi
@@ -51,6 +59,62 @@ srun_retry() {  # srun_retry LOG ARGS...
 placement_ok() {  # ranks 0-1 on node1, 2-3 on node2 in a dry-run report
   for r in 0 1; do grep -q "rank $r: node node1 " "$1" || return 1; done
   for r in 2 3; do grep -q "rank $r: node node2 " "$1" || return 1; done
+}
+
+# The cases that start a job (sbatch, preempt_requeue, kill_rank): outputs under $run, one directory
+# per attempt; fail() inside exits the attempt's subshell.
+job_case() {
+  case $case_name in
+    sbatch)
+      mkdir -p "$run/logs"
+      # The GPU script with the CPU input: the sbatch command line overrides its GPU-sized directives.
+      out=$(cd "$run" && timeout 240 sbatch --wait --chdir="$run" --gpus-per-node=0 --ntasks-per-node=2 --cpus-per-task=1 \
+            --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="$common --training.train_iters=6 --checkpoint.dir= --logging.metrics_file=$run/sbatch.jsonl" \
+            "$src/slurm/train_2node.sbatch" "$src/inputs/tiny.ini") || fail "sbatch --wait: the job failed ($out)"
+      jid=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$out")
+      log=$run/logs/dtrain-$jid.out
+      grep -av '^sample' "$log"
+      grep -q "launcher srun, 4 ranks on 2 node(s), Slurm job $jid" "$log" || fail "log does not show 2 nodes x 2 ranks"
+      placement_ok "$log" || fail "ranks are not placed 0-1 on node1, 2-3 on node2"
+      reference 6
+      same_losses "$run/sbatch.jsonl" ;;
+    preempt_requeue)
+      mkdir -p "$run/logs"
+      jid=$(cd "$run" && sbatch --parsable --chdir="$run" --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="$common --training.train_iters=20 --checkpoint.dir=$run/ck --logging.metrics_file=$run/job.jsonl" \
+            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+      for _ in $(seq 1 600); do [ "$(grep -c '"step"' "$run/job.jsonl" 2>/dev/null || true)" -ge 4 ] && break; sleep 0.1; done
+      scancel --signal=USR1 "$jid" || fail "scancel --signal=USR1"
+      st=$(wait_job "$jid")
+      log=$run/logs/dtrain-cpu-$jid.out
+      grep -av '^step\|^sample' "$log"
+      [ "$st" = JobState=COMPLETED ] || fail "job $jid ended $st"
+      grep -q "received SIGUSR1 - saved step" "$log" || fail "no checkpoint on the signal"
+      grep -q "requeueing job $jid" "$log" || fail "the job did not requeue itself"
+      grep -q "dtrain job $jid (restart 1)" "$log" || fail "no second run of the same job in the same log"
+      grep -q "checkpoint: resumed from .* at step" "$log" || fail "the requeued run did not resume"
+      # The metrics file holds the steps before the stop and (appended) the ones after the resume.
+      reference 20
+      same_losses "$run/job.jsonl" ;;
+    kill_rank)
+      timeout -k 5 120 srun -N2 -n4 --kill-on-bad-exit=1 "$build/dtrain" "$src/inputs/tiny.ini" $common --training.train_iters=400 \
+        --checkpoint.dir="$run/ck" --checkpoint.save_interval=2 "--logging.metrics_file=$run/k.jsonl" > "$run/srun.log" 2>&1 &
+      runner=$!
+      for _ in $(seq 1 600); do [ -s "$run/ck/latest" ] && [ "$(grep -c '"step"' "$run/k.jsonl" 2>/dev/null || true)" -ge 5 ] && break; sleep 0.1; done
+      victim=""
+      for p in $(pgrep -f -- "--logging.metrics_file=$run/k.jsonl"); do
+        { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx 'SLURM_PROCID=2' && [ "$(cat /proc/$p/comm)" = dtrain-main ] && victim=$p
+      done
+      [ -n "$victim" ] || fail "rank 2 not found"
+      start=$(date +%s)
+      kill -9 "$victim"
+      wait $runner
+      elapsed=$(( $(date +%s) - start ))
+      grep -av '^step\|^sample' "$run/srun.log" | tail -5
+      [ $elapsed -le 60 ] || fail "the job took $elapsed s to end after the kill"
+      grep -Eq "task 2: Killed|task 2.*(Killed|signal 9)" "$run/srun.log" || fail "srun's message does not name task 2"
+      "$build/tools/ckpt-consolidate" "$run/ck" --verify || fail "the last published checkpoint does not verify"
+      echo "  the job ended ${elapsed} s after rank 2 was killed; latest $(cat "$run/ck/latest") verifies" ;;
+  esac
 }
 
 case $case_name in
@@ -66,55 +130,14 @@ case $case_name in
     "$src/tools/local-slurm" down "$state" > /dev/null || fail "local-slurm down"
     left=$(pgrep -af -- "$state" | grep -v "slurm_e2e.sh" || true)
     [ -z "$left" ] || fail "processes left after down: $left" ;;
-  sbatch)
-    mkdir -p "$work/logs"
-    # The GPU script with the CPU input: the sbatch command line overrides its GPU-sized directives.
-    out=$(cd "$work" && timeout 240 sbatch --wait --chdir="$work" --gpus-per-node=0 --ntasks-per-node=2 --cpus-per-task=1 \
-          --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="$common --training.train_iters=6 --checkpoint.dir= --logging.metrics_file=$work/sbatch.jsonl" \
-          "$src/slurm/train_2node.sbatch" "$src/inputs/tiny.ini") || fail "sbatch --wait: the job failed ($out)"
-    jid=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$out")
-    log=$work/logs/dtrain-$jid.out
-    grep -av '^sample' "$log"
-    grep -q "launcher srun, 4 ranks on 2 node(s), Slurm job $jid" "$log" || fail "log does not show 2 nodes x 2 ranks"
-    placement_ok "$log" || fail "ranks are not placed 0-1 on node1, 2-3 on node2"
-    reference 6
-    same_losses "$work/sbatch.jsonl" ;;
-  preempt_requeue)
-    mkdir -p "$work/logs"
-    jid=$(cd "$work" && sbatch --parsable --chdir="$work" --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="$common --training.train_iters=20 --checkpoint.dir=$work/ck --logging.metrics_file=$work/job.jsonl" \
-          "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
-    for _ in $(seq 1 600); do [ "$(grep -c '"step"' "$work/job.jsonl" 2>/dev/null || true)" -ge 4 ] && break; sleep 0.1; done
-    scancel --signal=USR1 "$jid" || fail "scancel --signal=USR1"
-    st=$(wait_job "$jid")
-    log=$work/logs/dtrain-cpu-$jid.out
-    grep -av '^step\|^sample' "$log"
-    [ "$st" = JobState=COMPLETED ] || fail "job $jid ended $st"
-    grep -q "received SIGUSR1 - saved step" "$log" || fail "no checkpoint on the signal"
-    grep -q "requeueing job $jid" "$log" || fail "the job did not requeue itself"
-    grep -q "dtrain job $jid (restart 1)" "$log" || fail "no second run of the same job in the same log"
-    grep -q "checkpoint: resumed from .* at step" "$log" || fail "the requeued run did not resume"
-    # The metrics file holds the steps before the stop and (appended) the ones after the resume.
-    reference 20
-    same_losses "$work/job.jsonl" ;;
-  kill_rank)
-    timeout -k 5 120 srun -N2 -n4 --kill-on-bad-exit=1 "$build/dtrain" "$src/inputs/tiny.ini" $common --training.train_iters=400 \
-      --checkpoint.dir="$work/ck" --checkpoint.save_interval=2 "--logging.metrics_file=$work/k.jsonl" > "$work/srun.log" 2>&1 &
-    runner=$!
-    for _ in $(seq 1 600); do [ -s "$work/ck/latest" ] && [ "$(grep -c '"step"' "$work/k.jsonl" 2>/dev/null || true)" -ge 5 ] && break; sleep 0.1; done
-    victim=""
-    for p in $(pgrep -f -- "--logging.metrics_file=$work/k.jsonl"); do
-      { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx 'SLURM_PROCID=2' && [ "$(cat /proc/$p/comm)" = dtrain-main ] && victim=$p
-    done
-    [ -n "$victim" ] || fail "rank 2 not found"
-    start=$(date +%s)
-    kill -9 "$victim"
-    wait $runner
-    elapsed=$(( $(date +%s) - start ))
-    grep -av '^step\|^sample' "$work/srun.log" | tail -5
-    [ $elapsed -le 60 ] || fail "the job took $elapsed s to end after the kill"
-    grep -Eq "task 2: Killed|task 2.*(Killed|signal 9)" "$work/srun.log" || fail "srun's message does not name task 2"
-    "$build/tools/ckpt-consolidate" "$work/ck" --verify || fail "the last published checkpoint does not verify"
-    echo "  the job ended ${elapsed} s after rank 2 was killed; latest $(cat "$work/ck/latest") verifies" ;;
+  sbatch | preempt_requeue | kill_rank)
+    for attempt in 1 2; do
+      run=$work/attempt$attempt
+      mkdir -p "$run"
+      ( job_case ) && break
+      [ $attempt = 1 ] && startup_race "$run"/logs/*.out "$run/srun.log" || exit 1
+      echo "  (Open MPI start-up segfault seen; running the case once more)"
+    done ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
 echo PASS
