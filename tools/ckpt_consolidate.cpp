@@ -22,13 +22,14 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/convert.hpp"
-#include "hf/hf_convert.hpp"
-#include "hf/hf_model.hpp"
 #include "ckpt/weights_file.hpp"
-#include "common/collective_check.hpp"
+#include "comm/collective_check.hpp"
+#include "comm/host_values.hpp"
 #include "common/error.hpp"
 #include "config/cli.hpp"
 #include "config/validate.hpp"
+#include "hf/hf_convert.hpp"
+#include "hf/hf_model.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 using namespace dtrain;
@@ -178,7 +179,7 @@ int run(int argc, char** argv, MPI_Comm comm, int rank) {
       std::error_code ec;
       weights_file = std::filesystem::is_regular_file(ckpt, ec) ? 1 : 0;
     }
-    MPI_CHECK(MPI_Bcast(&weights_file, 1, MPI_INT, 0, comm));
+    broadcast(comm, &weights_file, 1, 0);
   }
   if (weights_file) {
     if (info || do_verify || !out.empty()) throw UserError("a weights file takes --export-hf only; --info, --verify and --out need a checkpoint");
@@ -237,7 +238,7 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // HDF5 failures are reported by our messages, not its stack
   int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  rank = comm_rank(MPI_COMM_WORLD);
   int code = 0;
   try {
     code = run(argc, argv, MPI_COMM_WORLD, rank);

@@ -19,7 +19,7 @@
 #include "comm/mpi_communicator.hpp"
 #include "comm/nccl_communicator.hpp"
 #include "common/bf16.hpp"
-#include "common/collective_check.hpp"
+#include "comm/collective_check.hpp"
 #include "common/error.hpp"
 #include "kernels/kernels.hpp"
 #include "plan/calibration.hpp"

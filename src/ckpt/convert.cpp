@@ -10,7 +10,8 @@
 #include "ckpt/directory.hpp"
 #include "ckpt/h5_file.hpp"
 #include "ckpt/shard.hpp"
-#include "common/collective_check.hpp"
+#include "comm/collective_check.hpp"
+#include "comm/host_values.hpp"
 #include "common/error.hpp"
 #include "config/load.hpp"
 #include "plan/layout_checks.hpp"
@@ -166,7 +167,7 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ParallelLayout
     }
   });
   std::vector<unsigned long long> all(records.size(), 0);
-  MPI_CHECK(MPI_Reduce(records.data(), all.data(), static_cast<int>(records.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, comm));
+  reduce_sum(comm, records.data(), all.data(), static_cast<int>(records.size()), 0);
   collective_check(comm, [&] {
     if (rank == 0) publish_checkpoint(tmp, out_dir, meta, all);
   });

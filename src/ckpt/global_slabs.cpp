@@ -8,7 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/collective_check.hpp"
+#include "comm/collective_check.hpp"
+#include "comm/host_values.hpp"
 #include "common/error.hpp"
 
 namespace dtrain {
@@ -56,8 +57,8 @@ void gather_global_tensors(MPI_Comm comm, const RankState& state, const TensorTa
   // One slab size on every rank: what every scratch holds, within bounds, no larger than a tensor.
   std::size_t largest = 1;
   for (const auto& t : whole.tensors()) largest = std::max(largest, t.numel);
-  unsigned long long fits = scratch ? scratch_floats / (root ? 2 : 1) : kMaxSlab;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm));
+  const unsigned long long fits =
+      all_reduce(comm, static_cast<unsigned long long>(scratch ? scratch_floats / (root ? 2 : 1) : kMaxSlab), HostOp::min);
   const std::size_t slab = std::min({std::max<std::size_t>(fits, kMinSlab), kMaxSlab, largest});
   const std::size_t need = root ? 2 * slab : slab;
   std::vector<float> own;
@@ -91,7 +92,7 @@ void gather_global_tensors(MPI_Comm comm, const RankState& state, const TensorTa
       {  // the slab's gathering, one operation for the watchdog
         const int mine[2] = {n, static_cast<int>(parts.size())};
         auto watched = watch(watchdog, {"gather the final weights", "world", 0, static_cast<long>(sizeof(float) * (s1 - s0))});
-        MPI_CHECK(MPI_Gather(mine, 2, MPI_INT, root ? counts.data() : nullptr, 2, MPI_INT, 0, comm));
+        gather(comm, mine, 2, root ? counts.data() : nullptr, 0);
         if (root) {
           int values = 0, lengths = 0;
           for (int r = 0; r < size; ++r) {
@@ -103,10 +104,8 @@ void gather_global_tensors(MPI_Comm comm, const RankState& state, const TensorTa
                   " in a slab of '" + t.name + "'");
           all_parts.resize(static_cast<std::size_t>(lengths));
         }
-        MPI_CHECK(MPI_Gatherv(root ? MPI_IN_PLACE : packed, n, MPI_FLOAT, packed, value_counts.data(), value_offsets.data(), MPI_FLOAT,
-                              0, comm));
-        MPI_CHECK(MPI_Gatherv(parts.data(), mine[1], MPI_INT, all_parts.data(), part_counts.data(), part_offsets.data(), MPI_INT, 0,
-                              comm));
+        gather_in_place_on_root(comm, packed, n, packed, value_counts.data(), value_offsets.data(), 0);
+        gatherv(comm, parts.data(), mine[1], all_parts.data(), part_counts.data(), part_offsets.data(), 0);
       }
       if (!root) continue;
       // Every element of the slab exactly once: the parts, sorted, must tile it.

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "ckpt/checksum.hpp"
+#include "comm/host_values.hpp"
 #include "common/bf16.hpp"
 #include "common/error.hpp"
 
@@ -185,7 +186,7 @@ void File::discard() {
   void* handle = nullptr;
   if (H5Fget_vfd_handle(id_, H5P_DEFAULT, &handle) >= 0 && handle) {
     if (comm_ != MPI_COMM_NULL)
-      MPI_File_set_size(*static_cast<MPI_File*>(handle), 0);  // the MPI-IO driver's file (collective)
+      truncate_mpi_file(handle);  // the MPI-IO driver's file (collective)
     else if (::ftruncate(*static_cast<int*>(handle), 0) != 0) {
       // the sec2 driver's descriptor; nothing more can be freed, HDF5 closes as well as it can
     }
@@ -196,9 +197,7 @@ void File::discard() {
 
 // A parallel file's ranks agree on every outcome: if any failed, all did.
 bool File::agreed(bool ok) const {
-  int all = ok ? 1 : 0;
-  if (comm_ != MPI_COMM_NULL) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, comm_));
-  return all == 1;
+  return comm_ != MPI_COMM_NULL ? all_reduce(comm_, ok ? 1 : 0, HostOp::min) == 1 : ok;
 }
 
 void File::close() {

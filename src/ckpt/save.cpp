@@ -15,7 +15,8 @@
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/directory.hpp"
 #include "ckpt/shard.hpp"
-#include "common/collective_check.hpp"
+#include "comm/collective_check.hpp"
+#include "comm/host_values.hpp"
 #include "common/error.hpp"
 
 namespace fs = std::filesystem;
@@ -36,11 +37,9 @@ void maybe_die_in_save(int rank, std::int64_t step) {
 }  // namespace
 
 std::uint64_t new_checkpoint_id(MPI_Comm comm) {
-  int rank = 0;
-  MPI_CHECK(MPI_Comm_rank(comm, &rank));
   unsigned long long id = 0;
-  if (rank == 0) id = std::random_device{}() * 4294967296ull + std::random_device{}();
-  MPI_CHECK(MPI_Bcast(&id, 1, MPI_UNSIGNED_LONG_LONG, 0, comm));
+  if (comm_rank(comm) == 0) id = std::random_device{}() * 4294967296ull + std::random_device{}();
+  broadcast(comm, &id, 1, 0);
   return id;
 }
 
@@ -108,9 +107,9 @@ IoStats finish_save(MPI_Comm world, const SaveTarget& target, const ShardWrite& 
   // Every rank succeeded: collect the records on rank 0.
   unsigned long long local[3] = {static_cast<unsigned long long>(mine.wrote ? 1 : 0), mine.bytes, mine.hash};
   std::vector<unsigned long long> all(static_cast<std::size_t>(3) * size);
-  MPI_CHECK(MPI_Gather(local, 3, MPI_UNSIGNED_LONG_LONG, all.data(), 3, MPI_UNSIGNED_LONG_LONG, 0, world));
+  gather(world, local, 3, all.data(), 0);
   IoStats stats;
-  MPI_CHECK(MPI_Allreduce(&mine.seconds, &stats.write_seconds, 1, MPI_DOUBLE, MPI_MAX, world));
+  stats.write_seconds = all_reduce(world, mine.seconds, HostOp::max);
   try {
     collective_check(world, [&] {
       if (rank != 0) return;
@@ -121,15 +120,13 @@ IoStats finish_save(MPI_Comm world, const SaveTarget& target, const ShardWrite& 
     remove_temporary(rank, target);
     throw UserError(failed(target.meta, " while publishing", e.what()));
   }
-  MPI_CHECK(MPI_Bcast(&stats.bytes, 1, MPI_DOUBLE, 0, world));
+  broadcast(world, &stats.bytes, 1, 0);
   stats.path = target.dir + "/" + step_dir_name(target.meta.step);
   return stats;
 }
 
 bool all_ranks(MPI_Comm world, bool mine) {
-  int in = mine ? 1 : 0, all = 0;
-  MPI_CHECK(MPI_Allreduce(&in, &all, 1, MPI_INT, MPI_MIN, world));
-  return all == 1;
+  return all_reduce(world, mine ? 1 : 0, HostOp::min) == 1;
 }
 
 IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "ckpt/checkpoint.hpp"
+#include "comm/host_values.hpp"
 #include "common/error.hpp"
 
 namespace dtrain {
@@ -164,16 +165,11 @@ std::size_t rank_state_bytes(const RankState& st) {
 ReadReport read_report(MPI_Comm comm, std::uint64_t bytes_read, std::size_t state_bytes) {
   ReadReport r;
   double read = static_cast<double>(bytes_read), state = static_cast<double>(state_bytes);
-  MPI_CHECK(MPI_Allreduce(&read, &r.total_bytes, 1, MPI_DOUBLE, MPI_SUM, comm));
-  struct {
-    double ratio;
-    int rank;
-  } mine{state > 0 ? read / state : (read > 0 ? 1e300 : 0.0), 0}, worst{0.0, 0};
-  MPI_CHECK(MPI_Comm_rank(comm, &mine.rank));
-  MPI_CHECK(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm));
+  r.total_bytes = all_reduce(comm, read, HostOp::sum);
+  const int worst = all_max_loc(comm, state > 0 ? read / state : (read > 0 ? 1e300 : 0.0)).second;
   double pair[2] = {read, state};
-  MPI_CHECK(MPI_Bcast(pair, 2, MPI_DOUBLE, worst.rank, comm));
-  r.worst_rank = worst.rank, r.worst_read = pair[0], r.worst_state = pair[1];
+  broadcast(comm, pair, 2, worst);
+  r.worst_rank = worst, r.worst_read = pair[0], r.worst_state = pair[1];
   return r;
 }
 

@@ -12,12 +12,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "hf/hf_model.hpp"
 #include "ckpt/weights_file.hpp"
-#include "common/collective_check.hpp"
+#include "comm/collective_check.hpp"
+#include "comm/host_values.hpp"
 #include "common/error.hpp"
 #include "config/load.hpp"
 #include "config/options.hpp"
+#include "hf/hf_model.hpp"
 #include "plan/rank_plan.hpp"
 
 namespace fs = std::filesystem;
@@ -214,7 +215,7 @@ void export_hf(MPI_Comm comm, const ModelWeights& w, const std::string& dir, con
       write_text_file(dir + "/config.json", hf_config_json(w.cfg, torch_dtype, w.tokenizer));
     }); });
   } catch (const UserError&) {
-    MPI_CHECK(MPI_Barrier(comm));  // every writer has closed (and removed) its temporary
+    barrier(comm);  // every writer has closed (and removed) its temporary
     if (rank == 0) {
       for (const auto& s : shards) std::remove((dir + "/" + s.file).c_str());
       for (const char* f : {"/model.safetensors.index.json", "/config.json"}) std::remove((dir + f).c_str());

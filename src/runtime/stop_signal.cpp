@@ -5,7 +5,6 @@
 
 #include <csignal>
 
-#include "common/error.hpp"
 
 namespace dtrain {
 namespace {
@@ -33,11 +32,7 @@ void install_stop_signal_handlers() {
   pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
 }
 
-int agree_on_stop_signal(MPI_Comm comm) {
-  int mine = g_stop_signal, any = 0;
-  MPI_CHECK(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm));
-  return any;
-}
+int received_stop_signal() { return g_stop_signal; }
 
 const char* signal_name(int signo) {
   switch (signo) {

@@ -4,7 +4,6 @@
 // and exit with kPreemptedExit, which the sbatch scripts turn into a requeue. A second signal during
 // the save changes nothing: the save is atomic either way.
 #pragma once
-#include <mpi.h>
 
 namespace dtrain {
 
@@ -13,8 +12,9 @@ constexpr int kPreemptedExit = 3;
 // Installs the recording handler, then unblocks both signals (the launcher blocked them; a pending one
 // is recorded at once).
 void install_stop_signal_handlers();
-// Collective over comm: the signal any rank received (0 if none). Every rank gets the same answer.
-int agree_on_stop_signal(MPI_Comm comm);
+// The signal this process received (0 if none). The ranks agree on one with a collective maximum
+// (host_values' all_reduce), so every rank gets the same answer.
+int received_stop_signal();
 const char* signal_name(int signo);
 
 }  // namespace dtrain

@@ -4,18 +4,16 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "common/error.hpp"
 
 namespace dtrain {
 
-Trace::Trace(MPI_Comm world, const std::string& prefix) : enabled_(!prefix.empty()) {
+Trace::Trace(int rank, const std::string& prefix, const std::function<void()>& align) : enabled_(!prefix.empty()), rank_(rank) {
   if (!enabled_) return;
-  MPI_CHECK(MPI_Comm_rank(world, &rank_));
   path_ = prefix + ".rank" + std::to_string(rank_) + ".json";
   const auto parent = std::filesystem::path(path_).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  MPI_CHECK(MPI_Barrier(world));
+  align();
   origin_ = std::chrono::steady_clock::now();
   events_.reserve(1 << 16);
 }

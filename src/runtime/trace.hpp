@@ -4,9 +4,8 @@
 // ranks' files into one timeline for Perfetto or chrome://tracing: a picture of the schedule and its
 // bubbles. Times are microseconds since a barrier that all ranks passed together.
 #pragma once
-#include <mpi.h>
-
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,8 +13,9 @@ namespace dtrain {
 
 class Trace {
  public:
-  // Collective (a barrier sets the common time origin). An empty prefix disables tracing.
-  Trace(MPI_Comm world, const std::string& prefix);
+  // rank: this process's world rank. align: run on every rank before the time origin is taken (a
+  // world barrier, so the ranks share one origin). An empty prefix disables tracing (align not run).
+  Trace(int rank, const std::string& prefix, const std::function<void()>& align);
   ~Trace();  // writes the file
   Trace(const Trace&) = delete;
   Trace& operator=(const Trace&) = delete;

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "ckpt/weights_file.hpp"
-#include "common/collective_check.hpp"
+#include "comm/collective_check.hpp"
 #include "model/generate.hpp"
 #include "runtime/machine.hpp"
 

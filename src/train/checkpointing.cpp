@@ -10,12 +10,13 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/compatibility.hpp"
-#include "ckpt/directory.hpp"
 #include "ckpt/convert.hpp"
+#include "ckpt/directory.hpp"
 #include "ckpt/weights_file.hpp"
-#include "config/load.hpp"
-#include "common/collective_check.hpp"
+#include "comm/collective_check.hpp"
+#include "comm/host_values.hpp"
 #include "common/error.hpp"
+#include "config/load.hpp"
 #include "dtrain_config.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -42,7 +43,7 @@ Checkpointing::Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPl
       config_text_(std::move(config_text)),
       tokenizer_(std::move(tokenizer)),
       log_(log) {
-  MPI_CHECK(MPI_Comm_rank(world, &rank_));
+  rank_ = comm_rank(world);
   if (rank_ == 0 && !cfg.checkpoint.dir.empty()) {
     const int stale = remove_stale_temporaries(cfg.checkpoint.dir);
     if (stale > 0) log_.message("checkpoint: removed " + std::to_string(stale) + " unfinished save(s) left by an interrupted run");
@@ -136,8 +137,7 @@ int Checkpointing::resume(Trainer& trainer) {
   });
   // Each rank reads only the parts of pieces its slices overlap, which the pieces' checksums cannot
   // check: the shard files are hashed against the manifest instead, split over the ranks.
-  int size = 1;
-  MPI_CHECK(MPI_Comm_size(world_, &size));
+  const int size = comm_size(world_);
   collective_check(world_, [&] { reader->verify_files(rank_, size); });
   const std::uint64_t read_before = h5::dataset_bytes_read();
   std::size_t state_bytes = 0;

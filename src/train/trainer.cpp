@@ -7,7 +7,7 @@
 #include <cmath>
 #include <thread>
 
-#include "common/collective_check.hpp"
+#include "comm/collective_check.hpp"
 #include "common/error.hpp"
 #include "data/batch_sampler.hpp"
 #include "data/open_data.hpp"

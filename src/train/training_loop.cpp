@@ -7,7 +7,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "common/collective_check.hpp"
+#include "comm/collective_check.hpp"
+#include "comm/host_values.hpp"
 #include "common/error.hpp"
 #include "plan/model_flops.hpp"
 #include "plan/p2p_traffic.hpp"
@@ -29,7 +30,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   const kernels::Backend backend = placement.backend;
   const RankLayout layout(plan.sizes, cfg.system.rank_order);
   Watchdog watchdog(env.world_rank, cfg.system.collective_timeout_s, cfg.system.step_timeout_s);
-  Trace trace(world, cfg.logging.trace_file);
+  Trace trace(env.world_rank, cfg.logging.trace_file, [world] { barrier(world); });
   CommOptions comm;
   comm.synchronous_sends = cfg.debug.synchronous_sends;
   comm.device = &device_for(backend);
@@ -93,7 +94,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
 
   // A stop signal received during start-up (handlers are installed first thing in main): nothing has
   // been trained since the last checkpoint, so there is nothing to save.
-  if (const int sig = agree_on_stop_signal(world)) {
+  if (const int sig = all_reduce(world, received_stop_signal(), HostOp::max)) {
     log.message(std::string("dtrain: received ") + signal_name(sig) + " before the first step; nothing to save" +
                 (first_step > 0 ? " (step " + std::to_string(first_step) + " is already checkpointed)" : std::string()) +
                 "; exiting with code " + std::to_string(kPreemptedExit) + " so the job can be requeued");
@@ -118,7 +119,7 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
     rec.total_steps = total;
     if (cfg.training.eval_interval > 0 && ((step + 1) % cfg.training.eval_interval == 0 || last)) rec.val_loss = trainer.evaluate();
     // Preemption: every rank learns here whether any rank was signalled, so all stop at the same step.
-    const int sig = agree_on_stop_signal(world);
+    const int sig = all_reduce(world, received_stop_signal(), HostOp::max);
     checkpoints.poll();  // a background save is published once every rank's write has finished
     // A stop or the end of training waits for its save (and for one still in flight) before going on.
     if (sig && !cfg.checkpoint.dir.empty())

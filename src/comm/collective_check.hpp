@@ -5,18 +5,10 @@
 #include <mpi.h>
 
 #include <functional>
-#include <string>
 
 namespace dtrain {
 
 // Runs `step`; a UserError thrown by it on any rank is rethrown on every rank (prefixed "rank R: ").
 void collective_check(MPI_Comm comm, const std::function<void()>& step);
-
-// This rank's number and the size of comm (checked calls).
-int comm_rank(MPI_Comm comm);
-int comm_size(MPI_Comm comm);
-
-// Collective: every rank's `text` becomes root's.
-void broadcast_string(MPI_Comm comm, std::string& text, int root = 0);
 
 }  // namespace dtrain
