@@ -254,7 +254,7 @@ int run_calibrate(MPI_Comm world_mpi, const CalibrateOptions& o) {
   for (int r = 0; r < size; ++r) everyone[static_cast<std::size_t>(r)] = r;
   MpiCommunicator world_group("world", world_mpi, 0, rank, everyone, nullptr, nullptr, false, host_device(), false);
   Communicator& world = world_group;
-  const ComputeBudget budget = measure_compute(world_mpi, 0, nullptr);  // BLAS threads as training sets them
+  const ComputeBudget budget = measure_compute(world_mpi, env.node, 0, nullptr);  // BLAS threads as training sets them
 
   ClusterSpec c;
   c.device = o.device;

@@ -105,11 +105,7 @@ double sgemm_peak_gflops(const std::vector<int>& cpus, int restore_threads, doub
   return std::max(together, threaded);
 }
 
-ComputeBudget measure_compute(MPI_Comm world, int threads_per_rank, Watchdog* watchdog) {
-  int rank = 0;
-  MPI_CHECK(MPI_Comm_rank(world, &rank));
-  MPI_Comm node;
-  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+ComputeBudget measure_compute(MPI_Comm world, MPI_Comm node, int threads_per_rank, Watchdog* watchdog) {
   int local_rank = 0, local_size = 1;
   MPI_CHECK(MPI_Comm_rank(node, &local_rank));
   MPI_CHECK(MPI_Comm_size(node, &local_size));
@@ -133,15 +129,13 @@ ComputeBudget measure_compute(MPI_Comm world, int threads_per_rank, Watchdog* wa
     sleeping_barrier(node);
   }
   MPI_CHECK(MPI_Allreduce(&node_peak, &b.job_peak_gflops, 1, MPI_DOUBLE, MPI_SUM, world));
-  MPI_CHECK(MPI_Comm_free(&node));
   return b;
 }
 
-double measure_gpu_peak(MPI_Comm world, int device, bool bf16, Watchdog* watchdog, int& gpus) {
+double measure_gpu_peak(MPI_Comm world, MPI_Comm node, int device, bool bf16, Watchdog* watchdog, int& gpus) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(world, &rank));
-  MPI_Comm node, same_gpu;
-  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+  MPI_Comm same_gpu;
   MPI_CHECK(MPI_Comm_split(node, device, rank, &same_gpu));
   int first = 0;
   MPI_CHECK(MPI_Comm_rank(same_gpu, &first));
@@ -157,7 +151,6 @@ double measure_gpu_peak(MPI_Comm world, int device, bool bf16, Watchdog* watchdo
   int mine = first == 0 ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(&mine, &gpus, 1, MPI_INT, MPI_SUM, world));
   MPI_CHECK(MPI_Comm_free(&same_gpu));
-  MPI_CHECK(MPI_Comm_free(&node));
   return job;
 }
 

@@ -29,13 +29,13 @@ struct ComputeBudget {
   std::string warning;          // non-empty when the requested threads were capped
 };
 
-// Collective over world: threads for every rank and the job's peak. The measurement is reported to
-// the watchdog, so a rank stuck in it is named.
-ComputeBudget measure_compute(MPI_Comm world, int threads_per_rank, Watchdog* watchdog);
+// Collective over world: threads for every rank and the job's peak; node: this node's ranks
+// (LaunchEnv::node). The measurement is reported to the watchdog, so a rank stuck in it is named.
+ComputeBudget measure_compute(MPI_Comm world, MPI_Comm node, int threads_per_rank, Watchdog* watchdog);
 
 // Collective over world, GPU runs: the job's peak is the GEMM peak (gpu_gemm_peak_gflops, bf16 or
 // fp32) of each GPU the job uses, measured once per GPU (by the first of the ranks sharing it), summed.
 // Returns the number of distinct GPUs in `gpus`.
-double measure_gpu_peak(MPI_Comm world, int device, bool bf16, Watchdog* watchdog, int& gpus);
+double measure_gpu_peak(MPI_Comm world, MPI_Comm node, int device, bool bf16, Watchdog* watchdog, int& gpus);
 
 }  // namespace dtrain

@@ -117,7 +117,7 @@ LaunchEnv detect_launch_env(MPI_Comm world) {
     MPI_CHECK(MPI_Get_processor_name(name, &len));
     e.node_name = name;
   }
-  MPI_CHECK(MPI_Comm_free(&node_comm));
+  e.node = node_comm;
   return e;
 }
 

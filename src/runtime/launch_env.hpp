@@ -21,6 +21,9 @@ struct LaunchEnv {
   std::string job_id;            // SLURM_JOB_ID, or "" outside Slurm
   std::string node_name;         // SLURMD_NODENAME, or the MPI processor name
   std::vector<std::string> job_nodes;  // expanded SLURM_JOB_NODELIST (empty outside Slurm)
+  // The ranks on this node (MPI_COMM_TYPE_SHARED), split once by detect_launch_env and kept for the
+  // process's life: the node's start-up measurements use it (null from launch_env_from_variables).
+  MPI_Comm node = MPI_COMM_NULL;
 };
 
 using EnvLookup = std::function<const char*(const char*)>;
@@ -31,8 +34,9 @@ using EnvLookup = std::function<const char*(const char*)>;
 LaunchEnv launch_env_from_variables(const EnvLookup& env, int mpi_rank, int mpi_size,
                                     std::vector<std::string>& problems);
 
-// Collective over `world`: the variables, completed with MPI_Comm_split_type(SHARED) where the
-// launcher gave nothing. Aborts the job (naming the rank) on an inconsistency.
+// Collective over `world`: the variables, completed from the node communicator (MPI_Comm_split_type
+// SHARED, kept in `node`) where the launcher gave nothing. Aborts the job (naming the rank) on an
+// inconsistency.
 LaunchEnv detect_launch_env(MPI_Comm world);
 
 // Node name of every rank (for the layout report). Collective.

@@ -37,13 +37,13 @@ int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, co
   comm.nccl = placement.nccl;
   comm.nccl_pipeline = nccl_pipeline_safe(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v);
   const ParallelState ps(world, layout, comm, &watchdog, &trace);
-  ComputeBudget compute = measure_compute(world, cfg.system.threads_per_rank, &watchdog);
+  ComputeBudget compute = measure_compute(world, env.node, cfg.system.threads_per_rank, &watchdog);
   const bool bf16 = cfg.system.precision == Precision::bf16;
   char peak_source[128];
   std::snprintf(peak_source, sizeof peak_source, "sgemm on all %d core(s) of each node", compute.node_cores);
   if (backend == kernels::Backend::cuda) {
     int gpus = 0;
-    compute.job_peak_gflops = measure_gpu_peak(world, placement.gpu, bf16, &watchdog, gpus);
+    compute.job_peak_gflops = measure_gpu_peak(world, env.node, placement.gpu, bf16, &watchdog, gpus);
     std::snprintf(peak_source, sizeof peak_source, "%s cuBLAS GEMM on each of %d GPU(s)", bf16 ? "bf16" : "fp32", gpus);
   }
 

@@ -6,9 +6,8 @@
 # Allowed outside src/comm:
 #   src/app/entry.cpp                 MPI's start and end, the world communicator's birth
 #   src/runtime/launch_env.cpp        what the launcher and the node say, before any communicator exists
-#   src/runtime/compute_budget.cpp    start-up measurement of the node's cores (its node communicator is
-#   src/runtime/placement.cpp         still split here and in launch_env: moving it into ParallelState
-#                                     is what remains of this rule)
+#   src/runtime/compute_budget.cpp    start-up measurements of the node's cores and GPUs, over the node
+#   src/runtime/placement.cpp         communicator launch_env splits once; the placement of GPUs
 #   src/common/error.cpp              the fatal tier: ends the whole job with no communicator, also when
 #   src/runtime/watchdog.cpp          a collective hangs
 #   tools/*.cpp                       MPI_Init and MPI_Finalize only (a tool's start and end)
