@@ -140,7 +140,7 @@ void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, 
       const std::size_t whole = rp.arena_size * (compute + 4) + m.optimizer * static_cast<std::size_t>(replicas);
       std::printf("  stage %d ZeRO-%d: params+grads+optimizer kept between uses %.2f MiB = %.3f x (stage total %.2f MiB / dp x cp %d); "
                   "buckets gathered at once add %.2f MiB params, %.2f MiB grads\n",
-                  st, rp.zero_stage, mb(kept), static_cast<double>(kept) * replicas / static_cast<double>(whole), mb(whole), replicas,
+                  st, rp.zero_stage(), mb(kept), static_cast<double>(kept) * replicas / static_cast<double>(whole), mb(whole), replicas,
                   mb(m.params - (rp.shards_params() ? owned : rp.arena_size) * compute), mb(m.grads - owned * 4));
     }
   }

@@ -9,7 +9,7 @@
 namespace dtrain {
 
 GradSync::GradSync(const RankPlan& plan, Arena& params, Arena& grads, const ParallelState& ps, bool overlap, int m)
-    : plan_(plan), params_(params), grads_(grads), ps_(ps), overlap_(overlap), distributed_(plan.distributed_optimizer), m_(m) {
+    : plan_(plan), params_(params), grads_(grads), ps_(ps), overlap_(overlap), distributed_(plan.distributed_optimizer()), m_(m) {
   std::size_t packed = 0;
   for (const auto& span : plan.buckets) {
     Bucket b;

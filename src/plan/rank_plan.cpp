@@ -50,7 +50,7 @@ MemoryEstimate RankPlan::memory() const {
   if (host_reductions && replicas() > 1) {
     std::size_t largest = 0;
     for (const auto& b : buckets) largest = std::max(largest, b.range.end - b.range.begin);
-    e.buffers += distributed_optimizer ? bytes(2 * largest, 4) : bytes(largest / 2, 4);
+    e.buffers += distributed_optimizer() ? bytes(2 * largest, 4) : bytes(largest / 2, 4);
   }
   return e;
 }
@@ -131,13 +131,13 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   const StagePart part = stage_part(cfg.model.num_layers, s.pp, v, c.pp);
   const ModelShape shape = ModelShape::from(cfg);
   const int replicas = s.replicas();
-  RankPlan r{c, s, cfg.system.use_distributed_optimizer, cfg.system.precision, part,
+  RankPlan r{c, s, cfg.system.precision, part,
              TensorTable(shape, part, s.tp, c.tp, 16 * static_cast<std::size_t>(replicas), s.ep, s.ep_rank(c)),
              0, {}, {}, {}, {}, -1, {}};
   r.arena_size = padded_arena_size(r.table, replicas);
   r.buckets = gradient_buckets(r.table, r.arena_size);
   r.groups = {{replicas, s.replica(c)}, {s.edp(), s.edp_rank(c)}};
-  r.optimizer_ranges = optimizer_ranges(r.buckets, r.arena_size, r.groups, r.distributed_optimizer);
+  r.optimizer_ranges = optimizer_ranges(r.buckets, r.arena_size, r.groups, r.distributed_optimizer());
   const bool sp = cfg.system.sequence_parallel && s.tp > 1;
   const auto& tensors = r.table.tensors();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -169,7 +169,6 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   r.activations.recompute_layers = m.recompute_num_layers;
   r.micro_batches = plan.num_micro_batches;
   r.shape = shape;
-  r.zero_stage = r.distributed_optimizer ? cfg.system.zero_stage : 0;
   r.host_reductions = cfg.system.device == ComputeDevice::cpu;
   r.async_snapshot = cfg.checkpoint.async_save;
   return r;

@@ -31,8 +31,7 @@ struct MemoryEstimate {  // bytes on one rank
 
 struct RankPlan {
   Coords coords;
-  ParallelLayout sizes;
-  bool distributed_optimizer = false;
+  ParallelLayout sizes;                       // zero: what is sharded over data parallelism (below)
   Precision precision = Precision::fp32;     // storage of the compute weights, activations and messages
   StagePart part;                             // model chunks of this pipeline stage
   TensorTable table;                          // tensors, their slices and arena offsets
@@ -45,10 +44,6 @@ struct RankPlan {
   ActivationLayout activations;
   int micro_batches = 1;                      // m: the step's micro-batches this rank holds tokens for
   ModelShape shape{};                         // the model's architecture (norm, positions, MLP, heads)
-  // What is sharded over data parallelism (system.zero_stage under the distributed optimizer, else 0):
-  // 1 the optimizer state, 2 also the reduced gradients (a bucket is whole only while it accumulates),
-  // 3 also the parameters (a bucket is whole only while a block's forward or backward uses it).
-  int zero_stage = 0;
   bool host_reductions = false;  // data-parallel reductions run in MPI on host memory (device = cpu)
   bool async_snapshot = false;   // checkpoint.async_save: a host copy of what the rank writes
   // The groups buckets are reduced and sharded over: dense over data parallelism, experts over
@@ -58,8 +53,14 @@ struct RankPlan {
   // The ranks holding the same parameters (dp x cp, RankLayout::replica_group_of): dense gradients are
   // reduced and the distributed optimizer shards over them (groups.dense).
   int replicas() const { return groups.dense.size; }
-  bool shards_grads() const { return zero_stage >= 2; }
-  bool shards_params() const { return zero_stage >= 3; }
+  // What is sharded over data parallelism (sizes.zero: system.zero_stage under the distributed
+  // optimizer, else 0): 1 the optimizer state, 2 also the reduced gradients (a bucket is whole only
+  // while it accumulates), 3 also the parameters (a bucket is whole only while a block's forward or
+  // backward uses it).
+  int zero_stage() const { return sizes.zero; }
+  bool distributed_optimizer() const { return sizes.distributed_optimizer(); }
+  bool shards_grads() const { return zero_stage() >= 2; }
+  bool shards_params() const { return zero_stage() >= 3; }
   // The arena ranges whose parameters this rank keeps between steps: all of it, or (ZeRO-3) its
   // optimizer ranges.
   std::vector<ArenaRange> param_ranges() const;
@@ -72,7 +73,7 @@ struct RankPlan {
   // world. Indices are table order.
   bool first_replica(std::size_t tensor) const { return (table.tensors()[tensor].expert ? groups.expert : groups.dense).rank == 0; }
   bool writes_params(std::size_t tensor) const { return !shards_params() && first_replica(tensor) && counted[tensor]; }
-  bool writes_moments(std::size_t tensor) const { return (distributed_optimizer || first_replica(tensor)) && counted[tensor]; }
+  bool writes_moments(std::size_t tensor) const { return (distributed_optimizer() || first_replica(tensor)) && counted[tensor]; }
   std::size_t optimizer_elements() const { return total_elements(optimizer_ranges); }
   std::size_t compute_type_bytes() const { return precision == Precision::bf16 ? 2 : 4; }
   MemoryEstimate memory() const;

@@ -286,7 +286,7 @@ TEST_CASE("rank plan under ZeRO-2 and ZeRO-3 keeps the owned slices and the buck
     return make_rank_plan(c, make_plan(c, 2), at);
   };
   const RankPlan one = plan_of(1, 2);
-  CHECK(one.zero_stage == 1);
+  CHECK(one.zero_stage() == 1);
   CHECK(one.memory().params == 3904 * 4);
   CHECK(one.memory().grads == 3904 * 4);
   REQUIRE(one.buckets.size() == 6);
