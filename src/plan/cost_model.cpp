@@ -6,12 +6,14 @@
 
 #include "plan/collective_cost.hpp"
 #include "plan/pipeline_schedule.hpp"
+#include "plan/rank_plan.hpp"
 
 namespace dtrain {
 namespace {
 
-// The shapes one rank sees in one micro-batch (doubles: products reach beyond 2^53 only far past
-// any real model).
+// The shapes one rank sees in one micro-batch, taken from activation_dims (rank_plan.hpp), the one
+// description of per-rank shapes, as doubles (products reach beyond 2^53 only far past any real
+// model), with what the cost model adds: the full sequence, the bytes of an element, MoE's shares.
 struct Shapes {
   double B, T, Tl, N, Ns, C, Cl, NHl, NKVl, HD, QKVl, Fl, Hl, Vl, e;
   // MoE: the share of blocks that are MoE blocks, an expert's widths (Fel; Hel with SwiGLU's gate),
@@ -22,28 +24,29 @@ struct Shapes {
 
 Shapes shapes_of(const Config& cfg, const Layout& l) {
   const auto& m = cfg.model;
-  const double tp = l.sizes.tp, cp = l.sizes.cp;
+  // The per-rank dims as the activation layout derives them (sequence parallelism needs tp > 1).
+  const ActivationDims d = activation_dims(cfg, l.sizes, l.micro_batch, l.sequence_parallel && l.sizes.tp > 1, 0);
   Shapes s{};
-  s.B = l.micro_batch;
+  s.B = d.B;
   s.T = m.seq_length;
-  s.Tl = s.T / cp;
-  s.N = s.B * s.Tl;
-  s.Ns = l.sequence_parallel ? s.N / tp : s.N;
-  s.C = m.hidden_size;
-  s.Cl = s.C / tp;
-  s.NHl = m.num_attention_heads / tp;
-  s.NKVl = m.kv_heads() / tp;
-  s.HD = s.C / m.num_attention_heads;
-  s.QKVl = (s.NHl + 2 * s.NKVl) * s.HD;
-  s.Fl = cfg.ffn_hidden() / tp;
-  s.Hl = m.swiglu ? 2 * s.Fl : s.Fl;
-  s.Vl = m.vocab_size / tp;
+  s.Tl = d.T;
+  s.N = static_cast<double>(d.N());
+  s.Ns = static_cast<double>(d.Ns());
+  s.C = d.C;
+  s.Cl = d.Cl;
+  s.NHl = d.NHl;
+  s.NKVl = d.NKVl;
+  s.HD = d.HD();
+  s.QKVl = d.QKVl();
+  s.Fl = d.Fl;
+  s.Hl = d.Hl();
+  s.Vl = d.Vl;
   s.e = cfg.system.precision == Precision::bf16 ? 2 : 4;
   double moe_blocks = 0;
   for (int layer = 0; layer < m.num_layers; ++layer) moe_blocks += m.moe_layer(layer) ? 1 : 0;
   s.moe_share = moe_blocks / m.num_layers;
-  s.Fel = cfg.moe_ffn_hidden() / tp;
-  s.Hel = m.swiglu ? 2 * s.Fel : s.Fel;
+  s.Fel = d.Fe;
+  s.Hel = d.He();
   s.experts_local = static_cast<double>(m.num_experts) / l.sizes.ep;
   const double kept = m.moe_capacity_factor.set ? std::min(1.0, m.moe_capacity_factor.value) : 1.0;
   s.routed = s.N * m.moe_router_topk * kept;

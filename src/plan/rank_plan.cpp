@@ -125,6 +125,20 @@ std::size_t RankPlan::largest_message() const {
   return most;
 }
 
+ActivationDims activation_dims(const Config& cfg, const ParallelLayout& s, int micro_batch, bool sequence_parallel, int cp_rank) {
+  const auto& m = cfg.model;
+  ActivationDims d{micro_batch,          m.seq_length / s.cp,     m.hidden_size,          m.hidden_size / s.tp,
+                   m.num_attention_heads / s.tp, m.kv_heads() / s.tp, cfg.ffn_hidden() / s.tp, m.vocab_size / s.tp,
+                   sequence_parallel ? s.tp : 1, m.swiglu,        s.cp,                   cp_rank};
+  if (m.num_experts > 0) {
+    d.E = m.num_experts;
+    d.K = m.moe_router_topk;
+    d.Fe = cfg.moe_ffn_hidden() / s.tp;
+    d.ep = s.ep;
+  }
+  return d;
+}
+
 RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coords& c) {
   const ParallelLayout& s = plan.sizes;
   const int v = plan.sizes.v;
@@ -149,14 +163,9 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
     if (t.name == "wte" && s.pp > 1 && shape.tied) r.tied_embedding = static_cast<int>(i);
   }
   const auto& m = cfg.model;
-  r.activations.dims = {plan.micro_batch, m.seq_length / s.cp, m.hidden_size, m.hidden_size / s.tp, m.num_attention_heads / s.tp,
-                        m.kv_heads() / s.tp, cfg.ffn_hidden() / s.tp, m.vocab_size / s.tp, sp ? s.tp : 1, m.swiglu, s.cp, c.cp};
+  r.activations.dims = activation_dims(cfg, s, plan.micro_batch, sp, c.cp);
   r.activations.blocks_per_slot = m.num_layers / (s.pp * v);
   if (m.num_experts > 0) {
-    r.activations.dims.E = m.num_experts;
-    r.activations.dims.K = m.moe_router_topk;
-    r.activations.dims.Fe = cfg.moe_ffn_hidden() / s.tp;
-    r.activations.dims.ep = s.ep;
     r.activations.mlp_kinds.assign(static_cast<std::size_t>(r.activations.blocks_per_slot), 0);
     for (const auto& chunk : part.chunks)
       for (std::size_t i = 0; i < chunk.size(); ++i) r.activations.mlp_kinds[i] |= shape.moe(chunk[i]) ? kMoeMlp : kDenseMlp;

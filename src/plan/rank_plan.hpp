@@ -94,6 +94,11 @@ struct RankPlan {
   std::size_t largest_message() const;
 };
 
+// The activation shapes one rank sees in one micro-batch of `micro_batch` samples under `sizes`
+// (sequence_parallel: the norms' rows sharded over tp; cp_rank: which zig-zag chunks the rank holds):
+// the one description of per-rank shapes, which the activation layout and the cost model both use.
+ActivationDims activation_dims(const Config& cfg, const ParallelLayout& sizes, int micro_batch, bool sequence_parallel, int cp_rank);
+
 // The plan of the rank at `coords` under `plan`.
 RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coords& coords);
 
