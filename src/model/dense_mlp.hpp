@@ -4,6 +4,7 @@
 // is recomputed from fch in backward. MoE blocks use MoeLayer instead.
 #pragma once
 #include "kernels/kernels.hpp"
+#include "model/linear_output.hpp"
 #include "model/param_views.hpp"
 
 namespace dtrain {
@@ -14,21 +15,16 @@ class DenseMlp {
   DenseMlp(const kernels::KernelTable<T>& k, const ActivationDims& d, bool swiglu, bool bias_owner, bool selective)
       : k_(k), d_(d), swiglu_(swiglu), bias_owner_(bias_owner), selective_(selective) {}
 
-  // partial (N,C) (=): fcproj(act(fc(a.ln2))), the bias added on tp rank 0; or, partial null (no
-  // tensor parallelism), the same rows rounded into out (N,C).
-  void forward(float* partial, T* out, const BlockParams<T>& p, BlockActs<T>& a) const {
+  // out (N,C) (=): fcproj(act(fc(a.ln2))), the bias added on tp rank 0 (partial sums over tp, or rows).
+  void forward(LinearOutput<T> out, const BlockParams<T>& p, BlockActs<T>& a) const {
     k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, d_.N(), d_.C, d_.Hl());
     activation(a);
-    const T* bias = bias_owner_ ? p.fcproj_b : nullptr;
-    if (partial)
-      k_.matmul_forward_wide(partial, a.fch_gelu, p.fcproj_w, bias, d_.N(), d_.Fl, d_.C);
-    else
-      k_.matmul_forward(out, a.fch_gelu, p.fcproj_w, bias, d_.N(), d_.Fl, d_.C);
+    linear_forward(k_, out, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, d_.N(), d_.Fl, d_.C);
   }
 
-  // dln (N,C) (=): the gradient of a.ln2, fp32 partial over tp; or, dln null (no tensor parallelism),
-  // rounded into dln_rows (N,C). dy (N,C): the block output's gradient, full rows.
-  void backward(float* dln, T* dln_rows, const BlockParams<T>& p, const BlockParams<float>& g, BlockActs<T>& a, const T* dy,
+  // dln (N,C) (=): the gradient of a.ln2 (partial sums over tp, or rows); dy (N,C): the block output's
+  // gradient, full rows.
+  void backward(LinearOutput<T> dln, const BlockParams<T>& p, const BlockParams<float>& g, BlockActs<T>& a, const T* dy,
                 Scratch<T>& sc) const {
     const long N = d_.N();
     if (selective_) activation(a);
@@ -37,10 +33,7 @@ class DenseMlp {
       k_.swiglu_backward(sc.dfch, a.fch, sc.dfch2, N, d_.Fl);
     else
       k_.gelu_backward(sc.dfch, a.fch, sc.dfch2, N * d_.Fl);
-    if (dln)
-      k_.matmul_backward_wide(dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d_.C, d_.Hl());
-    else
-      k_.matmul_backward(dln_rows, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d_.C, d_.Hl());
+    linear_backward(k_, dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d_.C, d_.Hl());
   }
 
  private:

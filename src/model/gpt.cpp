@@ -13,6 +13,7 @@
 #include "kernels/kernels.hpp"
 #include "model/activations.hpp"
 #include "model/dense_mlp.hpp"
+#include "model/linear_output.hpp"
 #include "model/param_views.hpp"
 #include "model/ring_attention.hpp"
 
@@ -80,10 +81,16 @@ class GptModelImpl final : public GptModel {
   void norm_backward(T* dres, float* dw, float* db, float* dout_partial, const T* x, const T* w, const float* mean,
                      const float* rstd);
   // Without tensor parallelism nothing reduces a row-parallel output or a column-parallel input
-  // gradient: the GEMMs write rows of T directly (rounded once, as reduce_rows and norm_backward would
-  // round the fp32 partial sums) and the fp32 partials and their narrowing pass are skipped.
-  bool direct() const { return tp_ == nullptr; }
-  // Row-parallel output: (N,C) fp32 partial sums reduced over tp and rounded into `out` (Ns,C).
+  // gradient: the GEMMs write rows of T directly (rounded once, as reduce_rows and norm_backward round
+  // the fp32 partial sums) and the partials and their narrowing pass are skipped.
+  // A row-parallel output whose rows land in `out` (Ns,C); a column-parallel input gradient (N,C) in sc.dln.
+  LinearOutput<T> output_rows(T* out) { return {out, tp_ ? partial_for(out) : nullptr}; }
+  LinearOutput<T> ln_grad() {
+    Scratch<T>& sc = acts_.scratch();
+    return {sc.dln, tp_ ? wide_or(sc.dln, sc.partial) : nullptr};
+  }
+  // Row-parallel output: (N,C) fp32 partial sums reduced over tp and rounded into `out` (Ns,C); nothing
+  // where partial is null (the rows are already in out).
   void reduce_rows(T* out, float* partial);
   // The residual-stream gradient as full rows (N,C): gathered when sharded, else dres itself.
   const T* full_rows_grad();
@@ -189,6 +196,7 @@ void GptModelImpl<T>::norm_backward(T* dres, float* dw, float* db, float* dout_p
 
 template <typename T>
 void GptModelImpl<T>::reduce_rows(T* out, float* partial) {
+  if (!partial) return;
   const ActivationDims& d = dims();
   if (sp()) {
     float* shard = wide_or(out, acts_.scratch().partial_shard);
@@ -221,25 +229,18 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
     ring_->forward(a.atty, a.lse, a.qkv, acts_.scratch());
   else
     k_.attention_forward(a.atty, a.lse, acts_.scratch().dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
-  if (direct()) {
-    k_.matmul_forward(a.res1, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
-  } else {
-    float* partial = partial_for(a.res1);
-    k_.matmul_forward_wide(partial, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
-    reduce_rows(a.res1, partial);
-  }
+  const LinearOutput<T> proj = output_rows(a.res1);
+  linear_forward(k_, proj, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
+  reduce_rows(a.res1, proj.partial);
   k_.residual_forward(a.res1, a.res1, x, d.Ns() * d.C);
   norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, p.ln2_w, p.ln2_b);
-  if (!p.moe.router_w && direct()) {
-    dense_.forward(nullptr, a.res2, p, a);
-  } else {
-    float* partial = partial_for(a.res2);
-    if (p.moe.router_w)
-      moe_->forward(partial, p.moe, a.ln2, a.moe, acts_.scratch(), p.layer, !replaying_);
-    else
-      dense_.forward(partial, nullptr, p, a);
-    reduce_rows(a.res2, partial);
-  }
+  // MoE layers always leave fp32 partial sums.
+  const LinearOutput<T> mlp = p.moe.router_w ? LinearOutput<T>{nullptr, partial_for(a.res2)} : output_rows(a.res2);
+  if (p.moe.router_w)
+    moe_->forward(mlp.partial, p.moe, a.ln2, a.moe, acts_.scratch(), p.layer, !replaying_);
+  else
+    dense_.forward(mlp, p, a);
+  reduce_rows(a.res2, mlp.partial);
   k_.residual_forward(a.res2, a.res2, a.res1, d.Ns() * d.C);
 }
 
@@ -292,19 +293,18 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   const ActivationDims& d = dims();
   const long N = d.N();
   Scratch<T>& sc = acts_.scratch();
-  // (N,C) column-parallel input gradients, fp32 partial over tp; null where the GEMMs write sc.dln directly
-  float* const partial = direct() ? nullptr : wide_or(sc.dln, sc.partial);
+  const LinearOutput<T> dln = ln_grad();  // (N,C) column-parallel input gradients
   // sc.dres holds the gradient of this block's output; the residual adds pass it through unchanged.
   // Row-parallel biases see the full-row gradient on every rank, so their gradients are complete.
   const ModelShape& m = plan_.shape;
-  float* dln = partial;
+  float* mlp_partial = dln.partial;
   if (p.moe.router_w) {
-    dln = wide_or(sc.dln, sc.partial);  // MoE layers always leave fp32 partial sums
-    moe_->backward(dln, p.moe, g.moe, a.ln2, full_rows_grad(), a.moe, sc, loss_scale_);
+    mlp_partial = wide_or(sc.dln, sc.partial);  // MoE layers always leave fp32 partial sums
+    moe_->backward(mlp_partial, p.moe, g.moe, a.ln2, full_rows_grad(), a.moe, sc, loss_scale_);
   } else {
-    dense_.backward(partial, sc.dln, p, g, a, full_rows_grad(), sc);
+    dense_.backward(dln, p, g, a, full_rows_grad(), sc);
   }
-  norm_backward(sc.dres, g.ln2_w, g.ln2_b, dln, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
+  norm_backward(sc.dres, g.ln2_w, g.ln2_b, mlp_partial, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
   k_.matmul_backward(sc.datty, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
   // Both keep the attention output and each row's log-sum-exp; the probabilities are recomputed.
   if (ring_)
@@ -312,11 +312,8 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   else
     k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.atty, a.lse, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
   if (m.rope) rope(sc.dqkv, true);
-  if (partial)
-    k_.matmul_backward_wide(partial, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
-  else
-    k_.matmul_backward(sc.dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
-  norm_backward(sc.dres, g.ln1_w, g.ln1_b, partial, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);
+  linear_backward(k_, dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
+  norm_backward(sc.dres, g.ln1_w, g.ln1_b, dln.partial, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);
 }
 
 template <typename T>
@@ -329,15 +326,12 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
   loss_scale_ = loss_scale;
   if (plan_.part.head && chunk == num_chunks() - 1) {
     hook(kHeadLayer, LayerPhase::before_backward);
-    float* dlnf = direct() ? nullptr : wide_or(sc.dln, sc.partial);
+    const LinearOutput<T> dlnf = ln_grad();
     k_.fill(sc.dloss, loss_scale, N);
     k_.xent_backward(s.logits, s.logits, s.lse, batch.targets, sc.dloss, vocab_start_, N, d.Vl);
-    if (dlnf)
-      k_.matmul_backward_wide(dlnf, g_.head, nullptr, s.logits, s.lnf, p_.head, N, d.C, d.Vl);
-    else
-      k_.matmul_backward(sc.dln, g_.head, nullptr, s.logits, s.lnf, p_.head, N, d.C, d.Vl);
+    linear_backward(k_, dlnf, g_.head, nullptr, s.logits, s.lnf, p_.head, N, d.C, d.Vl);
     k_.zero(sc.dres, rows);
-    norm_backward(sc.dres, g_.lnf_w, g_.lnf_b, dlnf, block_input(s, blocks_per_chunk_), p_.lnf_w, s.lnf_mean, s.lnf_rstd);
+    norm_backward(sc.dres, g_.lnf_w, g_.lnf_b, dlnf.partial, block_input(s, blocks_per_chunk_), p_.lnf_w, s.lnf_mean, s.lnf_rstd);
     hook(kHeadLayer, LayerPhase::after_backward);
   } else {
     k_.copy(sc.dres, static_cast<const T*>(output_grad), rows);
