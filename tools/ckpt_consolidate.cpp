@@ -78,7 +78,7 @@ std::optional<Precision> parse_dtype(const std::string& word) {
   throw UserError("--dtype '" + word + "' is not accepted; use fp32 or bf16");
 }
 
-void export_command(MPI_Comm comm, int rank, const ModelWeights& weights, const std::string& dir, std::optional<Precision> dtype,
+void export_command(HostComm comm, int rank, const ModelWeights& weights, const std::string& dir, std::optional<Precision> dtype,
                     std::uint64_t max_shard_bytes) {
   HfExportOptions options;
   options.max_shard_bytes = max_shard_bytes;
@@ -90,7 +90,7 @@ void export_command(MPI_Comm comm, int rank, const ModelWeights& weights, const 
                 bf16 ? "bfloat16" : "float32", weights.what.c_str());
 }
 
-int import_command(MPI_Comm comm, int rank, const std::string& dir, const std::string& positional, const std::string& out,
+int import_command(HostComm comm, int rank, const std::string& dir, const std::string& positional, const std::string& out,
                    const std::string& tokenizer_spec, bool other_actions) {
   if (!positional.empty() || other_actions)
     throw UserError("--import-hf DIR --out FILE.h5 [--tokenizer SPEC] takes no checkpoint and no other action");
@@ -123,7 +123,7 @@ int import_command(MPI_Comm comm, int rank, const std::string& dir, const std::s
   return 0;
 }
 
-int run(int argc, char** argv, MPI_Comm comm, int rank) {
+int run(int argc, char** argv, HostComm comm, int rank) {
   namespace po = boost::program_options;
   std::string ckpt, out, reshard_spec, dtype_word, export_hf_dir, import_hf_dir, tokenizer_spec, max_shard = "5GB";
   bool help = false, info = false, do_verify = false, optimizer = false;
@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // HDF5 failures are reported by our messages, not its stack
   int rank = 0;
-  rank = comm_rank(MPI_COMM_WORLD);
+  rank = HostComm(MPI_COMM_WORLD).rank();
   int code = 0;
   try {
     code = run(argc, argv, MPI_COMM_WORLD, rank);

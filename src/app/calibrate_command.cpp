@@ -16,19 +16,19 @@
 #include <functional>
 #include <vector>
 
+#include "comm/collective_check.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/nccl_communicator.hpp"
 #include "common/bf16.hpp"
-#include "comm/collective_check.hpp"
 #include "common/error.hpp"
 #include "kernels/kernels.hpp"
+#include "launch/compute_budget.hpp"
+#include "launch/launch_env.hpp"
+#include "launch/placement.hpp"
 #include "plan/calibration.hpp"
 #include "runtime/arena.hpp"
-#include "runtime/compute_budget.hpp"
 #include "runtime/gemm_operand.hpp"
-#include "runtime/launch_env.hpp"
 #include "runtime/machine.hpp"
-#include "runtime/placement.hpp"
 
 namespace dtrain {
 namespace {
@@ -193,17 +193,17 @@ double measure_release_bandwidth(Communicator& world, Device& device, bool quick
 }
 
 // A group of g consecutive world ranks for the collectives, on the run's communication backend.
-std::unique_ptr<Communicator> group_of(MPI_Comm world, int rank, int g, const Placement& placement, Device& device) {
+std::unique_ptr<Communicator> group_of(HostComm host_world, int rank, int g, const Placement& placement, Device& device) {
   std::vector<int> members(static_cast<std::size_t>(g));
   for (int i = 0; i < g; ++i) members[static_cast<std::size_t>(i)] = rank / g * g + i;
-  if (placement.nccl) return make_nccl_communicator("calibrate", world, rank / g, rank, members, true, nullptr, nullptr);
-  return std::make_unique<MpiCommunicator>("calibrate", world, rank / g, rank, members, nullptr, nullptr, false, device, false);
+  if (placement.nccl) return make_nccl_communicator("calibrate", host_world, rank / g, rank, members, true, nullptr, nullptr);
+  return std::make_unique<MpiCommunicator>("calibrate", host_world, rank / g, rank, members, nullptr, nullptr, false, device, false);
 }
 
 // The five collectives at every group size dividing the world, over message sizes, through the
 // communication layer (MPI or NCCL, on the device's buffers). `spans_nodes`: whether some group crosses
 // a node boundary (then the samples describe the inter-node link).
-std::vector<CommSample> measure_collectives(MPI_Comm world_mpi, Communicator& world, const LaunchEnv& env, const Placement& placement,
+std::vector<CommSample> measure_collectives(HostComm host_world, Communicator& world, const LaunchEnv& env, const Placement& placement,
                                             Device& device, bool quick, bool& spans_nodes) {
   const int rank = world.rank(), size = world.size();
   const std::vector<double> sizes = quick ? std::vector<double>{4096, 262144, 2097152}
@@ -214,7 +214,7 @@ std::vector<CommSample> measure_collectives(MPI_Comm world_mpi, Communicator& wo
   world.all_gather(&env.node_id, node_of_rank.data(), 1, DType::i32, {"calibrate: every rank's node"});
   for (int g = 2; g <= size; ++g) {
     if (size % g) continue;
-    const std::unique_ptr<Communicator> group = group_of(world_mpi, rank, g, placement, device);
+    const std::unique_ptr<Communicator> group = group_of(host_world, rank, g, placement, device);
     for (int first = 0; first < size; first += g)  // groups are runs of g consecutive ranks
       spans_nodes = spans_nodes || std::any_of(node_of_rank.begin() + first, node_of_rank.begin() + first + g,
                                                [&](int node) { return node != node_of_rank[static_cast<std::size_t>(first)]; });
@@ -242,19 +242,19 @@ std::vector<CommSample> measure_collectives(MPI_Comm world_mpi, Communicator& wo
 
 }  // namespace
 
-int run_calibrate(MPI_Comm world_mpi, const CalibrateOptions& o) {
+int run_calibrate(HostComm host_world, const CalibrateOptions& o) {
   if (o.out.empty()) throw UserError("dtrain calibrate needs --out FILE (where to write the cluster description)");
-  const LaunchEnv env = detect_launch_env(world_mpi);
+  const LaunchEnv env = detect_launch_env(host_world);
   const int rank = env.world_rank, size = env.world_size, nodes = env.num_nodes;
   // The run's device and communication backend, placed as training places them (a GPU per rank with
   // --device cuda); the world communicator moves host values.
-  const Placement placement = place_ranks(world_mpi, o.device, CommBackend::automatic, env);
+  const Placement placement = place_ranks(host_world, o.device, CommBackend::automatic, env);
   Device& device = device_for(placement.backend);
   std::vector<int> everyone(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) everyone[static_cast<std::size_t>(r)] = r;
-  MpiCommunicator world_group("world", world_mpi, 0, rank, everyone, nullptr, nullptr, false, host_device(), false);
+  MpiCommunicator world_group("world", host_world, 0, rank, everyone, nullptr, nullptr, false, host_device(), false);
   Communicator& world = world_group;
-  const ComputeBudget budget = measure_compute(world_mpi, env.node, 0, nullptr);  // BLAS threads as training sets them
+  const ComputeBudget budget = measure_compute(host_world, env.node, 0, nullptr);  // BLAS threads as training sets them
 
   ClusterSpec c;
   c.device = o.device;
@@ -280,7 +280,7 @@ int run_calibrate(MPI_Comm world_mpi, const CalibrateOptions& o) {
   world.all_reduce(&least, 1, DType::f64, ReduceOp::max, {"calibrate: memory per rank"});
   c.memory = -least;
   bool spans_nodes = false;
-  const std::vector<CommSample> comm = measure_collectives(world_mpi, world, env, placement, device, o.quick, spans_nodes);
+  const std::vector<CommSample> comm = measure_collectives(host_world, world, env, placement, device, o.quick, spans_nodes);
   std::string links;
   if (comm.empty()) {
     c.intra_node = c.inter_node = {c.memory_bandwidth, 0.0};
@@ -296,7 +296,7 @@ int run_calibrate(MPI_Comm world_mpi, const CalibrateOptions& o) {
   gethostname(host, sizeof host - 1);
   const std::string per_rank = device.is_host() ? std::to_string(budget.threads) + " BLAS thread(s) each" : "a GPU each";
   c.name = o.name.empty() ? std::string(host) + " (" + std::to_string(size) + " ranks, " + per_rank + ", dtrain calibrate)" : o.name;
-  collective_check(world_mpi, [&] {  // rank 0 writes; its error ends every rank
+  collective_check(host_world, [&] {  // rank 0 writes; its error ends every rank
     if (rank != 0) return;
     std::ofstream out(o.out);
     out << "# " << o.out << ": measured by `mpirun -np " << size << " dtrain calibrate" << (o.quick ? " --quick" : "")

@@ -2,13 +2,12 @@
 // writes a cluster description (plan/cluster's format) for `dtrain plan`. plan/calibration fits the
 // measured points; this file takes them (GEMMs, a stream copy, MPI collectives).
 #pragma once
-#include <mpi.h>
-
 #include "app/command_line.hpp"
+#include "comm/host_comm.hpp"
 
 namespace dtrain {
 
 // Collective over world; rank 0 writes the file and prints what it measured. Returns the exit code.
-int run_calibrate(MPI_Comm world, const CalibrateOptions& options);
+int run_calibrate(HostComm world, const CalibrateOptions& options);
 
 }  // namespace dtrain

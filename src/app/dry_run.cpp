@@ -26,7 +26,7 @@ double mb(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 102
 
 }  // namespace
 
-void print_dry_run(MPI_Comm world, const OptionTable& table, const Config& cfg, const TrainingPlan& plan,
+void print_dry_run(HostComm world, const OptionTable& table, const Config& cfg, const TrainingPlan& plan,
                    const LaunchEnv& env) {
   const auto names = gather_node_names(world, env);
   if (env.world_rank != 0) return;

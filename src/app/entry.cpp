@@ -26,9 +26,9 @@
 #include "config/validate.hpp"
 #include "dtrain_config.hpp"
 #include "kernels/host_runtime.hpp"
+#include "launch/launch_env.hpp"
+#include "launch/placement.hpp"
 #include "plan/training_plan.hpp"
-#include "runtime/placement.hpp"
-#include "runtime/launch_env.hpp"
 #include "runtime/machine.hpp"
 #include "runtime/stop_signal.hpp"
 #include "train/training_loop.hpp"
@@ -52,9 +52,8 @@ std::string read_input_file(const std::string& path, bool& ok) {
 }
 
 // Rank 0 reads the input file and broadcasts its text (or the reason it could not) to every rank.
-std::string broadcast_input(const std::string& path, MPI_Comm world) {
-  int rank = 0;
-  MPI_CHECK(MPI_Comm_rank(world, &rank));
+std::string broadcast_input(const std::string& path, HostComm world) {
+  const int rank = world.rank();
   std::string text;
   int ok = 1;
   if (rank == 0) {
@@ -62,7 +61,7 @@ std::string broadcast_input(const std::string& path, MPI_Comm world) {
     text = read_input_file(path, readable);
     ok = readable ? 1 : 0;
   }
-  MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, world));
+  broadcast(world, &ok, 1, 0);
   broadcast_string(world, text);
   if (!ok) throw UserError(text);
   return text;
@@ -78,7 +77,7 @@ MemoryLimit node_share(const LaunchEnv& env) {
 }
 
 // Collective: the smallest memory a rank of the job may use, so every rank plans with the same limit.
-MemoryLimit memory_limit(MPI_Comm world, const Config& cfg, const LaunchEnv& env, const Placement& placement) {
+MemoryLimit memory_limit(HostComm world, const Config& cfg, const LaunchEnv& env, const Placement& placement) {
   if (cfg.system.memory_budget_gb > 0)
     return {cfg.system.memory_budget_gb * 1e9, "system.memory_budget_gb=" + std::to_string(cfg.system.memory_budget_gb)};
   MemoryLimit mine = node_share(env);
@@ -88,20 +87,14 @@ MemoryLimit memory_limit(MPI_Comm world, const Config& cfg, const LaunchEnv& env
                   placement.gpu_memory_share / 1e9, env.node_name.c_str());
     mine = {placement.gpu_memory_share, source};
   }
-  struct {
-    double bytes;
-    int rank;
-  } local{mine.bytes, env.world_rank}, lowest{0.0, 0};
-  MPI_CHECK(MPI_Allreduce(&local, &lowest, 1, MPI_DOUBLE_INT, MPI_MINLOC, world));
-  broadcast_string(world, mine.source, lowest.rank);
-  mine.bytes = lowest.bytes;
+  const auto [bytes, lowest] = all_reduce_loc(world, mine.bytes, HostOp::min);
+  broadcast_string(world, mine.source, lowest);
+  mine.bytes = bytes;
   return mine;
 }
 
-int run(int argc, char** argv, MPI_Comm world) {
-  int rank = 0, size = 1;
-  MPI_CHECK(MPI_Comm_rank(world, &rank));
-  MPI_CHECK(MPI_Comm_size(world, &size));
+int run(int argc, char** argv, HostComm world) {
+  const int rank = world.rank(), size = world.size();
   const CommandLine cl = parse_dtrain_command_line(argc, argv);
   if (cl.help) {
     if (rank == 0) {

@@ -3,7 +3,7 @@
 #include "app/command_line.hpp"
 #include "config/config.hpp"
 #include "kernels/backend.hpp"
-#include "runtime/launch_env.hpp"
+#include "launch/launch_env.hpp"
 
 namespace dtrain {
 

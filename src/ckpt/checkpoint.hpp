@@ -15,8 +15,6 @@
 // A save is written under a temporary name and published (renamed, then `latest` replaced) only after
 // every rank reported success; a failure or a kill at any moment leaves the last checkpoint untouched.
 #pragma once
-#include <mpi.h>
-
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -25,6 +23,7 @@
 
 #include "ckpt/checksum.hpp"
 #include "ckpt/h5_file.hpp"
+#include "comm/host_comm.hpp"
 #include "plan/rank_plan.hpp"
 
 namespace dtrain {
@@ -78,12 +77,12 @@ struct IoStats {
 };
 
 // Collective: a random checkpoint id, the same on every rank of comm.
-std::uint64_t new_checkpoint_id(MPI_Comm comm);
+std::uint64_t new_checkpoint_id(HostComm comm);
 
 // Collective: writes and publishes step `meta.step` under dir; removes the oldest published checkpoints
 // beyond keep_last (ckpt/directory.hpp: by publication order, never `latest`). Throws UserError on every
 // rank if any rank failed (the previous checkpoint stays). pause_s: debug.save_write_delay_s.
-IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,
+IoStats save_checkpoint(HostComm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,
                         int keep_last, double pause_s = 0.0);
 
 // save_checkpoint in its three phases, for a caller that writes away from the main thread:
@@ -102,14 +101,14 @@ struct ShardWrite {  // one rank's write phase
   double seconds = 0.0;
   std::string error;  // empty: written (fsynced)
 };
-SaveTarget begin_save(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, int keep_last);
+SaveTarget begin_save(HostComm world, const std::string& dir, const CheckpointMeta& meta, int keep_last);
 // pause_s > 0 (tests: debug.save_write_delay_s): sleeps that long after the first piece, the shard half written.
 ShardWrite write_shard_of_rank(const SaveTarget& target, int rank, const PieceSource& pieces, double pause_s);
 // pruned_aside: rank 0 sets the checkpoints it prunes aside there (prune_checkpoints) instead of removing them.
-IoStats finish_save(MPI_Comm world, const SaveTarget& target, const ShardWrite& mine,
+IoStats finish_save(HostComm world, const SaveTarget& target, const ShardWrite& mine,
                     std::vector<std::string>* pruned_aside = nullptr);
 // Collective: true on every rank when `mine` is true on every rank.
-bool all_ranks(MPI_Comm world, bool mine);
+bool all_ranks(HostComm world, bool mine);
 
 // The pieces of a checkpoint directory, verified against its manifest.
 class CheckpointReader {
@@ -193,7 +192,6 @@ struct ReadReport {
   std::string text() const;  // "read 12.3 MB of datasets (rank 3 the most for its state: 1.2 MB for 1.2 MB, 1.00x)"
 };
 // Collective over comm.
-ReadReport read_report(MPI_Comm comm, std::uint64_t bytes_read, std::size_t state_bytes);
-
+ReadReport read_report(HostComm comm, std::uint64_t bytes_read, std::size_t state_bytes);
 
 }  // namespace dtrain

@@ -53,9 +53,9 @@ Config checkpoint_config(const CheckpointReader& reader) {
   return load_config(reader.meta().config_text, reader.dir() + " (stored configuration)", {});
 }
 
-void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::string& out, bool optimizer, h5::Stored weights,
+void consolidate(HostComm comm, const CheckpointReader& reader, const std::string& out, bool optimizer, h5::Stored weights,
                  const Progress& progress) {
-  const int rank = comm_rank(comm), size = comm_size(comm);
+  const int rank = comm.rank(), size = comm.size();
   const auto names = reader.tensor_names();
   std::vector<std::string> kinds = {"param"};
   if (optimizer) {
@@ -110,9 +110,9 @@ void consolidate(MPI_Comm comm, const CheckpointReader& reader, const std::strin
   }
 }
 
-void reshard(MPI_Comm comm, const CheckpointReader& reader, const ParallelLayout& L, const std::string& out_dir,
+void reshard(HostComm comm, const CheckpointReader& reader, const ParallelLayout& L, const std::string& out_dir,
              const Progress& progress) {
-  const int rank = comm_rank(comm), size = comm_size(comm);
+  const int rank = comm.rank(), size = comm.size();
   Config cfg = checkpoint_config(reader);
   // The new layout must fit the model as a run on it would have to (the same checks, the same words).
   set_parallel_layout(cfg.system, L);
@@ -173,8 +173,8 @@ void reshard(MPI_Comm comm, const CheckpointReader& reader, const ParallelLayout
   });
 }
 
-void verify(MPI_Comm comm, const CheckpointReader& reader, const Progress& progress) {
-  const int rank = comm_rank(comm), size = comm_size(comm);
+void verify(HostComm comm, const CheckpointReader& reader, const Progress& progress) {
+  const int rank = comm.rank(), size = comm.size();
   const auto names = reader.tensor_names();
   collective_check(comm, [&] { reader.verify_files(rank, size); });
   collective_check(comm, [&] {

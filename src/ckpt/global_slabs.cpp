@@ -49,9 +49,9 @@ std::vector<Held> held_runs(const RankState& st, const TensorTable& whole) {
 
 }  // namespace
 
-void gather_global_tensors(MPI_Comm comm, const RankState& state, const TensorTable& whole, const SlabSink& sink, float* scratch,
+void gather_global_tensors(HostComm comm, const RankState& state, const TensorTable& whole, const SlabSink& sink, float* scratch,
                            std::size_t scratch_floats, Watchdog* watchdog) {
-  const int rank = comm_rank(comm), size = comm_size(comm);
+  const int rank = comm.rank(), size = comm.size();
   const bool root = rank == 0;
   const std::vector<Held> runs = held_runs(state, whole);
   // One slab size on every rank: what every scratch holds, within bounds, no larger than a tensor.

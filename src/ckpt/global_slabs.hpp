@@ -4,12 +4,11 @@
 // receives one slab of one global tensor after another and hands each to a sink (the final weights
 // file, a buffer). No rank holds more than a slab or two beyond its own state.
 #pragma once
-#include <mpi.h>
-
 #include <cstddef>
 #include <functional>
 
 #include "ckpt/checkpoint.hpp"
+#include "comm/host_comm.hpp"
 #include "runtime/watchdog.hpp"
 
 namespace dtrain {
@@ -26,7 +25,7 @@ using SlabSink = std::function<void(const TensorSpec& t, std::size_t begin, std:
 // it is too small, buffers of that size are allocated. A UserError of the sink (a full disk) does not
 // stop the gathering: it is thrown on every rank at the end. Each slab's gathering is one operation
 // of `watchdog` (may be null), the sink's work is not.
-void gather_global_tensors(MPI_Comm comm, const RankState& state, const TensorTable& whole, const SlabSink& sink,
+void gather_global_tensors(HostComm comm, const RankState& state, const TensorTable& whole, const SlabSink& sink,
                            float* scratch = nullptr, std::size_t scratch_floats = 0, Watchdog* watchdog = nullptr);
 
 }  // namespace dtrain

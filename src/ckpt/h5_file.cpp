@@ -149,10 +149,10 @@ File File::create(const std::string& path) {
   return File(id, path, /*writable=*/true);
 }
 
-File File::create_parallel(const std::string& path, MPI_Comm comm) {
+File File::create_parallel(const std::string& path, HostComm comm) {
   Quiet q;
   Handle fapl{H5Pcreate(H5P_FILE_ACCESS), H5Pclose};
-  H5Pset_fapl_mpio(fapl.id, comm, MPI_INFO_NULL);
+  H5Pset_fapl_mpio(fapl.id, comm.mpi(), MPI_INFO_NULL);
   H5Pset_fclose_degree(fapl.id, H5F_CLOSE_STRONG);
   const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id);
   if (id < 0) throw UserError("cannot create '" + path + "' (directory missing, not writable, or disk full; HDF5: " + innermost_error() + ")");
@@ -185,7 +185,7 @@ void File::discard() {
   Quiet q;
   void* handle = nullptr;
   if (H5Fget_vfd_handle(id_, H5P_DEFAULT, &handle) >= 0 && handle) {
-    if (comm_ != MPI_COMM_NULL)
+    if (!comm_.null())
       truncate_mpi_file(handle);  // the MPI-IO driver's file (collective)
     else if (::ftruncate(*static_cast<int*>(handle), 0) != 0) {
       // the sec2 driver's descriptor; nothing more can be freed, HDF5 closes as well as it can
@@ -197,7 +197,7 @@ void File::discard() {
 
 // A parallel file's ranks agree on every outcome: if any failed, all did.
 bool File::agreed(bool ok) const {
-  return comm_ != MPI_COMM_NULL ? all_reduce(comm_, ok ? 1 : 0, HostOp::min) == 1 : ok;
+  return !comm_.null() ? all_reduce(comm_, ok ? 1 : 0, HostOp::min) == 1 : ok;
 }
 
 void File::close() {

@@ -5,11 +5,12 @@
 // (hyperslabs of flat row-major element ranges), and every byte read from a dataset is counted.
 #pragma once
 #include <hdf5.h>
-#include <mpi.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "comm/host_comm.hpp"
 
 namespace dtrain::h5 {
 
@@ -61,7 +62,7 @@ class File {
   static File create(const std::string& path);      // truncates
   // Collective over comm: one file written by all its ranks (MPI-IO). Dataset creation, attributes
   // and close are collective; Dataset::write is not.
-  static File create_parallel(const std::string& path, MPI_Comm comm);
+  static File create_parallel(const std::string& path, HostComm comm);
   static File open_read(const std::string& path);
   File(File&& o) noexcept;
   File& operator=(File&&) = delete;
@@ -104,7 +105,7 @@ class File {
 
  private:
   friend class Dataset;
-  File(hid_t id, std::string path, bool writable, MPI_Comm comm = MPI_COMM_NULL)
+  File(hid_t id, std::string path, bool writable, HostComm comm = {})
       : id_(id), path_(std::move(path)), writable_(writable), comm_(comm) {}
   // Throws UserError naming the file, what failed, HDF5's own cause (when it is a library failure) and
   // the line of h5_file.cpp; marks the file failed.
@@ -114,7 +115,7 @@ class File {
   hid_t id_;
   std::string path_;
   bool writable_;
-  MPI_Comm comm_;  // MPI_COMM_NULL for a serial file
+  HostComm comm_;  // null for a serial file
   mutable bool failed_ = false;
 };
 

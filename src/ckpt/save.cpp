@@ -36,9 +36,9 @@ void maybe_die_in_save(int rank, std::int64_t step) {
 
 }  // namespace
 
-std::uint64_t new_checkpoint_id(MPI_Comm comm) {
+std::uint64_t new_checkpoint_id(HostComm comm) {
   unsigned long long id = 0;
-  if (comm_rank(comm) == 0) id = std::random_device{}() * 4294967296ull + std::random_device{}();
+  if (comm.rank() == 0) id = std::random_device{}() * 4294967296ull + std::random_device{}();
   broadcast(comm, &id, 1, 0);
   return id;
 }
@@ -57,10 +57,10 @@ void remove_temporary(int rank, const SaveTarget& target) {
 
 }  // namespace
 
-SaveTarget begin_save(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, int keep_last) {
+SaveTarget begin_save(HostComm world, const std::string& dir, const CheckpointMeta& meta, int keep_last) {
   SaveTarget target{dir, dir + "/.tmp-" + step_dir_name(meta.step) + "-" + std::to_string(meta.checkpoint_id % 1000000007ull), meta,
                     keep_last};
-  const int rank = comm_rank(world);
+  const int rank = world.rank();
   try {
     collective_check(world, [&] {
       if (rank != 0) return;
@@ -94,8 +94,8 @@ ShardWrite write_shard_of_rank(const SaveTarget& target, int rank, const PieceSo
   return out;
 }
 
-IoStats finish_save(MPI_Comm world, const SaveTarget& target, const ShardWrite& mine, std::vector<std::string>* pruned_aside) {
-  const int rank = comm_rank(world), size = comm_size(world);
+IoStats finish_save(HostComm world, const SaveTarget& target, const ShardWrite& mine, std::vector<std::string>* pruned_aside) {
+  const int rank = world.rank(), size = world.size();
   try {
     collective_check(world, [&] {
       if (!mine.error.empty()) throw UserError(mine.error);
@@ -125,16 +125,16 @@ IoStats finish_save(MPI_Comm world, const SaveTarget& target, const ShardWrite& 
   return stats;
 }
 
-bool all_ranks(MPI_Comm world, bool mine) {
+bool all_ranks(HostComm world, bool mine) {
   return all_reduce(world, mine ? 1 : 0, HostOp::min) == 1;
 }
 
-IoStats save_checkpoint(MPI_Comm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,
+IoStats save_checkpoint(HostComm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,
                         int keep_last, double pause_s) {
   const auto t0 = std::chrono::steady_clock::now();
   const SaveTarget target = begin_save(world, dir, meta, keep_last);
   const ShardWrite mine =
-      write_shard_of_rank(target, comm_rank(world), [&](const PieceVisitor& visit) { for_each_piece(state, visit); }, pause_s);
+      write_shard_of_rank(target, world.rank(), [&](const PieceVisitor& visit) { for_each_piece(state, visit); }, pause_s);
   IoStats stats = finish_save(world, target, mine);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return stats;

@@ -162,11 +162,11 @@ std::size_t rank_state_bytes(const RankState& st) {
   return n * sizeof(float);
 }
 
-ReadReport read_report(MPI_Comm comm, std::uint64_t bytes_read, std::size_t state_bytes) {
+ReadReport read_report(HostComm comm, std::uint64_t bytes_read, std::size_t state_bytes) {
   ReadReport r;
   double read = static_cast<double>(bytes_read), state = static_cast<double>(state_bytes);
   r.total_bytes = all_reduce(comm, read, HostOp::sum);
-  const int worst = all_max_loc(comm, state > 0 ? read / state : (read > 0 ? 1e300 : 0.0)).second;
+  const int worst = all_reduce_loc(comm, state > 0 ? read / state : (read > 0 ? 1e300 : 0.0), HostOp::max).second;
   double pair[2] = {read, state};
   broadcast(comm, pair, 2, worst);
   r.worst_rank = worst, r.worst_read = pair[0], r.worst_state = pair[1];

@@ -6,8 +6,8 @@
 
 namespace dtrain {
 
-void collective_check(MPI_Comm comm, const std::function<void()>& step) {
-  const int rank = comm_rank(comm), size = comm_size(comm);
+void collective_check(HostComm comm, const std::function<void()>& step) {
+  const int rank = comm.rank(), size = comm.size();
   std::string message;
   int failed_rank = size;  // "nobody"
   try {

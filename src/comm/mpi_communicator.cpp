@@ -113,7 +113,7 @@ StagingPool::Lease StagingPool::acquire(std::size_t bytes) {
 
 void StagingPool::release(int slot) { slots_.at(static_cast<std::size_t>(slot))->busy = false; }
 
-MpiCommunicator::MpiCommunicator(std::string name, MPI_Comm parent, int color, int key, std::vector<int> world_ranks,
+MpiCommunicator::MpiCommunicator(std::string name, HostComm parent, int color, int key, std::vector<int> world_ranks,
                                  Watchdog* watchdog, Trace* trace, bool synchronous_sends, Device& buffers, bool stage_through_host)
     : Communicator(std::move(name), std::move(world_ranks)),
       watchdog_(watchdog),
@@ -122,7 +122,7 @@ MpiCommunicator::MpiCommunicator(std::string name, MPI_Comm parent, int color, i
       buffers_(buffers),
       staged_(!buffers.is_host() || stage_through_host),
       pool_(buffers) {
-  MPI_CHECK(MPI_Comm_split(parent, color, key, &comm_));
+  MPI_CHECK(MPI_Comm_split(parent.mpi(), color, key, &comm_));
   if (comm_ == MPI_COMM_NULL) fatal("internal error: a communicator was built for a rank outside its group");
   int rank = 0, size = 0;
   MPI_CHECK(MPI_Comm_rank(comm_, &rank));

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "comm/communicator.hpp"
+#include "comm/host_comm.hpp"
 #include "runtime/device.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/watchdog.hpp"
@@ -44,7 +45,7 @@ class MpiCommunicator final : public Communicator {
   // trace may be null. buffers: the device whose memory the callers pass (host unless a GPU), staged
   // through pinned memory when it is not the host or when stage_through_host is set (tests).
   // synchronous_sends: sends use MPI_Issend (tests that prove nothing relies on MPI buffering).
-  MpiCommunicator(std::string name, MPI_Comm parent, int color, int key, std::vector<int> world_ranks, Watchdog* watchdog,
+  MpiCommunicator(std::string name, HostComm parent, int color, int key, std::vector<int> world_ranks, Watchdog* watchdog,
                   Trace* trace, bool synchronous_sends, Device& buffers, bool stage_through_host);
   ~MpiCommunicator() override;
   MPI_Comm comm() const { return comm_; }

@@ -85,11 +85,11 @@ struct DeferredSend {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(const std::string& name, MPI_Comm parent, int color, int key, std::vector<int> world_ranks, Watchdog* watchdog,
+  NcclCommunicator(const std::string& name, HostComm parent, int color, int key, std::vector<int> world_ranks, Watchdog* watchdog,
                    bool connect_neighbours, Trace* trace)
       : Communicator(name, std::move(world_ranks)), watchdog_(watchdog), trace_(trace) {
     MPI_Comm group;
-    MPI_CHECK(MPI_Comm_split(parent, color, key, &group));
+    MPI_CHECK(MPI_Comm_split(parent.mpi(), color, key, &group));
     int rank = 0, size = 0;
     MPI_CHECK(MPI_Comm_rank(group, &rank));
     MPI_CHECK(MPI_Comm_size(group, &size));
@@ -327,7 +327,7 @@ CommRequest NcclCommunicator::finish(const CommLabel& label, int peer, std::size
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(const std::string& name, MPI_Comm parent, int color, int key,
+std::unique_ptr<Communicator> make_nccl_communicator(const std::string& name, HostComm parent, int color, int key,
                                                      std::vector<int> world_ranks, bool connect_neighbours, Watchdog* watchdog,
                                                      Trace* trace) {
   return std::make_unique<NcclCommunicator>(name, parent, color, key, std::move(world_ranks), watchdog, connect_neighbours, trace);

@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/host_comm.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/watchdog.hpp"
 
 namespace dtrain {
 
-std::unique_ptr<Communicator> make_nccl_communicator(const std::string& name, MPI_Comm parent, int color, int key,
+std::unique_ptr<Communicator> make_nccl_communicator(const std::string& name, HostComm parent, int color, int key,
                                                      std::vector<int> world_ranks, bool connect_neighbours, Watchdog* watchdog,
                                                      Trace* trace);
 

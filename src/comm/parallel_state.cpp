@@ -13,11 +13,10 @@
 
 namespace dtrain {
 
-ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, const CommOptions& options, Watchdog* watchdog, Trace* trace)
+ParallelState::ParallelState(HostComm world, const RankLayout& layout, const CommOptions& options, Watchdog* watchdog, Trace* trace)
     : layout_(layout), world_comm_(world), watchdog_(watchdog), trace_(trace) {
-  int size = 0;
-  MPI_CHECK(MPI_Comm_rank(world, &world_rank_));
-  MPI_CHECK(MPI_Comm_size(world, &size));
+  world_rank_ = world.rank();
+  const int size = world.size();
   if (size != layout_.world_size())
     fatal("layout needs " + std::to_string(layout_.world_size()) + " ranks but the job has " + std::to_string(size));
   coords_ = layout_.coords_of(world_rank_);
@@ -49,7 +48,7 @@ ParallelState::ParallelState(MPI_Comm world, const RankLayout& layout, const Com
   const auto emb = layout_.embedding_group_of(world_rank_);
   if (emb.empty()) {
     MPI_Comm none = MPI_COMM_NULL;  // the split is collective: ranks outside every group take part too
-    MPI_CHECK(MPI_Comm_split(world, MPI_UNDEFINED, 0, &none));
+    MPI_CHECK(MPI_Comm_split(world.mpi(), MPI_UNDEFINED, 0, &none));
   } else {
     embedding_ = make("embedding", layout_.group_index(Axis::pp, world_rank_), coords_.pp, emb);
   }

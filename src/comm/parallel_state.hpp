@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "comm/communicator.hpp"
+#include "comm/host_comm.hpp"
 #include "plan/buckets.hpp"
 #include "plan/rank_layout.hpp"
 #include "runtime/device.hpp"
@@ -31,12 +32,12 @@ class ParallelState {
  public:
   // Collective over `world`: one communicator per axis, the embedding group and the world. watchdog
   // and trace (optional) see every operation of these communicators.
-  ParallelState(MPI_Comm world, const RankLayout& layout, const CommOptions& options = {}, Watchdog* watchdog = nullptr,
+  ParallelState(HostComm world, const RankLayout& layout, const CommOptions& options = {}, Watchdog* watchdog = nullptr,
                 Trace* trace = nullptr);
   ~ParallelState();
 
   const RankLayout& layout() const { return layout_; }
-  MPI_Comm world_comm() const { return world_comm_; }  // for start-up, configuration and checkpoint I/O
+  HostComm world_comm() const { return world_comm_; }  // for start-up, configuration and checkpoint I/O
   Watchdog* watchdog() const { return watchdog_; }
   Trace* trace() const { return trace_; }
   int world_rank() const { return world_rank_; }
@@ -68,7 +69,7 @@ class ParallelState {
 
  private:
   RankLayout layout_;
-  MPI_Comm world_comm_;
+  HostComm world_comm_;
   Watchdog* watchdog_;
   Trace* trace_;
   int world_rank_ = 0;

@@ -7,8 +7,6 @@
 // Each file lists its tensors sorted by name with {"format": "pt"} metadata. Export is deterministic:
 // the same weights give the same bytes, so import -> export reproduces a directory dtrain exported.
 #pragma once
-#include <mpi.h>
-
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -17,8 +15,9 @@
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/convert.hpp"
 #include "ckpt/h5_file.hpp"
-#include "hf/safetensors.hpp"
+#include "comm/host_comm.hpp"
 #include "config/config.hpp"
+#include "hf/safetensors.hpp"
 
 namespace dtrain {
 
@@ -44,7 +43,7 @@ struct HfExportOptions {
 
 // Collective over comm: writes DIR (created; it must not hold files already) with the safetensors
 // files split over the ranks, config.json and the index by rank 0. On failure nothing it wrote stays.
-void export_hf(MPI_Comm comm, const ModelWeights& weights, const std::string& dir, const HfExportOptions& options,
+void export_hf(HostComm comm, const ModelWeights& weights, const std::string& dir, const HfExportOptions& options,
                const Progress& progress);
 
 // One process: reads DIR, maps its tensors onto dtrain's, and writes the weights file `out` (tensors

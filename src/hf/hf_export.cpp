@@ -163,9 +163,9 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& option
   return static_cast<std::uint64_t>(number * static_cast<double>(scale));
 }
 
-void export_hf(MPI_Comm comm, const ModelWeights& w, const std::string& dir, const HfExportOptions& options,
+void export_hf(HostComm comm, const ModelWeights& w, const std::string& dir, const HfExportOptions& options,
                const Progress& progress) {
-  const int rank = comm_rank(comm), size = comm_size(comm);
+  const int rank = comm.rank(), size = comm.size();
   const std::vector<HfTensor> tensors = hf_tensors(w.cfg);
   const RankPlan whole = whole_model_plan(w.cfg, 1);
   std::map<std::string, std::int64_t> cols;  // last dimension of each dtrain tensor

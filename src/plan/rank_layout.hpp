@@ -37,7 +37,7 @@ class RankLayout {
   std::vector<int> group_of(Axis axis, int rank) const;
   // All groups of an axis, ordered by their smallest rank.
   std::vector<std::vector<int>> groups(Axis axis) const;
-  // Index of rank's group among groups(axis) (the colour for MPI_Comm_split).
+  // Index of rank's group among groups(axis) (the colour of its communicator split).
   int group_index(Axis axis, int rank) const;
 
   // Expert parallelism (see the top of this file).
@@ -56,7 +56,7 @@ class RankLayout {
   // reduced, and the distributed optimizer shards, over this group; it is the dp group when cp = 1.
   std::vector<int> replica_group_of(int rank) const;
   int replica_index(int rank) const;        // rank's place in replica_group_of(rank)
-  int replica_group_index(int rank) const;  // colour for MPI_Comm_split: one per (tp, pp)
+  int replica_group_index(int rank) const;  // colour of its communicator split: one per (tp, pp)
 
  private:
   // Every distinct group group_of(rank) gives, ordered by smallest rank.

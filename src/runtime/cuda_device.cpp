@@ -81,20 +81,20 @@ std::size_t gpu_memory_bytes() {
   return total;
 }
 
-CudaSelection select_cuda_device(const LaunchEnv& env, bool allow_shared_gpu) {
+CudaSelection select_cuda_device(int local_rank, int local_size, const std::string& node_name, bool allow_shared_gpu) {
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess || count == 0)
-    fatal(std::string("system.device=cuda but no usable GPU on node ") + env.node_name + " (" +
+    fatal(std::string("system.device=cuda but no usable GPU on node ") + node_name + " (" +
           (rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices") + "); use system.device=cpu or run on a GPU node");
-  if (env.local_size > count && !allow_shared_gpu)
-    fatal(std::to_string(env.local_size) + " ranks on node " + env.node_name + " but only " + std::to_string(count) +
+  if (local_size > count && !allow_shared_gpu)
+    fatal(std::to_string(local_size) + " ranks on node " + node_name + " but only " + std::to_string(count) +
           " GPUs and NCCL cannot share a GPU between ranks; start at most one rank per GPU (srun --ntasks-per-node=" +
           std::to_string(count) + ") or set system.comm_backend=mpi");
   CudaSelection s;
   s.count = count;
-  s.device = device_for_local_rank(env.local_rank, count);
-  s.shared = env.local_size > count;
+  s.device = device_for_local_rank(local_rank, count);
+  s.shared = local_size > count;
   CUDA_CHECK(cudaSetDevice(s.device));
   return s;
 }

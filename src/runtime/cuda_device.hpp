@@ -2,8 +2,7 @@
 // clear errors for no GPU and for more local ranks than GPUs when they may not share.
 #pragma once
 #include <cstddef>
-
-#include "runtime/launch_env.hpp"
+#include <string>
 
 namespace dtrain {
 
@@ -13,9 +12,15 @@ struct CudaSelection {
   bool shared = false;  // other ranks of the node use the same GPU
 };
 
-// Selects this rank's device; fatal() with an explanation when impossible (no GPU; more ranks than
-// GPUs on a node unless allow_shared_gpu). Fatal in builds without CUDA.
-CudaSelection select_cuda_device(const LaunchEnv& env, bool allow_shared_gpu);
+// GPU for a local rank: local_rank modulo the number of visible devices (-1 without one).
+inline int device_for_local_rank(int local_rank, int visible_devices) {
+  return visible_devices <= 0 ? -1 : local_rank % visible_devices;
+}
+
+// Selects the device of local rank `local_rank` of the `local_size` ranks on node `node_name`; fatal()
+// with an explanation when impossible (no GPU; more ranks than GPUs on a node unless allow_shared_gpu).
+// Fatal in builds without CUDA.
+CudaSelection select_cuda_device(int local_rank, int local_size, const std::string& node_name, bool allow_shared_gpu);
 // Total memory of the selected GPU, in bytes.
 std::size_t gpu_memory_bytes();
 // GFLOP/s of the best of repeated 8192^3 cuBLAS GEMMs on random operands (gemm_operand.hpp) on the

@@ -12,7 +12,7 @@
 
 namespace dtrain {
 
-void write_final_weights(MPI_Comm world, const ParallelState& ps, const Config& cfg, Trainer& trainer, StepLog& log,
+void write_final_weights(HostComm world, const ParallelState& ps, const Config& cfg, Trainer& trainer, StepLog& log,
                          const std::string& tokenizer_id, const std::string& config_text) {
   const bool rank0 = ps.world_rank() == 0;
   const std::size_t trained_peak = peak_resident_bytes();

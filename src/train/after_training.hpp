@@ -1,10 +1,9 @@
 // After the step loop: the final fp32 weights (model-final.h5, for `dtrain generate`) and a text sample
 // of the trained model in the log.
 #pragma once
-#include <mpi.h>
-
 #include <string>
 
+#include "comm/host_comm.hpp"
 #include "comm/parallel_state.hpp"
 #include "config/config.hpp"
 #include "plan/training_plan.hpp"
@@ -17,7 +16,7 @@ namespace dtrain {
 // Collective over world. Rank 0 writes checkpoint.dir/model-final.h5 (nothing without a
 // checkpoint.dir) one global tensor at a time, in slabs gathered from the ranks that hold them: no rank
 // holds the whole model for it; logs where it went and what it did to the ranks' peak memory.
-void write_final_weights(MPI_Comm world, const ParallelState& ps, const Config& cfg, Trainer& trainer, StepLog& log,
+void write_final_weights(HostComm world, const ParallelState& ps, const Config& cfg, Trainer& trainer, StepLog& log,
                          const std::string& tokenizer_id, const std::string& config_text);
 
 // Collective over ps's world. logging.sample_tokens tokens generated on rank 0 (tokenizer: rank 0's, null

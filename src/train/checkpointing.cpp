@@ -35,7 +35,7 @@ std::string rate(double bytes, double seconds) {
 
 }  // namespace
 
-Checkpointing::Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, std::string config_text,
+Checkpointing::Checkpointing(HostComm world, const Config& cfg, const TrainingPlan& plan, std::string config_text,
                              std::string tokenizer, StepLog& log)
     : world_(world),
       cfg_(cfg),
@@ -43,7 +43,7 @@ Checkpointing::Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPl
       config_text_(std::move(config_text)),
       tokenizer_(std::move(tokenizer)),
       log_(log) {
-  rank_ = comm_rank(world);
+  rank_ = world.rank();
   if (rank_ == 0 && !cfg.checkpoint.dir.empty()) {
     const int stale = remove_stale_temporaries(cfg.checkpoint.dir);
     if (stale > 0) log_.message("checkpoint: removed " + std::to_string(stale) + " unfinished save(s) left by an interrupted run");
@@ -137,7 +137,7 @@ int Checkpointing::resume(Trainer& trainer) {
   });
   // Each rank reads only the parts of pieces its slices overlap, which the pieces' checksums cannot
   // check: the shard files are hashed against the manifest instead, split over the ranks.
-  const int size = comm_size(world_);
+  const int size = world_.size();
   collective_check(world_, [&] { reader->verify_files(rank_, size); });
   const std::uint64_t read_before = h5::dataset_bytes_read();
   std::size_t state_bytes = 0;

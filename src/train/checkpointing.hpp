@@ -7,13 +7,12 @@
 // BackgroundWrite; the ranks agree at later step boundaries (poll) that every write finished, then
 // publish. Saves are timed: how long training stalled for them (take_times) goes to the step line.
 #pragma once
-#include <mpi.h>
-
 #include <chrono>
 #include <string>
 #include <vector>
 
 #include "ckpt/snapshot.hpp"
+#include "comm/host_comm.hpp"
 #include "config/config.hpp"
 #include "train/background_write.hpp"
 #include "train/step_log.hpp"
@@ -32,7 +31,7 @@ struct CheckpointTimes {
 class Checkpointing {
  public:
   // tokenizer: the identity of data.tokenizer, stored in every checkpoint and required of the one resumed.
-  Checkpointing(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, std::string config_text, std::string tokenizer,
+  Checkpointing(HostComm world, const Config& cfg, const TrainingPlan& plan, std::string config_text, std::string tokenizer,
                 StepLog& log);
   // Loads the checkpoint asked for, else the init_from weights (collective); returns the number of steps
   // already done.
@@ -64,7 +63,7 @@ class Checkpointing {
   // Joins the writer (finished, or waited for since `since`), agrees and publishes.
   void publish_in_flight(std::chrono::steady_clock::time_point since);
   void remove_pruned();  // the pruned checkpoints set aside, here and now
-  MPI_Comm world_;
+  HostComm world_;
   const Config& cfg_;
   TrainingPlan plan_;
   std::string config_text_;

@@ -9,23 +9,23 @@
 
 #include "comm/collective_check.hpp"
 #include "comm/host_values.hpp"
+#include "comm/parallel_state.hpp"
 #include "common/error.hpp"
+#include "launch/compute_budget.hpp"
 #include "plan/model_flops.hpp"
 #include "plan/p2p_traffic.hpp"
-#include "comm/parallel_state.hpp"
+#include "runtime/machine.hpp"
 #include "runtime/stop_signal.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "train/after_training.hpp"
 #include "train/checkpointing.hpp"
 #include "train/log_window.hpp"
-#include "runtime/compute_budget.hpp"
-#include "runtime/machine.hpp"
 #include "train/step_log.hpp"
-#include "tokenizer/tokenizer.hpp"
 #include "train/trainer.hpp"
 
 namespace dtrain {
 
-int run_training(MPI_Comm world, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env, const Placement& placement,
+int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env, const Placement& placement,
                  const std::string& config_text) {
   const kernels::Backend backend = placement.backend;
   const RankLayout layout(plan.sizes, cfg.system.rank_order);

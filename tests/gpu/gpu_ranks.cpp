@@ -6,8 +6,8 @@
 
 #include <cstdio>
 
+#include "launch/launch_env.hpp"
 #include "runtime/cuda_device.hpp"
-#include "runtime/launch_env.hpp"
 #include "support/prepare_ranks.hpp"
 
 namespace dtrain::testing {
@@ -22,7 +22,8 @@ int prepare_ranks() {
     if (rank == 0) std::printf("no GPU visible (%s): skipping the GPU tests\n", rc == cudaSuccess ? "0 devices" : cudaGetErrorString(rc));
     return 77;
   }
-  select_cuda_device(detect_launch_env(MPI_COMM_WORLD), /*allow_shared_gpu=*/true);
+  const LaunchEnv env = detect_launch_env(MPI_COMM_WORLD);
+  select_cuda_device(env.local_rank, env.local_size, env.node_name, /*allow_shared_gpu=*/true);
   return 0;
 }
 

@@ -11,7 +11,7 @@
 #include "comm/mpi_communicator.hpp"
 #include "comm/parallel_state.hpp"
 #include "comm/solo_communicator.hpp"
-#include "runtime/launch_env.hpp"
+#include "launch/launch_env.hpp"
 
 using namespace dtrain;
 

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/error.hpp"
-#include "runtime/hostlist.hpp"
+#include "launch/hostlist.hpp"
 
 using dtrain::expand_hostlist;
 using V = std::vector<std::string>;

@@ -1,9 +1,9 @@
 // Launch-environment variables: srun, mpirun (also inside a Slurm allocation) and inconsistencies.
 #include <catch2/catch.hpp>
-
 #include <map>
 
-#include "runtime/launch_env.hpp"
+#include "launch/launch_env.hpp"
+#include "runtime/cuda_device.hpp"
 
 using namespace dtrain;
 

@@ -16,11 +16,11 @@
 #include "config/cli.hpp"
 #include "config/load.hpp"
 #include "kernels/host_runtime.hpp"
+#include "launch/compute_budget.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
 #include "plan/model_flops.hpp"
 #include "runtime/machine.hpp"
-#include "runtime/compute_budget.hpp"
 
 using namespace dtrain;
 

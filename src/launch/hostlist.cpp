@@ -1,5 +1,5 @@
 // Slurm hostlist expansion: comma-separated items, each with any number of [a-b,c] bracket groups.
-#include "runtime/hostlist.hpp"
+#include "launch/hostlist.hpp"
 
 #include <algorithm>
 #include <cctype>

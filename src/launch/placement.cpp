@@ -1,21 +1,21 @@
 // place_ranks: select the GPU, then agree on the communication backend.
-#include "runtime/placement.hpp"
+#include "launch/placement.hpp"
 
+#include "comm/host_values.hpp"
 #include "common/error.hpp"
 #include "runtime/cuda_device.hpp"
 
 namespace dtrain {
 
-Placement place_ranks(MPI_Comm world, ComputeDevice device, CommBackend comm, const LaunchEnv& env) {
+Placement place_ranks(HostComm world, ComputeDevice device, CommBackend comm, const LaunchEnv& env) {
   Placement p;
   if (device != ComputeDevice::cuda) {
     p.description = "cpu + mpi";
     return p;
   }
   p.backend = kernels::Backend::cuda;
-  const CudaSelection gpu = select_cuda_device(env, /*allow_shared_gpu=*/comm != CommBackend::nccl);
-  int shared = gpu.shared ? 1 : 0;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, world));
+  const CudaSelection gpu = select_cuda_device(env.local_rank, env.local_size, env.node_name, /*allow_shared_gpu=*/comm != CommBackend::nccl);
+  const int shared = all_reduce(world, gpu.shared ? 1 : 0, HostOp::max);
   p.nccl = comm == CommBackend::nccl || (comm == CommBackend::automatic && !shared);
   const int ranks_on_gpu = (env.local_size + gpu.count - 1) / gpu.count;
   p.gpu_memory_share = static_cast<double>(gpu_memory_bytes()) / ranks_on_gpu;

@@ -1,5 +1,5 @@
 // BLAS thread configuration and the per-node sgemm peak.
-#include "runtime/compute_budget.hpp"
+#include "launch/compute_budget.hpp"
 
 #include <cblas.h>
 #include <pthread.h>
@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "comm/host_values.hpp"
 #include "common/error.hpp"
 #include "runtime/cuda_device.hpp"
 #include "runtime/machine.hpp"
@@ -42,9 +43,9 @@ double best_sgemm_gflops(int n, double seconds) {
 
 // A barrier that sleeps while it waits: Open MPI's blocking barrier spins, and a rank spinning on a
 // core would take it from the measurement.
-void sleeping_barrier(MPI_Comm comm) {
+void sleeping_barrier(HostComm comm) {
   MPI_Request req;
-  MPI_CHECK(MPI_Ibarrier(comm, &req));
+  MPI_CHECK(MPI_Ibarrier(comm.mpi(), &req));
   for (int done = 0;;) {
     MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     if (done) return;
@@ -105,15 +106,13 @@ double sgemm_peak_gflops(const std::vector<int>& cpus, int restore_threads, doub
   return std::max(together, threaded);
 }
 
-ComputeBudget measure_compute(MPI_Comm world, MPI_Comm node, int threads_per_rank, Watchdog* watchdog) {
-  int local_rank = 0, local_size = 1;
-  MPI_CHECK(MPI_Comm_rank(node, &local_rank));
-  MPI_CHECK(MPI_Comm_size(node, &local_size));
+ComputeBudget measure_compute(HostComm world, HostComm node, int threads_per_rank, Watchdog* watchdog) {
+  const int local_rank = node.rank(), local_size = node.size();
   // The node's cores: the union of its ranks' affinity masks.
   std::vector<unsigned char> mask(CPU_SETSIZE, 0), all(CPU_SETSIZE, 0);
   const std::vector<int> mine = affinity_cpus();
   for (int c : mine) mask[static_cast<std::size_t>(c)] = 1;
-  MPI_CHECK(MPI_Allreduce(mask.data(), all.data(), CPU_SETSIZE, MPI_UNSIGNED_CHAR, MPI_MAX, node));
+  MPI_CHECK(MPI_Allreduce(mask.data(), all.data(), CPU_SETSIZE, MPI_UNSIGNED_CHAR, MPI_MAX, node.mpi()));
   std::vector<int> node_cpus;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (all[static_cast<std::size_t>(c)]) node_cpus.push_back(c);
@@ -128,17 +127,15 @@ ComputeBudget measure_compute(MPI_Comm world, MPI_Comm node, int threads_per_ran
     if (local_rank == 0) node_peak = sgemm_peak_gflops(node_cpus.empty() ? mine : node_cpus, b.threads, kPeakSeconds);
     sleeping_barrier(node);
   }
-  MPI_CHECK(MPI_Allreduce(&node_peak, &b.job_peak_gflops, 1, MPI_DOUBLE, MPI_SUM, world));
+  b.job_peak_gflops = all_reduce(world, node_peak, HostOp::sum);
   return b;
 }
 
-double measure_gpu_peak(MPI_Comm world, MPI_Comm node, int device, bool bf16, Watchdog* watchdog, int& gpus) {
-  int rank = 0;
-  MPI_CHECK(MPI_Comm_rank(world, &rank));
-  MPI_Comm same_gpu;
-  MPI_CHECK(MPI_Comm_split(node, device, rank, &same_gpu));
-  int first = 0;
-  MPI_CHECK(MPI_Comm_rank(same_gpu, &first));
+double measure_gpu_peak(HostComm world, HostComm node, int device, bool bf16, Watchdog* watchdog, int& gpus) {
+  MPI_Comm split;
+  MPI_CHECK(MPI_Comm_split(node.mpi(), device, world.rank(), &split));
+  const HostComm same_gpu = split;
+  const int first = same_gpu.rank();
   double peak = 0.0;
   {
     auto w = watch(watchdog, {"measuring the GPU's GEMM peak", "node", -1, 0});
@@ -146,11 +143,9 @@ double measure_gpu_peak(MPI_Comm world, MPI_Comm node, int device, bool bf16, Wa
     if (first == 0) peak = gpu_gemm_peak_gflops(bf16, 0.5);
     sleeping_barrier(same_gpu);
   }
-  double job = 0.0;
-  MPI_CHECK(MPI_Allreduce(&peak, &job, 1, MPI_DOUBLE, MPI_SUM, world));
-  int mine = first == 0 ? 1 : 0;
-  MPI_CHECK(MPI_Allreduce(&mine, &gpus, 1, MPI_INT, MPI_SUM, world));
-  MPI_CHECK(MPI_Comm_free(&same_gpu));
+  const double job = all_reduce(world, peak, HostOp::sum);
+  gpus = all_reduce(world, first == 0 ? 1 : 0, HostOp::sum);
+  MPI_CHECK(MPI_Comm_free(&split));
   return job;
 }
 

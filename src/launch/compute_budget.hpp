@@ -3,11 +3,10 @@
 // cores the job's ranks on that node may use, summed over the nodes. One measurement per node, by one
 // rank while the others wait, so ranks sharing cores never share (and under-count) the peak.
 #pragma once
-#include <mpi.h>
-
 #include <string>
 #include <vector>
 
+#include "comm/host_comm.hpp"
 #include "runtime/watchdog.hpp"
 
 namespace dtrain {
@@ -31,11 +30,11 @@ struct ComputeBudget {
 
 // Collective over world: threads for every rank and the job's peak; node: this node's ranks
 // (LaunchEnv::node). The measurement is reported to the watchdog, so a rank stuck in it is named.
-ComputeBudget measure_compute(MPI_Comm world, MPI_Comm node, int threads_per_rank, Watchdog* watchdog);
+ComputeBudget measure_compute(HostComm world, HostComm node, int threads_per_rank, Watchdog* watchdog);
 
 // Collective over world, GPU runs: the job's peak is the GEMM peak (gpu_gemm_peak_gflops, bf16 or
 // fp32) of each GPU the job uses, measured once per GPU (by the first of the ranks sharing it), summed.
 // Returns the number of distinct GPUs in `gpus`.
-double measure_gpu_peak(MPI_Comm world, MPI_Comm node, int device, bool bf16, Watchdog* watchdog, int& gpus);
+double measure_gpu_peak(HostComm world, HostComm node, int device, bool bf16, Watchdog* watchdog, int& gpus);
 
 }  // namespace dtrain

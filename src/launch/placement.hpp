@@ -3,13 +3,12 @@
 // asked for); or GPUs and MPI with device buffers staged through pinned host memory (asked for, or
 // auto when ranks share a GPU, which NCCL refuses).
 #pragma once
-#include <mpi.h>
-
 #include <string>
 
+#include "comm/host_comm.hpp"
 #include "config/choices.hpp"
 #include "kernels/backend.hpp"
-#include "runtime/launch_env.hpp"
+#include "launch/launch_env.hpp"
 
 namespace dtrain {
 
@@ -22,6 +21,6 @@ struct Placement {
 };
 
 // Collective over world (every rank learns whether any rank shares its GPU).
-Placement place_ranks(MPI_Comm world, ComputeDevice device, CommBackend comm, const LaunchEnv& env);
+Placement place_ranks(HostComm world, ComputeDevice device, CommBackend comm, const LaunchEnv& env);
 
 }  // namespace dtrain

@@ -1,12 +1,13 @@
 // Launch-environment detection (see launch_env.hpp): variables first, MPI as the fallback.
-#include "runtime/launch_env.hpp"
+#include "launch/launch_env.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
+#include "comm/host_values.hpp"
 #include "common/error.hpp"
-#include "runtime/hostlist.hpp"
+#include "launch/hostlist.hpp"
 
 namespace dtrain {
 namespace {
@@ -81,24 +82,21 @@ LaunchEnv launch_env_from_variables(const EnvLookup& env, int mpi_rank, int mpi_
   return e;
 }
 
-LaunchEnv detect_launch_env(MPI_Comm world) {
-  int rank = 0, size = 1;
-  MPI_CHECK(MPI_Comm_rank(world, &rank));
-  MPI_CHECK(MPI_Comm_size(world, &size));
+LaunchEnv detect_launch_env(HostComm world) {
+  const int rank = world.rank(), size = world.size();
   std::vector<std::string> problems;
   LaunchEnv e = launch_env_from_variables([](const char* n) { return std::getenv(n); }, rank, size, problems);
   if (!problems.empty()) fatal(problems.front());
 
   // Shared-memory split: ground truth of which ranks share a node, used where the launcher is silent.
   MPI_Comm node_comm;
-  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_comm));
-  int shm_rank = 0, shm_size = 1;
-  MPI_CHECK(MPI_Comm_rank(node_comm, &shm_rank));
-  MPI_CHECK(MPI_Comm_size(node_comm, &shm_size));
+  MPI_CHECK(MPI_Comm_split_type(world.mpi(), MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_comm));
+  e.node = node_comm;
+  const int shm_rank = e.node.rank(), shm_size = e.node.size();
   int leader = rank;
-  MPI_CHECK(MPI_Bcast(&leader, 1, MPI_INT, 0, node_comm));
+  broadcast(e.node, &leader, 1, 0);
   std::vector<int> leaders(size);
-  MPI_CHECK(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, world));
+  MPI_CHECK(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, world.mpi()));
   std::vector<int> distinct = leaders;
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
@@ -117,24 +115,18 @@ LaunchEnv detect_launch_env(MPI_Comm world) {
     MPI_CHECK(MPI_Get_processor_name(name, &len));
     e.node_name = name;
   }
-  e.node = node_comm;
   return e;
 }
 
-std::vector<std::string> gather_node_names(MPI_Comm world, const LaunchEnv& me) {
+std::vector<std::string> gather_node_names(HostComm world, const LaunchEnv& me) {
   constexpr int kLen = 64;
   char mine[kLen] = {0};
   std::strncpy(mine, me.node_name.c_str(), kLen - 1);
   std::vector<char> all(static_cast<std::size_t>(kLen) * me.world_size);
-  MPI_CHECK(MPI_Allgather(mine, kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, world));
+  MPI_CHECK(MPI_Allgather(mine, kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, world.mpi()));
   std::vector<std::string> names;
   for (int r = 0; r < me.world_size; ++r) names.emplace_back(&all[static_cast<std::size_t>(r) * kLen]);
   return names;
-}
-
-int device_for_local_rank(int local_rank, int visible_devices) {
-  if (visible_devices <= 0) return -1;
-  return local_rank % visible_devices;
 }
 
 }  // namespace dtrain

@@ -1,12 +1,12 @@
 // Who am I in the job: ranks, node and local rank, job id, node list. No MASTER_ADDR, no ssh:
 // the launcher's environment and MPI itself are the only sources.
-// Order: Slurm task variables (srun), then Open MPI's (mpirun), then MPI_Comm_split_type(SHARED).
+// Order: Slurm task variables (srun), then Open MPI's (mpirun), then the ranks that share memory (MPI).
 #pragma once
-#include <mpi.h>
-
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "comm/host_comm.hpp"
 
 namespace dtrain {
 
@@ -23,7 +23,7 @@ struct LaunchEnv {
   std::vector<std::string> job_nodes;  // expanded SLURM_JOB_NODELIST (empty outside Slurm)
   // The ranks on this node (MPI_COMM_TYPE_SHARED), split once by detect_launch_env and kept for the
   // process's life: the node's start-up measurements use it (null from launch_env_from_variables).
-  MPI_Comm node = MPI_COMM_NULL;
+  HostComm node;
 };
 
 using EnvLookup = std::function<const char*(const char*)>;
@@ -34,15 +34,12 @@ using EnvLookup = std::function<const char*(const char*)>;
 LaunchEnv launch_env_from_variables(const EnvLookup& env, int mpi_rank, int mpi_size,
                                     std::vector<std::string>& problems);
 
-// Collective over `world`: the variables, completed from the node communicator (MPI_Comm_split_type
-// SHARED, kept in `node`) where the launcher gave nothing. Aborts the job (naming the rank) on an
+// Collective over `world`: the variables, completed from the node communicator (the ranks that share
+// memory, kept in `node`) where the launcher gave nothing. Aborts the job (naming the rank) on an
 // inconsistency.
-LaunchEnv detect_launch_env(MPI_Comm world);
+LaunchEnv detect_launch_env(HostComm world);
 
 // Node name of every rank (for the layout report). Collective.
-std::vector<std::string> gather_node_names(MPI_Comm world, const LaunchEnv& me);
-
-// GPU for a local rank: local_rank modulo the number of visible devices.
-int device_for_local_rank(int local_rank, int visible_devices);
+std::vector<std::string> gather_node_names(HostComm world, const LaunchEnv& me);
 
 }  // namespace dtrain
