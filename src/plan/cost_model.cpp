@@ -7,6 +7,7 @@
 #include "plan/collective_cost.hpp"
 #include "plan/pipeline_schedule.hpp"
 #include "plan/rank_plan.hpp"
+#include "plan/tensor_table.hpp"
 
 namespace dtrain {
 namespace {
@@ -53,17 +54,30 @@ Shapes shapes_of(const Config& cfg, const Layout& l) {
   return s;
 }
 
-// Parameters of a norm.
-double norm_params(const Config& cfg, const Shapes& s) { return (cfg.model.normalization == Normalization::layernorm ? 2 : 1) * s.C; }
+// Elements of a stage part's tensor table on tensor- and expert-parallel rank 0.
+double part_params(const ModelShape& shape, const StagePart& part, const ParallelLayout& sz) {
+  const TensorTable table(shape, part, sz.tp, 0, 16, sz.ep, 0);
+  double params = 0;
+  for (const TensorSpec& t : table.tensors()) params += static_cast<double>(t.numel);
+  return params;
+}
 
-// Parameters of one block on one tensor-parallel rank, MoE blocks weighted by their share.
-double block_params(const Config& cfg, const Shapes& s) {
-  const auto& m = cfg.model;
-  const double bias = m.add_bias_linear ? 1 : 0;
-  const double attn = s.C * s.QKVl + s.Cl * s.C + bias * (s.QKVl + s.C);
-  const double dense = s.C * s.Hl + s.Fl * s.C + bias * (s.Hl + s.C);
-  const double experts = s.experts_local * (s.C * s.Hel + s.Fel * s.C + bias * (s.Hel + s.C)) + s.C * m.num_experts;  // + router
-  return attn + (1 - s.moe_share) * dense + s.moe_share * experts + 2 * norm_params(cfg, s);
+// Parameters one rank of the heaviest pipeline stage holds (what data parallelism reduces and AdamW
+// updates), from the tensor table, the memory estimate's own source: a dense and a MoE block's tables
+// once, and the embedding and head of the first and last stages.
+double heaviest_stage_params(const Config& cfg, const ParallelLayout& sz) {
+  const ModelShape shape = ModelShape::from(cfg);
+  double block[2] = {0, 0};  // [dense, MoE]
+  for (int l = 0; l < shape.num_layers; ++l)
+    if (block[shape.moe(l)] == 0) block[shape.moe(l)] = part_params(shape, StagePart{{{l}}, false, false}, sz);
+  double heaviest = 0;
+  for (int stage = 0; stage < sz.pp; ++stage) {
+    const StagePart part = stage_part(shape.num_layers, sz.pp, sz.v, stage);
+    double params = part.embedding || part.head ? part_params(shape, StagePart{{}, part.embedding, part.head}, sz) : 0.0;
+    for (int l : part.layers()) params += block[shape.moe(l)];
+    heaviest = std::max(heaviest, params);
+  }
+  return heaviest;
 }
 
 // ZeRO-3 gathers a block's weights before each use: forward, backward, and full recomputation's forward.
@@ -179,13 +193,7 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   c.bubble = c.bubble_fraction / (1 - c.bubble_fraction) * (c.compute + c.tp + c.cp + c.ep + c.p2p);
 
   // Data parallelism over dp x cp (adjacent in rank order): the heaviest stage's parameters.
-  const auto& mc = cfg.model;
-  const double vocab_rows = s.Vl * s.C;
-  const double positions = mc.position_embedding_type == PositionEmbedding::learned_absolute ? s.T * s.C : 0.0;
-  const double first = vocab_rows + positions, last = vocab_rows + norm_params(cfg, s);
-  const double ends = sz.pp == 1 ? (mc.untie_embeddings_and_output_weights ? first + last : first + norm_params(cfg, s))
-                                 : std::max(first, last);
-  const double grads = blocks * block_params(cfg, s) + ends;
+  const double grads = heaviest_stage_params(cfg, sz);
   c.rank_params = grads;
   const long nd = static_cast<long>(sz.dp) * sz.cp;
   const Link dp_link = group_link(cl, sz.tp, nd);

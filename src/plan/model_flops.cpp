@@ -1,19 +1,23 @@
-// model_flops_per_token: the convention in model_flops.hpp.
+// model_flops_per_token: the convention in model_flops.hpp, counted over the whole model's tensor table
+// (the one description of the parameters).
 #include "plan/model_flops.hpp"
+
+#include "plan/tensor_table.hpp"
 
 namespace dtrain {
 
 double model_flops_per_token(const Config& c) {
-  const double L = c.model.num_layers, C = c.model.hidden_size, F = c.ffn_hidden(), T = c.model.seq_length,
-               V = c.model.vocab_size;
-  const double kv = 2.0 * C * c.model.kv_heads() * (C / c.model.num_attention_heads);  // key and value weights
-  const double per_matrix = c.model.swiglu ? 3.0 : 2.0;
-  // MoE blocks: the router and top-k experts' MLPs a token passes through (dropless count).
-  double moe_blocks = 0;
-  for (int l = 0; l < c.model.num_layers; ++l) moe_blocks += c.model.moe_layer(l) ? 1 : 0;
-  const double moe = c.model.num_experts * C + c.model.moe_router_topk * per_matrix * C * c.moe_ffn_hidden();
-  const double matmul_params = L * (C * C + kv + C * C) + (L - moe_blocks) * per_matrix * C * F + moe_blocks * moe + V * C;
-  return 6.0 * matmul_params + 6.0 * L * T * C;
+  const ModelShape shape = ModelShape::from(c);
+  const TensorTable whole(shape, stage_part(shape.num_layers, 1, 1, 0), 1, 0);
+  // The weights a token multiplies: the decayed tensors (every matrix: the linear layers, the router,
+  // the LM head) except the tables it only looks up (wpe; wte when the head is lm_head); an expert's
+  // tensors at topk/E of their size (dropless: a token passes through topk of the E experts).
+  double matmul_params = 0;
+  for (const TensorSpec& t : whole.tensors()) {
+    if (!t.weight_decay || t.name == "wpe" || (t.name == "wte" && !shape.tied)) continue;
+    matmul_params += static_cast<double>(t.numel) * (t.expert ? static_cast<double>(shape.topk) / shape.experts : 1.0);
+  }
+  return 6.0 * matmul_params + 6.0 * shape.num_layers * shape.seq_length * shape.hidden;
 }
 
 }  // namespace dtrain

@@ -1,6 +1,6 @@
 // The FLOP count behind MFU (model FLOPs utilisation), per token of a training step (forward +
 // backward):
-//   6 x (parameters used in matrix multiplies: per layer C^2 (queries) + 2C*G*HD (keys and values; G*HD = C
+//   6 x (the parameters used in matrix multiplies, from the whole model's tensor table: per layer C^2 (queries) + 2C*G*HD (keys and values; G*HD = C
 //   without grouped-query attention) + C^2 (output projection) + 2CF (3CF with SwiGLU), plus the V x C LM head;
 //   a MoE block instead of 2CF: the router E*C and the top-k experts a token passes through, k x 2CF'
 //   (3CF' with SwiGLU), F' = moe_ffn_hidden_size, counted without dropping)

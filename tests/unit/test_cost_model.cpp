@@ -118,6 +118,16 @@ TEST_CASE("cost model: pipeline sends and bubble", "[plan][cost]") {
   CHECK(c.bubble_fraction == Approx(0.2));
   CHECK(c.bubble == Approx(247.628928e-6));
   CHECK(c.step() == Approx(1406.77184e-6));
+
+  SECTION("the heaviest stage's parameters, counted per stage") {
+    // Rotary positions (no wpe) and an untied head, tp=2: per block on a tp rank qkv 64*192/2 + 96,
+    // proj 64*64/2 + 64, fc 256*64/2 + 128, fcproj 64*256/2 + 64, two LayerNorms 256 = 25,184.
+    // Stage 0: wte/2 (4,096) + block 0 = 29,280; stage 1: block 1 + lnf (128) + lm_head/2 (4,096) = 29,408.
+    const Config untied = load_config("[model]\nnum_layers=2\nhidden_size=64\nnum_attention_heads=4\nffn_hidden_size=256\n"
+                                      "seq_length=32\nvocab_size=128\nglobal_batch_size=4\nposition_embedding_type=rope\n"
+                                      "untie_embeddings_and_output_weights=true\n", "t", {});
+    CHECK(predict_step(untied, layout(2, 1, 1, 2, 1), tiny_cluster(2, 2)).rank_params == 29408);
+  }
 }
 
 TEST_CASE("cost model: data-parallel reduction, its overlap and ZeRO", "[plan][cost]") {
@@ -185,6 +195,10 @@ TEST_CASE("cost model: context-parallel ring and expert all-to-all", "[plan][cos
   half_kept.model.moe_capacity_factor = CapacityFactor{true, 0.5};
   every_other.model.moe_layer_freq = 2;
   for (const Config* c : {&top1, &half_kept, &every_other}) CHECK(predict_step(*c, l, tiny_cluster(1, 2)).ep == Approx(32.768e-6));
+  // Parameters with MoE in block 0 only, on ep rank 0 (experts 0-1 of 4): the router 4*64, two experts'
+  // fc 2*(256*64+256) and fcproj 2*(64*256+64), attention 64*192+192 + 64*64+64 and two LayerNorms 256:
+  // 83,328; the dense block 1: 49,984; wte 8,192 + wpe 2,048 + lnf 128 = 10,368. In all 143,680.
+  CHECK(predict_step(every_other, l, tiny_cluster(1, 2)).rank_params == 143680);
 }
 
 TEST_CASE("cost model: experts of their own width", "[plan][cost]") {
