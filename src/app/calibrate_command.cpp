@@ -21,6 +21,7 @@
 #include "comm/nccl_communicator.hpp"
 #include "common/bf16.hpp"
 #include "common/error.hpp"
+#include "kernels/attention_scratch.hpp"
 #include "kernels/kernels.hpp"
 #include "launch/compute_budget.hpp"
 #include "launch/launch_env.hpp"
@@ -127,7 +128,7 @@ std::vector<GemmSample> measure_gemms(Communicator& world, Device& device, bool 
         k.matmul_forward(y, x, w, nullptr, m, c, c);
         k.matmul_backward(dx, dw, nullptr, y, x, w, m, c, c);
       });
-      samples.push_back({2.0 * m * c * c, t / 3});
+      samples.push_back({2.0 * m * c * c, t / 3, static_cast<double>(c)});
     }
   return samples;
 }
@@ -174,6 +175,41 @@ double measure_elementwise_bandwidth(Communicator& world, Device& device, bool q
     for (int norm = 0; norm < 2; ++norm) k.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C);
   });
   return 3.0 * 18 * sizeof(float) * static_cast<double>(n) / t;
+}
+
+// Seconds per causal score of the fused attention (forward and backward) beyond its GEMMs as the cost
+// model prices them (cost_model.cpp: two products of T x T x HD FLOPs, the causal half, per sample and
+// head, on the efficiency curve of width HD at `peak`; the backward twice the forward): the softmax,
+// its gradient and the tiles' bookkeeping. Through the kernel table of the run's device and storage type
+// KT, at head dims 32 and 64 (the fit's mean; a larger head dim only moves work into the GEMMs), on
+// random packed rows. 0 when the GEMMs explain all of it.
+template <typename KT>
+double measure_attention_score_seconds(Communicator& world, Device& device, bool quick, const ClusterSpec& c, double peak) {
+  const auto& k = kernels::kernel_table<KT>(device.backend());
+  const int B = 1, NH = device.is_host() ? 4 : 32, T = device.is_host() ? (quick ? 256 : 512) : (quick ? 1024 : 2048);
+  double per_score = 0;
+  for (const int HD : {32, 64}) {
+    const std::size_t W = static_cast<std::size_t>(3) * NH * HD, rows = static_cast<std::size_t>(B) * T;
+    const std::size_t qkv_n = rows * W, out_n = rows * NH * HD, lse_n = static_cast<std::size_t>(B) * NH * T,
+                      scratch_n = kernels::attention_scratch_floats(B, T, NH);
+    Arena buffers(device, 2 * (qkv_n + 2 * out_n) * sizeof(KT) + (lse_n + scratch_n) * sizeof(float));
+    KT* qkv = buffers.as<KT>();
+    KT *dqkv = qkv + qkv_n, *out = dqkv + qkv_n, *dout = out + out_n;
+    float* lse = reinterpret_cast<float*>(dout + out_n);
+    float* scratch = lse + lse_n;
+    std::vector<char> host((qkv_n + 2 * out_n) * sizeof(KT));
+    fill_gemm_operand(host.data(), qkv_n + 2 * out_n, sizeof(KT) == 2, 0xbb67ae8584caa73bull);
+    device.copy(qkv, host.data(), qkv_n * sizeof(KT));
+    device.copy(dout, host.data() + qkv_n * sizeof(KT), out_n * sizeof(KT));
+    const double t = time_collectively(world, device, quick ? 0.05 : 0.3, [&] {
+      k.attention_forward(out, lse, scratch, qkv, B, T, NH, NH, HD);
+      k.attention_backward(dqkv, scratch, dout, out, lse, qkv, B, T, NH, NH, HD);
+    });
+    const double flops = static_cast<double>(T) * T * HD;  // one product, the causal half
+    const double gemms = 3 * 2 * B * NH * flops / (peak * c.efficiency(flops, HD));
+    per_score += std::max(0.0, t - gemms) / (static_cast<double>(B) * NH * T * T / 2) / 2;
+  }
+  return per_score;
 }
 
 // Bytes/s at which memory is given back (Device::discard: on the host madvise(MADV_DONTNEED), on a
@@ -265,15 +301,19 @@ int run_calibrate(HostComm host_world, const CalibrateOptions& o) {
   if (device.is_host()) {
     c.peak_bf16 = c.peak_fp32;  // bf16 runs compute in fp32 on the host
     c.gemm_efficiency = efficiency_table(gemms, c.peak_fp32);
+    c.gemm_efficiency_by_width = efficiency_by_width(gemms, c.peak_fp32);
   } else {
     // A GPU trains in bf16: its tensor-core GEMMs give the bf16 peak and the efficiency table.
     const std::vector<GemmSample> half = measure_gemms<bf16>(world, device, o.quick);
     c.peak_bf16 = peak_rate(half);
     c.gemm_efficiency = efficiency_table(half, c.peak_bf16);
+    c.gemm_efficiency_by_width = efficiency_by_width(half, c.peak_bf16);
   }
   c.memory_bandwidth = measure_memory_bandwidth(world, device, o.quick);
   c.elementwise_bandwidth = measure_elementwise_bandwidth(world, device, o.quick);
   c.release_bandwidth = measure_release_bandwidth(world, device, o.quick);
+  c.attention_score_seconds = device.is_host() ? measure_attention_score_seconds<float>(world, device, o.quick, c, c.peak_fp32)
+                                               : measure_attention_score_seconds<bf16>(world, device, o.quick, c, c.peak_bf16);
   // The least memory a rank has (the node's over its ranks, or the rank's share of its GPU): the
   // maximum of its negation.
   double least = -(device.is_host() ? static_cast<double>(node_memory_bytes()) / env.local_size : placement.gpu_memory_share);
@@ -309,9 +349,15 @@ int run_calibrate(HostComm host_world, const CalibrateOptions& o) {
               budget.threads);
   std::printf("  GEMM peak %.2f GFLOP/s per rank in fp32, %.2f in bf16; efficiency by FLOPs:", c.peak_fp32 / 1e9, c.peak_bf16 / 1e9);
   for (const auto& [f, e] : c.gemm_efficiency) std::printf(" %.3g:%.2f", f, e);
+  std::printf("\n  by width (the weight's narrower dimension):");
+  for (const auto& [w, curve] : c.gemm_efficiency_by_width) {
+    std::printf("\n    %5.0f:", w);
+    for (const auto& [f, e] : curve) std::printf(" %.3g:%.2f", f, e);
+  }
   std::printf("\n  memory bandwidth %.2f GB/s per rank, %.2f GB per rank; elementwise kernels %.2f GB/s; memory released and "
-              "taken again at %.2f GB/s\n",
-              c.memory_bandwidth / 1e9, c.memory / 1e9, c.elementwise_bandwidth / 1e9, c.release_bandwidth / 1e9);
+              "taken again at %.2f GB/s; attention beyond its GEMMs %.3f ns per causal score\n",
+              c.memory_bandwidth / 1e9, c.memory / 1e9, c.elementwise_bandwidth / 1e9, c.release_bandwidth / 1e9,
+              c.attention_score_seconds * 1e9);
   if (!comm.empty()) {
     double worst = 0;
     for (const auto& s : comm) worst = std::max(worst, std::abs(model_seconds(s, c.intra_node) / s.seconds - 1));

@@ -32,6 +32,15 @@ std::vector<std::pair<double, double>> efficiency_table(const std::vector<GemmSa
   return table;
 }
 
+std::vector<std::pair<double, std::vector<std::pair<double, double>>>> efficiency_by_width(const std::vector<GemmSample>& samples,
+                                                                                           double peak) {
+  std::map<double, std::vector<GemmSample>> by_width;
+  for (const auto& s : samples) by_width[s.width].push_back(s);
+  std::vector<std::pair<double, std::vector<std::pair<double, double>>>> curves;
+  for (const auto& [width, same] : by_width) curves.emplace_back(width, efficiency_table(same, peak));
+  return curves;
+}
+
 double model_seconds(const CommSample& s, const Link& link) {
   switch (s.op) {
     case Collective::all_reduce: return all_reduce_s(s.bytes, s.ranks, link);

@@ -18,12 +18,16 @@ namespace dtrain {
 struct GemmSample {
   double flops = 0;
   double seconds = 0;
+  double width = 0;  // the weight's narrower dimension (calibrate's GEMMs: rows x c by c x c, width c)
 };
 
 // The fastest rate of the samples (FLOP/s).
 double peak_rate(const std::vector<GemmSample>& samples);
 // FLOPs:efficiency pairs against `peak`, ascending in FLOPs; samples of equal FLOPs are averaged.
 std::vector<std::pair<double, double>> efficiency_table(const std::vector<GemmSample>& samples, double peak);
+// The same table per width, widths ascending (ClusterSpec::gemm_efficiency_by_width).
+std::vector<std::pair<double, std::vector<std::pair<double, double>>>> efficiency_by_width(const std::vector<GemmSample>& samples,
+                                                                                           double peak);
 
 enum class Collective { all_reduce, reduce_scatter, all_gather, send_recv, all_to_all };
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -16,11 +17,11 @@ namespace dtrain {
 namespace {
 
 struct RawCluster {
-  std::string name, gemm_efficiency;
+  std::string name, gemm_efficiency, gemm_efficiency_by_width;
   ComputeDevice device = ComputeDevice::cuda;  // parsed by the config's own reader of cpu|cuda
   int nodes = 0, devices_per_node = 0;
   double peak_tflops_fp32 = 0, peak_tflops_bf16 = 0, memory_gb = 0, memory_bandwidth_gb_s = 0, elementwise_gb_s = 0,
-         released_memory_gb_s = 0;
+         released_memory_gb_s = 0, attention_score_ns = 0;
   double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0, intra_ar = 0, inter_ar = 0, intra_rs = 0, inter_rs = 0;
 };
 
@@ -33,7 +34,9 @@ po::options_description cluster_keys(RawCluster& r) {
       "cluster.memory_bandwidth_gb_s", po::value(&r.memory_bandwidth_gb_s)->required())(
       "cluster.elementwise_gb_s", po::value(&r.elementwise_gb_s))(
       "cluster.released_memory_gb_s", po::value(&r.released_memory_gb_s))(
+      "cluster.attention_score_ns", po::value(&r.attention_score_ns))(
       "cluster.gemm_efficiency", po::value(&r.gemm_efficiency)->required())(
+      "cluster.gemm_efficiency_by_width", po::value(&r.gemm_efficiency_by_width))(
       "cluster.intra_node_bandwidth_gb_s", po::value(&r.intra_bw)->required())(
       "cluster.intra_node_latency_us", po::value(&r.intra_lat)->required())(
       "cluster.inter_node_bandwidth_gb_s", po::value(&r.inter_bw)->required())(
@@ -49,33 +52,65 @@ std::string rephrase(const po::error& e) {
   return what;
 }
 
-// "1e6:0.3, 1e8:0.6": FLOPs ascending, efficiencies in (0, 1].
-std::vector<std::pair<double, double>> parse_efficiency(const std::string& text, const std::string& where) {
-  const std::string fix = where + ": cluster.gemm_efficiency='" + text +
-                          "' must be FLOPS:EFFICIENCY pairs separated by commas, FLOPs ascending, efficiencies in (0, 1] "
-                          "(e.g. 1e6:0.3, 1e8:0.6, 1e10:0.8)";
-  std::vector<std::pair<double, double>> table;
+// A finite number > 0 filling `text` (blanks around it allowed), or nothing.
+std::optional<double> positive_number(const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (text.find_first_not_of(" \t", used) != std::string::npos || !(v > 0) || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+// One curve: "1e6:0.3, 1e8:0.6", FLOPs ascending, efficiencies in (0, 1]; with `by_width`, each pair
+// prefixed by its width, "64/1e6:0.3, 64/1e8:0.6, 128/1e6:0.4", widths ascending and each width's FLOPs
+// ascending.
+using Curve = std::vector<std::pair<double, double>>;
+std::vector<std::pair<double, Curve>> parse_efficiency(const std::string& text, const std::string& where, bool by_width) {
+  const std::string fix = where + (by_width ? ": cluster.gemm_efficiency_by_width='" : ": cluster.gemm_efficiency='") + text +
+                          (by_width ? "' must be WIDTH/FLOPS:EFFICIENCY entries separated by commas, widths ascending, each "
+                                      "width's FLOPs ascending, efficiencies in (0, 1] (e.g. 64/1e6:0.3, 64/1e8:0.6, 256/1e6:0.5)"
+                                    : "' must be FLOPS:EFFICIENCY pairs separated by commas, FLOPs ascending, efficiencies in "
+                                      "(0, 1] (e.g. 1e6:0.3, 1e8:0.6, 1e10:0.8)");
+  std::vector<std::pair<double, Curve>> curves;
   std::stringstream items(text);
   for (std::string item; std::getline(items, item, ',');) {
-    const auto colon = item.find(':');
-    if (colon == std::string::npos) throw UserError(fix);
-    std::size_t used_f = 0, used_e = 0;
-    double flops = 0, eff = 0;
-    try {
-      flops = std::stod(item.substr(0, colon), &used_f);
-      eff = std::stod(item.substr(colon + 1), &used_e);
-    } catch (const std::exception&) {
-      throw UserError(fix);
-    }
-    const auto rest = [](const std::string& s, std::size_t from) { return s.find_first_not_of(" \t", from) == std::string::npos; };
-    const std::string f = item.substr(0, colon), e = item.substr(colon + 1);
-    if (!rest(f, used_f) || !rest(e, used_e) || !(flops > 0) || !std::isfinite(flops) || !(eff > 0) || eff > 1 ||
-        (!table.empty() && flops <= table.back().first))
-      throw UserError(fix);
-    table.emplace_back(flops, eff);
+    const auto colon = item.find(':'), slash = by_width ? item.find('/') : std::string::npos;
+    if (colon == std::string::npos || (by_width && (slash == std::string::npos || slash > colon))) throw UserError(fix);
+    const std::optional<double> width = by_width ? positive_number(item.substr(0, slash)) : std::optional<double>(0.0);
+    const std::optional<double> flops = positive_number(item.substr(by_width ? slash + 1 : 0, colon - (by_width ? slash + 1 : 0)));
+    const std::optional<double> eff = positive_number(item.substr(colon + 1));
+    if (!width || !flops || !eff || *eff > 1 || (!curves.empty() && *width < curves.back().first)) throw UserError(fix);
+    if (curves.empty() || *width > curves.back().first) curves.push_back({*width, {}});
+    Curve& curve = curves.back().second;
+    if (!curve.empty() && *flops <= curve.back().first) throw UserError(fix);
+    curve.emplace_back(*flops, *eff);
   }
-  if (table.empty()) throw UserError(fix);
-  return table;
+  if (curves.empty()) throw UserError(fix);
+  return curves;
+}
+
+// A curve at `flops`: interpolated in log(FLOPs), held beyond the ends (1 when empty).
+double on_curve(const Curve& t, double flops) {
+  if (t.empty()) return 1.0;
+  if (flops <= t.front().first) return t.front().second;
+  if (flops >= t.back().first) return t.back().second;
+  std::size_t i = 1;
+  while (t[i].first < flops) ++i;
+  const double x = std::log(flops), x0 = std::log(t[i - 1].first), x1 = std::log(t[i].first);
+  return t[i - 1].second + (t[i].second - t[i - 1].second) * (x - x0) / (x1 - x0);
+}
+
+void print_curve(std::ostream& os, const Curve& curve, double width, bool& first) {
+  for (const auto& [flops, eff] : curve) {
+    os << (first ? "" : ", ");
+    if (width > 0) os << width << "/";
+    os << flops << ":" << eff;
+    first = false;
+  }
 }
 
 void check_positive(const std::string& where, const char* key, double v, bool zero_ok = false) {
@@ -85,15 +120,18 @@ void check_positive(const std::string& where, const char* key, double v, bool ze
 
 }  // namespace
 
-double ClusterSpec::efficiency(double gemm_flops) const {
-  const auto& t = gemm_efficiency;
-  if (t.empty()) return 1.0;
-  if (gemm_flops <= t.front().first) return t.front().second;
-  if (gemm_flops >= t.back().first) return t.back().second;
+double ClusterSpec::efficiency(double gemm_flops) const { return on_curve(gemm_efficiency, gemm_flops); }
+
+double ClusterSpec::efficiency(double gemm_flops, double width) const {
+  const auto& w = gemm_efficiency_by_width;
+  if (w.empty()) return efficiency(gemm_flops);
+  if (width <= w.front().first) return on_curve(w.front().second, gemm_flops);
+  if (width >= w.back().first) return on_curve(w.back().second, gemm_flops);
   std::size_t i = 1;
-  while (t[i].first < gemm_flops) ++i;
-  const double x = std::log(gemm_flops), x0 = std::log(t[i - 1].first), x1 = std::log(t[i].first);
-  return t[i - 1].second + (t[i].second - t[i - 1].second) * (x - x0) / (x1 - x0);
+  while (w[i].first < width) ++i;
+  const double e0 = on_curve(w[i - 1].second, gemm_flops), e1 = on_curve(w[i].second, gemm_flops);
+  const double x = std::log(width), x0 = std::log(w[i - 1].first), x1 = std::log(w[i].first);
+  return e0 + (e1 - e0) * (x - x0) / (x1 - x0);
 }
 
 ClusterSpec parse_cluster(const std::string& text, const std::string& name) {
@@ -116,7 +154,7 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& name) {
   } catch (const po::required_option& e) {
     std::string key = e.get_option_name();
     key.erase(0, key.find_first_not_of('-'));
-    throw UserError(name + ": the key '" + key + "' is missing; add it (every key of inputs/clusters/dgx-h100.ini is required; name, device and the measured rates elementwise_gb_s, released_memory_gb_s, *_all_reduce_gb_s, *_reduce_scatter_gb_s are optional)");
+    throw UserError(name + ": the key '" + key + "' is missing; add it (every key of inputs/clusters/dgx-h100.ini is required; name, device and the measured rates elementwise_gb_s, released_memory_gb_s, attention_score_ns, gemm_efficiency_by_width, *_all_reduce_gb_s, *_reduce_scatter_gb_s are optional)");
   } catch (const po::invalid_config_file_syntax& e) {
     throw UserError(name + ": malformed line (" + rephrase(e) + "); expected '[cluster]' or 'key = value'");
   } catch (const po::error& e) {
@@ -135,6 +173,7 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& name) {
   check_positive(name, "memory_gb", r.memory_gb);
   check_positive(name, "memory_bandwidth_gb_s", r.memory_bandwidth_gb_s);
   check_positive(name, "elementwise_gb_s", r.elementwise_gb_s, true);
+  check_positive(name, "attention_score_ns", r.attention_score_ns, true);
   check_positive(name, "released_memory_gb_s", r.released_memory_gb_s, true);
   check_positive(name, "intra_node_bandwidth_gb_s", r.intra_bw);
   check_positive(name, "inter_node_bandwidth_gb_s", r.inter_bw);
@@ -149,8 +188,10 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& name) {
   c.memory = r.memory_gb * 1e9;
   c.memory_bandwidth = r.memory_bandwidth_gb_s * 1e9;
   c.elementwise_bandwidth = r.elementwise_gb_s * 1e9;
+  c.attention_score_seconds = r.attention_score_ns * 1e-9;
   c.release_bandwidth = r.released_memory_gb_s * 1e9;
-  c.gemm_efficiency = parse_efficiency(r.gemm_efficiency, name);
+  c.gemm_efficiency = parse_efficiency(r.gemm_efficiency, name, false).front().second;
+  if (!r.gemm_efficiency_by_width.empty()) c.gemm_efficiency_by_width = parse_efficiency(r.gemm_efficiency_by_width, name, true);
   c.intra_node = {r.intra_bw * 1e9, r.intra_lat * 1e-6, r.intra_ar * 1e9, r.intra_rs * 1e9};
   c.inter_node = {r.inter_bw * 1e9, r.inter_lat * 1e-6, r.inter_ar * 1e9, r.inter_rs * 1e9};
   return c;
@@ -171,9 +212,15 @@ std::string format_cluster(const ClusterSpec& c) {
      << "\nnodes = " << c.nodes << "\ndevices_per_node = " << c.devices_per_node << "\npeak_tflops_fp32 = " << c.peak_fp32 / 1e12
      << "\npeak_tflops_bf16 = " << c.peak_bf16 / 1e12 << "\nmemory_gb = " << c.memory / 1e9
      << "\nmemory_bandwidth_gb_s = " << c.memory_bandwidth / 1e9 << "\ngemm_efficiency = ";
-  for (std::size_t i = 0; i < c.gemm_efficiency.size(); ++i)
-    os << (i ? ", " : "") << c.gemm_efficiency[i].first << ":" << c.gemm_efficiency[i].second;
+  bool first = true;
+  print_curve(os, c.gemm_efficiency, 0, first);
+  if (!c.gemm_efficiency_by_width.empty()) {
+    os << "\ngemm_efficiency_by_width = ";
+    first = true;
+    for (const auto& [width, curve] : c.gemm_efficiency_by_width) print_curve(os, curve, width, first);
+  }
   if (c.elementwise_bandwidth > 0) os << "\nelementwise_gb_s = " << c.elementwise_bandwidth / 1e9;
+  if (c.attention_score_seconds > 0) os << "\nattention_score_ns = " << c.attention_score_seconds * 1e9;
   if (c.release_bandwidth > 0) os << "\nreleased_memory_gb_s = " << c.release_bandwidth / 1e9;
   os << "\nintra_node_bandwidth_gb_s = " << c.intra_node.bandwidth / 1e9 << "\nintra_node_latency_us = " << c.intra_node.latency * 1e6
      << "\ninter_node_bandwidth_gb_s = " << c.inter_node.bandwidth / 1e9 << "\ninter_node_latency_us = " << c.inter_node.latency * 1e6;

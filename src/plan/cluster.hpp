@@ -39,9 +39,19 @@ struct ClusterSpec {
   // taken again: on a host, madvise and zero-filled page faults; 0 when not measured, then the memory
   // bandwidth (a device zeroes it).
   double release_bandwidth = 0;
+  // Seconds per causal score (a query-key pair, key at or before the query) of the fused attention,
+  // forward and backward together, beyond its GEMMs on the efficiency curves: the softmax, its gradient
+  // and the tiles' bookkeeping, which run far below the GEMM rate on a CPU. 0 when not measured (a data
+  // sheet): attention is then its GEMMs alone.
+  double attention_score_seconds = 0;
   // Achieved share of the peak by FLOPs of one GEMM, ascending in FLOPs; interpolated in log(FLOPs),
   // held constant beyond the ends.
   std::vector<std::pair<double, double>> gemm_efficiency;
+  // The same curve per GEMM width (a weight's narrower dimension: the hidden size, a head dim), widths
+  // ascending. At equal FLOPs a narrow GEMM runs far below a wide one (on a CPU, 1e6 FLOPs at width 16
+  // and at 64: 0.46 and 0.72 of the peak), so one curve over every width mixes them. Empty in a data
+  // sheet's description: then gemm_efficiency serves every width.
+  std::vector<std::pair<double, std::vector<std::pair<double, double>>>> gemm_efficiency_by_width;
   Link intra_node;                             // between devices of one node
   Link inter_node;                             // per device, between nodes
 
@@ -49,7 +59,11 @@ struct ClusterSpec {
   double elementwise_rate() const { return elementwise_bandwidth > 0 ? elementwise_bandwidth : memory_bandwidth; }
   double released_rate() const { return release_bandwidth > 0 ? release_bandwidth : memory_bandwidth; }
   double peak(Precision p) const { return p == Precision::bf16 ? peak_bf16 : peak_fp32; }
-  double efficiency(double gemm_flops) const;
+  double efficiency(double gemm_flops) const;  // gemm_efficiency's curve
+  // A GEMM of `gemm_flops` whose weight's narrower dimension is `width`: the curves of the two widths
+  // around it at those FLOPs, interpolated in log(width), the end curves held beyond; gemm_efficiency's
+  // curve when no curve per width is known.
+  double efficiency(double gemm_flops, double width) const;
 };
 
 // Parses a description; `name` (the file's path) prefixes every error, which names the key and the fix.

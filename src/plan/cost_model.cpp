@@ -130,16 +130,24 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   const Shapes s = shapes_of(cfg, l);
   const auto& sz = l.sizes;
   const double peak = cl.peak(cfg.system.precision), bw = cl.elementwise_rate();
-  auto gemm = [&](double flops) { return flops / (peak * cl.efficiency(flops)); };
+  // A GEMM's seconds by its FLOPs and width (its weight's narrower dimension, which sets how close a
+  // GEMM of those FLOPs comes to the peak).
+  auto gemm = [&](double flops, double width) { return flops / (peak * cl.efficiency(flops, width)); };
 
   // One block, one micro-batch: forward compute and the parts recomputation repeats.
   // The MLP: dense blocks' and MoE blocks' (each local expert's GEMMs over its share of the routed rows).
-  const double dense_mlp = gemm(2 * s.N * s.C * s.Hl) + gemm(2 * s.N * s.Fl * s.C);
+  const double dense_mlp = gemm(2 * s.N * s.C * s.Hl, std::min(s.C, s.Hl)) + gemm(2 * s.N * s.Fl * s.C, std::min(s.Fl, s.C));
   const double expert_rows = s.moe_share > 0 ? s.routed / s.experts_local : 0.0;
-  const double moe_mlp = s.moe_share > 0 ? s.experts_local * (gemm(2 * expert_rows * s.C * s.Hel) + gemm(2 * expert_rows * s.Fel * s.C)) : 0.0;
+  const double moe_mlp = s.moe_share > 0 ? s.experts_local * (gemm(2 * expert_rows * s.C * s.Hel, std::min(s.C, s.Hel)) +
+                                                               gemm(2 * expert_rows * s.Fel * s.C, std::min(s.Fel, s.C)))
+                                         : 0.0;
   const double mlp = (1 - s.moe_share) * dense_mlp + s.moe_share * moe_mlp;
-  const double linear = gemm(2 * s.N * s.C * s.QKVl) + gemm(2 * s.N * s.Cl * s.C) + mlp;
-  const double attention = 2 * s.B * s.NHl * gemm(s.Tl * s.T * s.HD);  // QK^T and PV, causal half, per (sample, head)
+  const double linear = gemm(2 * s.N * s.C * s.QKVl, std::min(s.C, s.QKVl)) + gemm(2 * s.N * s.Cl * s.C, std::min(s.Cl, s.C)) + mlp;
+  // QK^T and PV, causal half, per (sample, head): the head dim is both products' narrow side; then the
+  // work per causal score beyond the GEMMs (cl.attention_score_seconds covers forward and backward, and
+  // the backward counts twice the forward: a third of it here).
+  const double scores = s.B * s.NHl * s.Tl * s.T / 2;
+  const double attention = 2 * s.B * s.NHl * gemm(s.Tl * s.T * s.HD, s.HD) + scores * cl.attention_score_seconds / 3;
   // Attention is fused: its scores stay in on-chip tiles, so no (T,T) bytes go through memory.
   const double activation_bytes = s.e * ((1 - s.moe_share) * s.N * (s.Hl + s.Fl) + s.moe_share * s.routed * (s.Hel + s.Fel));
   const double elementwise = (s.e * 10 * s.Ns * s.C + activation_bytes) / bw;
@@ -148,7 +156,7 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   const double recompute = l.recompute == RecomputeGranularity::full        ? block_fwd
                            : l.recompute == RecomputeGranularity::selective ? activation_bytes / bw
                                                                             : 0.0;
-  const double head = gemm(2 * s.N * s.C * s.Vl) + 3 * s.e * s.N * s.Vl / bw;  // forward; backward twice
+  const double head = gemm(2 * s.N * s.C * s.Vl, std::min(s.C, s.Vl)) + 3 * s.e * s.N * s.Vl / bw;  // forward; backward twice
 
   // Tensor parallelism: the block's 4 collectives per pass of N x C values (local tokens).
   const Link tp_link = group_link(cl, 1, sz.tp);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # dtrain calibrate: `mpirun -np 2 dtrain calibrate --out F --quick` writes, in well under a minute, a
-# cluster description that dtrain plan reads (2 devices on 1 node, a GEMM efficiency table, a measured
-# link with its all-reduce and reduce-scatter rates, the elementwise and release rates), and `dtrain plan --layout` costs one layout with it: the step, its breakdown in seconds,
+# cluster description that dtrain plan reads (2 devices on 1 node, a GEMM efficiency table, and one per
+# GEMM width, a measured link with its all-reduce and reduce-scatter rates, the elementwise and release
+# rates, attention's cost per score beyond its GEMMs), and `dtrain plan --layout` costs one layout with
+# it: the step, its breakdown in seconds,
 # and a refusal of a layout dtrain does not accept. --out is required; an input file is refused; an
 # unwritable --out ends every rank.
 #   calibrate.sh DTRAIN SOURCE_DIR
@@ -18,7 +20,10 @@ grep -q '^devices_per_node = 2$' "$work/here.ini" || fail "2 ranks on one node s
 grep -qE '^gemm_efficiency = [0-9.e+]+:[0-9.e-]+(, [0-9.e+]+:[0-9.e-]+){3,}$' "$work/here.ini" ||
   fail "the efficiency table should have several measured points"
 grep -qE '^intra_node_bandwidth_gb_s = [0-9.e+-]+$' "$work/here.ini" || fail "no measured link bandwidth"
-for key in elementwise_gb_s released_memory_gb_s intra_node_all_reduce_gb_s intra_node_reduce_scatter_gb_s; do
+grep -qE '^gemm_efficiency_by_width = ([0-9]+/[0-9.e+]+:[0-9.e-]+, )+[0-9]+/[0-9.e+]+:[0-9.e-]+$' "$work/here.ini" &&
+  [ "$(grep '^gemm_efficiency_by_width' "$work/here.ini" | grep -oE '(= |, )[0-9]+/' | sort -u | wc -l)" -ge 2 ] ||
+  fail "the efficiency table per width should hold curves of several widths"
+for key in elementwise_gb_s released_memory_gb_s attention_score_ns intra_node_all_reduce_gb_s intra_node_reduce_scatter_gb_s; do
   grep -qE "^$key = [0-9.e+-]*[1-9][0-9.e+-]*$" "$work/here.ini" || fail "no measured $key"
 done
 

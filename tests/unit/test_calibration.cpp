@@ -24,6 +24,23 @@ TEST_CASE("the efficiency table is each GEMM's rate over the fastest, ascending,
   CHECK(t[1].second == Approx(1.0));
 }
 
+TEST_CASE("the efficiency per width keeps each width's samples apart") {
+  // 1e6 FLOPs at width 16 runs at 1e10 FLOP/s, at width 64 at 5e10; 1e9 FLOPs at width 64 is the peak,
+  // 1e11. One curve averages the two 1e6 samples (0.3); per width they stay 0.1 and 0.5.
+  const std::vector<GemmSample> s{{1e6, 2e-5, 64}, {1e9, 1e-2, 64}, {1e6, 1e-4, 16}};
+  const auto curves = efficiency_by_width(s, peak_rate(s));
+  REQUIRE(curves.size() == 2);
+  CHECK(curves[0].first == 16);
+  REQUIRE(curves[0].second.size() == 1);
+  CHECK(curves[0].second[0].first == 1e6);
+  CHECK(curves[0].second[0].second == Approx(0.1));
+  CHECK(curves[1].first == 64);
+  REQUIRE(curves[1].second.size() == 2);
+  CHECK(curves[1].second[0].second == Approx(0.5));
+  CHECK(curves[1].second[1].second == Approx(1.0));
+  CHECK(efficiency_table(s, peak_rate(s))[0].second == Approx(0.3));
+}
+
 TEST_CASE("fit_link recovers the bandwidth and latency the ring formulas were timed with") {
   const Link truth{4e9, 2e-6};
   std::vector<CommSample> s;

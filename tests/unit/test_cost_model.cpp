@@ -201,6 +201,26 @@ TEST_CASE("cost model: context-parallel ring and expert all-to-all", "[plan][cos
   CHECK(predict_step(every_other, l, tiny_cluster(1, 2)).rank_params == 143680);
 }
 
+TEST_CASE("cost model: a GEMM's width picks its efficiency curve", "[plan][cost]") {
+  // Curves per width: 0.25 at width 16 (the head dim), 0.5 at width 64 (the hidden size, the narrow side
+  // of every linear layer and of the head). The linear layers cost as with the one curve of 0.5; attention
+  // (2 GEMMs x 4 samples x 4 heads of 32*32*16 FLOPs) takes twice its 1.048576 us per block forward:
+  // 1.048576 us more per block forward, x 3 (forward and backward) x 2 blocks = 6.291456 us more.
+  const Config cfg = tiny_model(4);
+  ClusterSpec by_width = tiny_cluster(1, 1);
+  by_width.gemm_efficiency_by_width = {{16, {{1e6, 0.25}}}, {64, {{1e6, 0.5}}}};
+  CHECK(predict_step(cfg, layout(1, 1, 1, 1, 4), by_width).compute == Approx(582.746112e-6 + 6.291456e-6));
+}
+
+TEST_CASE("cost model: attention's work beyond its GEMMs, per causal score", "[plan][cost]") {
+  // 1 ns per causal score (forward and backward together): per block 4 samples x 4 heads x 32 x 32 / 2
+  // = 8,192 scores, 8.192 us; two blocks 16.384 us more than the GEMMs alone.
+  const Config cfg = tiny_model(4);
+  ClusterSpec scored = tiny_cluster(1, 1);
+  scored.attention_score_seconds = 1e-9;
+  CHECK(predict_step(cfg, layout(1, 1, 1, 1, 4), scored).compute == Approx(582.746112e-6 + 16.384e-6));
+}
+
 TEST_CASE("cost model: experts of their own width", "[plan][cost]") {
   // 4 experts on one rank with top-1 routing are the dense MLP's work: the same compute (582.746112 us).
   Config moe = tiny_model(4);
@@ -264,6 +284,22 @@ TEST_CASE("cluster description: parsing, interpolation, errors naming the key", 
   CHECK(parse_cluster(format_cluster(parse_cluster(text + "inter_node_reduce_scatter_gb_s = 4\n", "m")), "again")
             .inter_node.reduce_scatter_rate() == Approx(4e9));
 
+  // A curve per GEMM width: width 64 at 0.2-0.6 and width 256 at 0.4-0.8 over 1e6-1e8 FLOPs. Width 128
+  // lies halfway between them in log(width): at 1e7 FLOPs (0.3 and 0.5 on the two curves) 0.4. Widths
+  // beyond the ends take the end curves; without curves per width the one curve serves every width.
+  const ClusterSpec wide = parse_cluster(text + "gemm_efficiency_by_width = 64/1e6:0.2, 64/1e8:0.4, 256/1e6:0.4, 256/1e8:0.6\n", "w");
+  REQUIRE(wide.gemm_efficiency_by_width.size() == 2);
+  CHECK(wide.efficiency(1e7, 128) == Approx(0.4));
+  CHECK(wide.efficiency(1e7, 16) == Approx(0.3));
+  CHECK(wide.efficiency(1e9, 1024) == Approx(0.6));
+  CHECK(wide.efficiency(1e7) == Approx(0.4));  // the one curve, as before
+  CHECK(c.efficiency(1e7, 16) == Approx(0.4));
+  const ClusterSpec wide_again = parse_cluster(format_cluster(wide), "again");
+  CHECK(wide_again.gemm_efficiency_by_width == wide.gemm_efficiency_by_width);
+  CHECK(parse_cluster(format_cluster(parse_cluster(text + "attention_score_ns = 2.5\n", "a")), "again").attention_score_seconds ==
+        Approx(2.5e-9));
+  CHECK(again.attention_score_seconds == 0);  // not measured: attention is its GEMMs
+
   auto error_of = [](const std::string& t) {
     try {
       parse_cluster(t, "t.ini");
@@ -281,7 +317,11 @@ TEST_CASE("cluster description: parsing, interpolation, errors naming the key", 
   CHECK_THAT(error_of(replace("memory_gb", "memory_gib")), Catch::Contains("did you mean 'cluster.memory_gb'"));
   CHECK_THAT(error_of(replace("1e8:0.6", "1e5:0.6")), Catch::Contains("cluster.gemm_efficiency='1e6:0.2, 1e5:0.6'"));
   CHECK_THAT(error_of(replace("0.6", "1.5")), Catch::Contains("efficiencies in (0, 1]"));
+  for (const char* bad : {"256/1e6:0.4, 64/1e6:0.2", "64/1e8:0.4, 64/1e6:0.2", "64:0.2", "64/1e6:1.2", "x/1e6:0.2", "64/1e6:0.2 extra"})
+    CHECK_THAT(error_of(text + "gemm_efficiency_by_width = " + bad + "\n"),
+               Catch::Contains("cluster.gemm_efficiency_by_width='" + std::string(bad) + "' must be WIDTH/FLOPS:EFFICIENCY"));
   CHECK_THAT(error_of(replace("memory_gb = 16", "memory_gb = -1")), Catch::Contains("cluster.memory_gb="));
   CHECK_THAT(error_of(replace("nodes = 2", "nodes = two")), Catch::Contains("cluster.nodes"));
   CHECK_THAT(error_of(text + "released_memory_gb_s = -2\n"), Catch::Contains("cluster.released_memory_gb_s="));
+  CHECK_THAT(error_of(text + "attention_score_ns = -1\n"), Catch::Contains("cluster.attention_score_ns="));
 }
