@@ -127,6 +127,10 @@ void print_dry_run(HostComm world, const OptionTable& table, const Config& cfg, 
     std::printf("  %-6d %10.2f %10.2f %10.2f %12.2f %10.2f %10.2f\n", st, mb(m.params), mb(m.grads), mb(m.optimizer),
                 mb(m.activations), mb(m.buffers), mb(m.total()));
   }
+  if (plan.stage_memory.front().offloaded > 0)
+    for (int st = 0; st < s.pp; ++st)
+      std::printf("  stage %d: optimizer offloaded to host memory (system.offload_optimizer): %.2f MiB per rank, not in the total\n",
+                  st, mb(plan.stage_memory[st].offloaded));
   if (cfg.system.use_distributed_optimizer && cfg.system.zero_stage > 1) {
     // What ZeRO-2/3 keeps between uses against the model state (params, fp32 grads, optimizer) over its replicas (dp x cp).
     for (int st = 0; st < s.pp; ++st) {

@@ -59,6 +59,7 @@ struct SystemConfig {
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
   int zero_stage = 1;              // with the distributed optimizer: 1 optimizer state, 2 + gradients, 3 + parameters
+  bool offload_optimizer = false;  // AdamW's moments and master weights in host memory, updated there
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   PipelineSchedule pipeline_schedule = PipelineSchedule::one_f_one_b;

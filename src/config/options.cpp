@@ -110,6 +110,10 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("system.zero_stage", &s.zero_stage,
       "with use_distributed_optimizer: what is sharded over data-parallel ranks; 1 = optimizer state (ZeRO-1), 2 = "
       "also the reduced gradients (ZeRO-2), 3 = also the parameters, gathered block by block (ZeRO-3)");
+  add("system.offload_optimizer", &s.offload_optimizer,
+      "keep AdamW's moments and fp32 master weights (of the rank's owned slices) in host memory and update them there "
+      "with the host's AdamW: each step the owned gradients are copied to the host and the updated weights back; on a "
+      "GPU this frees 12 (bf16) or 8 (fp32) bytes of device memory per owned parameter");
   add("system.overlap_grad_reduce", &s.overlap_grad_reduce, "start each gradient bucket's reduction as soon as it is ready");
   add("system.overlap_param_gather", &s.overlap_param_gather, "overlap the distributed optimizer's parameter all-gather with the next forward");
   add("system.pipeline_schedule", &s.pipeline_schedule, "1f1b, interleaved or afab (all-forward-all-backward)");

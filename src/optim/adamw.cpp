@@ -11,14 +11,16 @@ namespace dtrain {
 AdamW::AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend backend)
     : plan_(plan),
       cfg_(cfg),
-      backend_(backend),
-      master_(plan.precision == Precision::bf16 ? Arena(device_for(backend), plan.optimizer_elements() * sizeof(float)) : Arena()),
-      m_(device_for(backend), plan.optimizer_elements() * sizeof(float)),
-      v_(device_for(backend), plan.optimizer_elements() * sizeof(float)) {
+      backend_(plan.offload_optimizer ? kernels::Backend::host : backend),
+      master_(plan.precision == Precision::bf16 ? Arena(device_for(backend_), plan.optimizer_elements() * sizeof(float)) : Arena()),
+      m_(device_for(backend_), plan.optimizer_elements() * sizeof(float)),
+      v_(device_for(backend_), plan.optimizer_elements() * sizeof(float)),
+      grads_staged_(plan.offload_optimizer ? Arena(host_device(), plan.optimizer_elements() * sizeof(float)) : Arena()),
+      params_staged_(plan.offload_optimizer ? Arena(host_device(), plan.optimizer_elements() * plan.compute_type_bytes()) : Arena()) {
   std::vector<kernels::AdamRun> runs;
   std::size_t packed = 0;  // offset of the current range in the moments (and master weights)
   for (const auto& r : plan_.optimizer_ranges) {
-    RangeRuns rr{r.begin, packed, runs.size(), 0, 0};
+    RangeRuns rr{r.begin, r.end - r.begin, packed, runs.size(), 0, 0};
     for (const auto& ts : plan_.table.tensors()) {
       const std::size_t lo = std::max(r.begin, ts.offset), hi = std::min(r.end, ts.offset + ts.numel);
       if (lo >= hi) continue;
@@ -30,7 +32,7 @@ AdamW::AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend 
     ranges_.push_back(rr);
     packed += r.end - r.begin;
   }
-  runs_ = Arena(device_for(backend), runs.size() * sizeof(kernels::AdamRun));
+  runs_ = Arena(device_for(backend_), runs.size() * sizeof(kernels::AdamRun));
   if (!runs.empty()) runs_.device().copy(runs_.data(), runs.data(), runs.size() * sizeof(kernels::AdamRun));
 }
 
@@ -48,17 +50,30 @@ void AdamW::step(Arena& params, const Arena& grads, double lr, int t) {
   const auto& k32 = kernels::kernel_table<float>(backend_);
   const auto& k16 = kernels::kernel_table<bf16>(backend_);
   const auto f = [](double x) { return static_cast<float>(x); };
+  const std::size_t e = plan_.compute_type_bytes();
+  Device& device = params.device();
   for (const RangeRuns& r : ranges_) {
     const kernels::AdamRun* runs = runs_.as<kernels::AdamRun>() + r.first_run;
     float* m = m_.as<float>() + r.packed;
     float* v = v_.as<float>() + r.packed;
+    // The range's gradients and weights where the update runs: in place, or the host's staged copies
+    // (the weights too: an fp32 run's are its master weights, and a range's gaps must come back unchanged).
     const float* g = grads.as<float>() + r.begin;
+    char* p = params.as<char>() + r.begin * e;
+    if (offloaded()) {
+      float* g_host = grads_staged_.as<float>() + r.packed;
+      char* p_host = params_staged_.as<char>() + r.packed * e;
+      device.copy(g_host, g, r.length * sizeof(float));
+      device.copy(p_host, p, r.length * e);
+      g = g_host, p = p_host;
+    }
     if (has_master())
-      k16.adamw_update(master_.as<float>() + r.packed, params.as<bf16>() + r.begin, m, v, g, runs, r.count, r.elements, f(lr),
+      k16.adamw_update(master_.as<float>() + r.packed, reinterpret_cast<bf16*>(p), m, v, g, runs, r.count, r.elements, f(lr),
                        f(cfg_.beta1), f(cfg_.beta2), f(cfg_.eps), t);
     else
-      k32.adamw_update(params.as<float>() + r.begin, nullptr, m, v, g, runs, r.count, r.elements, f(lr), f(cfg_.beta1),
+      k32.adamw_update(reinterpret_cast<float*>(p), nullptr, m, v, g, runs, r.count, r.elements, f(lr), f(cfg_.beta1),
                        f(cfg_.beta2), f(cfg_.eps), t);
+    if (offloaded()) device.copy(params.as<char>() + r.begin * e, p, r.length * e);
   }
 }
 

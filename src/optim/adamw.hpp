@@ -5,6 +5,10 @@
 // the same kernel; in an fp32 run the parameters are the master weights. Weight decay applies only to
 // tensors marked for it (not biases or LayerNorm). Each range is one kernel launch over all its
 // tensors (their runs, with their weight decays, are made once, in the device's memory).
+// Offloaded (plan.offload_optimizer), the moments and master weights live in host memory and the host's
+// AdamW updates them: per range the gradients and weights are copied into host staging, updated there
+// with the same arithmetic, and the weights copied back. On the host backend the staging is a second
+// host arena standing in for the device, so the path and its bits are tested without a GPU.
 #pragma once
 #include <vector>
 
@@ -17,7 +21,8 @@ namespace dtrain {
 
 class AdamW {
  public:
-  // Zero moments (and master weights) for the plan's optimizer ranges on the device of `backend`.
+  // Zero moments (and master weights) for the plan's optimizer ranges on the device of `backend`, or
+  // in host memory when the plan offloads them.
   AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend backend);
   // bf16 runs: the master weights of arena range r from fp32 values (host, r.end - r.begin elements;
   // without a range the whole arena, arena order). Only the owned part of r is kept. No-op in fp32.
@@ -27,25 +32,27 @@ class AdamW {
   // plan.precision elements, grads fp32.
   void step(Arena& params, const Arena& grads, double lr, int t);
   bool has_master() const { return master_.data() != nullptr; }
+  bool offloaded() const { return plan_.offload_optimizer; }
   Arena& master() { return master_; }  // empty in fp32 runs
   Arena& first_moment() { return m_; }
   Arena& second_moment() { return v_; }
 
  private:
   // An optimizer range's runs (one per tensor it overlaps) in runs_, and where it lies in the arena
-  // (begin) and in the moments and master weights (packed).
+  // (begin, length elements, gaps between tensors included) and in the moments and master weights (packed).
   struct RangeRuns {
-    std::size_t begin, packed, first_run;
+    std::size_t begin, length, packed, first_run;
     int count;
     long elements;
   };
 
   const RankPlan& plan_;
   OptimizerConfig cfg_;
-  kernels::Backend backend_;
+  kernels::Backend backend_;  // where the update runs: the model's device, or the host when offloaded
   Arena master_, m_, v_;
+  Arena grads_staged_, params_staged_;  // offloaded: host copies of the owned gradients and weights (packed)
   std::vector<RangeRuns> ranges_;
-  Arena runs_;  // kernels::AdamRun entries of every range, in the device's memory
+  Arena runs_;  // kernels::AdamRun entries of every range, in the memory of the device the update runs on
 };
 
 }  // namespace dtrain

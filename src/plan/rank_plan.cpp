@@ -32,8 +32,12 @@ MemoryEstimate RankPlan::memory() const {
   MemoryEstimate e;
   e.params = bytes(shards_params() ? resident_params() : arena_size, compute);
   e.grads = bytes(shards_grads() ? resident_grads() : arena_size, 4);
-  // AdamW first and second moments, and in a bf16 run the fp32 master weights, of the owned ranges.
-  e.optimizer = (precision == Precision::bf16 ? 3 : 2) * bytes(optimizer_elements(), 4);
+  // AdamW first and second moments, and in a bf16 run the fp32 master weights, of the owned ranges;
+  // offloaded, also the host copies of the owned gradients (fp32) and weights (compute type).
+  const std::size_t state = (precision == Precision::bf16 ? 3 : 2) * bytes(optimizer_elements(), 4);
+  const std::size_t offload = offload_optimizer ? state + bytes(optimizer_elements(), 4 + compute) : 0;
+  e.optimizer = !offload_optimizer ? state : host_reductions ? offload : 0;  // host_reductions: the device is the host
+  if (offload_optimizer && !host_reductions) e.offloaded = offload;
   e.activations = activations.bytes();
   // Tokens and targets of every micro-batch (ints), the received gradient, and the outbox: a stage
   // has about as many sends in flight as activations (measured far below that; not a bound).
@@ -180,6 +184,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   r.shape = shape;
   r.host_reductions = cfg.system.device == ComputeDevice::cpu;
   r.async_snapshot = cfg.checkpoint.async_save;
+  r.offload_optimizer = cfg.system.offload_optimizer;
   return r;
 }
 

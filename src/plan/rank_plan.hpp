@@ -22,6 +22,9 @@ struct MemoryEstimate {  // bytes on one rank
   std::size_t params = 0;      // the compute weights (fp32 or bf16)
   std::size_t grads = 0;       // fp32
   std::size_t optimizer = 0;   // AdamW moments (and the fp32 master weights of a bf16 run) of the owned ranges
+  // system.offload_optimizer on a GPU: that state and its staging (the owned gradients and weights) in
+  // host memory instead, not in total(). On the host the two memories are one, so it stays in optimizer.
+  std::size_t offloaded = 0;
   std::size_t activations = 0;
   std::size_t buffers = 0;  // the step's token batch, the pipeline's message buffers (an estimate) and
                             // MPI's temporaries of data-parallel reductions on the host
@@ -46,6 +49,7 @@ struct RankPlan {
   ModelShape shape{};                         // the model's architecture (norm, positions, MLP, heads)
   bool host_reductions = false;  // data-parallel reductions run in MPI on host memory (device = cpu)
   bool async_snapshot = false;   // checkpoint.async_save: a host copy of what the rank writes
+  bool offload_optimizer = false;  // AdamW's state in host memory (system.offload_optimizer)
   // The groups buckets are reduced and sharded over: dense over data parallelism, experts over
   // expert data parallelism (cp x dp / ep ranks).
   GradientGroups groups{};

@@ -16,6 +16,10 @@
 #   zero3_across_stages  ZeRO-3 follows ZeRO-1 (reordered micro-batch sums); its checkpoint resumes exactly on
 #                        ZeRO-3, on ZeRO-1 and on another layout; a ZeRO-1 checkpoint resumes on ZeRO-3 and
 #                        ZeRO-2 elsewhere
+#   offload_across_layouts  system.offload_optimizer at tp=2 pp=2 dp=2 (ZeRO-1) and ZeRO-3: the same losses and
+#                        checkpoints (weights and moments, consolidated) as without it; an offloaded checkpoint
+#                        resumes bit for bit with offload, and without it on another layout, and a plain
+#                        one resumes with offload on ZeRO-3 elsewhere ($resumed_tol)
 #   bf16_resume_same_layout  the same in bf16: bit-identical
 #   bf16_other_precision_and_layout  a bf16 checkpoint resumes in fp32 and in bf16 on another layout; an fp32
 #                        checkpoint resumes in bf16
@@ -227,6 +231,36 @@ for path in glob.glob('$work/old/step_00000004/*.h5'):
     train 8 "$work/r4.jsonl" "$work/ckR4" --system.use_distributed_optimizer=true --system.zero_stage=2 \
       --system.tensor_model_parallel_size=2 --system.pipeline_model_parallel_size=1 "--checkpoint.load=$work/ckA/step_00000002"
     compare_tail "$work/r4.jsonl" "$resumed_tol" ;;
+  offload_across_layouts)
+    # Offload runs the same AdamW arithmetic on host copies: the same bits. Consolidated with the
+    # optimizer state, a checkpoint with offload equals one without (the root attributes name the run).
+    reference
+    train 8 "$work/off.jsonl" "$work/ckO" "${big[@]}" --system.offload_optimizer=true
+    compare_tail <(grep -o '"loss": [0-9.e+-]*' "$work/off.jsonl" | tail -n 2) 0
+    for stage in 1 3; do
+      [ $stage = 3 ] && { train 8 "$work/z3.jsonl" "$work/ckZ" "${big[@]}" --system.zero_stage=3;
+                          train 8 "$work/z3off.jsonl" "$work/ckZO" "${big[@]}" --system.zero_stage=3 --system.offload_optimizer=true; }
+      plain=$work/ckA off=$work/ckO
+      [ $stage = 3 ] && plain=$work/ckZ off=$work/ckZO
+      for t in 2 4; do
+        "$consolidate" "$plain/step_0000000$t" --out "$work/P$t.h5" --optimizer > /dev/null || fail "consolidate ZeRO-$stage step $t"
+        "$consolidate" "$off/step_0000000$t" --out "$work/O$t.h5" --optimizer > /dev/null || fail "consolidate offloaded ZeRO-$stage step $t"
+        h5diff --exclude-attribute / "$work/P$t.h5" "$work/O$t.h5" > "$work/diff.txt" ||
+          { head "$work/diff.txt"; fail "ZeRO-$stage step $t: the offloaded run's checkpoint differs"; }
+        echo "  ZeRO-$stage step $t: with offload the same weights and moments"
+      done
+    done
+    echo "offloaded checkpoint resumed with offload, same layout:"
+    train 8 "$work/r0.jsonl" "$work/ckR0" "${big[@]}" --system.offload_optimizer=true "--checkpoint.load=$work/ckO/step_00000002"
+    compare_tail "$work/r0.jsonl" 0
+    echo "offloaded checkpoint resumed without offload at tp=1 pp=1 dp=4:"
+    train 4 "$work/r1.jsonl" "$work/ckR1" --system.use_distributed_optimizer=true --system.tensor_model_parallel_size=1 \
+      --system.pipeline_model_parallel_size=1 "--checkpoint.load=$work/ckO/step_00000002"
+    compare_tail "$work/r1.jsonl" "$resumed_tol"
+    echo "plain checkpoint resumed with offload on ZeRO-3 at tp=1 pp=2 dp=4:"
+    train 8 "$work/r2.jsonl" "$work/ckR2" --system.use_distributed_optimizer=true --system.zero_stage=3 --system.offload_optimizer=true \
+      --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=2 "--checkpoint.load=$work/ckA/step_00000002"
+    compare_tail "$work/r2.jsonl" "$resumed_tol" ;;
   bf16_resume_same_layout)
     reference bf16
     train 8 "$work/resumed.jsonl" "$work/ckB" "${big[@]}" --system.precision=bf16 "--checkpoint.load=$work/ckA16/step_00000002"

@@ -87,16 +87,21 @@ Config layout_config(const std::string& data, int tp, int pp, bool zero, const s
 TEST_CASE("one training step of the whole model on cuda matches the host", "[gpu][model]") {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  // fp32, bf16, and fp32 with MoE blocks (4 experts, top-2, load-balancing loss, capacity 1.0: the
-  // router, the host routing between device copies, the grouped expert GEMMs and the combine).
-  for (const char* precision : {"fp32", "bf16", "fp32 moe"}) {
-    const bool moe = std::string(precision) == "fp32 moe";
-    const Config cfg = moe ? small_model("fp32", {"--model.num_experts=4", "--model.moe_aux_loss_coeff=1e-2", "--model.moe_capacity_factor=1"})
-                           : small_model(precision);
+  // fp32, bf16, fp32 with MoE blocks (4 experts, top-2, load-balancing loss, capacity 1.0: the
+  // router, the host routing between device copies, the grouped expert GEMMs and the combine), and the
+  // optimizer offloaded (system.offload_optimizer: the GPU's gradients copied to host memory, the host's
+  // AdamW, the weights copied back) in fp32 and bf16.
+  for (const char* precision : {"fp32", "bf16", "fp32 moe", "fp32 offload", "bf16 offload"}) {
+    const std::string kind = precision;
+    const bool moe = kind == "fp32 moe", offload = kind.find("offload") != std::string::npos;
+    const std::string storage = kind.substr(0, 4);
+    const Config cfg = moe       ? small_model("fp32", {"--model.num_experts=4", "--model.moe_aux_loss_coeff=1e-2", "--model.moe_capacity_factor=1"})
+                       : offload ? small_model(storage, {"--system.offload_optimizer=true"})
+                                 : small_model(precision);
     const OneStep host = one_step(cfg, kernels::Backend::host), gpu = one_step(cfg, kernels::Backend::cuda);
     const double loss_error = std::abs(gpu.loss - host.loss) / host.loss;
     const double weights_error = testing::update_deviation(gpu.weights, host.weights, host.initial, whole_model_plan(cfg, 2).table).relative;
-    const bool fp32 = std::string(precision) != "bf16";
+    const bool fp32 = storage == "fp32";
     if (rank == 0)
       std::printf("one step %s: loss cuda %.7f host %.7f (relative %.2e), weights relative %.2e\n", precision, gpu.loss, host.loss,
                   loss_error, weights_error);

@@ -85,6 +85,21 @@ TEST_CASE("rank plan in bf16: bf16 weights and activations, fp32 gradients, mast
   CHECK(m.buffers == 2 * 8 * 4 * 4 + 32 * 2);  // int tokens and targets, one bf16 (4,8) message
 }
 
+TEST_CASE("rank plan with the optimizer offloaded: its state and staging leave a GPU's total", "[plan][rank_plan][offload]") {
+  // bf16, 3904 owned elements: master weights and moments 3 x 3904 x 4, staging of the owned gradients
+  // (fp32) and weights (bf16) 3904 x (4 + 2). On a GPU all of it is host memory, outside the total; on
+  // the host (the device is host memory) it stays in the optimizer term.
+  for (const char* device : {"cuda", "cpu"}) {
+    const Config c = tiny({"--system.precision=bf16", "--system.offload_optimizer=true", std::string("--system.device=") + device});
+    const MemoryEstimate m = make_rank_plan(c, make_plan(c, 1), Coords{}).memory();
+    const std::size_t offloaded = 3 * 3904 * 4 + 3904 * (4 + 2);
+    INFO(device);
+    CHECK(m.optimizer == (device == std::string("cpu") ? offloaded : 0));
+    CHECK(m.offloaded == (device == std::string("cpu") ? 0 : offloaded));
+    CHECK(m.total() == m.params + m.grads + m.optimizer + m.activations + m.buffers);
+  }
+}
+
 TEST_CASE("rank plan of tp rank 1, last stage, dp rank 1 of tp=2 pp=2 dp=2 with the distributed optimizer", "[plan][rank_plan]") {
   const Config c = tiny({"--system.tensor_model_parallel_size=2", "--system.pipeline_model_parallel_size=2",
                          "--system.use_distributed_optimizer=true"});
