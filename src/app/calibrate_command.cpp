@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include "comm/collective_check.hpp"
@@ -144,6 +145,26 @@ double measure_memory_bandwidth(Communicator& world, Device& device, bool quick)
     std::swap(a, b);
   });
   return 2.0 * static_cast<double>(bytes) / t;
+}
+
+// Offload's rates on a GPU (system.offload_optimizer): bytes/s of a copy from the device to pinned host
+// memory and back (one rank's link, every rank at once), and of a copy in host memory (the host's
+// AdamW streams its state at about that rate). A host needs neither: its device is the host.
+std::pair<double, double> measure_host_rates(Communicator& world, Device& device, bool quick) {
+  const std::size_t bytes = measure_sizes(device, quick).copy_bytes / 4;
+  Arena on_device(device, bytes);
+  PinnedBuffer pinned(device, bytes);
+  fill(device, on_device.as<float>(), bytes / sizeof(float), 1.0f);
+  const double link = time_collectively(world, device, quick ? 0.05 : 0.3, [&] {
+    device.copy(pinned.as<char>(), on_device.data(), bytes);
+    device.copy(on_device.data(), pinned.as<char>(), bytes);
+  });
+  Device& host = host_device();
+  Arena a(host, bytes), b(host, bytes);
+  fill(host, a.as<float>(), bytes / sizeof(float), 1.0f);
+  fill(host, b.as<float>(), bytes / sizeof(float), 0.0f);
+  const double memory = time_collectively(world, host, quick ? 0.05 : 0.3, [&] { host.copy(b.data(), a.data(), bytes); });
+  return {2.0 * static_cast<double>(bytes) / link, 2.0 * static_cast<double>(bytes) / memory};
 }
 
 // Bytes/s of one block's elementwise kernels as the cost model counts them, on the device: forward two
@@ -312,6 +333,7 @@ int run_calibrate(HostComm host_world, const CalibrateOptions& o) {
   c.memory_bandwidth = measure_memory_bandwidth(world, device, o.quick);
   c.elementwise_bandwidth = measure_elementwise_bandwidth(world, device, o.quick);
   c.release_bandwidth = measure_release_bandwidth(world, device, o.quick);
+  if (!device.is_host()) std::tie(c.host_link_bandwidth, c.host_memory_bandwidth) = measure_host_rates(world, device, o.quick);
   c.attention_score_seconds = device.is_host() ? measure_attention_score_seconds<float>(world, device, o.quick, c, c.peak_fp32)
                                                : measure_attention_score_seconds<bf16>(world, device, o.quick, c, c.peak_bf16);
   // The least memory a rank has (the node's over its ranks, or the rank's share of its GPU): the
@@ -358,6 +380,9 @@ int run_calibrate(HostComm host_world, const CalibrateOptions& o) {
               "taken again at %.2f GB/s; attention beyond its GEMMs %.3f ns per causal score\n",
               c.memory_bandwidth / 1e9, c.memory / 1e9, c.elementwise_bandwidth / 1e9, c.release_bandwidth / 1e9,
               c.attention_score_seconds * 1e9);
+  if (c.host_link_bandwidth > 0)
+    std::printf("  to and from host memory %.2f GB/s per rank; host memory %.2f GB/s per rank (system.offload_optimizer)\n",
+                c.host_link_bandwidth / 1e9, c.host_memory_bandwidth / 1e9);
   if (!comm.empty()) {
     double worst = 0;
     for (const auto& s : comm) worst = std::max(worst, std::abs(model_seconds(s, c.intra_node) / s.seconds - 1));

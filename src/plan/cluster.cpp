@@ -21,7 +21,7 @@ struct RawCluster {
   ComputeDevice device = ComputeDevice::cuda;  // parsed by the config's own reader of cpu|cuda
   int nodes = 0, devices_per_node = 0;
   double peak_tflops_fp32 = 0, peak_tflops_bf16 = 0, memory_gb = 0, memory_bandwidth_gb_s = 0, elementwise_gb_s = 0,
-         released_memory_gb_s = 0, attention_score_ns = 0;
+         released_memory_gb_s = 0, attention_score_ns = 0, host_link_gb_s = 0, host_memory_bandwidth_gb_s = 0;
   double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0, intra_ar = 0, inter_ar = 0, intra_rs = 0, inter_rs = 0;
 };
 
@@ -35,6 +35,8 @@ po::options_description cluster_keys(RawCluster& r) {
       "cluster.elementwise_gb_s", po::value(&r.elementwise_gb_s))(
       "cluster.released_memory_gb_s", po::value(&r.released_memory_gb_s))(
       "cluster.attention_score_ns", po::value(&r.attention_score_ns))(
+      "cluster.host_link_gb_s", po::value(&r.host_link_gb_s))(
+      "cluster.host_memory_bandwidth_gb_s", po::value(&r.host_memory_bandwidth_gb_s))(
       "cluster.gemm_efficiency", po::value(&r.gemm_efficiency)->required())(
       "cluster.gemm_efficiency_by_width", po::value(&r.gemm_efficiency_by_width))(
       "cluster.intra_node_bandwidth_gb_s", po::value(&r.intra_bw)->required())(
@@ -120,6 +122,21 @@ void check_positive(const std::string& where, const char* key, double v, bool ze
 
 }  // namespace
 
+namespace {
+
+double host_rate(const ClusterSpec& c, double given, const char* key) {
+  if (given > 0) return given;
+  if (c.device == ComputeDevice::cpu) return c.memory_bandwidth;
+  throw UserError("cluster '" + c.name + "' gives no " + key +
+                  ", which system.offload_optimizer needs on GPUs (the copies to host memory and the host's AdamW); add "
+                  "cluster." + key + " (dtrain calibrate --device cuda measures it)");
+}
+
+}  // namespace
+
+double ClusterSpec::host_link_rate() const { return host_rate(*this, host_link_bandwidth, "host_link_gb_s"); }
+double ClusterSpec::host_memory_rate() const { return host_rate(*this, host_memory_bandwidth, "host_memory_bandwidth_gb_s"); }
+
 double ClusterSpec::efficiency(double gemm_flops) const { return on_curve(gemm_efficiency, gemm_flops); }
 
 double ClusterSpec::efficiency(double gemm_flops, double width) const {
@@ -154,7 +171,7 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& name) {
   } catch (const po::required_option& e) {
     std::string key = e.get_option_name();
     key.erase(0, key.find_first_not_of('-'));
-    throw UserError(name + ": the key '" + key + "' is missing; add it (every key of inputs/clusters/dgx-h100.ini is required; name, device and the measured rates elementwise_gb_s, released_memory_gb_s, attention_score_ns, gemm_efficiency_by_width, *_all_reduce_gb_s, *_reduce_scatter_gb_s are optional)");
+    throw UserError(name + ": the key '" + key + "' is missing; add it (every key of inputs/clusters/dgx-h100.ini is required; name, device and the measured rates elementwise_gb_s, released_memory_gb_s, attention_score_ns, gemm_efficiency_by_width, host_link_gb_s, host_memory_bandwidth_gb_s, *_all_reduce_gb_s, *_reduce_scatter_gb_s are optional)");
   } catch (const po::invalid_config_file_syntax& e) {
     throw UserError(name + ": malformed line (" + rephrase(e) + "); expected '[cluster]' or 'key = value'");
   } catch (const po::error& e) {
@@ -174,6 +191,8 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& name) {
   check_positive(name, "memory_bandwidth_gb_s", r.memory_bandwidth_gb_s);
   check_positive(name, "elementwise_gb_s", r.elementwise_gb_s, true);
   check_positive(name, "attention_score_ns", r.attention_score_ns, true);
+  check_positive(name, "host_link_gb_s", r.host_link_gb_s, true);
+  check_positive(name, "host_memory_bandwidth_gb_s", r.host_memory_bandwidth_gb_s, true);
   check_positive(name, "released_memory_gb_s", r.released_memory_gb_s, true);
   check_positive(name, "intra_node_bandwidth_gb_s", r.intra_bw);
   check_positive(name, "inter_node_bandwidth_gb_s", r.inter_bw);
@@ -189,6 +208,8 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& name) {
   c.memory_bandwidth = r.memory_bandwidth_gb_s * 1e9;
   c.elementwise_bandwidth = r.elementwise_gb_s * 1e9;
   c.attention_score_seconds = r.attention_score_ns * 1e-9;
+  c.host_link_bandwidth = r.host_link_gb_s * 1e9;
+  c.host_memory_bandwidth = r.host_memory_bandwidth_gb_s * 1e9;
   c.release_bandwidth = r.released_memory_gb_s * 1e9;
   c.gemm_efficiency = parse_efficiency(r.gemm_efficiency, name, false).front().second;
   if (!r.gemm_efficiency_by_width.empty()) c.gemm_efficiency_by_width = parse_efficiency(r.gemm_efficiency_by_width, name, true);
@@ -221,6 +242,8 @@ std::string format_cluster(const ClusterSpec& c) {
   }
   if (c.elementwise_bandwidth > 0) os << "\nelementwise_gb_s = " << c.elementwise_bandwidth / 1e9;
   if (c.attention_score_seconds > 0) os << "\nattention_score_ns = " << c.attention_score_seconds * 1e9;
+  if (c.host_link_bandwidth > 0) os << "\nhost_link_gb_s = " << c.host_link_bandwidth / 1e9;
+  if (c.host_memory_bandwidth > 0) os << "\nhost_memory_bandwidth_gb_s = " << c.host_memory_bandwidth / 1e9;
   if (c.release_bandwidth > 0) os << "\nreleased_memory_gb_s = " << c.release_bandwidth / 1e9;
   os << "\nintra_node_bandwidth_gb_s = " << c.intra_node.bandwidth / 1e9 << "\nintra_node_latency_us = " << c.intra_node.latency * 1e6
      << "\ninter_node_bandwidth_gb_s = " << c.inter_node.bandwidth / 1e9 << "\ninter_node_latency_us = " << c.inter_node.latency * 1e6;

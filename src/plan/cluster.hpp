@@ -44,6 +44,12 @@ struct ClusterSpec {
   // and the tiles' bookkeeping, which run far below the GEMM rate on a CPU. 0 when not measured (a data
   // sheet): attention is then its GEMMs alone.
   double attention_score_seconds = 0;
+  // system.offload_optimizer's rates: bytes/s between a device's memory and the host's (a GPU's PCIe or
+  // C2C link, per device) and of the host's memory for the host's AdamW, per rank. 0 when not given: on
+  // a cpu cluster the device is the host and both are the memory bandwidth; a GPU cluster must give them
+  // to price offload.
+  double host_link_bandwidth = 0;
+  double host_memory_bandwidth = 0;
   // Achieved share of the peak by FLOPs of one GEMM, ascending in FLOPs; interpolated in log(FLOPs),
   // held constant beyond the ends.
   std::vector<std::pair<double, double>> gemm_efficiency;
@@ -58,6 +64,9 @@ struct ClusterSpec {
   int world() const { return nodes * devices_per_node; }
   double elementwise_rate() const { return elementwise_bandwidth > 0 ? elementwise_bandwidth : memory_bandwidth; }
   double released_rate() const { return release_bandwidth > 0 ? release_bandwidth : memory_bandwidth; }
+  // UserError naming the missing key for a GPU cluster that does not give it.
+  double host_link_rate() const;
+  double host_memory_rate() const;
   double peak(Precision p) const { return p == Precision::bf16 ? peak_bf16 : peak_fp32; }
   double efficiency(double gemm_flops) const;  // gemm_efficiency's curve
   // A GEMM of `gemm_flops` whose weight's narrower dimension is `width`: the curves of the two widths

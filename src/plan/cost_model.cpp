@@ -223,10 +223,18 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   double released = zero >= 2 ? 4 * grads * (m - 1 / static_cast<double>(nd)) : 0.0;
   if (zero == 3) released += m * passes_of(l.recompute) * s.e * grads * (1 - 1 / static_cast<double>(nd));
   c.release = released / cl.released_rate();
-  // AdamW: the gradient read, moments (and a bf16 run's master weights) read and written, the weights written.
+  // AdamW: the gradient read, moments (and a bf16 run's master weights) read and written, the weights
+  // written; offloaded, at the host's memory rate, after the owned gradients and weights went to the
+  // host and before the weights come back.
   const double owned = l.sizes.distributed_optimizer() ? grads / nd : grads;
   const bool bf16 = cfg.system.precision == Precision::bf16;
-  c.optimizer = owned * (4 + 8 * (bf16 ? 3 : 2) + (bf16 ? 2 : 8)) / cl.memory_bandwidth;
+  const double adam_bytes = owned * (4 + 8 * (bf16 ? 3 : 2) + (bf16 ? 2 : 8));
+  if (cfg.system.offload_optimizer) {
+    const double link = cl.host_link_rate(), host_memory = cl.host_memory_rate();  // each names its key when missing
+    c.optimizer = adam_bytes / host_memory + owned * (4 + 2 * s.e) / link;
+  } else {
+    c.optimizer = adam_bytes / cl.memory_bandwidth;
+  }
   return c;
 }
 

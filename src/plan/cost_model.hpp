@@ -22,7 +22,9 @@
 //   release    ZeRO-2/3 give buckets back between uses (gradients after each micro-batch's reduction,
 //              ZeRO-3's gathered weights after each use) and take them again: those bytes at the
 //              cluster's released_rate (on a host: madvise and zero-filled page faults)
-//   optimizer  the bytes of AdamW's state read and written over the memory bandwidth
+//   optimizer  the bytes of AdamW's state read and written over the memory bandwidth; with
+//              system.offload_optimizer over the host's memory bandwidth, plus the owned gradients and
+//              weights copied down and the weights up over the device's link to the host
 // Rank order tp-cp-dp-pp (tp fastest) decides which groups fit in a node.
 #pragma once
 #include <string>

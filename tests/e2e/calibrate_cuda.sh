@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # dtrain calibrate --device cuda (label gpu; skips, exit 77, without a CUDA build or a visible GPU): one
 # rank on one GPU writes a description of a cuda device, with the GPU's memory, its fp32 and bf16
-# cuBLAS peaks (tensor cores: bf16 above fp32; on an H100 or H200 at least 300 TFLOP/s) and an efficiency
-# table; dtrain plan reads it back.
+# cuBLAS peaks (tensor cores: bf16 above fp32; on an H100 or H200 at least 300 TFLOP/s), an efficiency
+# table (also per width) and the rates to and from host memory; dtrain plan reads it back.
 #   calibrate_cuda.sh DTRAIN SOURCE_DIR
 set -u
 dtrain=$1 src=$2
@@ -27,6 +27,12 @@ case $gpu_name in
   *H100* | *H200*) awk -v b="$bf16" 'BEGIN { exit !(b >= 300) }' || fail "$gpu_name: bf16 peak $bf16 TFLOP/s, expected at least 300" ;;
 esac
 grep -qE '^gemm_efficiency = [0-9.e+]+:[0-9.e-]+(, [0-9.e+]+:[0-9.e-]+){3,}$' "$work/gpu.ini" || fail "no efficiency table"
+# Offload's rates: a GPU's copies to and from pinned host memory (PCIe: 10-64 GB/s; C2C up to 450) and
+# the host's memory, both measured, and the efficiency per GEMM width.
+for key in host_link_gb_s host_memory_bandwidth_gb_s gemm_efficiency_by_width; do
+  grep -qE "^$key = " "$work/gpu.ini" || fail "no $key in the GPU's description"
+done
+awk -F' = ' '/^host_link_gb_s/ { exit !($2 >= 5 && $2 <= 1000) }' "$work/gpu.ini" || fail "host_link_gb_s outside 5-1000 GB/s"
 "$dtrain" plan "$src/inputs/tiny.ini" --cluster "$work/gpu.ini" --top 1 > "$work/plan.txt" 2>&1 ||
   { cat "$work/plan.txt"; fail "dtrain plan could not read the GPU's description"; }
 echo PASS

@@ -221,6 +221,28 @@ TEST_CASE("cost model: attention's work beyond its GEMMs, per causal score", "[p
   CHECK(predict_step(cfg, layout(1, 1, 1, 1, 4), scored).compute == Approx(582.746112e-6 + 16.384e-6));
 }
 
+TEST_CASE("cost model: the optimizer offloaded to host memory", "[plan][cost]") {
+  // One rank, fp32: 49,984 x 2 + 10,368 = 110,336 owned parameters. AdamW reads the gradient, reads and
+  // writes two moments, reads and writes the weights: 4 + 16 + 8 = 28 bytes each, 3,089,408 B (308.9408
+  // us at 1e10 B/s in place). Offloaded on a GPU cluster with a 1e9 B/s host link and 5e9 B/s host
+  // memory: 617.8816 us of AdamW, and the gradient down and the weights down and up, 12 bytes each,
+  // 1,324,032 B over the link, 1324.032 us.
+  Config cfg = tiny_model(4);
+  cfg.system.offload_optimizer = true;
+  ClusterSpec gpu = tiny_cluster(1, 1);
+  gpu.host_link_bandwidth = 1e9;
+  gpu.host_memory_bandwidth = 5e9;
+  CHECK(predict_step(cfg, layout(1, 1, 1, 1, 4), gpu).optimizer == Approx(617.8816e-6 + 1324.032e-6));
+  // A cpu cluster's device is the host: both rates are its memory bandwidth (1e10 B/s).
+  ClusterSpec cpu = tiny_cluster(1, 1);
+  cpu.device = ComputeDevice::cpu;
+  CHECK(predict_step(cfg, layout(1, 1, 1, 1, 4), cpu).optimizer == Approx(308.9408e-6 + 132.4032e-6));
+  // A GPU cluster that does not give them cannot price offload: the error names the key.
+  CHECK_THROWS_WITH(predict_step(cfg, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1)), Catch::Contains("host_link_gb_s"));
+  gpu.host_memory_bandwidth = 0;
+  CHECK_THROWS_WITH(predict_step(cfg, layout(1, 1, 1, 1, 4), gpu), Catch::Contains("cluster.host_memory_bandwidth_gb_s"));
+}
+
 TEST_CASE("cost model: experts of their own width", "[plan][cost]") {
   // 4 experts on one rank with top-1 routing are the dense MLP's work: the same compute (582.746112 us).
   Config moe = tiny_model(4);
@@ -299,6 +321,9 @@ TEST_CASE("cluster description: parsing, interpolation, errors naming the key", 
   CHECK(parse_cluster(format_cluster(parse_cluster(text + "attention_score_ns = 2.5\n", "a")), "again").attention_score_seconds ==
         Approx(2.5e-9));
   CHECK(again.attention_score_seconds == 0);  // not measured: attention is its GEMMs
+  const ClusterSpec linked = parse_cluster(format_cluster(parse_cluster(text + "host_link_gb_s = 25\nhost_memory_bandwidth_gb_s = 80\n", "l")), "again");
+  CHECK(linked.host_link_rate() == Approx(25e9));
+  CHECK(linked.host_memory_rate() == Approx(80e9));
 
   auto error_of = [](const std::string& t) {
     try {
@@ -324,4 +349,5 @@ TEST_CASE("cluster description: parsing, interpolation, errors naming the key", 
   CHECK_THAT(error_of(replace("nodes = 2", "nodes = two")), Catch::Contains("cluster.nodes"));
   CHECK_THAT(error_of(text + "released_memory_gb_s = -2\n"), Catch::Contains("cluster.released_memory_gb_s="));
   CHECK_THAT(error_of(text + "attention_score_ns = -1\n"), Catch::Contains("cluster.attention_score_ns="));
+  CHECK_THAT(error_of(text + "host_link_gb_s = -1\n"), Catch::Contains("cluster.host_link_gb_s="));
 }
