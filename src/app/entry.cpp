@@ -12,6 +12,9 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include "app/calibrate_command.hpp"
 #include "app/command_line.hpp"
@@ -67,30 +70,48 @@ std::string broadcast_input(const std::string& path, HostComm world) {
   return text;
 }
 
-// The memory one rank may use: the node's memory shared by the ranks on it.
-MemoryLimit node_share(const LaunchEnv& env) {
+// The host memory one rank may use: the node's memory shared by the ranks on it, and how it was found.
+std::pair<double, std::string> node_share(const LaunchEnv& env) {
   const double node = static_cast<double>(node_memory_bytes());
   char source[160];
-  std::snprintf(source, sizeof source, "%.1f GB of memory on node %s shared by %d rank(s); set system.memory_budget_gb to override",
-                node / 1e9, env.node_name.c_str(), env.local_size);
+  std::snprintf(source, sizeof source, "%.1f GB of memory on node %s shared by %d rank(s)", node / 1e9, env.node_name.c_str(),
+                env.local_size);
   return {node / std::max(1, env.local_size), source};
 }
 
-// Collective: the smallest memory a rank of the job may use, so every rank plans with the same limit.
+// Collective: the smallest of every rank's `bytes`, with the source of the rank that has it.
+void lowest_of(HostComm world, double& bytes, std::string& source) {
+  const auto [lowest_bytes, lowest] = all_reduce_loc(world, bytes, HostOp::min);
+  broadcast_string(world, source, lowest);
+  bytes = lowest_bytes;
+}
+
+// Collective: the smallest memory a rank of the job may use, so every rank plans with the same limit;
+// on GPUs also the host memory a rank may use (for an offloaded optimizer).
 MemoryLimit memory_limit(HostComm world, const Config& cfg, const LaunchEnv& env, const Placement& placement) {
-  if (cfg.system.memory_budget_gb > 0)
-    return {cfg.system.memory_budget_gb * 1e9, "system.memory_budget_gb=" + std::to_string(cfg.system.memory_budget_gb)};
-  MemoryLimit mine = node_share(env);
-  if (placement.backend == kernels::Backend::cuda) {
-    char source[160];
-    std::snprintf(source, sizeof source, "%.1f GB of GPU memory per rank on node %s; set system.memory_budget_gb to override",
-                  placement.gpu_memory_share / 1e9, env.node_name.c_str());
-    mine = {placement.gpu_memory_share, source};
+  MemoryLimit limit;
+  const bool gpu = placement.backend == kernels::Backend::cuda;
+  if (gpu) {
+    std::tie(limit.host_bytes, limit.host_source) = node_share(env);
+    lowest_of(world, limit.host_bytes, limit.host_source);
   }
-  const auto [bytes, lowest] = all_reduce_loc(world, mine.bytes, HostOp::min);
-  broadcast_string(world, mine.source, lowest);
-  mine.bytes = bytes;
-  return mine;
+  if (cfg.system.memory_budget_gb > 0) {
+    limit.bytes = cfg.system.memory_budget_gb * 1e9;
+    limit.source = "system.memory_budget_gb=" + std::to_string(cfg.system.memory_budget_gb);
+    return limit;
+  }
+  if (gpu) {
+    char source[160];
+    std::snprintf(source, sizeof source, "%.1f GB of GPU memory per rank on node %s", placement.gpu_memory_share / 1e9,
+                  env.node_name.c_str());
+    limit.bytes = placement.gpu_memory_share;
+    limit.source = source;
+  } else {
+    std::tie(limit.bytes, limit.source) = node_share(env);
+  }
+  limit.source += "; set system.memory_budget_gb to override";
+  lowest_of(world, limit.bytes, limit.source);
+  return limit;
 }
 
 int run(int argc, char** argv, HostComm world) {

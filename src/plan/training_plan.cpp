@@ -47,11 +47,31 @@ void plan_memory(const Config& c, TrainingPlan& p) {
   }
 }
 
+// The stage whose rank keeps the most in host memory (system.offload_optimizer on a GPU).
+int most_offloaded(const TrainingPlan& p) {
+  int worst = 0;
+  for (int st = 0; st < static_cast<int>(p.stage_memory.size()); ++st)
+    if (p.stage_memory[st].offloaded > p.stage_memory[worst].offloaded) worst = st;
+  return worst;
+}
+
+bool fits_host(const TrainingPlan& p, const MemoryLimit& limit) {
+  return limit.host_bytes <= 0 || p.stage_memory.empty() ||
+         static_cast<double>(p.stage_memory[most_offloaded(p)].offloaded) <= limit.host_bytes;
+}
+
 bool fits(const TrainingPlan& p, const MemoryLimit& limit) {
-  return limit.bytes <= 0 || static_cast<double>(p.peak_memory()) <= limit.bytes;
+  return (limit.bytes <= 0 || static_cast<double>(p.peak_memory()) <= limit.bytes) && fits_host(p, limit);
 }
 
 std::string memory_problem(const TrainingPlan& p, const MemoryLimit& limit) {
+  if (!fits_host(p, limit)) {
+    const int st = most_offloaded(p);
+    return "the optimizer offloaded to host memory (system.offload_optimizer) needs " +
+           gb(static_cast<double>(p.stage_memory[st].offloaded)) + " per rank on pipeline stage " + std::to_string(st) +
+           ", more than the " + gb(limit.host_bytes) + " of host memory a rank can use (" + limit.host_source +
+           "); use the distributed optimizer (each rank offloads its slice), more ranks, or system.offload_optimizer=false";
+  }
   int worst = 0;
   for (int st = 0; st < static_cast<int>(p.stage_memory.size()); ++st)
     if (p.stage_memory[st].total() > p.stage_memory[worst].total()) worst = st;

@@ -18,6 +18,9 @@ namespace dtrain {
 struct MemoryLimit {
   double bytes = 0.0;
   std::string source;  // how it was found, for messages ("system.memory_budget_gb=4", "23.4 GB on node x / 4 ranks")
+  // GPU runs: the host memory a rank may use for what it keeps there (the offloaded optimizer); 0 = not checked.
+  double host_bytes = 0.0;
+  std::string host_source;
 };
 
 struct TrainingPlan {

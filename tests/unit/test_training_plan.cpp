@@ -81,3 +81,29 @@ TEST_CASE("a plan that does not fit the rank's memory is refused, naming the est
   c.model.micro_batch_size.value = 1;
   CHECK(make_plan(c, 1, limit).peak_memory() < 1e9);
 }
+
+TEST_CASE("an offloaded optimizer must fit the host memory a GPU rank may use", "[plan][offload]") {
+  // GPT-2 124M on a GPU, bf16, offloaded: 124M x (12 + 6) bytes = 2.24 GB of host memory per rank
+  // (the dry run's 2136.77 MiB). A 2 GB host share refuses it, naming the host memory; 3 GB takes it,
+  // and the distributed optimizer over 2 ranks halves what each keeps.
+  Config c = load_config("[model]\nnum_layers=12\nhidden_size=768\nnum_attention_heads=12\nseq_length=1024\nvocab_size=50304\n"
+                         "global_batch_size=8\nmicro_batch_size=4\n[system]\ndevice=cuda\nprecision=bf16\noffload_optimizer=true\n",
+                         "t", {});
+  MemoryLimit limit{80e9, "the GPU"};
+  limit.host_bytes = 2e9;
+  limit.host_source = "a host share";
+  try {
+    make_plan(c, 1, limit);
+    FAIL("accepted an offloaded optimizer above the host memory");
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("offloaded to host memory (system.offload_optimizer) needs 2.24") != std::string::npos);
+    CHECK(what.find("more than the 2.000 GB of host memory a rank can use (a host share)") != std::string::npos);
+  }
+  limit.host_bytes = 3e9;
+  CHECK(make_plan(c, 1, limit).stage_memory[0].offloaded > 2e9);
+  limit.host_bytes = 2e9;
+  c.system.use_distributed_optimizer = true;
+  CHECK(make_plan(c, 2, limit).stage_memory[0].offloaded < 1.2e9);
+}
