@@ -15,8 +15,9 @@ AdamW::AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend 
       master_(plan.precision == Precision::bf16 ? Arena(device_for(backend_), plan.optimizer_elements() * sizeof(float)) : Arena()),
       m_(device_for(backend_), plan.optimizer_elements() * sizeof(float)),
       v_(device_for(backend_), plan.optimizer_elements() * sizeof(float)),
-      grads_staged_(plan.offload_optimizer ? Arena(host_device(), plan.optimizer_elements() * sizeof(float)) : Arena()),
-      params_staged_(plan.offload_optimizer ? Arena(host_device(), plan.optimizer_elements() * plan.compute_type_bytes()) : Arena()) {
+      grads_staged_(plan.offload_optimizer ? PinnedBuffer(device_for(backend), plan.optimizer_elements() * sizeof(float)) : PinnedBuffer()),
+      params_staged_(plan.offload_optimizer ? PinnedBuffer(device_for(backend), plan.optimizer_elements() * plan.compute_type_bytes())
+                                            : PinnedBuffer()) {
   std::vector<kernels::AdamRun> runs;
   std::size_t packed = 0;  // offset of the current range in the moments (and master weights)
   for (const auto& r : plan_.optimizer_ranges) {

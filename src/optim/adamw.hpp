@@ -8,7 +8,8 @@
 // Offloaded (plan.offload_optimizer), the moments and master weights live in host memory and the host's
 // AdamW updates them: per range the gradients and weights are copied into host staging, updated there
 // with the same arithmetic, and the weights copied back. On the host backend the staging is a second
-// host arena standing in for the device, so the path and its bits are tested without a GPU.
+// host arena standing in for the device, so the path and its bits are tested without a GPU. The staging
+// is pinned memory on a GPU.
 #pragma once
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "kernels/backend.hpp"
 #include "plan/rank_plan.hpp"
 #include "runtime/arena.hpp"
+#include "runtime/device.hpp"
 
 namespace dtrain {
 
@@ -50,7 +52,9 @@ class AdamW {
   OptimizerConfig cfg_;
   kernels::Backend backend_;  // where the update runs: the model's device, or the host when offloaded
   Arena master_, m_, v_;
-  Arena grads_staged_, params_staged_;  // offloaded: host copies of the owned gradients and weights (packed)
+  // Offloaded: host copies of the owned gradients and weights (packed), in the model device's pinned
+  // memory, which it copies fastest.
+  PinnedBuffer grads_staged_, params_staged_;
   std::vector<RangeRuns> ranges_;
   Arena runs_;  // kernels::AdamRun entries of every range, in the memory of the device the update runs on
 };
