@@ -4,7 +4,7 @@
 //   ckpt-consolidate CKPT --verify
 //   ckpt-consolidate CKPT --out FILE.h5 [--optimizer]
 //   ckpt-consolidate CKPT --reshard tp=2,pp=2,dp=1[,v=1][,zero=1] --out DIR
-//   ckpt-consolidate CKPT|FILE.h5 --export-hf DIR [--dtype fp32|bf16] [--max-shard-size 5GB]
+//   ckpt-consolidate CKPT|FILE.h5 --export-hf DIR [--dtype fp32|bf16|fp16] [--max-shard-size 5GB]
 //   ckpt-consolidate --import-hf DIR --out FILE.h5 [--tokenizer SPEC]
 // CKPT is a step directory (with manifest.txt) or a checkpoint directory (its `latest` is used).
 #include <hdf5.h>
@@ -37,9 +37,9 @@ using namespace dtrain;
 namespace {
 
 const char* kUsage =
-    "usage: ckpt-consolidate CKPT --info | --verify | --out FILE.h5 [--optimizer] [--dtype fp32|bf16]\n"
+    "usage: ckpt-consolidate CKPT --info | --verify | --out FILE.h5 [--optimizer] [--dtype fp32|bf16|fp16]\n"
     "       ckpt-consolidate CKPT --reshard tp=N,pp=N,dp=N[,v=N][,ep=N][,zero=0|1] --out DIR\n"
-    "       ckpt-consolidate CKPT|FILE.h5 --export-hf DIR [--dtype fp32|bf16] [--max-shard-size SIZE]\n"
+    "       ckpt-consolidate CKPT|FILE.h5 --export-hf DIR [--dtype fp32|bf16|fp16] [--max-shard-size SIZE]\n"
     "       ckpt-consolidate --import-hf DIR --out FILE.h5 [--tokenizer SPEC]\n"
     "CKPT: a checkpoint step directory (step_XXXXXXXX) or a checkpoint directory (its 'latest' is used).\n"
     "FILE.h5: a weights file (model-final.h5, --out FILE.h5, --import-hf).\n"
@@ -70,24 +70,26 @@ Progress make_progress(int rank) {
   };
 }
 
-// --dtype, parsed once (none: keep what is stored).
-std::optional<Precision> parse_dtype(const std::string& word) {
+// --dtype, parsed once (none: keep what is stored): how the written weights are stored.
+std::optional<h5::Stored> parse_dtype(const std::string& word) {
   if (word.empty()) return std::nullopt;
-  if (word == "fp32") return Precision::fp32;
-  if (word == "bf16") return Precision::bf16;
-  throw UserError("--dtype '" + word + "' is not accepted; use fp32 or bf16");
+  if (word == "fp32") return h5::Stored::f32;
+  if (word == "bf16") return h5::Stored::bf16;
+  if (word == "fp16") return h5::Stored::f16;
+  throw UserError("--dtype '" + word + "' is not accepted; use fp32, bf16 or fp16");
 }
 
-void export_command(HostComm comm, int rank, const ModelWeights& weights, const std::string& dir, std::optional<Precision> dtype,
+void export_command(HostComm comm, int rank, const ModelWeights& weights, const std::string& dir, std::optional<h5::Stored> dtype,
                     std::uint64_t max_shard_bytes) {
   HfExportOptions options;
   options.max_shard_bytes = max_shard_bytes;
-  const bool bf16 = dtype ? *dtype == Precision::bf16 : weights.stored == h5::Stored::bf16;
-  options.dtype = bf16 ? safetensors::DType::bf16 : safetensors::DType::f32;
+  const h5::Stored stored = dtype ? *dtype : weights.stored;
+  options.dtype = stored == h5::Stored::bf16 ? safetensors::DType::bf16 : stored == h5::Stored::f16 ? safetensors::DType::f16
+                                                                                                      : safetensors::DType::f32;
   export_hf(comm, weights, dir, options, make_progress(rank));
   if (rank == 0)
     std::printf("export-hf: wrote %s (%s, %s) from %s\n", dir.c_str(), hf_class_name(hf_architecture(weights.cfg)),
-                bf16 ? "bfloat16" : "float32", weights.what.c_str());
+                h5::stored_name(stored), weights.what.c_str());
 }
 
 int import_command(HostComm comm, int rank, const std::string& dir, const std::string& positional, const std::string& out,
@@ -134,9 +136,9 @@ int run(int argc, char** argv, HostComm comm, int rank) {
       "out", po::value(&out)->value_name("FILE|DIR"),
       "one HDF5 file of global tensors (root datasets named like the model's tensors); with --reshard, the new checkpoint directory")(
       "optimizer", po::bool_switch(&optimizer), "with --out FILE: also optimizer/exp_avg/<name> and optimizer/exp_avg_sq/<name>")(
-      "dtype", po::value(&dtype_word)->value_name("fp32|bf16"),
-      "with --out FILE or --export-hf: store the weights as fp32 or rounded to bfloat16 (in HDF5 a float type of 2 bytes; "
-      "h5py: ds.astype('f4')); optimizer state stays fp32. Default: fp32 from a checkpoint (its values), as stored "
+      "dtype", po::value(&dtype_word)->value_name("fp32|bf16|fp16"),
+      "with --out FILE or --export-hf: store the weights as fp32, or rounded to bfloat16 or float16 (in HDF5 a float type "
+      "of 2 bytes that h5py reads, float16 as numpy's float16; safetensors BF16 or F16); optimizer state stays fp32. Default: fp32 from a checkpoint (its values), as stored "
       "from a weights file")(
       "export-hf", po::value(&export_hf_dir)->value_name("DIR"),
       "write the model as a Hugging Face directory: config.json and model.safetensors (or shards and "
@@ -168,7 +170,7 @@ int run(int argc, char** argv, HostComm comm, int rank) {
   if (ckpt.empty() || (!info && !do_verify && out.empty() && export_hf_dir.empty()))
     throw UserError("nothing to do: give a checkpoint and --info, --verify, --out, --reshard or --export-hf; see 'ckpt-consolidate --help'");
   if (!reshard_spec.empty() && out.empty()) throw UserError("--reshard needs --out DIR");
-  const std::optional<Precision> dtype = parse_dtype(dtype_word);
+  const std::optional<h5::Stored> dtype = parse_dtype(dtype_word);
   if (dtype && ((out.empty() && export_hf_dir.empty()) || !reshard_spec.empty()))
     throw UserError("--dtype applies to --out FILE (a consolidated file) and --export-hf; checkpoints keep fp32");
   const std::uint64_t max_shard_bytes = parse_byte_size(max_shard, "--max-shard-size");
@@ -218,7 +220,7 @@ int run(int argc, char** argv, HostComm comm, int rank) {
     if (rank == 0) std::printf("verify: %s is complete and every checksum matches\n", dir.c_str());
   }
   if (!out.empty() && reshard_spec.empty()) {
-    consolidate(comm, *reader, out, optimizer, dtype == Precision::bf16 ? h5::Stored::bf16 : h5::Stored::f32, make_progress(rank));
+    consolidate(comm, *reader, out, optimizer, dtype.value_or(h5::Stored::f32), make_progress(rank));
     if (rank == 0) std::printf("consolidate: wrote %s\n", out.c_str());
   }
   if (!export_hf_dir.empty()) export_command(comm, rank, checkpoint_weights(*reader), export_hf_dir, dtype, max_shard_bytes);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "ckpt/checksum.hpp"
 #include "comm/host_values.hpp"
 #include "common/bf16.hpp"
+#include "common/fp16.hpp"
 #include "common/error.hpp"
 
 namespace dtrain::h5 {
@@ -73,6 +75,21 @@ hid_t bf16_type() {
     H5Tset_precision(t, 16);
     H5Tset_size(t, 2);
     H5Tset_ebias(t, 127);
+    return t;
+  }();
+  return type;
+}
+
+// IEEE binary16 the way h5py writes numpy's float16: sign bit 15, 5 exponent bits at 10 with bias 15,
+// 10 mantissa bits at 0, two bytes (HDF5 1.10 has no built-in half type).
+hid_t f16_type() {
+  static const hid_t type = [] {
+    const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+    H5Tset_fields(t, 15, 10, 5, 0, 10);
+    H5Tset_offset(t, 0);
+    H5Tset_precision(t, 16);
+    H5Tset_size(t, 2);
+    H5Tset_ebias(t, 15);
     return t;
   }();
   return type;
@@ -283,7 +300,7 @@ Dataset File::create_dataset(const std::string& name, const std::vector<std::int
   Handle lcpl{H5Pcreate(H5P_LINK_CREATE), H5Pclose};
   H5Pset_create_intermediate_group(lcpl.id, 1);
   Handle space{H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose};
-  const hid_t type = stored == Stored::bf16 ? bf16_type() : H5T_IEEE_F32LE;
+  const hid_t type = stored == Stored::bf16 ? bf16_type() : stored == Stored::f16 ? f16_type() : H5T_IEEE_F32LE;
   const hid_t id = H5Dcreate2(id_, name.c_str(), type, space.id, lcpl.id, H5P_DEFAULT, H5P_DEFAULT);
   if (id < 0) fail("creating dataset " + name + " (disk full?)", __LINE__);
   return Dataset(this, id, name, dims, n, stored);
@@ -314,6 +331,15 @@ void Dataset::write_range(std::size_t at, std::size_t count, const float* data) 
     std::vector<bf16> rounded(count);
     for (std::size_t i = 0; i < count; ++i) rounded[i] = to_bf16(data[i]);
     rc = H5Dwrite(id_, bf16_type(), memory.id, space.id, H5P_DEFAULT, rounded.data());
+  } else if (stored_ == Stored::f16) {
+    std::vector<fp16> rounded(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      rounded[i] = to_fp16(data[i]);
+      if (!std::isfinite(to_float(rounded[i])))
+        file_->fail("dataset " + name_ + " holds " + std::to_string(data[i]) +
+                        ", beyond float16's range (65504); write it with --dtype fp32 or bf16", __LINE__, false);
+    }
+    rc = H5Dwrite(id_, f16_type(), memory.id, space.id, H5P_DEFAULT, rounded.data());
   } else {
     rc = H5Dwrite(id_, H5T_NATIVE_FLOAT, memory.id, space.id, H5P_DEFAULT, data);
   }
@@ -359,7 +385,7 @@ void File::read_spans(const std::string& name, const std::vector<Span>& spans, f
   if (space.id < 0 || !select_boxes(space.id, in_file) || !select_boxes(memory.id, in_memory))
     fail("selecting parts of dataset " + name, __LINE__);
   if (H5Dread(ds.id, H5T_NATIVE_FLOAT, memory.id, space.id, H5P_DEFAULT, out) < 0) fail("reading dataset " + name + " (corrupt?)", __LINE__);
-  bytes_read += static_cast<std::uint64_t>(n) * (stored(name) == Stored::bf16 ? 2 : 4);
+  bytes_read += static_cast<std::uint64_t>(n) * (stored(name) == Stored::f32 ? 4 : 2);
 }
 
 std::vector<std::int64_t> File::shape(const std::string& name) const {
@@ -379,7 +405,10 @@ Stored File::stored(const std::string& name) const {
   if (ds.id < 0) fail("no dataset '" + name + "'", __LINE__);
   Handle type{H5Dget_type(ds.id), H5Tclose};
   if (type.id < 0) fail("reading the type of dataset " + name, __LINE__);
-  return H5Tget_class(type.id) == H5T_FLOAT && H5Tget_size(type.id) == 2 ? Stored::bf16 : Stored::f32;
+  if (H5Tget_class(type.id) != H5T_FLOAT || H5Tget_size(type.id) != 2) return Stored::f32;
+  std::size_t sign = 0, exponent_at = 0, exponent_bits = 0, mantissa_at = 0, mantissa_bits = 0;
+  H5Tget_fields(type.id, &sign, &exponent_at, &exponent_bits, &mantissa_at, &mantissa_bits);
+  return exponent_bits == 5 ? Stored::f16 : Stored::bf16;
 }
 
 std::vector<std::string> File::list_datasets(const std::string& group) const {
@@ -392,6 +421,18 @@ std::vector<std::string> File::list_datasets(const std::string& group) const {
   for (auto& n : names)
     if (n.rfind(prefix + "/", 0) == 0) under.push_back(n);
   return under;
+}
+
+const char* stored_name(Stored s) {
+  switch (s) {
+    case Stored::bf16:
+      return "bfloat16";
+    case Stored::f16:
+      return "float16";
+    case Stored::f32:
+      break;
+  }
+  return "float32";
 }
 
 }  // namespace dtrain::h5

@@ -100,10 +100,10 @@ h5::Stored weights_stored(const std::string& path) {
   std::vector<std::string> weights;  // the root datasets; optimizer/... (fp32 always) are not weights
   for (const auto& n : f.list_datasets())
     if (n.find('/') == std::string::npos) weights.push_back(n);
-  const bool bf16 = !weights.empty() && std::all_of(weights.begin(), weights.end(), [&](const std::string& n) {
-    return f.stored(n) == h5::Stored::bf16;
-  });
-  return bf16 ? h5::Stored::bf16 : h5::Stored::f32;
+  if (weights.empty()) return h5::Stored::f32;
+  const h5::Stored first = f.stored(weights.front());
+  const bool same = std::all_of(weights.begin(), weights.end(), [&](const std::string& n) { return f.stored(n) == first; });
+  return same ? first : h5::Stored::f32;
 }
 
 void read_weights(const std::string& path, const TensorTable& table, float* values) {

@@ -49,14 +49,14 @@ class WeightsWriter {
 };
 
 // Writes every tensor of `table` (which must be unsharded) from fp32 values in arena order (host), via
-// a temporary file renamed into place; stored as fp32 or rounded to bf16.
+// a temporary file renamed into place; stored as fp32 or rounded to bf16 or fp16.
 void write_weights(const std::string& path, const TensorTable& table, const float* values, const WeightsMeta& meta,
                    h5::Stored stored = h5::Stored::f32);
 // Reads every tensor of `table` into values (table.total() floats, arena order); a missing dataset or
 // a shape mismatch is a UserError naming both.
 void read_weights(const std::string& path, const TensorTable& table, float* values);
 WeightsMeta weights_meta(const std::string& path);
-// bf16 when every weight of the file (its root datasets) is stored as bf16, else fp32.
+// The 16-bit type every weight of the file (its root datasets) is stored in (bf16 or fp16), else fp32.
 h5::Stored weights_stored(const std::string& path);
 // A rank's slice of every tensor of its plan (and, in bf16 runs, its master weights) from the file's
 // global tensors (load_slices: the hyperslabs of its parameter ranges only); a missing tensor or

@@ -211,7 +211,9 @@ void export_hf(HostComm comm, const ModelWeights& w, const std::string& dir, con
         index["metadata"]["total_size"] = total;
         write_text_file(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
       }
-      const char* torch_dtype = options.dtype == safetensors::DType::bf16 ? "bfloat16" : "float32";
+      const char* torch_dtype = options.dtype == safetensors::DType::bf16  ? "bfloat16"
+                                : options.dtype == safetensors::DType::f16 ? "float16"
+                                                                           : "float32";
       write_text_file(dir + "/config.json", hf_config_json(w.cfg, torch_dtype, w.tokenizer));
     }); });
   } catch (const UserError&) {

@@ -125,7 +125,8 @@ Config import_hf(const std::string& dir, const std::string& out, const std::stri
   // memory taken, so a wrong directory fails at once.
   std::vector<std::pair<const safetensors::Reader*, const safetensors::TensorInfo*>> found(tensors.size());
   std::set<std::pair<std::string, std::string>> used;  // (file, tensor)
-  bool all_bf16 = true;
+  // Stored as the files store them when every tensor has the same 16-bit type (lossless), else fp32.
+  bool all_bf16 = true, all_f16 = true;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const HfTensor& t = tensors[i];
     const auto [reader, info] = locate(t.name);
@@ -141,6 +142,7 @@ Config import_hf(const std::string& dir, const std::string& out, const std::stri
     found[i] = {reader, info};
     used.insert({reader->path(), info->name});
     all_bf16 = all_bf16 && info->dtype == safetensors::DType::bf16;
+    all_f16 = all_f16 && info->dtype == safetensors::DType::f16;
   }
   for (const auto& [name, file] : files.located())
     if (!files.find(name).second)
@@ -189,7 +191,7 @@ Config import_hf(const std::string& dir, const std::string& out, const std::stri
   meta.tokenizer = !tokenizer.empty() ? tokenizer : !hc.tokenizer.empty() ? hc.tokenizer : kUnrecordedTokenizer;
   Config cfg = hc.cfg;
   meta.config_text = config_as_ini(OptionTable(cfg));
-  write_weights(out, whole.table, values.data(), meta, all_bf16 ? h5::Stored::bf16 : h5::Stored::f32);
+  write_weights(out, whole.table, values.data(), meta, all_bf16 ? h5::Stored::bf16 : all_f16 ? h5::Stored::f16 : h5::Stored::f32);
   return hc.cfg;
 }
 

@@ -11,6 +11,7 @@
 #include "ckpt/checksum.hpp"
 #include "common/bf16.hpp"
 #include "common/error.hpp"
+#include "common/fp16.hpp"
 
 namespace dtrain::safetensors {
 // The format is little-endian; tensors are read and written as the machine holds them.
@@ -18,22 +19,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assume
 namespace {
 
 constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit (100 MB)
-
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const int exponent = (h >> 10) & 0x1f;
-  const std::uint32_t mantissa = h & 0x3ffu;
-  float magnitude;
-  if (exponent == 0) magnitude = std::ldexp(static_cast<float>(mantissa), -24);               // zero, subnormal
-  else if (exponent == 31) magnitude = mantissa ? NAN : INFINITY;                            // NaN, infinity
-  else magnitude = std::ldexp(static_cast<float>(mantissa | 0x400u), exponent - 25);         // normal
-  std::uint32_t bits;
-  std::memcpy(&bits, &magnitude, sizeof bits);
-  bits |= sign;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 bool parse_dtype(const std::string& s, DType& d) {
   if (s == "F32") d = DType::f32;
@@ -179,7 +164,7 @@ std::vector<float> Reader::read(const TensorInfo& t) const {
   } else {
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint16_t bits = static_cast<std::uint16_t>(raw[2 * i] | raw[2 * i + 1] << 8);
-      out[i] = t.dtype == DType::bf16 ? to_float(bf16{bits}) : half_to_float(bits);
+      out[i] = t.dtype == DType::bf16 ? to_float(bf16{bits}) : to_float(fp16{bits});
     }
   }
   return out;
@@ -187,7 +172,6 @@ std::vector<float> Reader::read(const TensorInfo& t) const {
 
 Writer::Writer(std::string path, std::vector<PlannedTensor> tensors, DType dtype, const std::map<std::string, std::string>& metadata)
     : path_(std::move(path)), tmp_(path_ + ".tmp"), tensors_(std::move(tensors)), dtype_(dtype) {
-  if (dtype == DType::f16) fatal("safetensors::Writer writes F32 or BF16");
   nlohmann::ordered_json header;
   header["__metadata__"] = metadata;
   std::uint64_t at = 0;
@@ -229,14 +213,18 @@ void Writer::write(const std::string& name, const float* values, std::size_t cou
   if (dtype_ == DType::f32) {
     put(values, count * sizeof(float));
   } else {
-    std::vector<bf16> rounded(count);
+    // Rounded to nearest even; a value the 16-bit type cannot hold (beyond 65504 in float16) is refused.
+    const bool f16 = dtype_ == DType::f16;
+    std::vector<std::uint16_t> rounded(count);
     for (std::size_t i = 0; i < count; ++i) {
-      rounded[i] = to_bf16(values[i]);
-      if (!std::isfinite(to_float(rounded[i])))
-        throw UserError("tensor '" + name + "' holds a value beyond bfloat16's range (" + std::to_string(values[i]) +
-                        "); export it with --dtype fp32");
+      const fp16 h = to_fp16(values[i]);
+      const bf16 b = to_bf16(values[i]);
+      rounded[i] = f16 ? h.bits : b.bits;
+      if (!std::isfinite(f16 ? to_float(h) : to_float(b)))
+        throw UserError("tensor '" + name + "' holds a value beyond " + (f16 ? "float16's range (65504)" : "bfloat16's range") + " (" +
+                        std::to_string(values[i]) + "); export it with --dtype fp32");
     }
-    put(rounded.data(), count * sizeof(bf16));
+    put(rounded.data(), count * sizeof(std::uint16_t));
   }
   ++next_;
 }

@@ -12,7 +12,7 @@
 
 namespace dtrain::safetensors {
 
-// The element types dtrain reads (F32, BF16, F16) and writes (F32, BF16).
+// The element types dtrain reads and writes: F32, BF16, F16.
 enum class DType { f32, bf16, f16 };
 const char* dtype_name(DType d);  // "F32", "BF16", "F16"
 std::size_t dtype_bytes(DType d);

@@ -24,7 +24,8 @@
 #   bf16_other_precision_and_layout  a bf16 checkpoint resumes in fp32 and in bf16 on another layout; an fp32
 #                        checkpoint resumes in bf16
 #   consolidate_bf16     --dtype bf16 writes every weight rounded to nearest even (checked with numpy), h5dump
-#                        reads it; a bf16 run's checkpoint survives --reshard bitwise
+#                        reads it; a bf16 run's checkpoint survives --reshard bitwise; --dtype fp16 writes
+#                        numpy's float16 rounding (h5py), an unknown --dtype is one clear error
 #   roundtrip            consolidate(reshard(C, Y)) == consolidate(C) bitwise for several Y; h5dump and
 #                        h5py read the consolidated tensors by name with their global shapes
 #   kill_during_save     a rank SIGKILLed inside the second save: the job ends, latest still names the
@@ -308,8 +309,19 @@ PY
     "$consolidate" "$work/ckA16" --reshard "tp=1,pp=1,dp=2,zero=1" --out "$work/rs" > /dev/null || fail "reshard"
     "$consolidate" "$work/rs" --out "$work/R.h5" --optimizer > /dev/null || fail "consolidate of the resharded checkpoint"
     h5diff "$work/F.h5" "$work/R.h5" > "$work/diff.txt" || { head "$work/diff.txt"; fail "consolidate(reshard(C)) differs"; }
-    "$consolidate" "$work/ckA16" --out "$work/X.h5" --dtype fp16 > "$work/x.log" 2>&1 && fail "--dtype fp16 was accepted"
-    grep -q "ckpt-consolidate: error: --dtype 'fp16' is not accepted; use fp32 or bf16" "$work/x.log" || fail "no clear --dtype error" ;;
+    # --dtype fp16: IEEE half datasets that h5py reads as numpy's float16, each value numpy's own rounding.
+    "$consolidate" "$work/ckA16" --out "$work/H.h5" --dtype fp16 > /dev/null || fail "consolidate --dtype fp16"
+    /usr/bin/python3 - "$work/F.h5" "$work/H.h5" <<'PY' || fail "the fp16 file is not the fp32 file rounded to float16"
+import sys, h5py, numpy as np
+f, h = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = [k for k in f.keys() if k != "optimizer"]
+for name in names:
+    assert h[name].dtype == np.float16, (name, h[name].dtype)
+    assert np.array_equal(h[name][...].view(np.uint16), f[name][...].astype(np.float16).view(np.uint16)), name
+print("h5py: %d tensors in float16, each numpy's float16 rounding of the fp32 value" % len(names))
+PY
+    "$consolidate" "$work/ckA16" --out "$work/X.h5" --dtype fp8 > "$work/x.log" 2>&1 && fail "--dtype fp8 was accepted"
+    grep -q "ckpt-consolidate: error: --dtype 'fp8' is not accepted; use fp32, bf16 or fp16" "$work/x.log" || fail "no clear --dtype error" ;;
   roundtrip)
     reference
     "$consolidate" "$work/ckA" --out "$work/C.h5" --optimizer > /dev/null || fail "consolidate"

@@ -13,7 +13,9 @@
 #       bare names, mask buffers, F16; Llama: BF16, two shards, shuffled tensors) import, and dtrain's logits
 #       with the imported weights match the PyTorch forward on those files to 1e-5
 #   roundtrip
-#       export -> import -> export is byte-identical (fp32 one file, bf16, fp32 shards)
+#       export -> import -> export is byte-identical (fp32 one file, bf16, fp16, fp32 shards); the F16
+#       export is numpy's float16 rounding of the fp32 one bit for bit, and h5py reads the imported
+#       file's weights as float16
 #   init_from
 #       imported weights start training at tp=2 pp=2 and on 1 rank with the same first loss (1e-6),
 #       far below a fresh model's; a model with other keys is refused naming the key
@@ -119,7 +121,7 @@ case $case_name in
     train gpt2
     train llama
     for name in gpt2 llama; do
-      for variant in "fp32" "bf16 --dtype bf16" "shards --max-shard-size 100KB"; do
+      for variant in "fp32" "bf16 --dtype bf16" "fp16 --dtype fp16" "shards --max-shard-size 100KB"; do
         set -- $variant
         tag=$name-$1
         shift
@@ -132,6 +134,30 @@ case $case_name in
         echo "$tag: import -> export byte-identical ($(ls "$work/a-$tag" | wc -l) files, $(du -sb "$work/a-$tag" | cut -f1) bytes)"
       done
       h5dump -a /tokenizer "$work/w-$name-fp32.h5" | grep -q '"byte"' || fail "$name: the tokenizer identity did not travel"
+      # The F16 export is numpy's own float16 rounding (nearest even) of the fp32 export, bit for bit, and
+      # the imported weights file holds float16 datasets (h5py) with the same values.
+      /usr/bin/python3 - "$work/a-$name-fp32/model.safetensors" "$work/a-$name-fp16/model.safetensors" "$work/w-$name-fp16.h5" <<'PY' ||
+import json, struct, sys
+import h5py, numpy as np
+def tensors(path):
+    raw = open(path, 'rb').read()
+    n = struct.unpack('<Q', raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    return {k: (v['dtype'], raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]])
+            for k, v in header.items() if k != '__metadata__'}
+f32, f16 = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert f32.keys() == f16.keys()
+for k in f32:
+    assert f32[k][0] == 'F32' and f16[k][0] == 'F16', k
+    want = np.frombuffer(f32[k][1], '<f4').astype(np.float16)
+    got = np.frombuffer(f16[k][1], '<f2')
+    assert np.array_equal(want.view(np.uint16), got.view(np.uint16)), k
+with h5py.File(sys.argv[3], 'r') as h:
+    weights = [n for n in h if isinstance(h[n], h5py.Dataset)]
+    assert weights and all(h[n].dtype == np.float16 for n in weights), [h[n].dtype for n in weights]
+print('F16: numpy float16 rounding of', len(f32), 'tensors, bit for bit; float16 datasets:', len(weights))
+PY
+        fail "$name: the fp16 export is not numpy's float16 rounding of the fp32 export"
     done ;;
   init_from)
     train llama
