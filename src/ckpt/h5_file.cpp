@@ -64,34 +64,29 @@ std::string innermost_error() {
   return cause;
 }
 
-// bfloat16 as an HDF5 floating-point type (HDF5 has none built in): sign bit 15, 8 exponent bits at
-// 7 with bias 127, 7 mantissa bits at 0, two bytes. HDF5 converts it to and from float exactly, so
-// h5py (ds.astype('f4')) and h5dump read it as numbers.
+// A two-byte IEEE-style float type (HDF5 1.10 has none built in): sign bit 15, `exponent_bits` with
+// `bias` above the mantissa, the mantissa's 15 - exponent_bits bits at 0. HDF5 converts it to and from
+// float exactly, so h5py and h5dump read it as numbers.
+hid_t two_byte_float(std::size_t exponent_bits, std::size_t bias) {
+  const std::size_t mantissa_bits = 15 - exponent_bits;
+  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(t, 15, mantissa_bits, exponent_bits, 0, mantissa_bits);
+  H5Tset_offset(t, 0);
+  H5Tset_precision(t, 16);
+  H5Tset_size(t, 2);
+  H5Tset_ebias(t, bias);
+  return t;
+}
+
+// bfloat16: 8 exponent bits, bias 127, 7 mantissa bits (h5py: ds.astype('f4')).
 hid_t bf16_type() {
-  static const hid_t type = [] {
-    const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
-    H5Tset_fields(t, 15, 7, 8, 0, 7);
-    H5Tset_offset(t, 0);
-    H5Tset_precision(t, 16);
-    H5Tset_size(t, 2);
-    H5Tset_ebias(t, 127);
-    return t;
-  }();
+  static const hid_t type = two_byte_float(8, 127);
   return type;
 }
 
-// IEEE binary16 the way h5py writes numpy's float16: sign bit 15, 5 exponent bits at 10 with bias 15,
-// 10 mantissa bits at 0, two bytes (HDF5 1.10 has no built-in half type).
+// IEEE binary16 as h5py writes numpy's float16: 5 exponent bits, bias 15, 10 mantissa bits.
 hid_t f16_type() {
-  static const hid_t type = [] {
-    const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
-    H5Tset_fields(t, 15, 10, 5, 0, 10);
-    H5Tset_offset(t, 0);
-    H5Tset_precision(t, 16);
-    H5Tset_size(t, 2);
-    H5Tset_ebias(t, 15);
-    return t;
-  }();
+  static const hid_t type = two_byte_float(5, 15);
   return type;
 }
 
