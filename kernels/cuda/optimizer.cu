@@ -3,6 +3,7 @@
 // (block partials into a device array, then one block adds them in order): the same bits every run.
 #include <cmath>
 
+#include "kernels/adamw_math.hpp"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
 
@@ -18,7 +19,7 @@ __device__ double g_sum;
 // first elements (a few cached loads), then the update.
 template <typename KT>
 __global__ void adamw_kernel(float* master, KT* copy, float* m, float* v, const float* grad, const AdamRun* runs, int count,
-                             long elements, float lr, float beta1, float beta2, float eps, float inv_bc1, float inv_bc2) {
+                             long elements, AdamStep s) {
   const long j = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= elements) return;
   int lo = 0, hi = count - 1;  // the last run whose first element is at or before j
@@ -31,13 +32,7 @@ __global__ void adamw_kernel(float* master, KT* copy, float* m, float* v, const 
   }
   const AdamRun run = runs[lo];
   const long i = run.offset + (j - run.first);
-  const float g = grad[i];
-  const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-  const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-  m[i] = mi;
-  v[i] = vi;
-  const float p = master[i];
-  const float updated = p - lr * ((mi * inv_bc1) / (sqrtf(vi * inv_bc2) + eps) + run.weight_decay * p);
+  const float updated = adamw_element(master[i], grad[i], m[i], v[i], run.weight_decay, s);
   master[i] = updated;
   if (copy) copy[i] = st<KT>(updated);
 }
@@ -69,11 +64,8 @@ template <typename KT>
 void adamw(float* master, KT* copy, float* m, float* v, const float* grad, const AdamRun* runs, int count, long elements, float lr,
            float beta1, float beta2, float eps, int t) {
   if (count <= 0 || elements <= 0) return;
-  // Bias corrections folded into multipliers once, in double, as on the host.
-  const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta1), t)));
-  const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta2), t)));
-  adamw_kernel<<<blocks_for(elements), kThreads>>>(master, copy, m, v, grad, runs, count, elements, lr, beta1, beta2, eps, inv_bc1,
-                                                   inv_bc2);
+  adamw_kernel<<<blocks_for(elements), kThreads>>>(master, copy, m, v, grad, runs, count, elements,
+                                                   adam_step(lr, beta1, beta2, eps, t));
   DTRAIN_LAUNCH_CHECK();
 }
 

@@ -1,6 +1,7 @@
 // Host backend: optimizer and precision kernels on float vectors (sum_squares, scale, fill,
 // adamw_update, and the fp32 cases of narrow and widen). The bf16 compute copy of adamw_update is in
 // bf16.cpp.
+#include "kernels/adamw_math.hpp"
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
 
@@ -51,12 +52,7 @@ void widen(float* out /*(n)*/, const float* inp /*(n)*/, long n) { narrow(out, i
 
 void adamw_update(float* master, float* copy /*or null*/, float* m, float* v, const float* grad, const AdamRun* runs /*(count)*/,
                   int count, long /*elements*/, float lr, float beta1, float beta2, float eps, int t) {
-  // Bias corrections folded into multipliers once (in double, then rounded): no pow or division by
-  // them per element.
-  const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta1), t)));
-  const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta2), t)));
-  const float one_minus_b1 = 1.0f - beta1;
-  const float one_minus_b2 = 1.0f - beta2;
+  const AdamStep s = adam_step(lr, beta1, beta2, eps, t);
   for (int r = 0; r < count; ++r) {
     const long n = runs[r].count;
     const float weight_decay = runs[r].weight_decay;
@@ -69,16 +65,7 @@ void adamw_update(float* master, float* copy /*or null*/, float* m, float* v, co
         "adamw_update", HostRange(0, chunks), KOKKOS_LAMBDA(const long ch) {
           const long begin = ch * kChunk;
           const long end = begin + kChunk < n ? begin + kChunk : n;
-          for (long i = begin; i < end; ++i) {
-            const float gi = g[i];
-            const float mi = beta1 * mm[i] + one_minus_b1 * gi;
-            const float vi = beta2 * vv[i] + one_minus_b2 * gi * gi;
-            mm[i] = mi;
-            vv[i] = vi;
-            const float mhat = mi * inv_bc1;
-            const float vhat = vi * inv_bc2;
-            p[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + weight_decay * p[i]);
-          }
+          for (long i = begin; i < end; ++i) p[i] = adamw_element(p[i], g[i], mm[i], vv[i], weight_decay, s);
         });
     if (copy && copy != master) narrow(copy + runs[r].offset, p, n);
   }

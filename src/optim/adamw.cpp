@@ -1,9 +1,11 @@
 // AdamW: the runs of every optimizer range (one per tensor it overlaps), and step: one adamw_update
-// launch per range.
+// launch per range, or, offloaded, the update on the host's threads between the copies.
 #include "optim/adamw.hpp"
 
 #include <algorithm>
+#include <thread>
 
+#include "kernels/adamw_math.hpp"
 #include "kernels/kernels.hpp"
 
 namespace dtrain {
@@ -54,28 +56,56 @@ void AdamW::step(Arena& params, const Arena& grads, double lr, int t) {
   const std::size_t e = plan_.compute_type_bytes();
   Device& device = params.device();
   for (const RangeRuns& r : ranges_) {
-    const kernels::AdamRun* runs = runs_.as<kernels::AdamRun>() + r.first_run;
     float* m = m_.as<float>() + r.packed;
     float* v = v_.as<float>() + r.packed;
-    // The range's gradients and weights where the update runs: in place, or the host's staged copies
-    // (the weights too: an fp32 run's are its master weights, and a range's gaps must come back unchanged).
     const float* g = grads.as<float>() + r.begin;
     char* p = params.as<char>() + r.begin * e;
     if (offloaded()) {
+      // The range's gradients and weights to the host's staging (the weights too: an fp32 run's are its
+      // master weights, and a range's gaps must come back unchanged), updated there, the weights back.
       float* g_host = grads_staged_.as<float>() + r.packed;
       char* p_host = params_staged_.as<char>() + r.packed * e;
       device.copy(g_host, g, r.length * sizeof(float));
       device.copy(p_host, p, r.length * e);
-      g = g_host, p = p_host;
+      if (has_master())
+        update_on_host(r, master_.as<float>() + r.packed, reinterpret_cast<bf16*>(p_host), m, v, g_host, lr, t);
+      else
+        update_on_host(r, reinterpret_cast<float*>(p_host), nullptr, m, v, g_host, lr, t);
+      device.copy(p, p_host, r.length * e);
+      continue;
     }
+    const kernels::AdamRun* runs = runs_.as<kernels::AdamRun>() + r.first_run;
     if (has_master())
       k16.adamw_update(master_.as<float>() + r.packed, reinterpret_cast<bf16*>(p), m, v, g, runs, r.count, r.elements, f(lr),
                        f(cfg_.beta1), f(cfg_.beta2), f(cfg_.eps), t);
     else
       k32.adamw_update(reinterpret_cast<float*>(p), nullptr, m, v, g, runs, r.count, r.elements, f(lr), f(cfg_.beta1),
                        f(cfg_.beta2), f(cfg_.eps), t);
-    if (offloaded()) device.copy(params.as<char>() + r.begin * e, p, r.length * e);
   }
+}
+
+void AdamW::update_on_host(const RangeRuns& r, float* master, bf16* copy, float* m, float* v, const float* g, double lr, int t) const {
+  const kernels::AdamStep s = kernels::adam_step(static_cast<float>(lr), static_cast<float>(cfg_.beta1), static_cast<float>(cfg_.beta2),
+                                                 static_cast<float>(cfg_.eps), t);
+  const kernels::AdamRun* runs = runs_.as<kernels::AdamRun>() + r.first_run;  // host memory when offloaded
+  // Elements [from, to) in the runs' packed order (AdamRun::first counts them): each updated by the
+  // arithmetic every backend's kernel uses, its bf16 copy rounded to nearest even as the kernels do.
+  const auto work = [&](long from, long to) {
+    for (int k = 0; k < r.count; ++k) {
+      const kernels::AdamRun& run = runs[k];
+      const long lo = std::max(from, run.first), hi = std::min(to, run.first + run.count);
+      for (long j = lo; j < hi; ++j) {
+        const long i = run.offset + (j - run.first);
+        master[i] = kernels::adamw_element(master[i], g[i], m[i], v[i], run.weight_decay, s);
+        if (copy) copy[i] = to_bf16(master[i]);
+      }
+    }
+  };
+  const long span = (r.elements + host_threads_ - 1) / host_threads_;
+  std::vector<std::thread> threads;
+  for (int k = 1; k < host_threads_ && k * span < r.elements; ++k) threads.emplace_back(work, k * span, std::min(r.elements, (k + 1) * span));
+  work(0, std::min(r.elements, span));
+  for (auto& th : threads) th.join();
 }
 
 }  // namespace dtrain

@@ -7,12 +7,13 @@
 // tensors (their runs, with their weight decays, are made once, in the device's memory).
 // Offloaded (plan.offload_optimizer), the moments and master weights live in host memory and the host's
 // AdamW updates them: per range the gradients and weights are copied into host staging, updated there
-// with the same arithmetic, and the weights copied back. On the host backend the staging is a second
-// host arena standing in for the device, so the path and its bits are tested without a GPU. The staging
-// is pinned memory on a GPU.
+// with the same arithmetic (kernels/adamw_math.hpp) on the host's threads, and the weights copied back.
+// On the host backend the staging is a second host arena standing in for the device, so the path and
+// its bits are tested without a GPU. The staging is pinned memory on a GPU.
 #pragma once
 #include <vector>
 
+#include "common/bf16.hpp"
 #include "config/config.hpp"
 #include "kernels/backend.hpp"
 #include "plan/rank_plan.hpp"
@@ -35,6 +36,8 @@ class AdamW {
   void step(Arena& params, const Arena& grads, double lr, int t);
   bool has_master() const { return master_.data() != nullptr; }
   bool offloaded() const { return plan_.offload_optimizer; }
+  // Host threads of the offloaded update (the rank's cores; 1 until set). No effect without offload.
+  void set_host_threads(int threads) { host_threads_ = threads > 1 ? threads : 1; }
   Arena& master() { return master_; }  // empty in fp32 runs
   Arena& first_moment() { return m_; }
   Arena& second_moment() { return v_; }
@@ -48,6 +51,9 @@ class AdamW {
     long elements;
   };
 
+  // The offloaded update of one range: its elements cut into host_threads_ spans of about equal length.
+  void update_on_host(const RangeRuns& r, float* master, bf16* copy, float* m, float* v, const float* g, double lr, int t) const;
+
   const RankPlan& plan_;
   OptimizerConfig cfg_;
   kernels::Backend backend_;  // where the update runs: the model's device, or the host when offloaded
@@ -57,6 +63,7 @@ class AdamW {
   PinnedBuffer grads_staged_, params_staged_;
   std::vector<RangeRuns> ranges_;
   Arena runs_;  // kernels::AdamRun entries of every range, in the memory of the device the update runs on
+  int host_threads_ = 1;
 };
 
 }  // namespace dtrain

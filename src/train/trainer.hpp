@@ -53,6 +53,8 @@ class Trainer {
   GptModel& model() { return *model_; }
   const RankPlan& rank_plan() const { return model_->plan(); }
   Watchdog* watchdog() const { return ps_.watchdog(); }
+  // The host threads an offloaded optimizer updates with (the rank's cores: its BLAS threads).
+  void set_optimizer_threads(int threads) { adamw_.set_host_threads(threads); }
   Trace* trace() const { return ps_.trace(); }
   // Collective, at the end of training: the global fp32 weights (the master weights of a bf16 run), one
   // global tensor after another in bounded slabs, handed to `sink` on world rank 0
