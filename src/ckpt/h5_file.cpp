@@ -6,16 +6,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
 #include "ckpt/checksum.hpp"
 #include "comm/host_values.hpp"
-#include "common/bf16.hpp"
-#include "common/fp16.hpp"
 #include "common/error.hpp"
+#include "common/round16.hpp"
 
 namespace dtrain::h5 {
 namespace {
@@ -62,32 +60,6 @@ std::string innermost_error() {
   std::string cause = "no further detail";
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, &cause);
   return cause;
-}
-
-// A two-byte IEEE-style float type (HDF5 1.10 has none built in): sign bit 15, `exponent_bits` with
-// `bias` above the mantissa, the mantissa's 15 - exponent_bits bits at 0. HDF5 converts it to and from
-// float exactly, so h5py and h5dump read it as numbers.
-hid_t two_byte_float(std::size_t exponent_bits, std::size_t bias) {
-  const std::size_t mantissa_bits = 15 - exponent_bits;
-  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
-  H5Tset_fields(t, 15, mantissa_bits, exponent_bits, 0, mantissa_bits);
-  H5Tset_offset(t, 0);
-  H5Tset_precision(t, 16);
-  H5Tset_size(t, 2);
-  H5Tset_ebias(t, bias);
-  return t;
-}
-
-// bfloat16: 8 exponent bits, bias 127, 7 mantissa bits (h5py: ds.astype('f4')).
-hid_t bf16_type() {
-  static const hid_t type = two_byte_float(8, 127);
-  return type;
-}
-
-// IEEE binary16 as h5py writes numpy's float16: 5 exponent bits, bias 15, 10 mantissa bits.
-hid_t f16_type() {
-  static const hid_t type = two_byte_float(5, 15);
-  return type;
 }
 
 herr_t collect(hid_t, const char* name, const H5O_info_t* info, void* out) {
@@ -295,8 +267,7 @@ Dataset File::create_dataset(const std::string& name, const std::vector<std::int
   Handle lcpl{H5Pcreate(H5P_LINK_CREATE), H5Pclose};
   H5Pset_create_intermediate_group(lcpl.id, 1);
   Handle space{H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose};
-  const hid_t type = stored == Stored::bf16 ? bf16_type() : stored == Stored::f16 ? f16_type() : H5T_IEEE_F32LE;
-  const hid_t id = H5Dcreate2(id_, name.c_str(), type, space.id, lcpl.id, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t id = H5Dcreate2(id_, name.c_str(), file_type(stored), space.id, lcpl.id, H5P_DEFAULT, H5P_DEFAULT);
   if (id < 0) fail("creating dataset " + name + " (disk full?)", __LINE__);
   return Dataset(this, id, name, dims, n, stored);
 }
@@ -321,22 +292,18 @@ void Dataset::write_range(std::size_t at, std::size_t count, const float* data) 
   Handle space{H5Dget_space(id_), H5Sclose};
   if (space.id < 0 || !select_boxes(space.id, boxes)) file_->fail("selecting part of dataset " + name_, __LINE__);
   herr_t rc;
-  if (stored_ == Stored::bf16) {
-    // Rounded here (to nearest even, as the trainer rounds), then written as stored.
-    std::vector<bf16> rounded(count);
-    for (std::size_t i = 0; i < count; ++i) rounded[i] = to_bf16(data[i]);
-    rc = H5Dwrite(id_, bf16_type(), memory.id, space.id, H5P_DEFAULT, rounded.data());
-  } else if (stored_ == Stored::f16) {
-    std::vector<fp16> rounded(count);
-    for (std::size_t i = 0; i < count; ++i) {
-      rounded[i] = to_fp16(data[i]);
-      if (!std::isfinite(to_float(rounded[i])))
-        file_->fail("dataset " + name_ + " holds " + std::to_string(data[i]) +
-                        ", beyond float16's range (65504); write it with --dtype fp32 or bf16", __LINE__, false);
-    }
-    rc = H5Dwrite(id_, f16_type(), memory.id, space.id, H5P_DEFAULT, rounded.data());
-  } else {
+  if (stored_ == Stored::f32) {
     rc = H5Dwrite(id_, H5T_NATIVE_FLOAT, memory.id, space.id, H5P_DEFAULT, data);
+  } else {
+    // Rounded here (to nearest even, as the trainer rounds), then written as stored.
+    const bool f16 = stored_ == Stored::f16;
+    std::vector<std::uint16_t> rounded(count);
+    const std::size_t bad = round_to_16(f16 ? Type16::fp16 : Type16::bf16, data, count, rounded.data());
+    if (bad < count)
+      file_->fail("dataset " + name_ + " holds " + std::to_string(data[bad]) + ", beyond " + stored_name(stored_) +
+                      "'s range; write it with --dtype fp32" + (f16 ? " or bf16" : ""),
+                  __LINE__, false);
+    rc = H5Dwrite(id_, file_type(stored_), memory.id, space.id, H5P_DEFAULT, rounded.data());
   }
   if (rc < 0) file_->fail("writing dataset " + name_ + " (disk full?)", __LINE__);
 }
@@ -400,10 +367,7 @@ Stored File::stored(const std::string& name) const {
   if (ds.id < 0) fail("no dataset '" + name + "'", __LINE__);
   Handle type{H5Dget_type(ds.id), H5Tclose};
   if (type.id < 0) fail("reading the type of dataset " + name, __LINE__);
-  if (H5Tget_class(type.id) != H5T_FLOAT || H5Tget_size(type.id) != 2) return Stored::f32;
-  std::size_t sign = 0, exponent_at = 0, exponent_bits = 0, mantissa_at = 0, mantissa_bits = 0;
-  H5Tget_fields(type.id, &sign, &exponent_at, &exponent_bits, &mantissa_at, &mantissa_bits);
-  return exponent_bits == 5 ? Stored::f16 : Stored::bf16;
+  return stored_of(type.id);
 }
 
 std::vector<std::string> File::list_datasets(const std::string& group) const {
@@ -416,18 +380,6 @@ std::vector<std::string> File::list_datasets(const std::string& group) const {
   for (auto& n : names)
     if (n.rfind(prefix + "/", 0) == 0) under.push_back(n);
   return under;
-}
-
-const char* stored_name(Stored s) {
-  switch (s) {
-    case Stored::bf16:
-      return "bfloat16";
-    case Stored::f16:
-      return "float16";
-    case Stored::f32:
-      break;
-  }
-  return "float32";
 }
 
 }  // namespace dtrain::h5

@@ -10,16 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/h5_float_types.hpp"
 #include "comm/host_comm.hpp"
 
 namespace dtrain::h5 {
 
 class File;
-
-// How a float dataset is stored in the file: IEEE fp32, bfloat16 or IEEE binary16 (HDF5 float types of
-// two bytes that HDF5 converts to float when read; h5py reads the last as numpy's float16).
-enum class Stored { f32, bf16, f16 };
-const char* stored_name(Stored s);  // "float32", "bfloat16", "float16"
 
 // Elements [at, at + count) of a dataset (flat, row-major, whatever its shape) and where they go in a
 // contiguous memory buffer: [to, to + count).

@@ -12,6 +12,7 @@
 #include "common/bf16.hpp"
 #include "common/error.hpp"
 #include "common/fp16.hpp"
+#include "common/round16.hpp"
 
 namespace dtrain::safetensors {
 // The format is little-endian; tensors are read and written as the machine holds them.
@@ -216,14 +217,10 @@ void Writer::write(const std::string& name, const float* values, std::size_t cou
     // Rounded to nearest even; a value the 16-bit type cannot hold (beyond 65504 in float16) is refused.
     const bool f16 = dtype_ == DType::f16;
     std::vector<std::uint16_t> rounded(count);
-    for (std::size_t i = 0; i < count; ++i) {
-      const fp16 h = to_fp16(values[i]);
-      const bf16 b = to_bf16(values[i]);
-      rounded[i] = f16 ? h.bits : b.bits;
-      if (!std::isfinite(f16 ? to_float(h) : to_float(b)))
-        throw UserError("tensor '" + name + "' holds a value beyond " + (f16 ? "float16's range (65504)" : "bfloat16's range") + " (" +
-                        std::to_string(values[i]) + "); export it with --dtype fp32");
-    }
+    const std::size_t bad = round_to_16(f16 ? Type16::fp16 : Type16::bf16, values, count, rounded.data());
+    if (bad < count)
+      throw UserError("tensor '" + name + "' holds a value beyond " + (f16 ? "float16's range (65504)" : "bfloat16's range") + " (" +
+                      std::to_string(values[bad]) + "); export it with --dtype fp32");
     put(rounded.data(), count * sizeof(std::uint16_t));
   }
   ++next_;

@@ -320,6 +320,12 @@ for name in names:
     assert np.array_equal(h[name][...].view(np.uint16), f[name][...].astype(np.float16).view(np.uint16)), name
 print("h5py: %d tensors in float16, each numpy's float16 rounding of the fp32 value" % len(names))
 PY
+    # A weight beyond float16's range (65504) is refused by name, and no export is left.
+    cp "$work/F.h5" "$work/big.h5"
+    /usr/bin/python3 -c "import h5py; f = h5py.File('$work/big.h5', 'r+'); f['wte'][0, 0] = 1e5" || fail "h5py"
+    "$consolidate" "$work/big.h5" --export-hf "$work/big-hf" --dtype fp16 > "$work/big.log" 2>&1 && fail "an fp16 export of 1e5 was accepted"
+    grep -q "beyond float16's range (65504)" "$work/big.log" || { cat "$work/big.log"; fail "no error naming float16's range"; }
+    [ -z "$(ls "$work/big-hf" 2>/dev/null)" ] || fail "a refused fp16 export left files"
     "$consolidate" "$work/ckA16" --out "$work/X.h5" --dtype fp8 > "$work/x.log" 2>&1 && fail "--dtype fp8 was accepted"
     grep -q "ckpt-consolidate: error: --dtype 'fp8' is not accepted; use fp32, bf16 or fp16" "$work/x.log" || fail "no clear --dtype error" ;;
   roundtrip)
