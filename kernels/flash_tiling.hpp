@@ -1,4 +1,4 @@
-// The tiling of the CUDA backend's fused attention (kernels/cuda/attention_bf16.cu, attention_fp32.cu),
+// The tiling of the CUDA backend's fused attention (kernels/cuda/attention_16bit.cu, attention_fp32.cu),
 // as plain functions that compile for the host too, so that the index math is tested without a GPU
 // (tests/unit/test_flash_tiling.cpp). Square tiles of kTile query rows by kTile keys; four warps per
 // thread block, each owning 16 rows of a tile; the head dim padded to the next of 16/32/64/128 (the
@@ -30,12 +30,12 @@ DTRAIN_HOST_DEVICE constexpr int first_query_tile(int key_tile) { return key_til
 DTRAIN_HOST_DEVICE constexpr bool visible(int q, int k, int T) { return k <= q && k < T && q < T; }
 
 // Shared memory of each kernel, bytes, for padded head dim D.
-// bf16 (tensor cores, kernels/cuda/attention_bf16.cu): element tiles of kTile rows whose rows are padded
-// by 8 elements (16 bytes) to mma_row_stride(D), so that the 8 row addresses of one ldmatrix start in 8
-// different groups of 4 banks (a row is D/2 + 4 words: rows i and i+1 are 4 banks apart modulo 32 for
-// D = 64 and 128, and 12 or 20 banks apart, still 8 distinct groups, for D = 16 and 32). The walked tiles
-// are double-buffered (the next one loads while the current one is used); scores, probabilities and
-// every accumulator stay in registers.
+// bf16 and fp16 (tensor cores, kernels/cuda/attention_16bit.cu): 16-bit element tiles of kTile rows
+// whose rows are padded by 8 elements (16 bytes) to mma_row_stride(D), so that the 8 row addresses of
+// one ldmatrix start in 8 different groups of 4 banks (a row is D/2 + 4 words: rows i and i+1 are 4
+// banks apart modulo 32 for D = 64 and 128, and 12 or 20 banks apart, still 8 distinct groups, for
+// D = 16 and 32). The walked tiles are double-buffered (the next one loads while the current one is used);
+// scores, probabilities and every accumulator stay in registers.
 DTRAIN_HOST_DEVICE constexpr int mma_row_stride(int D) { return D + 8; }
 DTRAIN_HOST_DEVICE constexpr std::size_t mma_tile_bytes(int D) { return static_cast<std::size_t>(kTile) * mma_row_stride(D) * 2; }
 // Q, 2 x (K, V).

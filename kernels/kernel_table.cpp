@@ -31,5 +31,6 @@ const KernelTable<Storage>& kernel_table(Backend backend) {
 
 template const KernelTable<float>& kernel_table<float>(Backend);
 template const KernelTable<bf16>& kernel_table<bf16>(Backend);
+template const KernelTable<fp16>& kernel_table<fp16>(Backend);
 
 }  // namespace dtrain::kernels

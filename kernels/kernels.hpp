@@ -1,10 +1,10 @@
-// The one kernel header: declares every kernel of kernel_api.inc, for both storage types (float and
-// bf16), in each backend's namespace (dtrain::kernels::host, and dtrain::kernels::cuda in CUDA builds),
+// The one kernel header: declares every kernel of kernel_api.inc, for the three storage types (float,
+// bf16, fp16), in each backend's namespace (dtrain::kernels::host, and dtrain::kernels::cuda in CUDA builds),
 // and defines KernelTable<KT>, the dispatch table through which the model calls whichever backend
 // runs. The model never names a backend.
 #pragma once
 
-#include "common/bf16.hpp"
+#include "common/storage_type.hpp"
 #include "kernels/backend.hpp"
 
 namespace dtrain::kernels {
@@ -25,12 +25,18 @@ namespace host {
 #define KT ::dtrain::bf16
 #include "kernels/kernel_api.inc"
 #undef KT
+#define KT ::dtrain::fp16
+#include "kernels/kernel_api.inc"
+#undef KT
 }  // namespace host
 namespace cuda {
 #define KT float
 #include "kernels/kernel_api.inc"
 #undef KT
 #define KT ::dtrain::bf16
+#include "kernels/kernel_api.inc"
+#undef KT
+#define KT ::dtrain::fp16
 #include "kernels/kernel_api.inc"
 #undef KT
 }  // namespace cuda
@@ -46,7 +52,7 @@ struct KernelTable {
   Backend backend;
 };
 
-// The table of a backend for storage type Storage (float or bf16). Asking for cuda in a build without
+// The table of a backend for storage type Storage (float, bf16 or fp16). Asking for cuda in a build without
 // CUDA is a fatal error.
 template <typename Storage>
 const KernelTable<Storage>& kernel_table(Backend backend);

@@ -1,15 +1,16 @@
-// Where each lane's values sit in the tensor-core fragments the bf16 attention kernels use
-// (kernels/cuda/attention_bf16.cu): mma.sync.m16n8k16 (bf16 in, fp32 accumulators) and the ldmatrix
-// loads that fill its operands from shared memory. Plain functions that compile for the host too, so
-// that tests/unit/test_mma_fragments.cpp checks them against the PTX ISA's fragment tables by
-// emulating the instructions on the host: a wrong lane map fails there, not on a GPU.
+// Where each lane's values sit in the tensor-core fragments the bf16 and fp16 attention kernels use
+// (kernels/cuda/attention_16bit.cu): mma.sync.m16n8k16 (bf16 or fp16 in, the same fragment layouts for
+// both; fp32 accumulators) and the ldmatrix loads that fill its operands from shared memory. Plain
+// functions that compile for the host too, so that tests/unit/test_mma_fragments.cpp checks them
+// against the PTX ISA's fragment tables by emulating the instructions on the host: a wrong lane map
+// fails there, not on a GPU.
 //
 // Fragments of one warp (lane = 0..31, group = lane / 4, quad lane = lane % 4):
-//   A (16 x 16, row-major): 4 registers of 2 bf16; register r holds row group + 8 (r % 2),
+//   A (16 x 16, row-major): 4 registers of 2 16-bit values; register r holds row group + 8 (r % 2),
 //     columns 2 quad + 8 (r / 2) and the next one (lower column in the lower half).
 //   B (16 x 8, k x n): 2 registers; register r holds k = 2 quad + 8 r and the next, n = group.
 //   C (16 x 8 fp32): 4 values; value e holds row group + 8 (e / 2), column 2 quad + e % 2.
-// The C fragments of two neighbouring 8-column tiles, rounded to bf16 in pairs, are the A fragment of
+// The C fragments of two neighbouring 8-column tiles, rounded to 16 bits in pairs, are the A fragment of
 // the 16 columns they cover: the softmax's probabilities feed the next product without leaving
 // registers (a_from_c).
 #pragma once

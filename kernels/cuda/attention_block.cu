@@ -145,6 +145,17 @@ __global__ void narrow_columns_kernel(KT* out, const float* inp, long N, int W, 
   if (i < N * w) out[(i / w) * W + col + i % w] = st<KT>(inp[i]);
 }
 
+template <typename KT>
+void copy_cols(KT* out, const KT* inp, long N, int W, int col, int w) {
+  copy_columns_kernel<<<blocks_for(N * w), kThreads>>>(out, inp, N, W, col, w);
+  DTRAIN_LAUNCH_CHECK();
+}
+template <typename KT>
+void narrow_cols(KT* out, const float* inp, long N, int W, int col, int w) {
+  narrow_columns_kernel<<<blocks_for(N * w), kThreads>>>(out, inp, N, W, col, w);
+  DTRAIN_LAUNCH_CHECK();
+}
+
 }  // namespace
 
 void attention_block_forward(float* out, float* lse, float*, const float* q, int qs, const float* kv, int ks, int Tq, int Tk, int NH,
@@ -152,6 +163,10 @@ void attention_block_forward(float* out, float* lse, float*, const float* q, int
   block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
 }
 void attention_block_forward(float* out, float* lse, float*, const bf16* q, int qs, const bf16* kv, int ks, int Tq, int Tk, int NH,
+                             int NKV, int HD, bool causal) {
+  block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
+}
+void attention_block_forward(float* out, float* lse, float*, const fp16* q, int qs, const fp16* kv, int ks, int Tq, int Tk, int NH,
                              int NKV, int HD, bool causal) {
   block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
 }
@@ -163,22 +178,16 @@ void attention_block_backward(float* dq, float* dkv, int dks, float*, const bf16
                               const bf16* q, int qs, const bf16* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
   block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
 }
+void attention_block_backward(float* dq, float* dkv, int dks, float*, const fp16* dout, const fp16* out, const float* lse,
+                              const fp16* q, int qs, const fp16* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
+  block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
+}
 
-void copy_columns(float* out, const float* inp, long N, int W, int col, int w) {
-  copy_columns_kernel<<<blocks_for(N * w), kThreads>>>(out, inp, N, W, col, w);
-  DTRAIN_LAUNCH_CHECK();
-}
-void copy_columns(bf16* out, const bf16* inp, long N, int W, int col, int w) {
-  copy_columns_kernel<<<blocks_for(N * w), kThreads>>>(out, inp, N, W, col, w);
-  DTRAIN_LAUNCH_CHECK();
-}
-void narrow_columns(float* out, const float* inp, long N, int W, int col, int w) {
-  narrow_columns_kernel<<<blocks_for(N * w), kThreads>>>(out, inp, N, W, col, w);
-  DTRAIN_LAUNCH_CHECK();
-}
-void narrow_columns(bf16* out, const float* inp, long N, int W, int col, int w) {
-  narrow_columns_kernel<<<blocks_for(N * w), kThreads>>>(out, inp, N, W, col, w);
-  DTRAIN_LAUNCH_CHECK();
-}
+void copy_columns(float* out, const float* inp, long N, int W, int col, int w) { copy_cols(out, inp, N, W, col, w); }
+void copy_columns(bf16* out, const bf16* inp, long N, int W, int col, int w) { copy_cols(out, inp, N, W, col, w); }
+void copy_columns(fp16* out, const fp16* inp, long N, int W, int col, int w) { copy_cols(out, inp, N, W, col, w); }
+void narrow_columns(float* out, const float* inp, long N, int W, int col, int w) { narrow_cols(out, inp, N, W, col, w); }
+void narrow_columns(bf16* out, const float* inp, long N, int W, int col, int w) { narrow_cols(out, inp, N, W, col, w); }
+void narrow_columns(fp16* out, const float* inp, long N, int W, int col, int w) { narrow_cols(out, inp, N, W, col, w); }
 
 }  // namespace dtrain::kernels::cuda

@@ -1,6 +1,6 @@
 // CUDA backend, fp32: fused causal self-attention with FMAs (no TF32), so that fp32 on the GPU matches
-// the host; the bf16 path (kernels/cuda/attention_bf16.cu) runs the same algorithm on tensor cores and
-// its header says how. One launch covers every (sample, head): a thread block per (query tile, sample x
+// the host; the bf16 and fp16 path (kernels/cuda/attention_16bit.cu) runs the same algorithm on tensor
+// cores and its header says how. One launch covers every (sample, head): a thread block per (query tile, sample x
 // head) in the forward pass keeps its query tile, walks the key tiles up to the diagonal with an online
 // softmax (running maximum and sum per row, the output accumulator rescaled as the maximum grows), and
 // writes the output and each row's log-sum-exp: no (T,T) matrix ever reaches device memory. The backward

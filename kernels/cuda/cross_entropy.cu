@@ -111,12 +111,17 @@ void xent_bw(KT* dlogits, const KT* logits, const float* lse, const int* targets
 
 void xent_row_max(float* row_max_out, const float* logits, long N, int V) { row_max(row_max_out, logits, N, V); }
 void xent_row_max(float* row_max_out, const bf16* logits, long N, int V) { row_max(row_max_out, logits, N, V); }
+void xent_row_max(float* row_max_out, const fp16* logits, long N, int V) { row_max(row_max_out, logits, N, V); }
 void xent_row_sum_exp(float* row_sum, const float* logits, const float* m, long N, int V) { row_sum_exp(row_sum, logits, m, N, V); }
 void xent_row_sum_exp(float* row_sum, const bf16* logits, const float* m, long N, int V) { row_sum_exp(row_sum, logits, m, N, V); }
+void xent_row_sum_exp(float* row_sum, const fp16* logits, const float* m, long N, int V) { row_sum_exp(row_sum, logits, m, N, V); }
 void xent_target_logit(float* t, const float* logits, const int* targets, int vocab_start, long N, int V) {
   target_logit(t, logits, targets, vocab_start, N, V);
 }
 void xent_target_logit(float* t, const bf16* logits, const int* targets, int vocab_start, long N, int V) {
+  target_logit(t, logits, targets, vocab_start, N, V);
+}
+void xent_target_logit(float* t, const fp16* logits, const int* targets, int vocab_start, long N, int V) {
   target_logit(t, logits, targets, vocab_start, N, V);
 }
 double xent_loss(float* lse, const float* row_max_in, const float* row_sum, const float* target, long N) {
@@ -131,6 +136,10 @@ void xent_backward(float* dlogits, const float* logits, const float* lse, const 
   xent_bw(dlogits, logits, lse, targets, dloss, vocab_start, N, V);
 }
 void xent_backward(bf16* dlogits, const bf16* logits, const float* lse, const int* targets, const float* dloss, int vocab_start,
+                   long N, int V) {
+  xent_bw(dlogits, logits, lse, targets, dloss, vocab_start, N, V);
+}
+void xent_backward(fp16* dlogits, const fp16* logits, const float* lse, const int* targets, const float* dloss, int vocab_start,
                    long N, int V) {
   xent_bw(dlogits, logits, lse, targets, dloss, vocab_start, N, V);
 }

@@ -1,20 +1,23 @@
-// Shared by the CUDA kernels: element loads and stores in either storage type (fp32 arithmetic on
-// both; bf16 rounds to nearest even), launch shapes, warp reductions, a deterministic column
-// reduction, and the cuBLAS GEMM every matmul and attention product goes through. Everything runs on
-// the default stream, the rank's compute stream; the NCCL backend orders its own streams after it.
+// Shared by the CUDA kernels: element loads and stores in each storage type (fp32 arithmetic on all
+// three; bf16 and fp16 round to nearest even, fp16 overflows to infinity beyond 65504), launch
+// shapes, warp reductions, a deterministic column reduction, and the cuBLAS GEMM every matmul and
+// attention product goes through. Everything runs on the default stream, the rank's compute stream;
+// the NCCL backend orders its own streams after it.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 
-#include "common/bf16.hpp"
 #include "common/cuda_check.hpp"
 #include "common/error.hpp"
+#include "common/storage_type.hpp"
 
 namespace dtrain::kernels::cuda {
 
@@ -31,6 +34,7 @@ bool launch_checks_wait();  // DTRAIN_SYNC_LAUNCH or DTRAIN_KERNEL_PROFILE set
 
 __device__ __forceinline__ float ld(float x) { return x; }
 __device__ __forceinline__ float ld(::dtrain::bf16 x) { return __uint_as_float(static_cast<unsigned>(x.bits) << 16); }
+__device__ __forceinline__ float ld(::dtrain::fp16 x) { return __half2float(__ushort_as_half(x.bits)); }
 template <typename T>
 __device__ __forceinline__ T st(float f);
 template <>
@@ -41,6 +45,13 @@ template <>
 __device__ __forceinline__ ::dtrain::bf16 st<::dtrain::bf16>(float f) {
   return ::dtrain::bf16{__bfloat16_as_ushort(__float2bfloat16_rn(f))};
 }
+template <>
+__device__ __forceinline__ ::dtrain::fp16 st<::dtrain::fp16>(float f) {
+  return ::dtrain::fp16{__half_as_ushort(__float2half_rn(f))};
+}
+// The two 16-bit storage types (bf16, fp16), whose kernels share one template.
+template <typename T>
+constexpr bool kHalfStorage = std::is_same_v<T, ::dtrain::bf16> || std::is_same_v<T, ::dtrain::fp16>;
 
 // Packs: kPack<KT> consecutive elements, 16 bytes. load_n/store_n move kN elements (a whole number of
 // packs) from element i, by 128-bit accesses when kVector (the caller checked that the length is a
@@ -181,6 +192,10 @@ template <>
 constexpr cudaDataType_t cuda_type<::dtrain::bf16>() {
   return CUDA_R_16BF;
 }
+template <>
+constexpr cudaDataType_t cuda_type<::dtrain::fp16>() {
+  return CUDA_R_16F;
+}
 
 // Column-major C (m x n, ldc) = alpha * op(A) op(B) + beta * C, `batch` times with the given strides
 // (elements), accumulated in fp32 (CUBLAS_COMPUTE_32F: no TF32, so fp32 runs match the host).
@@ -199,8 +214,8 @@ void gemm(bool transa, bool transb, int m, int n, int k, float alpha, const TA* 
 
 // Column-major D (m x n, ldd = m) = op(A) op(B) + bias (m values, one per row of D) with the bias added
 // in cuBLASLt's epilogue (gemm_bias.cu), accumulated in fp32 as gemm is. false, with nothing done, where
-// a bf16 bias for a bf16 output is not 16-byte aligned or cuBLASLt has no algorithm for these types and
-// alignments (said on stderr for the first such shapes): the caller then adds the bias itself.
+// a 16-bit bias for a 16-bit output is not 16-byte aligned or cuBLASLt has no algorithm for these types
+// and alignments (said on stderr for the first such shapes): the caller then adds the bias itself.
 template <typename TA, typename TD>
 bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, const TA* bias, TD* D);
 

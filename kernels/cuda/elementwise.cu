@@ -80,7 +80,7 @@ __global__ void scale_kernel(float* x, float factor, long n) {
   x[i] *= factor;
 }
 
-// kN: the wider of the two types' packs (8 elements where one side is bf16).
+// kN: the wider of the two types' packs (8 elements where one side is bf16 or fp16).
 template <bool kVector, int kN, typename To, typename From>
 __global__ void convert_kernel(To* out, const From* inp, long n) {
   DTRAIN_FOR_EACH_PACK(kN);
@@ -141,14 +141,19 @@ void zero_n(KT* x, long n) {
 
 void gelu_forward(float* out, const float* inp, long n) { gelu_fw(out, inp, n); }
 void gelu_forward(bf16* out, const bf16* inp, long n) { gelu_fw(out, inp, n); }
+void gelu_forward(fp16* out, const fp16* inp, long n) { gelu_fw(out, inp, n); }
 void gelu_backward(float* dinp, const float* inp, const float* dout, long n) { gelu_bw(dinp, inp, dout, n); }
 void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, long n) { gelu_bw(dinp, inp, dout, n); }
+void gelu_backward(fp16* dinp, const fp16* inp, const fp16* dout, long n) { gelu_bw(dinp, inp, dout, n); }
 void residual_forward(float* out, const float* inp1, const float* inp2, long n) { residual(out, inp1, inp2, n); }
 void residual_forward(bf16* out, const bf16* inp1, const bf16* inp2, long n) { residual(out, inp1, inp2, n); }
+void residual_forward(fp16* out, const fp16* inp1, const fp16* inp2, long n) { residual(out, inp1, inp2, n); }
 void copy(float* out, const float* inp, long n) { copy_n(out, inp, n); }
 void copy(bf16* out, const bf16* inp, long n) { copy_n(out, inp, n); }
+void copy(fp16* out, const fp16* inp, long n) { copy_n(out, inp, n); }
 void zero(float* x, long n) { zero_n(x, n); }
 void zero(bf16* x, long n) { zero_n(x, n); }
+void zero(fp16* x, long n) { zero_n(x, n); }
 void fill(float* x, float value, long n) {
   fill_kernel<<<blocks_for(n), kThreads>>>(x, value, n);
   DTRAIN_LAUNCH_CHECK();
@@ -159,7 +164,9 @@ void scale(float* x, float factor, long n) {
 }
 void narrow(float* out, const float* inp, long n) { convert(out, inp, n); }
 void narrow(bf16* out, const float* inp, long n) { convert(out, inp, n); }
+void narrow(fp16* out, const float* inp, long n) { convert(out, inp, n); }
 void widen(float* out, const float* inp, long n) { convert(out, inp, n); }
 void widen(float* out, const bf16* inp, long n) { convert(out, inp, n); }
+void widen(float* out, const fp16* inp, long n) { convert(out, inp, n); }
 
 }  // namespace dtrain::kernels::cuda

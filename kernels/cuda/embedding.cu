@@ -177,10 +177,16 @@ void embedding_forward(float* out, const int* tokens, const float* wte, const fl
 void embedding_forward(bf16* out, const int* tokens, const bf16* wte, const bf16* wpe, int vocab_start, int B, int T, int C, int V) {
   embedding_fw(out, tokens, wte, wpe, vocab_start, B, T, C, V);
 }
+void embedding_forward(fp16* out, const int* tokens, const fp16* wte, const fp16* wpe, int vocab_start, int B, int T, int C, int V) {
+  embedding_fw(out, tokens, wte, wpe, vocab_start, B, T, C, V);
+}
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int vocab_start, int B, int T, int C, int V) {
   embedding_bw(dwte, dwpe, dout, tokens, vocab_start, B, T, C, V);
 }
 void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, int vocab_start, int B, int T, int C, int V) {
+  embedding_bw(dwte, dwpe, dout, tokens, vocab_start, B, T, C, V);
+}
+void embedding_backward(float* dwte, float* dwpe, const fp16* dout, const int* tokens, int vocab_start, int B, int T, int C, int V) {
   embedding_bw(dwte, dwpe, dout, tokens, vocab_start, B, T, C, V);
 }
 

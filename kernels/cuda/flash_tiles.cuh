@@ -1,4 +1,4 @@
-// The building blocks of the fused attention kernels (kernels/cuda/attention_bf16.cu on tensor cores,
+// The building blocks of the fused attention kernels (kernels/cuda/attention_16bit.cu on tensor cores,
 // kernels/cuda/attention_fp32.cu with FMAs), per thread block of kWarps warps over kTile x kTile tiles
 // (kernels/flash_tiling.hpp): asynchronous tile copies into shared memory (cp.async, sm_80+), the walk
 // over a sequence of tiles with one or two buffers, what a query-tile block works on, the backward's
@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 #include <string>
@@ -20,6 +21,7 @@ namespace dtrain::kernels::cuda::flash_tiles {
 
 using namespace ::dtrain::kernels::flash;
 using ::dtrain::bf16;
+using ::dtrain::fp16;
 
 constexpr int kBlockThreads = kWarps * 32;
 
@@ -130,28 +132,49 @@ __device__ void walk_tiles(int n, Load load, Use use) {
   __syncthreads();
 }
 
-// ---- tensor cores (sm_80+), one warp: the fragments of kernels/mma_fragments.hpp.
+// ---- tensor cores (sm_80+), one warp: the fragments of kernels/mma_fragments.hpp, for KT = bf16 or
+// fp16 (the same layouts; ldmatrix moves 16-bit elements of either type).
 // ldmatrix .x4 (.trans): this lane's row address p; r[i] <- matrix i (the lanes 8i..8i+7 addresses).
-__device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], const bf16* p) {
+template <typename KT>
+__device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], const KT* p) {
+  static_assert(kHalfStorage<KT>, "ldmatrix moves 16-bit elements");
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
-__device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const bf16* p) {
+template <typename KT>
+__device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const KT* p) {
+  static_assert(kHalfStorage<KT>, "ldmatrix moves 16-bit elements");
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
 }
-// c (16 x 8, fp32) += a (16 x 16, bf16) b (16 x 8, bf16).
+// c (16 x 8, fp32) += a (16 x 16, KT) b (16 x 8, KT).
+template <typename KT>
 __device__ __forceinline__ void mma_16816(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  static_assert(kHalfStorage<KT>, "the tensor-core path takes bf16 or fp16");
+// The PTX names the operand type (bf16 or f16); the operands are the same registers.
+#define DTRAIN_MMA_16816(type) \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n" \
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+  if constexpr (std::is_same_v<KT, bf16>)
+    DTRAIN_MMA_16816("bf16");
+  else
+    DTRAIN_MMA_16816("f16");
+#undef DTRAIN_MMA_16816
 }
-// Two fp32 values rounded to bf16 (round to nearest even) in one register, lo in the lower half.
-__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const std::uint32_t*>(&v);
+// Two fp32 values rounded to KT (round to nearest even) in one register, lo in the lower half.
+template <typename KT>
+__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
+  static_assert(kHalfStorage<KT>, "two 16-bit values in a register");
+  if constexpr (std::is_same_v<KT, bf16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  }
 }
 
 // What a forward or dQ block works on, from its grid position (query tiles, B*NH): its query tile (the

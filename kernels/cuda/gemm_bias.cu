@@ -1,13 +1,15 @@
 // CUDA backend: the GEMM with the bias added in cuBLASLt's epilogue (gemm_bias, device_math.cuh), so
 // that a linear layer writes its output once instead of filling bias rows and reading them back. Each
 // shape's descriptors and algorithm are made once (cuBLASLt's heuristic, the first call) and kept. The
-// bias has the output's type (cuBLASLt takes no bf16 bias with an fp32 output: a bf16 bias is widened).
+// bias has the output's type (cuBLASLt takes no 16-bit bias with an fp32 output: a bf16 or fp16 bias is
+// widened).
 #include <cublasLt.h>
 
 #include <array>
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <type_traits>
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
@@ -60,6 +62,11 @@ void set(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t a
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof value));
 }
 
+template <typename T>
+constexpr const char* type_name() {
+  return std::is_same_v<T, float> ? "fp32" : std::is_same_v<T, bf16> ? "bf16" : "fp16";
+}
+
 template <typename TA, typename TD>
 Plan make_plan(bool transa, bool transb, int m, int n, int k, int lda, int ldb, std::uint32_t align_a, std::uint32_t align_b,
                std::uint32_t align_d) {
@@ -68,14 +75,14 @@ Plan make_plan(bool transa, bool transb, int m, int n, int k, int lda, int ldb, 
   set(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, transa ? CUBLAS_OP_T : CUBLAS_OP_N);
   set(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, transb ? CUBLAS_OP_T : CUBLAS_OP_N);
   set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-  set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, cuda_type<TD>());  // cuBLASLt takes no bf16 bias with an fp32 output
+  set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, cuda_type<TD>());  // cuBLASLt takes no 16-bit bias with an fp32 output
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, cuda_type<TA>(), transa ? k : m, transa ? m : k, lda));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, cuda_type<TA>(), transb ? n : k, transb ? k : n, ldb));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, cuda_type<TD>(), m, n, m));
   cublasLtMatmulPreference_t pref;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<std::uint64_t>(kWorkspaceBytes));
-  // Split-K partial sums are added in fp32 (never in a bf16 output), as the cuBLAS handle is told
+  // Split-K partial sums are added in fp32 (never in a 16-bit output), as the cuBLAS handle is told
   // (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION).
   set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
   set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
@@ -94,14 +101,15 @@ Plan make_plan(bool transa, bool transb, int m, int n, int k, int lda, int ldb, 
     std::fprintf(stderr,
                  "dtrain: warning: cuBLASLt offers no bias-epilogue GEMM for m=%d n=%d k=%d (%s inputs, %s output): %s; "
                  "this layer adds its bias in a separate pass%s\n",
-                 m, n, k, sizeof(TA) == 2 ? "bf16" : "fp32", sizeof(TD) == 2 ? "bf16" : "fp32",
+                 m, n, k, type_name<TA>(), type_name<TD>(),
                  rc == CUBLAS_STATUS_SUCCESS ? "no algorithm" : cublasGetStatusString(rc),
                  warned == 8 ? " (further shapes are not reported)" : "");
   return p;
 }
 
-// An fp32 copy of a bf16 bias, for the epilogue of a GEMM with an fp32 output (grown when a layer is wider).
-const float* widened_bias(const bf16* bias, int m) {
+// An fp32 copy of a 16-bit bias, for the epilogue of a GEMM with an fp32 output: one buffer for both
+// 16-bit types, grown when a layer is wider.
+float* widened_bias_buffer(int m) {
   static float* copy = nullptr;
   static int capacity = 0;
   if (m > capacity) {
@@ -109,6 +117,11 @@ const float* widened_bias(const bf16* bias, int m) {
     CUDA_CHECK(cudaMalloc(&copy, sizeof(float) * m));
     capacity = m;
   }
+  return copy;
+}
+template <typename KT>
+const float* widened_bias(const KT* bias, int m) {
+  float* copy = widened_bias_buffer(m);
   widen(copy, bias, m);
   return copy;
 }
@@ -129,7 +142,7 @@ constexpr std::size_t kMaxPlans = 64;
 
 template <typename TA, typename TD>
 bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, const TA* bias, TD* D) {
-  constexpr bool kWidened = sizeof(TA) < sizeof(TD);  // a bf16 bias widened into an aligned fp32 copy
+  constexpr bool kWidened = sizeof(TA) < sizeof(TD);  // a 16-bit bias widened into an aligned fp32 copy
   if (!kWidened && !aligned16(bias)) return false;
   static std::map<PlanKey, Plan> plans;  // per instantiation: the key's types are this one's
   const std::uint32_t align_a = alignment_of(A), align_b = alignment_of(B), align_d = alignment_of(D);
@@ -163,5 +176,7 @@ bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int l
 template bool gemm_bias(bool, bool, int, int, int, const float*, int, const float*, int, const float*, float*);
 template bool gemm_bias(bool, bool, int, int, int, const bf16*, int, const bf16*, int, const bf16*, bf16*);
 template bool gemm_bias(bool, bool, int, int, int, const bf16*, int, const bf16*, int, const bf16*, float*);
+template bool gemm_bias(bool, bool, int, int, int, const fp16*, int, const fp16*, int, const fp16*, fp16*);
+template bool gemm_bias(bool, bool, int, int, int, const fp16*, int, const fp16*, int, const fp16*, float*);
 
 }  // namespace dtrain::kernels::cuda

@@ -71,11 +71,19 @@ void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, con
                        float eps) {
   layernorm_fw(out, mean, rstd, inp, weight, bias, N, C, eps);
 }
+void layernorm_forward(fp16* out, float* mean, float* rstd, const fp16* inp, const fp16* weight, const fp16* bias, long N, int C,
+                       float eps) {
+  layernorm_fw(out, mean, rstd, inp, weight, bias, N, C, eps);
+}
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                         const float* mean, const float* rstd, long N, int C) {
   layernorm_bw(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
 void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
+                        const float* mean, const float* rstd, long N, int C) {
+  layernorm_bw(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+void layernorm_backward(fp16* dinp, float* dweight, float* dbias, const fp16* dout, const fp16* inp, const fp16* weight,
                         const float* mean, const float* rstd, long N, int C) {
   layernorm_bw(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }

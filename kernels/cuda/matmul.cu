@@ -12,8 +12,8 @@ cublasHandle_t cublas() {
   static const cublasHandle_t handle = [] {
     cublasHandle_t h;
     CUBLAS_CHECK(cublasCreate(&h));
-    // No TF32 unless a compute type asks for it, and no reduced-precision (bf16) summing of split-K
-    // partial results: bf16 GEMMs accumulate in fp32 all the way.
+    // No TF32 unless a compute type asks for it, and no reduced-precision (bf16, fp16) summing of
+    // split-K partial results: 16-bit GEMMs accumulate in fp32 all the way.
     CUBLAS_CHECK(cublasSetMathMode(h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     return h;
   }();
@@ -63,10 +63,16 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, long N, int IC, int OC) {
   matmul_fw(out, inp, weight, bias, N, IC, OC);
 }
+void matmul_forward(fp16* out, const fp16* inp, const fp16* weight, const fp16* bias, long N, int IC, int OC) {
+  matmul_fw(out, inp, weight, bias, N, IC, OC);
+}
 void matmul_forward_wide(float* out, const float* inp, const float* weight, const float* bias, long N, int IC, int OC) {
   matmul_fw(out, inp, weight, bias, N, IC, OC);
 }
 void matmul_forward_wide(float* out, const bf16* inp, const bf16* weight, const bf16* bias, long N, int IC, int OC) {
+  matmul_fw(out, inp, weight, bias, N, IC, OC);
+}
+void matmul_forward_wide(float* out, const fp16* inp, const fp16* weight, const fp16* bias, long N, int IC, int OC) {
   matmul_fw(out, inp, weight, bias, N, IC, OC);
 }
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, long N,
@@ -77,11 +83,19 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
                      int IC, int OC) {
   matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
 }
+void matmul_backward(fp16* dinp, float* dweight, float* dbias, const fp16* dout, const fp16* inp, const fp16* weight, long N,
+                     int IC, int OC) {
+  matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+}
 void matmul_backward_wide(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                           long N, int IC, int OC) {
   matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
 }
 void matmul_backward_wide(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
+                          long N, int IC, int OC) {
+  matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+}
+void matmul_backward_wide(float* dinp, float* dweight, float* dbias, const fp16* dout, const fp16* inp, const fp16* weight,
                           long N, int IC, int OC) {
   matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
 }

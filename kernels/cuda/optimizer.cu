@@ -1,6 +1,7 @@
 // CUDA backend: the fused AdamW step (moments, bias correction, decoupled weight decay and, in bf16
-// runs, the rounded compute copy in one pass, every tensor of an optimizer range in one launch) and sum_squares accumulated in double in a fixed order
-// (block partials into a device array, then one block adds them in order): the same bits every run.
+// and fp16 runs, the rounded compute copy in one pass, every tensor of an optimizer range in one
+// launch) and sum_squares accumulated in double in a fixed order (block partials into a device array,
+// then one block adds them in order): the same bits every run.
 #include <cmath>
 
 #include "kernels/adamw_math.hpp"
@@ -86,6 +87,10 @@ void adamw_update(float* master, float* copy, float* m, float* v, const float* g
   adamw(master, copy == master ? static_cast<float*>(nullptr) : copy, m, v, grad, runs, count, elements, lr, beta1, beta2, eps, t);
 }
 void adamw_update(float* master, bf16* copy, float* m, float* v, const float* grad, const AdamRun* runs, int count, long elements,
+                  float lr, float beta1, float beta2, float eps, int t) {
+  adamw(master, copy, m, v, grad, runs, count, elements, lr, beta1, beta2, eps, t);
+}
+void adamw_update(float* master, fp16* copy, float* m, float* v, const float* grad, const AdamRun* runs, int count, long elements,
                   float lr, float beta1, float beta2, float eps, int t) {
   adamw(master, copy, m, v, grad, runs, count, elements, lr, beta1, beta2, eps, t);
 }

@@ -52,11 +52,18 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
 void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, long N, int C, float eps) {
   rmsnorm_fw(out, rstd, inp, weight, N, C, eps);
 }
+void rmsnorm_forward(fp16* out, float* rstd, const fp16* inp, const fp16* weight, long N, int C, float eps) {
+  rmsnorm_fw(out, rstd, inp, weight, N, C, eps);
+}
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd, long N,
                       int C) {
   rmsnorm_bw(dinp, dweight, dout, inp, weight, rstd, N, C);
 }
 void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight, const float* rstd, long N,
+                      int C) {
+  rmsnorm_bw(dinp, dweight, dout, inp, weight, rstd, N, C);
+}
+void rmsnorm_backward(fp16* dinp, float* dweight, const fp16* dout, const fp16* inp, const fp16* weight, const float* rstd, long N,
                       int C) {
   rmsnorm_bw(dinp, dweight, dout, inp, weight, rstd, N, C);
 }

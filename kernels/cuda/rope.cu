@@ -39,10 +39,14 @@ void rotate(KT* x, int B, int T, int W, int H, int HD, int R, float base, int t0
 
 void rope_forward(float* x, int B, int T, int W, int H, int HD, int R, float base, int t0) { rotate(x, B, T, W, H, HD, R, base, t0, 1.0f); }
 void rope_forward(bf16* x, int B, int T, int W, int H, int HD, int R, float base, int t0) { rotate(x, B, T, W, H, HD, R, base, t0, 1.0f); }
+void rope_forward(fp16* x, int B, int T, int W, int H, int HD, int R, float base, int t0) { rotate(x, B, T, W, H, HD, R, base, t0, 1.0f); }
 void rope_backward(float* dx, int B, int T, int W, int H, int HD, int R, float base, int t0) {
   rotate(dx, B, T, W, H, HD, R, base, t0, -1.0f);
 }
 void rope_backward(bf16* dx, int B, int T, int W, int H, int HD, int R, float base, int t0) {
+  rotate(dx, B, T, W, H, HD, R, base, t0, -1.0f);
+}
+void rope_backward(fp16* dx, int B, int T, int W, int H, int HD, int R, float base, int t0) {
   rotate(dx, B, T, W, H, HD, R, base, t0, -1.0f);
 }
 

@@ -106,7 +106,6 @@ std::vector<GemmSample> measure_gemms(Communicator& world, Device& device, bool 
   const auto& k = kernels::kernel_table<KT>(device.backend());
   const MeasureSizes sizes = measure_sizes(device, quick);
   const std::vector<int>&rows = sizes.gemm_rows, &widths = sizes.gemm_widths;
-  const bool bf16_elements = sizeof(KT) == 2;
   std::vector<GemmSample> samples;
   for (int m : rows)
     for (int c : widths) {
@@ -116,7 +115,7 @@ std::vector<GemmSample> measure_gemms(Communicator& world, Device& device, bool 
       Arena buffers(device, copies * set);
       // One copy filled with random operands, the others copies of it (cold means other addresses).
       std::vector<char> host(set);
-      fill_gemm_operand(host.data(), 3 * xs + ws, bf16_elements, 0x6a09e667f3bcc908ull);
+      fill_gemm_operand(reinterpret_cast<KT*>(host.data()), 3 * xs + ws, 0x6a09e667f3bcc908ull);
       device.copy(buffers.data(), host.data(), set);
       for (std::size_t i = 1; i < copies; ++i) device.copy(static_cast<char*>(buffers.data()) + i * set, buffers.data(), set);
       std::size_t next = 0;
@@ -219,7 +218,7 @@ double measure_attention_score_seconds(Communicator& world, Device& device, bool
     float* lse = reinterpret_cast<float*>(dout + out_n);
     float* scratch = lse + lse_n;
     std::vector<char> host((qkv_n + 2 * out_n) * sizeof(KT));
-    fill_gemm_operand(host.data(), qkv_n + 2 * out_n, sizeof(KT) == 2, 0xbb67ae8584caa73bull);
+    fill_gemm_operand(reinterpret_cast<KT*>(host.data()), qkv_n + 2 * out_n, 0xbb67ae8584caa73bull);
     device.copy(qkv, host.data(), qkv_n * sizeof(KT));
     device.copy(dout, host.data() + qkv_n * sizeof(KT), out_n * sizeof(KT));
     const double t = time_collectively(world, device, quick ? 0.05 : 0.3, [&] {

@@ -78,7 +78,7 @@ void print_dry_run(HostComm world, const OptionTable& table, const Config& cfg, 
       std::size_t experts = 0;
       for (const auto& t : rp.table.tensors()) experts += t.expert ? t.numel : 0;
       // fp32 gradients; moments (and bf16 master weights) of the rank's 1/edp slice under the distributed optimizer.
-      const std::size_t optimizer = (cfg.system.precision == Precision::bf16 ? 12 : 8) * experts /
+      const std::size_t optimizer = (is_16bit(cfg.system.precision) ? 12 : 8) * experts /
                                     static_cast<std::size_t>(cfg.system.use_distributed_optimizer ? s.edp() : 1);
       std::printf("    of which %zu in its %d experts: %.2f MiB of params, %.2f MiB of grads, %.2f MiB of optimizer state per rank\n",
                   experts, cfg.model.num_experts / s.ep, mb(experts * rp.compute_type_bytes()), mb(experts * 4), mb(optimizer));

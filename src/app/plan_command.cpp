@@ -180,7 +180,7 @@ int run_plan(const Config& cfg, const std::string& input, const PlanOptions& o) 
   const bool experts = cfg.model.num_experts > 0;
   std::printf("dtrain plan: %s on '%s': %d node(s) x %d devices = %d ranks, %.1f GB and %.4g TFLOP/s (%s) per device\n",
               input.c_str(), cl.name.c_str(), cl.nodes, cl.devices_per_node, cl.world(), gb(cl.memory),
-              cl.peak(cfg.system.precision) / 1e12, cfg.system.precision == Precision::bf16 ? "bf16" : "fp32");
+              cl.peak(cfg.system.precision) / 1e12, to_string(cfg.system.precision));
   const SearchResult r = search_layouts(cfg, cl, o.top);
   print_search_counts(r, cl);
   if (r.best.empty()) nothing_fits(r, cl, experts);

@@ -12,6 +12,7 @@ std::size_t dtype_bytes(DType t) {
     case DType::f64: return 8;
     case DType::i32: return 4;
     case DType::bf16: return 2;
+    case DType::f16: return 2;
   }
   return 1;
 }

@@ -14,11 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "common/bf16.hpp"
+#include "common/storage_type.hpp"
+#include "config/choices.hpp"
 
 namespace dtrain {
 
-enum class DType { f32, f64, i32, bf16 };
+enum class DType { f32, f64, i32, bf16, f16 };
 std::size_t dtype_bytes(DType t);
 // The DType of a C++ element type.
 template <typename T>
@@ -31,6 +32,12 @@ template <>
 constexpr DType dtype_of<int>() { return DType::i32; }
 template <>
 constexpr DType dtype_of<bf16>() { return DType::bf16; }
+template <>
+constexpr DType dtype_of<fp16>() { return DType::f16; }
+// The DType of the model's compute tensors in a run of this precision.
+inline DType storage_dtype(Precision p) {
+  return p == Precision::bf16 ? DType::bf16 : p == Precision::fp16 ? DType::f16 : DType::f32;
+}
 
 enum class ReduceOp { sum, max };
 enum class Completion { now, later };

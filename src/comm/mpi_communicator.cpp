@@ -13,17 +13,32 @@
 namespace dtrain {
 namespace {
 
-// bf16 reductions: widen, combine in fp32, round once (what NCCL does for bf16).
-void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  const bf16* a = static_cast<const bf16*>(in);
-  bf16* b = static_cast<bf16*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = to_bf16(to_float(a[i]) + to_float(b[i]));
+// 16-bit reductions (bf16, fp16): widen, combine in fp32, round once (what NCCL does for both).
+template <typename S>
+void sum_16(void* in, void* inout, int* len, MPI_Datatype*) {
+  const S* a = static_cast<const S*>(in);
+  S* b = static_cast<S*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = from_float<S>(to_float(a[i]) + to_float(b[i]));
 }
-void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
-  const bf16* a = static_cast<const bf16*>(in);
-  bf16* b = static_cast<bf16*>(inout);
+template <typename S>
+void max_16(void* in, void* inout, int* len, MPI_Datatype*) {
+  const S* a = static_cast<const S*>(in);
+  S* b = static_cast<S*>(inout);
   for (int i = 0; i < *len; ++i)
     if (to_float(a[i]) > to_float(b[i])) b[i] = a[i];
+}
+
+// The sum and max operations of S, created once, after MPI_Init (the first communicator is built
+// after it); freed by MPI_Finalize.
+template <typename S>
+MPI_Op op_16(ReduceOp op) {
+  static const std::array<MPI_Op, 2> ops = [] {
+    MPI_Op sum, max;
+    MPI_CHECK(MPI_Op_create(&sum_16<S>, /*commute=*/1, &sum));
+    MPI_CHECK(MPI_Op_create(&max_16<S>, /*commute=*/1, &max));
+    return std::array<MPI_Op, 2>{sum, max};
+  }();
+  return ops[op == ReduceOp::max ? 1 : 0];
 }
 
 MPI_Datatype mpi_type(DType t) {
@@ -31,21 +46,16 @@ MPI_Datatype mpi_type(DType t) {
     case DType::f32: return MPI_FLOAT;
     case DType::f64: return MPI_DOUBLE;
     case DType::i32: return MPI_INT;
-    case DType::bf16: return MPI_UINT16_T;  // moved as bits; reduced by bf16_sum / bf16_max
+    case DType::bf16:
+    case DType::f16: return MPI_UINT16_T;  // moved as bits; reduced by op_16's operations
   }
   return MPI_BYTE;
 }
 
 MPI_Op mpi_op(ReduceOp op, DType t) {
-  if (t != DType::bf16) return op == ReduceOp::max ? MPI_MAX : MPI_SUM;
-  // Created once, after MPI_Init (the first communicator is built after it); freed by MPI_Finalize.
-  static const std::array<MPI_Op, 2> ops = [] {
-    MPI_Op sum, max;
-    MPI_CHECK(MPI_Op_create(&bf16_sum, /*commute=*/1, &sum));
-    MPI_CHECK(MPI_Op_create(&bf16_max, /*commute=*/1, &max));
-    return std::array<MPI_Op, 2>{sum, max};
-  }();
-  return ops[op == ReduceOp::max ? 1 : 0];
+  if (t == DType::bf16) return op_16<bf16>(op);
+  if (t == DType::f16) return op_16<fp16>(op);
+  return op == ReduceOp::max ? MPI_MAX : MPI_SUM;
 }
 
 int checked_count(std::size_t count) {

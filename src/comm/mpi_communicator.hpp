@@ -1,7 +1,7 @@
 // The MPI backend of the communication layer: one MPI communicator per group (split from a parent).
 // Buffers in host memory are handed to MPI as they are; buffers in a GPU's memory are staged through
 // pinned host buffers (copied out before the operation, back in when it completes), which is also how
-// several ranks share one GPU. bf16 is reduced with MPI operations of our own (fp32 arithmetic, one
+// several ranks share one GPU. bf16 and fp16 are reduced with MPI operations of our own (fp32 arithmetic, one
 // rounding per combination, as NCCL does). Counts above MPI's int range are refused (the plan keeps
 // every message below it).
 #pragma once

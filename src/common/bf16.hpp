@@ -27,17 +27,4 @@ inline bf16 to_bf16(float f) {
   return bf16{static_cast<std::uint16_t>(bits >> 16)};
 }
 
-// Storage of the model's compute tensors in either precision.
-inline float to_float(float x) { return x; }
-template <typename T>
-T from_float(float f);
-template <>
-inline float from_float<float>(float f) {
-  return f;
-}
-template <>
-inline bf16 from_float<bf16>(float f) {
-  return to_bf16(f);
-}
-
 }  // namespace dtrain

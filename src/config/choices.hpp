@@ -18,8 +18,11 @@ enum class ComputeDevice { cpu, cuda };
 enum class CommBackend { automatic, nccl, mpi };
 
 // system.precision: the storage of the model's compute tensors (weights, activations, messages).
-// Master weights, gradients and optimizer state are fp32 in both.
-enum class Precision { fp32, bf16 };
+// Master weights, gradients and optimizer state are fp32 in all three; fp16 runs scale the loss
+// (OptimizerConfig: loss scaling) so that small activation gradients stay representable.
+enum class Precision { fp32, bf16, fp16 };
+// bf16 and fp16: 16-bit compute storage, with fp32 master weights in the optimizer.
+inline bool is_16bit(Precision p) { return p != Precision::fp32; }
 
 // model.normalization: the norm of every block and the final norm (Megatron's words).
 enum class Normalization { layernorm /* "LayerNorm" */, rmsnorm /* "RMSNorm" */ };
@@ -92,6 +95,7 @@ std::ostream& operator<<(std::ostream& os, const DataSplit& v);
 std::ostream& operator<<(std::ostream& os, const MicroBatchSize& v);
 std::ostream& operator<<(std::ostream& os, const CheckpointLoad& v);
 const char* to_string(PipelineSchedule v);
+const char* to_string(Precision v);  // fp32, bf16, fp16
 
 // Boost.ProgramOptions parsers (found by argument-dependent lookup).
 void validate(boost::any& out, const std::vector<std::string>& values, ComputeDevice*, int);

@@ -131,7 +131,7 @@ ComputeBudget measure_compute(HostComm world, HostComm node, int threads_per_ran
   return b;
 }
 
-double measure_gpu_peak(HostComm world, HostComm node, int device, bool bf16, Watchdog* watchdog, int& gpus) {
+double measure_gpu_peak(HostComm world, HostComm node, int device, Precision precision, Watchdog* watchdog, int& gpus) {
   MPI_Comm split;
   MPI_CHECK(MPI_Comm_split(node.mpi(), device, world.rank(), &split));
   const HostComm same_gpu = split;
@@ -140,7 +140,7 @@ double measure_gpu_peak(HostComm world, HostComm node, int device, bool bf16, Wa
   {
     auto w = watch(watchdog, {"measuring the GPU's GEMM peak", "node", -1, 0});
     sleeping_barrier(same_gpu);
-    if (first == 0) peak = gpu_gemm_peak_gflops(bf16, 0.5);
+    if (first == 0) peak = gpu_gemm_peak_gflops(precision, 0.5);
     sleeping_barrier(same_gpu);
   }
   const double job = all_reduce(world, peak, HostOp::sum);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "comm/host_comm.hpp"
+#include "config/choices.hpp"
 #include "runtime/watchdog.hpp"
 
 namespace dtrain {
@@ -32,9 +33,9 @@ struct ComputeBudget {
 // (LaunchEnv::node). The measurement is reported to the watchdog, so a rank stuck in it is named.
 ComputeBudget measure_compute(HostComm world, HostComm node, int threads_per_rank, Watchdog* watchdog);
 
-// Collective over world, GPU runs: the job's peak is the GEMM peak (gpu_gemm_peak_gflops, bf16 or
-// fp32) of each GPU the job uses, measured once per GPU (by the first of the ranks sharing it), summed.
+// Collective over world, GPU runs: the job's peak is the GEMM peak (gpu_gemm_peak_gflops, in the run's
+// precision) of each GPU the job uses, measured once per GPU (by the first of the ranks sharing it), summed.
 // Returns the number of distinct GPUs in `gpus`.
-double measure_gpu_peak(HostComm world, HostComm node, int device, bool bf16, Watchdog* watchdog, int& gpus);
+double measure_gpu_peak(HostComm world, HostComm node, int device, Precision precision, Watchdog* watchdog, int& gpus);
 
 }  // namespace dtrain

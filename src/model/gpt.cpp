@@ -46,7 +46,7 @@ class GptModelImpl final : public GptModel {
   }
 
   double forward(int slot, int chunk, const MicroBatch& batch) override;
-  void backward(int slot, int chunk, const MicroBatch& batch, float loss_scale, const void* output_grad, void* input_grad) override;
+  void backward(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad, void* input_grad) override;
   void* stage_input(int slot) override { return acts_.slot(slot).stage_input; }
   const void* stage_output(int slot, int) override { return block_input(acts_.slot(slot), blocks_per_chunk_); }
   void logits_row(int slot, long row, float* out) override;
@@ -111,7 +111,7 @@ class GptModelImpl final : public GptModel {
   LocalExpertDispatch local_dispatch_;
   std::unique_ptr<MoeLayer<T>> moe_;  // MoE blocks
   bool replaying_ = false;            // a full recomputation reruns forwards (not counted in the MoE statistics)
-  float loss_scale_ = 0.0f;           // the backward pass's LM loss weight per token
+  float loss_weight_ = 0.0f;           // the backward pass's LM loss weight per token
   std::unique_ptr<RingAttention<T>> ring_;  // context parallelism
   // RoPE, the embedding and its backward over the rank's rows, at their positions in their sequences.
   void rope(T* x, bool backward);
@@ -300,7 +300,7 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   float* mlp_partial = dln.partial;
   if (p.moe.router_w) {
     mlp_partial = wide_or(sc.dln, sc.partial);  // MoE layers always leave fp32 partial sums
-    moe_->backward(mlp_partial, p.moe, g.moe, a.ln2, full_rows_grad(), a.moe, sc, loss_scale_);
+    moe_->backward(mlp_partial, p.moe, g.moe, a.ln2, full_rows_grad(), a.moe, sc, loss_weight_);
   } else {
     dense_.backward(dln, p, g, a, full_rows_grad(), sc);
   }
@@ -317,17 +317,17 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
 }
 
 template <typename T>
-void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, float loss_scale, const void* output_grad,
+void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad,
                                void* input_grad) {
   SlotActs<T>& s = acts_.slot(slot);
   const ActivationDims& d = dims();
   const long N = d.N(), rows = d.Ns() * d.C;
   Scratch<T>& sc = acts_.scratch();
-  loss_scale_ = loss_scale;
+  loss_weight_ = loss_weight;
   if (plan_.part.head && chunk == num_chunks() - 1) {
     hook(kHeadLayer, LayerPhase::before_backward);
     const LinearOutput<T> dlnf = ln_grad();
-    k_.fill(sc.dloss, loss_scale, N);
+    k_.fill(sc.dloss, loss_weight, N);
     k_.xent_backward(s.logits, s.logits, s.lse, batch.targets, sc.dloss, vocab_start_, N, d.Vl);
     linear_backward(k_, dlnf, g_.head, nullptr, s.logits, s.lnf, p_.head, N, d.C, d.Vl);
     k_.zero(sc.dres, rows);
@@ -404,6 +404,7 @@ GptModel::GptModel(const RankPlan& plan, Device& device)
 std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, Communicator* cp,
                                          ExpertDispatch* dispatch) {
   if (plan.precision == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend, cp, dispatch);
+  if (plan.precision == Precision::fp16) return std::make_unique<GptModelImpl<fp16>>(plan, tp, backend, cp, dispatch);
   return std::make_unique<GptModelImpl<float>>(plan, tp, backend, cp, dispatch);
 }
 

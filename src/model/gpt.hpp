@@ -40,10 +40,10 @@ class GptModel {
   // losses after the last chunk of the last stage, else 0 (the chunk's output is stage_output(slot, chunk)).
   virtual double forward(int slot, int chunk, const MicroBatch& batch) = 0;
   // Backward of that micro-batch through `chunk`. On the head, every token's loss is weighted by
-  // loss_scale; elsewhere output_grad (Ns,C) is the gradient arriving from the next stage. Writes the
+  // loss_weight; elsewhere output_grad (Ns,C) is the gradient arriving from the next stage. Writes the
   // gradient of the chunk's input to input_grad (Ns,C), except on the first chunk of the first stage
   // (null there). Accumulates parameter gradients. Both buffers hold compute_type() elements.
-  virtual void backward(int slot, int chunk, const MicroBatch& batch, float loss_scale, const void* output_grad,
+  virtual void backward(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad,
                         void* input_grad) = 0;
   virtual void* stage_input(int slot) = 0;                    // (Ns,C)
   virtual const void* stage_output(int slot, int chunk) = 0;  // (Ns,C)
@@ -74,7 +74,7 @@ class GptModel {
   int num_chunks() const { return static_cast<int>(plan_.part.chunks.size()); }
   virtual int num_slots() const = 0;
   Device& device() const { return params_.device(); }
-  DType compute_type() const { return plan_.precision == Precision::bf16 ? DType::bf16 : DType::f32; }
+  DType compute_type() const { return storage_dtype(plan_.precision); }
   Arena& params() { return params_; }  // the compute weights: arena_size elements of compute_type()
   Arena& grads() { return grads_; }    // fp32, arena_size elements
   // One activation or gradient between pipeline stages: (Ns,C) elements of compute_type().

@@ -3,7 +3,7 @@
 
 #include <type_traits>
 
-#include "common/bf16.hpp"
+#include "common/storage_type.hpp"
 #include "model/moe_routing.hpp"
 
 namespace dtrain {
@@ -117,7 +117,7 @@ void MoeLayer<T>::expert_forward(const MoeParams<T>& p, const T* xe, MoeActs<T>&
 
 template <typename T>
 void MoeLayer<T>::backward(float* dx, const MoeParams<T>& p, const MoeParams<float>& g, const T* x, const T* dy, MoeActs<T>& a,
-                           Scratch<T>& sc, float loss_scale) {
+                           Scratch<T>& sc, float loss_weight) {
   const long N = d_.N();
   const int E = d_.E, K = d_.K, C = d_.C;
   const Routed& kept = routed_.at(a.src);
@@ -132,11 +132,11 @@ void MoeLayer<T>::backward(float* dx, const MoeParams<T>& p, const MoeParams<flo
   expert_backward(p, g, xe, de, a, sc, kept.layout.local_rows());
   const float* dxt = static_cast<const float*>(dispatch_.from_experts(kept.layout, sc.moe.dxin, sc.moe.dxt, C, DType::f32));
   // Router: softmax backward of the routing weights' and the load-balancing loss's gradients. The loss
-  // of a micro-batch of N tokens enters the objective as N x loss_scale x aux (1 / micro-batches).
+  // of a micro-batch of N tokens enters the objective as N x loss_weight x aux (1 / micro-batches).
   const float* daux = nullptr;
   if (!kept.daux.empty()) {
     std::vector<float> scaled(kept.daux);
-    for (float& v : scaled) v *= static_cast<float>(kept.tokens) * loss_scale;
+    for (float& v : scaled) v *= static_cast<float>(kept.tokens) * loss_weight;
     to_device(sc.moe.daux, scaled);
     daux = sc.moe.daux;
   }
@@ -172,5 +172,6 @@ void MoeLayer<T>::expert_backward(const MoeParams<T>& p, const MoeParams<float>&
 
 template class MoeLayer<float>;
 template class MoeLayer<bf16>;
+template class MoeLayer<fp16>;
 
 }  // namespace dtrain

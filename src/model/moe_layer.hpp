@@ -53,10 +53,10 @@ class MoeLayer {
   // statistics (false when a recomputation reruns the forward).
   void forward(float* out, const MoeParams<T>& p, const T* x, MoeActs<T>& a, Scratch<T>& sc, int layer, bool record);
   // dx (N,C) (=): the gradient of x, fp32 partial sum over tp; dy (N,C): the gradient of the block's
-  // output, full rows. loss_scale: the LM loss's weight per token (the load-balancing loss of a
-  // micro-batch of N tokens weighs N x loss_scale, so that it averages over micro-batches like the LM loss).
+  // output, full rows. loss_weight: the LM loss's weight per token (the load-balancing loss of a
+  // micro-batch of N tokens weighs N x loss_weight, so that it averages over micro-batches like the LM loss).
   void backward(float* dx, const MoeParams<T>& p, const MoeParams<float>& g, const T* x, const T* dy, MoeActs<T>& a,
-                Scratch<T>& sc, float loss_scale);
+                Scratch<T>& sc, float loss_weight);
 
  private:
   // The host's record of one routed micro-batch (by its activations), kept for the backward pass.

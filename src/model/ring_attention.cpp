@@ -75,5 +75,6 @@ void RingAttention<T>::backward(T* dqkv, const T* datty, const T* atty, const fl
 
 template class RingAttention<float>;
 template class RingAttention<bf16>;
+template class RingAttention<fp16>;
 
 }  // namespace dtrain

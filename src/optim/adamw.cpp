@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <type_traits>
 
 #include "kernels/adamw_math.hpp"
 #include "kernels/kernels.hpp"
@@ -14,7 +15,7 @@ AdamW::AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend 
     : plan_(plan),
       cfg_(cfg),
       backend_(plan.offload_optimizer ? kernels::Backend::host : backend),
-      master_(plan.precision == Precision::bf16 ? Arena(device_for(backend_), plan.optimizer_elements() * sizeof(float)) : Arena()),
+      master_(plan.precision != Precision::fp32 ? Arena(device_for(backend_), plan.optimizer_elements() * sizeof(float)) : Arena()),
       m_(device_for(backend_), plan.optimizer_elements() * sizeof(float)),
       v_(device_for(backend_), plan.optimizer_elements() * sizeof(float)),
       grads_staged_(plan.offload_optimizer ? PinnedBuffer(device_for(backend), plan.optimizer_elements() * sizeof(float)) : PinnedBuffer()),
@@ -50,46 +51,54 @@ void AdamW::set_master(ArenaRange from, const float* values) {
 }
 
 void AdamW::step(Arena& params, const Arena& grads, double lr, int t) {
-  const auto& k32 = kernels::kernel_table<float>(backend_);
-  const auto& k16 = kernels::kernel_table<bf16>(backend_);
+  switch (plan_.precision) {
+    case Precision::fp32: return step_as<float>(params, grads, lr, t);
+    case Precision::bf16: return step_as<bf16>(params, grads, lr, t);
+    case Precision::fp16: return step_as<fp16>(params, grads, lr, t);
+  }
+}
+
+template <typename S>
+void AdamW::step_as(Arena& params, const Arena& grads, double lr, int t) {
+  // S: the compute weights' storage. A 16-bit run updates its master weights and rounds them into the
+  // compute copy; an fp32 run updates the parameters themselves.
+  constexpr bool kCopy = !std::is_same_v<S, float>;
+  const auto& k = kernels::kernel_table<S>(backend_);
   const auto f = [](double x) { return static_cast<float>(x); };
-  const std::size_t e = plan_.compute_type_bytes();
   Device& device = params.device();
   for (const RangeRuns& r : ranges_) {
     float* m = m_.as<float>() + r.packed;
     float* v = v_.as<float>() + r.packed;
+    float* master = kCopy ? master_.as<float>() + r.packed : nullptr;
     const float* g = grads.as<float>() + r.begin;
-    char* p = params.as<char>() + r.begin * e;
+    S* p = params.as<S>() + r.begin;
     if (offloaded()) {
       // The range's gradients and weights to the host's staging (the weights too: an fp32 run's are its
       // master weights, and a range's gaps must come back unchanged), updated there, the weights back.
       float* g_host = grads_staged_.as<float>() + r.packed;
-      char* p_host = params_staged_.as<char>() + r.packed * e;
+      S* p_host = params_staged_.as<S>() + r.packed;
       device.copy(g_host, g, r.length * sizeof(float));
-      device.copy(p_host, p, r.length * e);
-      if (has_master())
-        update_on_host(r, master_.as<float>() + r.packed, reinterpret_cast<bf16*>(p_host), m, v, g_host, lr, t);
+      device.copy(p_host, p, r.length * sizeof(S));
+      if constexpr (kCopy)
+        update_on_host(r, master, p_host, m, v, g_host, lr, t);
       else
-        update_on_host(r, reinterpret_cast<float*>(p_host), nullptr, m, v, g_host, lr, t);
-      device.copy(p, p_host, r.length * e);
+        update_on_host(r, p_host, static_cast<bf16*>(nullptr), m, v, g_host, lr, t);
+      device.copy(p, p_host, r.length * sizeof(S));
       continue;
     }
     const kernels::AdamRun* runs = runs_.as<kernels::AdamRun>() + r.first_run;
-    if (has_master())
-      k16.adamw_update(master_.as<float>() + r.packed, reinterpret_cast<bf16*>(p), m, v, g, runs, r.count, r.elements, f(lr),
-                       f(cfg_.beta1), f(cfg_.beta2), f(cfg_.eps), t);
-    else
-      k32.adamw_update(reinterpret_cast<float*>(p), nullptr, m, v, g, runs, r.count, r.elements, f(lr), f(cfg_.beta1),
-                       f(cfg_.beta2), f(cfg_.eps), t);
+    k.adamw_update(kCopy ? master : reinterpret_cast<float*>(p), kCopy ? p : nullptr, m, v, g, runs, r.count, r.elements, f(lr),
+                   f(cfg_.beta1), f(cfg_.beta2), f(cfg_.eps), t);
   }
 }
 
-void AdamW::update_on_host(const RangeRuns& r, float* master, bf16* copy, float* m, float* v, const float* g, double lr, int t) const {
+template <typename S>
+void AdamW::update_on_host(const RangeRuns& r, float* master, S* copy, float* m, float* v, const float* g, double lr, int t) const {
   const kernels::AdamStep s = kernels::adam_step(static_cast<float>(lr), static_cast<float>(cfg_.beta1), static_cast<float>(cfg_.beta2),
                                                  static_cast<float>(cfg_.eps), t);
   const kernels::AdamRun* runs = runs_.as<kernels::AdamRun>() + r.first_run;  // host memory when offloaded
   // Elements [from, to) in the runs' packed order (AdamRun::first counts them): each updated by the
-  // arithmetic every backend's kernel uses, its bf16 copy rounded to nearest even as the kernels do.
+  // arithmetic every backend's kernel uses, its 16-bit copy rounded to nearest even as the kernels do.
   const auto work = [&](long from, long to) {
     for (int k = 0; k < r.count; ++k) {
       const kernels::AdamRun& run = runs[k];
@@ -97,7 +106,7 @@ void AdamW::update_on_host(const RangeRuns& r, float* master, bf16* copy, float*
       for (long j = lo; j < hi; ++j) {
         const long i = run.offset + (j - run.first);
         master[i] = kernels::adamw_element(master[i], g[i], m[i], v[i], run.weight_decay, s);
-        if (copy) copy[i] = to_bf16(master[i]);
+        if (copy) copy[i] = from_float<S>(master[i]);
       }
     }
   };

@@ -1,7 +1,7 @@
 // AdamW over ranges of a rank's parameter arena: the whole arena, or (distributed optimizer) this
 // rank's slices. First and second moments are stored only for those ranges, back to back, on the
-// model's device. In a bf16 run the optimizer also keeps the fp32 master weights of those ranges
-// (back to back like the moments): it updates them and rounds them into the bf16 compute weights in
+// model's device. In a bf16 or fp16 run the optimizer also keeps the fp32 master weights of those ranges
+// (back to back like the moments): it updates them and rounds them into the 16-bit compute weights in
 // the same kernel; in an fp32 run the parameters are the master weights. Weight decay applies only to
 // tensors marked for it (not biases or LayerNorm). Each range is one kernel launch over all its
 // tensors (their runs, with their weight decays, are made once, in the device's memory).
@@ -13,7 +13,7 @@
 #pragma once
 #include <vector>
 
-#include "common/bf16.hpp"
+#include "common/storage_type.hpp"
 #include "config/config.hpp"
 #include "kernels/backend.hpp"
 #include "plan/rank_plan.hpp"
@@ -27,7 +27,7 @@ class AdamW {
   // Zero moments (and master weights) for the plan's optimizer ranges on the device of `backend`, or
   // in host memory when the plan offloads them.
   AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend backend);
-  // bf16 runs: the master weights of arena range r from fp32 values (host, r.end - r.begin elements;
+  // 16-bit runs: the master weights of arena range r from fp32 values (host, r.end - r.begin elements;
   // without a range the whole arena, arena order). Only the owned part of r is kept. No-op in fp32.
   void set_master(ArenaRange r, const float* values);
   void set_master(const float* values) { set_master({0, plan_.arena_size}, values); }
@@ -51,8 +51,13 @@ class AdamW {
     long elements;
   };
 
-  // The offloaded update of one range: its elements cut into host_threads_ spans of about equal length.
-  void update_on_host(const RangeRuns& r, float* master, bf16* copy, float* m, float* v, const float* g, double lr, int t) const;
+  // step() for compute weights stored as S (float, bf16 or fp16).
+  template <typename S>
+  void step_as(Arena& params, const Arena& grads, double lr, int t);
+  // The offloaded update of one range: its elements cut into host_threads_ spans of about equal length;
+  // copy (null in fp32 runs) receives the rounded weights.
+  template <typename S>
+  void update_on_host(const RangeRuns& r, float* master, S* copy, float* m, float* v, const float* g, double lr, int t) const;
 
   const RankPlan& plan_;
   OptimizerConfig cfg_;

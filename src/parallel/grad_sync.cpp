@@ -132,7 +132,7 @@ void GradSync::gather_params(bool overlap) {
     // The compute weights (fp32 or bf16) of each slice, as its owner's optimizer left them.
     char* first = static_cast<char*>(params_.data()) + b.range.begin * plan_.compute_type_bytes();
     b.param_req = dp.all_gather_in_place(first, n / static_cast<std::size_t>(dp.size()),
-                                         plan_.precision == Precision::bf16 ? DType::bf16 : DType::f32,
+                                         storage_dtype(plan_.precision),
                                          {"all-gather updated parameters"}, Completion::later);
   }
   if (!overlap) wait_all_params();

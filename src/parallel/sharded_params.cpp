@@ -17,7 +17,7 @@ void ShardedParams::start_gather(Bucket& b, Completion when) {
   if (dp.size() == 1 || n == 0) return;
   char* first = static_cast<char*>(params_.data()) + b.range.begin * plan_.compute_type_bytes();
   b.gather = dp.all_gather_in_place(first, n / static_cast<std::size_t>(dp.size()),
-                                    plan_.precision == Precision::bf16 ? DType::bf16 : DType::f32,
+                                    storage_dtype(plan_.precision),
                                     {"all-gather ZeRO-3 parameters"}, when);
 }
 

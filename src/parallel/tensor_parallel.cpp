@@ -26,9 +26,12 @@ void TensorParallel::reduce_scatter_rows(T* shard, const T* full, long rows, int
 
 template void TensorParallel::all_reduce<float>(float*, long) const;
 template void TensorParallel::all_reduce<bf16>(bf16*, long) const;
+template void TensorParallel::all_reduce<fp16>(fp16*, long) const;
 template void TensorParallel::all_gather_rows<float>(float*, const float*, long, int) const;
 template void TensorParallel::all_gather_rows<bf16>(bf16*, const bf16*, long, int) const;
+template void TensorParallel::all_gather_rows<fp16>(fp16*, const fp16*, long, int) const;
 template void TensorParallel::reduce_scatter_rows<float>(float*, const float*, long, int) const;
 template void TensorParallel::reduce_scatter_rows<bf16>(bf16*, const bf16*, long, int) const;
+template void TensorParallel::reduce_scatter_rows<fp16>(fp16*, const fp16*, long, int) const;
 
 }  // namespace dtrain

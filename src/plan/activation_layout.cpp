@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "common/bf16.hpp"
+#include "common/storage_type.hpp"
 #include "kernels/attention_scratch.hpp"
 
 namespace dtrain {
@@ -205,6 +205,7 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
 
 template std::size_t carve_activations<float>(void*, const ActivationLayout&, std::vector<SlotActs<float>>&, Scratch<float>&);
 template std::size_t carve_activations<bf16>(void*, const ActivationLayout&, std::vector<SlotActs<bf16>>&, Scratch<bf16>&);
+template std::size_t carve_activations<fp16>(void*, const ActivationLayout&, std::vector<SlotActs<fp16>>&, Scratch<fp16>&);
 
 namespace {
 
@@ -225,7 +226,7 @@ std::size_t layout_bytes(const ActivationLayout& layout) {
 }  // namespace
 
 std::size_t ActivationLayout::bytes() const {
-  return precision == Precision::bf16 ? layout_bytes<bf16>(*this) : layout_bytes<float>(*this);
+  return is_16bit(precision) ? layout_bytes<bf16>(*this) : layout_bytes<float>(*this);  // fp16's sizes are bf16's
 }
 
 }  // namespace dtrain

@@ -67,7 +67,7 @@ struct ClusterSpec {
   // UserError naming the missing key for a GPU cluster that does not give it.
   double host_link_rate() const;
   double host_memory_rate() const;
-  double peak(Precision p) const { return p == Precision::bf16 ? peak_bf16 : peak_fp32; }
+  double peak(Precision p) const { return is_16bit(p) ? peak_bf16 : peak_fp32; }  // fp16 runs at the bf16 tensor-core rate
   double efficiency(double gemm_flops) const;  // gemm_efficiency's curve
   // A GEMM of `gemm_flops` whose weight's narrower dimension is `width`: the curves of the two widths
   // around it at those FLOPs, interpolated in log(width), the end curves held beyond; gemm_efficiency's

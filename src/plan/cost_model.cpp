@@ -42,7 +42,7 @@ Shapes shapes_of(const Config& cfg, const Layout& l) {
   s.Fl = d.Fl;
   s.Hl = d.Hl();
   s.Vl = d.Vl;
-  s.e = cfg.system.precision == Precision::bf16 ? 2 : 4;
+  s.e = is_16bit(cfg.system.precision) ? 2 : 4;
   double moe_blocks = 0;
   for (int layer = 0; layer < m.num_layers; ++layer) moe_blocks += m.moe_layer(layer) ? 1 : 0;
   s.moe_share = moe_blocks / m.num_layers;
@@ -223,12 +223,12 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   double released = zero >= 2 ? 4 * grads * (m - 1 / static_cast<double>(nd)) : 0.0;
   if (zero == 3) released += m * passes_of(l.recompute) * s.e * grads * (1 - 1 / static_cast<double>(nd));
   c.release = released / cl.released_rate();
-  // AdamW: the gradient read, moments (and a bf16 run's master weights) read and written, the weights
+  // AdamW: the gradient read, moments (and a 16-bit run's master weights) read and written, the weights
   // written; offloaded, at the host's memory rate, after the owned gradients and weights went to the
   // host and before the weights come back.
   const double owned = l.sizes.distributed_optimizer() ? grads / nd : grads;
-  const bool bf16 = cfg.system.precision == Precision::bf16;
-  const double adam_bytes = owned * (4 + 8 * (bf16 ? 3 : 2) + (bf16 ? 2 : 8));
+  const bool half = is_16bit(cfg.system.precision);
+  const double adam_bytes = owned * (4 + 8 * (half ? 3 : 2) + (half ? 2 : 8));
   if (cfg.system.offload_optimizer) {
     const double link = cl.host_link_rate(), host_memory = cl.host_memory_rate();  // each names its key when missing
     c.optimizer = adam_bytes / host_memory + owned * (4 + 2 * s.e) / link;

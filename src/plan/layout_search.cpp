@@ -24,7 +24,7 @@ struct Candidate {
 // Bytes per rank of the model state alone, under the layout's sharding (a lower bound of make_plan's
 // memory: the arenas hold at least these parameters; 5% below for the estimate's rounding).
 double state_lower_bound(const Config& cfg, const Layout& l, double params) {
-  const double e = cfg.system.precision == Precision::bf16 ? 2 : 4, opt = cfg.system.precision == Precision::bf16 ? 12 : 8;
+  const double e = is_16bit(cfg.system.precision) ? 2 : 4, opt = is_16bit(cfg.system.precision) ? 12 : 8;
   const double nd = static_cast<double>(l.sizes.dp) * l.sizes.cp;
   const int zero = l.sizes.zero;
   const double per_param = zero == 0   ? e + 4 + opt

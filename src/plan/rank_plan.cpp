@@ -34,7 +34,7 @@ MemoryEstimate RankPlan::memory() const {
   e.grads = bytes(shards_grads() ? resident_grads() : arena_size, 4);
   // AdamW first and second moments, and in a bf16 run the fp32 master weights, of the owned ranges;
   // offloaded, also the host copies of the owned gradients (fp32) and weights (compute type).
-  const std::size_t state = (precision == Precision::bf16 ? 3 : 2) * bytes(optimizer_elements(), 4);
+  const std::size_t state = (is_16bit(precision) ? 3 : 2) * bytes(optimizer_elements(), 4);
   const std::size_t offload = offload_optimizer ? state + bytes(optimizer_elements(), 4 + compute) : 0;
   e.optimizer = !offload_optimizer ? state : host_reductions ? offload : 0;  // host_reductions: the device is the host
   if (offload_optimizer && !host_reductions) e.offloaded = offload;
@@ -103,7 +103,7 @@ std::size_t RankPlan::resident_grads() const {
 }
 
 std::size_t RankPlan::checkpoint_elements() const {
-  const bool range_params = precision == Precision::bf16 || shards_params();
+  const bool range_params = is_16bit(precision) || shards_params();
   std::size_t n = 0;
   const auto& tensors = table.tensors();
   for (std::size_t i = 0; i < tensors.size(); ++i) {

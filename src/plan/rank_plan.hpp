@@ -79,7 +79,7 @@ struct RankPlan {
   bool writes_params(std::size_t tensor) const { return !shards_params() && first_replica(tensor) && counted[tensor]; }
   bool writes_moments(std::size_t tensor) const { return (distributed_optimizer() || first_replica(tensor)) && counted[tensor]; }
   std::size_t optimizer_elements() const { return total_elements(optimizer_ranges); }
-  std::size_t compute_type_bytes() const { return precision == Precision::bf16 ? 2 : 4; }
+  std::size_t compute_type_bytes() const { return is_16bit(precision) ? 2 : 4; }
   MemoryEstimate memory() const;
   // Sizes of the rank's buckets in elements: the embedding's (front), the head's (back), blocks.
   struct BucketSizes {

@@ -99,23 +99,27 @@ CudaSelection select_cuda_device(int local_rank, int local_size, const std::stri
   return s;
 }
 
-double gpu_gemm_peak_gflops(bool bf16, double seconds) {
+double gpu_gemm_peak_gflops(Precision precision, double seconds) {
   const int n = 8192;
-  const std::size_t elem = bf16 ? 2 : 4, bytes = static_cast<std::size_t>(n) * n * elem;
+  const std::size_t count = static_cast<std::size_t>(n) * n, bytes = count * (is_16bit(precision) ? 2 : 4);
   void *a = nullptr, *b = nullptr, *c = nullptr;
   CUDA_CHECK(cudaMalloc(&a, bytes));
   CUDA_CHECK(cudaMalloc(&b, bytes));
   CUDA_CHECK(cudaMalloc(&c, bytes));
   {  // random operands, as real data: zeros run faster and would overstate the peak
-    std::vector<unsigned char> host(bytes);
-    fill_gemm_operand(host.data(), static_cast<std::size_t>(n) * n, bf16, 0x9e3779b97f4a7c15ull);
-    CUDA_CHECK(cudaMemcpy(a, host.data(), bytes, cudaMemcpyHostToDevice));
-    fill_gemm_operand(host.data(), static_cast<std::size_t>(n) * n, bf16, 0x5851f42d4c957f2dull);
-    CUDA_CHECK(cudaMemcpy(b, host.data(), bytes, cudaMemcpyHostToDevice));
+    std::vector<float> host(count);  // room for either element size
+    for (const auto& [operand, seed] : {std::pair{a, 0x9e3779b97f4a7c15ull}, std::pair{b, 0x5851f42d4c957f2dull}}) {
+      switch (precision) {
+        case Precision::fp32: fill_gemm_operand(host.data(), count, seed); break;
+        case Precision::bf16: fill_gemm_operand(reinterpret_cast<bf16*>(host.data()), count, seed); break;
+        case Precision::fp16: fill_gemm_operand(reinterpret_cast<fp16*>(host.data()), count, seed); break;
+      }
+      CUDA_CHECK(cudaMemcpy(operand, host.data(), bytes, cudaMemcpyHostToDevice));
+    }
   }
   cublasHandle_t handle;
   CUBLAS_CHECK(cublasCreate(&handle));
-  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType_t type = precision == Precision::bf16 ? CUDA_R_16BF : precision == Precision::fp16 ? CUDA_R_16F : CUDA_R_32F;
   const float one = 1.0f, zero = 0.0f;
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));

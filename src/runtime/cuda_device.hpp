@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <string>
 
+#include "config/choices.hpp"
+
 namespace dtrain {
 
 struct CudaSelection {
@@ -24,8 +26,9 @@ CudaSelection select_cuda_device(int local_rank, int local_size, const std::stri
 // Total memory of the selected GPU, in bytes.
 std::size_t gpu_memory_bytes();
 // GFLOP/s of the best of repeated 8192^3 cuBLAS GEMMs on random operands (gemm_operand.hpp) on the
-// selected GPU over about `seconds`, in bf16 (fp32 accumulation) or fp32 (no TF32): the ceiling MFU is
+// selected GPU over about `seconds`, in the run's precision: bf16 or fp16 (fp32
+// accumulation) or fp32 (no TF32): the ceiling MFU is
 // measured against.
-double gpu_gemm_peak_gflops(bool bf16, double seconds);
+double gpu_gemm_peak_gflops(Precision precision, double seconds);
 
 }  // namespace dtrain

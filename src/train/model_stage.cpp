@@ -3,10 +3,10 @@
 
 namespace dtrain {
 
-void ModelStage::bind(const int* tokens, const int* targets, float loss_scale, std::function<void(int)> before_forward) {
+void ModelStage::bind(const int* tokens, const int* targets, float loss_weight, std::function<void(int)> before_forward) {
   tokens_ = tokens;
   targets_ = targets;
-  loss_scale_ = loss_scale;
+  loss_weight_ = loss_weight;
   before_forward_ = std::move(before_forward);
 }
 
@@ -21,7 +21,7 @@ double ModelStage::forward(int slot, int chunk, int micro_batch) {
 }
 
 void ModelStage::backward(int slot, int chunk, int micro_batch, const void* output_grad, void* input_grad) {
-  model_.backward(slot, chunk, batch(micro_batch), loss_scale_, output_grad, input_grad);
+  model_.backward(slot, chunk, batch(micro_batch), loss_weight_, output_grad, input_grad);
 }
 
 }  // namespace dtrain

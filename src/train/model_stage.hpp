@@ -13,8 +13,9 @@ class ModelStage final : public PipelineStage {
   explicit ModelStage(GptModel& model) : model_(model) {}
 
   // The micro-batches of the next run: tokens and targets, each (m, B, T) in device memory; every token
-  // loss is weighted by loss_scale. before_forward(micro_batch), when set, runs before each forward (fault injection).
-  void bind(const int* tokens, const int* targets, float loss_scale, std::function<void(int)> before_forward = {});
+  // loss is weighted by loss_weight (1 / the global batch's tokens, times the loss scale of an fp16 run).
+  // before_forward(micro_batch), when set, runs before each forward (fault injection).
+  void bind(const int* tokens, const int* targets, float loss_weight, std::function<void(int)> before_forward = {});
 
   int slots() const override { return model_.num_slots(); }
   DType message_type() const override { return model_.compute_type(); }
@@ -30,7 +31,7 @@ class ModelStage final : public PipelineStage {
   GptModel& model_;
   const int* tokens_ = nullptr;
   const int* targets_ = nullptr;
-  float loss_scale_ = 0.0f;
+  float loss_weight_ = 0.0f;
   std::function<void(int)> before_forward_;
 };
 

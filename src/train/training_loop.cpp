@@ -38,13 +38,12 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
   comm.nccl_pipeline = nccl_pipeline_safe(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v);
   const ParallelState ps(world, layout, comm, &watchdog, &trace);
   ComputeBudget compute = measure_compute(world, env.node, cfg.system.threads_per_rank, &watchdog);
-  const bool bf16 = cfg.system.precision == Precision::bf16;
   char peak_source[128];
   std::snprintf(peak_source, sizeof peak_source, "sgemm on all %d core(s) of each node", compute.node_cores);
   if (backend == kernels::Backend::cuda) {
     int gpus = 0;
-    compute.job_peak_gflops = measure_gpu_peak(world, env.node, placement.gpu, bf16, &watchdog, gpus);
-    std::snprintf(peak_source, sizeof peak_source, "%s cuBLAS GEMM on each of %d GPU(s)", bf16 ? "bf16" : "fp32", gpus);
+    compute.job_peak_gflops = measure_gpu_peak(world, env.node, placement.gpu, cfg.system.precision, &watchdog, gpus);
+    std::snprintf(peak_source, sizeof peak_source, "%s cuBLAS GEMM on each of %d GPU(s)", to_string(cfg.system.precision), gpus);
   }
 
   const bool rank0 = env.world_rank == 0;
@@ -72,7 +71,7 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
                 "dtrain: %d ranks (%s) on %d node(s), %s, %s, %zu parameters on rank 0, %d micro-batches of %d x %d tokens, "
                 "%d BLAS thread(s)/rank, peak %.1f GFLOP/s (%s), %.3f GFLOP/token",
                 env.world_size, to_string(plan.sizes, ' ').c_str(), env.num_nodes, placement.description.c_str(),
-                bf16 ? "bf16" : "fp32", trainer.model().table().total(), plan.num_micro_batches, plan.micro_batch,
+                to_string(cfg.system.precision), trainer.model().table().total(), plan.num_micro_batches, plan.micro_batch,
                 cfg.model.seq_length, compute.threads, compute.job_peak_gflops, peak_source, flops_per_token / 1e9);
   log.message(head);
   char memory[256];

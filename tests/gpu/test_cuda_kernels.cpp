@@ -1,5 +1,5 @@
 // Every CUDA kernel against the host kernel of the same entry of kernel_api.inc, on random inputs, in
-// fp32 and bf16. The measure is normwise: max |cuda - host| / max |host| over each output.
+// fp32, bf16 and fp16. The measure is normwise: max |cuda - host| / max |host| over each output.
 // Tolerances: fp32: both sides are fp32 with fp32 accumulation and differ in summation order only
 // (cuBLAS vs OpenBLAS blocking, warp vs lane reductions) and in exp (CUDA expf vs the host's fast_exp,
 // both within a few ulp). Two orders of a sum of K terms differ by at most 2 K u (u = 2^-24) of the
@@ -10,13 +10,21 @@
 // C, T, the head's HD x 4; 256 for the MLP's inputs, a column sum's rows). bf16 outputs 8e-3 (two bf16 steps):
 // both sides compute in fp32 and round to bf16 once, so an output differs by one rounding step (2^-8
 // relative) wherever the fp32 values straddle a rounding boundary; fp32 outputs of bf16 inputs keep
-// tolerance<float>. A wrong index or a missing term shows as 1e-1 or worse.
+// tolerance<float>. fp16 outputs (10-bit mantissa): both sides compute in fp32 and round to fp16 once,
+// each rounding moving a value by at most 2^-11 of it (round to nearest; a subnormal, below 2^-14, by
+// at most 2^-25). Two fp32 values a, b that straddle a rounding boundary round to neighbours one step
+// apart, and a step is at most 2^-10 of the value, so of the largest output; with the fp32 values' own
+// difference, |r(a) - r(b)| <= |a - r(a)| + |a - b| + |b - r(b)| <= step + |a - b|: tolerance<fp16>(K)
+// = 2^-10 + tolerance<float>(K). The inputs' magnitudes (at most about 5 sigma of the scales below, 40
+// for the saturated GELU) and every output stay far below fp16's 65504. A wrong index or a missing
+// term shows as 1e-1 or worse.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -69,11 +77,16 @@ double normwise(const std::vector<T>& got, const std::vector<T>& want) {
 
 template <typename T>
 constexpr double tolerance(long longest_sum = 64) {
-  return std::is_same_v<T, float> ? 2.0 * (longest_sum + 16) * 0x1p-24 : 8e-3;
+  if constexpr (std::is_same_v<T, float>)
+    return 2.0 * (longest_sum + 16) * 0x1p-24;
+  else if constexpr (std::is_same_v<T, bf16>)
+    return 8e-3;
+  else
+    return 0x1p-10 + tolerance<float>(longest_sum);  // one fp16 step, plus the fp32 sums' difference
 }
 template <typename T>
 const char* type_name() {
-  return std::is_same_v<T, float> ? "fp32" : "bf16";
+  return std::is_same_v<T, float> ? "fp32" : std::is_same_v<T, bf16> ? "bf16" : "fp16";
 }
 
 // Checks one output and reports the error (the note of every GPU run quotes these lines).
@@ -89,9 +102,23 @@ void expect_close(const std::string& what, const std::vector<T>& got, const std:
 // operands on tensor cores: P rounded to bf16 for the output and dV, dS rounded to bf16 for dQ and dK,
 // where the host multiplies fp32 values: one more rounding step (2^-8 relative) on out and dqkv than
 // a plain bf16 output's 8e-3, so 1.6e-2. The log-sum-exp is fp32 on both sides (fp32 tolerance).
+// fp16 attention: the same two roundings, to fp16: each term of the products P V, P^T dO, dS K and
+// dS^T Q moves by at most 2^-11 of itself (P in [0, 1] and dS are far from fp16's overflow here). The
+// terms have independent signs, and so do their rounding errors: the errors add up like the terms, to
+// about 2^-11 of the product's own size, within one more fp16 step (2^-10 of the largest output) above a
+// plain fp16 output's bound: 2 * 2^-10 + tolerance<float>(K). Probabilities and score gradients below
+// 2^-14 (fp16's subnormals) round by at most 2^-25 absolute instead: at most 2000 such terms (dK, dV of
+// T = 1000 rows for a group of 2 heads) times an operand of at most about 5 move an output by at most
+// 3e-4, a third of that step for outputs of order one (the largest of each output is above 1: the first
+// row of every (sample, head) is a value row itself).
 template <typename T>
 constexpr double attention_product_tolerance(long longest_sum) {
-  return std::is_same_v<T, float> ? tolerance<float>(longest_sum) : 1.6e-2;
+  if constexpr (std::is_same_v<T, float>)
+    return tolerance<float>(longest_sum);
+  else if constexpr (std::is_same_v<T, bf16>)
+    return 1.6e-2;
+  else
+    return 2 * 0x1p-10 + tolerance<float>(longest_sum);
 }
 
 // Sizes: B samples of T tokens, C channels in NH heads, F MLP width, V vocabulary rows.
@@ -148,7 +175,7 @@ void check_all_kernels() {
     // The test's rows, then 3000 rows of 40 columns: the weight and bias gradients' column sums split
     // the rows (6 splits of 500) and the columns fill part of a 32-column block; then rows of 30
     // columns, not a whole number of 16-byte packs: the backward's element-by-element path.
-    for (const auto [rows, cols] : {std::pair<long, int>{N, C}, std::pair<long, int>{3000, 40}, std::pair<long, int>{500, 30}}) {
+    for (const auto& [rows, cols] : {std::pair<long, int>{N, C}, std::pair<long, int>{3000, 40}, std::pair<long, int>{500, 30}}) {
       auto x = random_vec<KT>(gen, rows * cols, 2.0f), w = random_vec<KT>(gen, cols), b = random_vec<KT>(gen, cols);
       auto dout = random_vec<KT>(gen, rows * cols), dinp = random_vec<KT>(gen, rows * cols);  // dinp: accumulated into
       std::vector<KT> out(rows * cols);
@@ -270,14 +297,16 @@ void check_all_kernels() {
       }
       expect_close("attention_block_backward dq", dq_d.get(), dq, attention_product_tolerance<KT>(T + 2 * HD));
       expect_close("attention_block_backward dkv", dkv_d.get(), dkv, attention_product_tolerance<KT>(T + 2 * HD));
+      // One rounding of fp32 gradients whose difference is that of the blocks' fp32 sums (no 16-bit
+      // products in the block kernels): T + 2 HD terms.
       h.narrow_columns(grad.data(), dkv.data(), T, W, C, KW);
       g.narrow_columns(grad_d.data(), dkv_d.data(), T, W, C, KW);
-      expect_close("narrow_columns", grad_d.get(), grad);
+      expect_close("narrow_columns", grad_d.get(), grad, tolerance<KT>(T + 2 * HD));
     }
   }
   SECTION("rmsnorm") {
     // The test's rows, then rows of 30 columns (the backward's element-by-element path, as for LayerNorm).
-    for (const auto [rows, cols] : {std::pair<long, int>{N, C}, std::pair<long, int>{500, 30}}) {
+    for (const auto& [rows, cols] : {std::pair<long, int>{N, C}, std::pair<long, int>{500, 30}}) {
       auto x = random_vec<KT>(gen, rows * cols, 2.0f), w = random_vec<KT>(gen, cols), dout = random_vec<KT>(gen, rows * cols);
       auto dinp = random_vec<KT>(gen, rows * cols);  // accumulated into
       std::vector<KT> out(rows * cols);
@@ -302,9 +331,12 @@ void check_all_kernels() {
     h.rope_forward(x.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
     g.rope_forward(x_d.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
     expect_close("rope_forward", x_d.get(), x);
+    // The backward turns the host's forward output on both sides, so that it is checked alone (one
+    // rounding, not the forward's step carried through the rotation and then another).
+    OnGpu<KT> xb_d(x);
     h.rope_backward(x.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
-    g.rope_backward(x_d.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
-    expect_close("rope_backward", x_d.get(), x);
+    g.rope_backward(xb_d.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
+    expect_close("rope_backward", xb_d.get(), x);
     auto gu = random_vec<KT>(gen, N * 2 * F, 3.0f), dy = random_vec<KT>(gen, N * F);
     std::vector<KT> out(N * F), dgu(N * 2 * F);
     OnGpu<KT> gu_d(gu), dy_d(dy), out_d(out), dgu_d(dgu);
@@ -352,7 +384,7 @@ void check_all_kernels() {
     }
   }
   SECTION("cross-entropy") {
-    // V = 100 rows (bf16: not whole 16-byte packs) and 96 (whole packs in both types).
+    // V = 100 rows (bf16, fp16: not whole 16-byte packs) and 96 (whole packs in every type).
     for (const int Vx : {V, 96}) {
       const std::string what = Vx == V ? "" : " (V=96)";
       auto logits = random_vec<KT>(gen, N * Vx, 4.0f);
@@ -442,7 +474,7 @@ void check_all_kernels() {
     expect_close("adamw_update master", master_d.get(), master);
     expect_close("adamw_update m", m_d.get(), m);
     expect_close("adamw_update v", v_d.get(), v);
-    if (copy_h) expect_close("adamw_update bf16 copy", copy_d.get(), copy);
+    if (copy_h) expect_close(std::string("adamw_update ") + type_name<KT>() + " copy", copy_d.get(), copy);
   }
 }
 
@@ -450,3 +482,4 @@ void check_all_kernels() {
 
 TEST_CASE("every CUDA kernel matches the host kernel in fp32", "[gpu][kernels]") { check_all_kernels<float>(); }
 TEST_CASE("every CUDA kernel matches the host kernel in bf16", "[gpu][kernels]") { check_all_kernels<bf16>(); }
+TEST_CASE("every CUDA kernel matches the host kernel in fp16", "[gpu][kernels]") { check_all_kernels<fp16>(); }

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <numeric>
+#include <type_traits>
 
 #include "comm/mpi_communicator.hpp"
 #include "comm/parallel_state.hpp"
@@ -200,21 +201,23 @@ TEST_CASE("every operation of the MPI backend moves the right values", "[mpi][co
   CHECK(scattered);
 }
 
-TEST_CASE("bf16 sums and maxima of the MPI backend round once per combination", "[mpi][comm][bf16]") {
+TEMPLATE_TEST_CASE("16-bit sums and maxima of the MPI backend round once per combination", "[mpi][comm][bf16]", bf16, fp16) {
+  using S = TestType;
   int world = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const auto group = mpi_over_world();
   Communicator& g = *group;
-  // Values that bf16 holds exactly, with exact sums: rank r contributes (r + 1) * 0.5 + i / 8.
-  const std::size_t n = 600000;  // 1.2 MB of bf16
-  std::vector<bf16> x(n), m(n);
+  const DType type = dtype_of<S>();
+  // Values that both types hold exactly, with exact sums: rank r contributes (r + 1) * 0.5 + i / 8.
+  const std::size_t n = 600000;  // 1.2 MB
+  std::vector<S> x(n), m(n);
   for (std::size_t i = 0; i < n; ++i) {
-    x[i] = to_bf16(static_cast<float>(rank + 1) * 0.5f + static_cast<float>(i % 8) / 8.0f);
-    m[i] = to_bf16(static_cast<float>((rank * 7 + static_cast<int>(i)) % world));
+    x[i] = from_float<S>(static_cast<float>(rank + 1) * 0.5f + static_cast<float>(i % 8) / 8.0f);
+    m[i] = from_float<S>(static_cast<float>((rank * 7 + static_cast<int>(i)) % world));
   }
-  g.all_reduce(x.data(), n, DType::bf16, ReduceOp::sum, {"test"});
-  g.all_reduce(m.data(), n, DType::bf16, ReduceOp::max, {"test"});
+  g.all_reduce(x.data(), n, type, ReduceOp::sum, {"test"});
+  g.all_reduce(m.data(), n, type, ReduceOp::max, {"test"});
   const float ranks = 0.5f * world * (world + 1) / 2.0f;
   bool sums = true, maxima = true;
   for (std::size_t i = 0; i < n; ++i) {
@@ -223,11 +226,13 @@ TEST_CASE("bf16 sums and maxima of the MPI backend round once per combination", 
   }
   CHECK(sums);
   CHECK(maxima);
-  // A sum that bf16 cannot hold is rounded to nearest (bf16 steps of 2 above 256): 256 + 1.5 (+ 0 ...)
-  // -> 258 with two ranks (truncation would give 256).
-  bf16 y = to_bf16(rank == 0 ? 256.0f : (rank == 1 ? 1.5f : 0.0f));
-  g.all_reduce(&y, 1, DType::bf16, ReduceOp::sum, {"test"});
-  if (world >= 2) CHECK(to_float(y) == 258.0f);
+  // A sum the type cannot hold is rounded to nearest: above `big` (2^8 for bf16's 8 significant bits,
+  // 2^11 for fp16's 11) the steps are 2, so big + 1.5 (+ 0 ...) -> big + 2 with two ranks (truncation
+  // would give big). fp16 must not be reduced as bf16 bits: that would read other values altogether.
+  const float big = std::is_same_v<S, bf16> ? 256.0f : 2048.0f;
+  S y = from_float<S>(rank == 0 ? big : (rank == 1 ? 1.5f : 0.0f));
+  g.all_reduce(&y, 1, type, ReduceOp::sum, {"test"});
+  if (world >= 2) CHECK(to_float(y) == big + 2.0f);
 }
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <type_traits>
 
 #include "config/load.hpp"
 #include "model/gpt.hpp"
@@ -155,17 +156,20 @@ TEST_CASE("runs of a slice cover exactly its elements at their global indices", 
   }
 }
 
-// The bf16 model (bf16 storage, fp32 arithmetic) against the fp32 model on the same weights: every
-// stored activation, gradient and weight is rounded to 2^-8 relative (kBf16Resolution): the loss, a
-// mean of cross-entropies of bf16 logits, within 2^-8; a weight gradient is the product of a stored
-// upstream gradient and a stored activation, each formed from the bf16 weights and activations of the
-// layer next to it and from the loss's bf16 logits: 5 roundings, 5 x 2^-8 = 2e-2 of the largest
-// gradient (measured 4e-6 on the loss and 7e-3 on the gradients); a wrong conversion or a buffer read
-// in the wrong type is off by orders of magnitude.
-TEST_CASE("the bf16 model follows the fp32 model on the same weights", "[model][bf16]") {
+// The bf16 and fp16 models (16-bit storage, fp32 arithmetic) against the fp32 model on the same
+// weights: every stored activation, gradient and weight is rounded to u relative (2^-8 in bf16, 2^-11 in
+// fp16): the loss, a mean of cross-entropies of 16-bit logits, within u; a weight gradient is the
+// product of a stored upstream gradient and a stored activation, each formed from the 16-bit weights and
+// activations of the layer next to it and from the loss's 16-bit logits: 5 roundings, 5u of the largest
+// gradient (bf16: 2e-2; measured 4e-6 on the loss and 7e-3 on the gradients). The gradients here are of
+// the summed token losses (weight 1), far above fp16's smallest normal 2^-14, so no loss scale is
+// needed. A wrong conversion or a buffer read in the wrong type is off by orders of magnitude.
+TEMPLATE_TEST_CASE("the 16-bit models follow the fp32 model on the same weights", "[model][bf16]", bf16, fp16) {
+  // 2^-8 for bf16, 2^-11 for fp16: the unit roundoff of the storage type.
+  const double u = std::is_same_v<TestType, bf16> ? 0x1p-8 : 0x1p-11;
   Config cfg = GENERATE(tiny_config(), tiny_config(kLlama), tiny_config(kMoe));  // GPT-2, Llama and MoE blocks
   const RankPlan plan32 = whole_model_plan(cfg, 2);
-  cfg.system.precision = Precision::bf16;
+  cfg.system.precision = std::is_same_v<TestType, bf16> ? Precision::bf16 : Precision::fp16;
   const RankPlan plan16 = whole_model_plan(cfg, 2);
   const auto m32 = make_gpt_model(plan32, nullptr, kernels::Backend::host);
   const auto m16 = make_gpt_model(plan16, nullptr, kernels::Backend::host);
@@ -188,19 +192,19 @@ TEST_CASE("the bf16 model follows the fp32 model on the same weights", "[model][
     grads[i].assign(m->grads().as<float>(), m->grads().as<float>() + plan32.arena_size);
     ++i;
   }
-  INFO("fp32 loss " << loss[0] << " bf16 loss " << loss[1]);
-  CHECK(std::abs(loss[1] - loss[0]) <= 0x1p-8 * std::abs(loss[0]));
+  INFO("fp32 loss " << loss[0] << " 16-bit loss " << loss[1]);
+  CHECK(std::abs(loss[1] - loss[0]) <= u * std::abs(loss[0]));
   double err = 0.0, scale = 0.0;
   for (std::size_t k = 0; k < grads[0].size(); ++k) {
     err = std::max(err, static_cast<double>(std::abs(grads[1][k] - grads[0][k])));
     scale = std::max(scale, static_cast<double>(std::abs(grads[0][k])));
   }
   INFO("gradients: max difference " << err << " of max " << scale);
-  CHECK(err <= 5 * 0x1p-8 * scale);
-  // The bf16 weights are the fp32 ones rounded: reading them back gives exactly those roundings.
+  CHECK(err <= 5 * u * scale);
+  // The 16-bit weights are the fp32 ones rounded: reading them back gives exactly those roundings.
   std::vector<float> back(plan16.arena_size);
   m16->get_parameters(back.data());
   bool rounded = true;
-  for (std::size_t k = 0; k < back.size(); ++k) rounded = rounded && back[k] == to_float(to_bf16(w[k]));
+  for (std::size_t k = 0; k < back.size(); ++k) rounded = rounded && back[k] == to_float(from_float<TestType>(w[k]));
   CHECK(rounded);
 }

@@ -1,10 +1,11 @@
-// CUDA backend, bf16: fused causal self-attention on tensor cores, flash-attention 2 style, every
-// (sample, head) in one launch (kernels/flash_tiling.hpp: tiling and shared memory; kernels/
-// mma_fragments.hpp: the lanes' fragments, tested on the host). Each warp owns 16 rows of a 64-row tile
-// and keeps its scores, probabilities and accumulators in registers: mma.sync.m16n8k16 (bf16 in, fp32
-// accumulation) with operands from shared memory through ldmatrix, and the probabilities of one product
-// passed to the next as A fragments without leaving registers. The walked tiles are double-buffered
-// (cp.async): the next one loads while the current one is multiplied.
+// CUDA backend, bf16 and fp16 (one template on the 16-bit storage type KT): fused causal self-attention
+// on tensor cores, flash-attention 2 style, every (sample, head) in one launch (kernels/flash_tiling.hpp:
+// tiling and shared memory; kernels/mma_fragments.hpp: the lanes' fragments, tested on the host). Each
+// warp owns 16 rows of a 64-row tile and keeps its scores, probabilities and accumulators in registers:
+// mma.sync.m16n8k16 (bf16 or fp16 in, fp32 accumulation; the two types share the fragment layouts)
+// with operands from shared memory through ldmatrix, and the probabilities of one product passed to the
+// next as A fragments without leaving registers. The walked tiles are double-buffered (cp.async): the
+// next one loads while the current one is multiplied.
 //  - forward: a block per (query tile, sample x head) walks the key tiles up to the diagonal with an
 //    online softmax (running maximum and sum per row, the output rescaled as the maximum grows), then
 //    writes the output and each row's log-sum-exp; no (T,T) matrix reaches device memory;
@@ -13,8 +14,15 @@
 //    one per (key tile, sample x key/value group) sums dK and dV over the group's query heads and the
 //    query tiles that see it (its warps own key rows: S^T = K Q^T), one per (query tile, sample x head)
 //    sums dQ over the key tiles it sees.
-// The probabilities and score gradients are rounded to bf16 once, before the products that take them,
-// where the host keeps them in fp32 (the GPU tests' tolerance says so).
+// The probabilities and score gradients are rounded to KT once, before the products that take them,
+// where the host keeps them in fp32 (the GPU tests' tolerance says so). fp16's range (largest finite
+// 65504): every product accumulates in fp32 registers, so scores, row sums and accumulators never meet
+// it; only the values rounded to KT do. The probabilities stay in [0, 1] (the running maximum is
+// subtracted before exp2 in the forward, the log-sum-exp, at least every score, in the backward), where
+// fp16 rounds with at most 2^-11 relative error (2^-25 absolute below 2^-14, its subnormals). The score
+// gradients dS = P (dP - D) / sqrt(HD) are not bounded: beyond 65504 they round to infinity, which the
+// dynamic loss scale treats as any overflowing gradient (the host, keeping dS in fp32, overflows only
+// where dQ or dK themselves pass 65504). The outputs round once, as on the host.
 #include <cmath>
 
 #include "kernels/cuda/device_math.cuh"
@@ -28,7 +36,6 @@ namespace {
 
 using namespace flash;
 using namespace flash_tiles;
-using ::dtrain::bf16;
 namespace frag = ::dtrain::kernels::mma;
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -37,8 +44,8 @@ constexpr int kScoreTiles = kTile / 8;  // 8-column C tiles across one key (or q
 
 // One warp: acc (16 x 8 NT) += A B^T, A (16 x K) and B (8 NT x K) row-major tiles in shared memory
 // (row strides lda, ldb): the "Q K^T" product, B's rows being keys (or queries).
-template <int K, int NT>
-__device__ __forceinline__ void mma_a_bt(float (&acc)[NT][4], const bf16* A, int lda, const bf16* B, int ldb) {
+template <int K, int NT, typename KT>
+__device__ __forceinline__ void mma_a_bt(float (&acc)[NT][4], const KT* A, int lda, const KT* B, int ldb) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int k = 0; k < K; k += 16) {
@@ -48,16 +55,16 @@ __device__ __forceinline__ void mma_a_bt(float (&acc)[NT][4], const bf16* A, int
     for (int n = 0; n < NT; n += 2) {
       std::uint32_t b[4];
       ldsm_x4(b, B + (n * 8 + frag::ldm_row_bt(lane)) * ldb + k + frag::ldm_col_bt(lane));
-      mma_16816(acc[n], a, b[0], b[1]);
-      mma_16816(acc[n + 1], a, b[2], b[3]);
+      mma_16816<KT>(acc[n], a, b[0], b[1]);
+      mma_16816<KT>(acc[n + 1], a, b[2], b[3]);
     }
   }
 }
 
 // One warp: acc (16 x 8 NT) += P B, P (16 x 16 KC) given as A fragments in registers, B (16 KC x 8 NT)
 // a row-major tile in shared memory (row stride ldb): the "P V" product.
-template <int KC, int NT>
-__device__ __forceinline__ void mma_p_b(float (&acc)[NT][4], const std::uint32_t (&p)[KC][4], const bf16* B, int ldb) {
+template <int KC, int NT, typename KT>
+__device__ __forceinline__ void mma_p_b(float (&acc)[NT][4], const std::uint32_t (&p)[KC][4], const KT* B, int ldb) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int kc = 0; kc < KC; ++kc)
@@ -65,27 +72,27 @@ __device__ __forceinline__ void mma_p_b(float (&acc)[NT][4], const std::uint32_t
     for (int n = 0; n < NT; n += 2) {
       std::uint32_t b[4];
       ldsm_x4_trans(b, B + (kc * 16 + frag::ldm_row_a(lane)) * ldb + n * 8 + frag::ldm_col_a(lane));
-      mma_16816(acc[n], p[kc], b[0], b[1]);
-      mma_16816(acc[n + 1], p[kc], b[2], b[3]);
+      mma_16816<KT>(acc[n], p[kc], b[0], b[1]);
+      mma_16816<KT>(acc[n + 1], p[kc], b[2], b[3]);
     }
 }
 
-// The A fragments (16 x 8 NT, bf16) of a warp's C tiles (16 x 8 NT, fp32).
-template <int NT>
+// The A fragments (16 x 8 NT, KT) of a warp's C tiles (16 x 8 NT, fp32).
+template <typename KT, int NT>
 __device__ __forceinline__ void a_fragments(std::uint32_t (&a)[NT / 2][4], const float (&c)[NT][4]) {
 #pragma unroll
   for (int j = 0; j < NT / 2; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const float* t = c[2 * j + frag::a_from_c_tile(r)];
-      a[j][r] = pack_bf16(t[frag::a_from_c_value(r)], t[frag::a_from_c_value(r) + 1]);
+      a[j][r] = pack2<KT>(t[frag::a_from_c_value(r)], t[frag::a_from_c_value(r) + 1]);
     }
 }
 
 // Writes a warp's C tiles (16 rows x D head-dim columns, fp32, times `scale`) into global rows
 // first_row + warp row (row stride ld), columns [0, HD); rows at or past T are skipped.
-template <int DT>
-__device__ __forceinline__ void store_c_rows(bf16* dst, long ld, const float (&c)[DT][4], int first_row, int T, int HD,
+template <int DT, typename KT>
+__device__ __forceinline__ void store_c_rows(KT* dst, long ld, const float (&c)[DT][4], int first_row, int T, int HD,
                                              const float (&scale)[2]) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
@@ -93,25 +100,25 @@ __device__ __forceinline__ void store_c_rows(bf16* dst, long ld, const float (&c
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int row = first_row + frag::c_row(lane, e), col = d * 8 + frag::c_col(lane, e);
-      if (row < T && col < HD) dst[static_cast<long>(row) * ld + col] = st<bf16>(c[d][e] * scale[e / 2]);
+      if (row < T && col < HD) dst[static_cast<long>(row) * ld + col] = st<KT>(c[d][e] * scale[e / 2]);
     }
 }
 
 // ---- forward: grid (query tiles, B*NH).
-template <int D>
-__global__ void __launch_bounds__(kBlockThreads) forward_kernel(bf16* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/,
-                                                                const bf16* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
+template <typename KT, int D>
+__global__ void __launch_bounds__(kBlockThreads) forward_kernel(KT* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/,
+                                                                const KT* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
                                                                 float scale_log2) {
   constexpr int LD = mma_row_stride(D), DT = D / 8;
   extern __shared__ __align__(128) unsigned char smem[];
-  const QueryTileBlock<bf16> at(qkv, T, NH, NKV, HD);
-  bf16* Qs = reinterpret_cast<bf16*>(smem);  // (kTile,LD)
-  bf16* Kb = Qs + kTile * LD;                 // 2 x (kTile,LD)
-  bf16* Vb = Kb + 2 * kTile * LD;             // 2 x (kTile,LD)
+  const QueryTileBlock<KT> at(qkv, T, NH, NKV, HD);
+  KT* Qs = reinterpret_cast<KT*>(smem);  // (kTile,LD)
+  KT* Kb = Qs + kTile * LD;              // 2 x (kTile,LD)
+  KT* Vb = Kb + 2 * kTile * LD;          // 2 x (kTile,LD)
   const int lane = threadIdx.x % 32, r0 = (threadIdx.x / 32) * kWarpRows, q0 = at.qt * kTile;
   const int qrow[2] = {q0 + r0 + frag::c_row(lane, 0), q0 + r0 + frag::c_row(lane, 2)};  // this lane's two rows
 
-  load_tile<bf16, D, LD>(Qs, at.rows + at.h * HD, at.W, q0, T, HD);
+  load_tile<KT, D, LD>(Qs, at.rows + at.h * HD, at.W, q0, T, HD);
   float o[DT][4] = {};                              // (16, D) unnormalised output
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {};   // running maximum (log2 units) and this lane's part of the sum
   walk_tiles<2>(
@@ -150,7 +157,7 @@ __global__ void __launch_bounds__(kBlockThreads) forward_kernel(bf16* out /*(B,T
             l[e / 2] += s[n][e];
           }
         std::uint32_t p[kScoreTiles / 2][4];
-        a_fragments<kScoreTiles>(p, s);
+        a_fragments<KT, kScoreTiles>(p, s);
         mma_p_b<kScoreTiles / 2, DT>(o, p, Vb + buf * kTile * LD, LD);  // O += P V
       });
   float inv[2];
@@ -169,28 +176,28 @@ __global__ void __launch_bounds__(kBlockThreads) forward_kernel(bf16* out /*(B,T
 // ---- backward: dK and dV of one key tile of one key/value group: grid (key tiles, B*NKV). Sums over the
 // group's query heads and the query tiles at or below it; the warps own key rows, so the products are
 // transposed: S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
-template <int D>
-__global__ void __launch_bounds__(kBlockThreads) dkv_kernel(bf16* dqkv /*(B,T,W)*/, const bf16* dout /*(B,T,C)*/,
+template <typename KT, int D>
+__global__ void __launch_bounds__(kBlockThreads) dkv_kernel(KT* dqkv /*(B,T,W)*/, const KT* dout /*(B,T,C)*/,
                                                             const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
-                                                            const bf16* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD, float scale,
+                                                            const KT* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD, float scale,
                                                             float scale_log2) {
   constexpr int LD = mma_row_stride(D), DT = D / 8;
   extern __shared__ __align__(128) unsigned char smem[];
   const int kt = blockIdx.x, b = blockIdx.y / NKV, g = blockIdx.y % NKV, group = NH / NKV;
   const int W = (NH + 2 * NKV) * HD, C = NH * HD;
-  const bf16* rows = qkv + static_cast<long>(b) * T * W;
-  bf16* Ks = reinterpret_cast<bf16*>(smem);                         // (kTile,LD)
-  bf16* Vs = Ks + kTile * LD;                                        // (kTile,LD)
-  bf16* Qb = Vs + kTile * LD;                                        // 2 x (kTile,LD)
-  bf16* dOb = Qb + 2 * kTile * LD;                                   // 2 x (kTile,LD)
-  float* lse_b = reinterpret_cast<float*>(dOb + 2 * kTile * LD);     // 2 x (kTile)
-  float* D_b = lse_b + 2 * kTile;                                    // 2 x (kTile)
+  const KT* rows = qkv + static_cast<long>(b) * T * W;
+  KT* Ks = reinterpret_cast<KT*>(smem);                           // (kTile,LD)
+  KT* Vs = Ks + kTile * LD;                                       // (kTile,LD)
+  KT* Qb = Vs + kTile * LD;                                       // 2 x (kTile,LD)
+  KT* dOb = Qb + 2 * kTile * LD;                                  // 2 x (kTile,LD)
+  float* lse_b = reinterpret_cast<float*>(dOb + 2 * kTile * LD);  // 2 x (kTile)
+  float* D_b = lse_b + 2 * kTile;                                 // 2 x (kTile)
   const int lane = threadIdx.x % 32, r0 = (threadIdx.x / 32) * kWarpRows, k0 = kt * kTile;
   const int krow[2] = {k0 + r0 + frag::c_row(lane, 0), k0 + r0 + frag::c_row(lane, 2)};  // this lane's two key rows
   const int query_tiles = tiles(T) - first_query_tile(kt);
 
-  load_tile<bf16, D, LD>(Ks, rows + C + g * HD, W, k0, T, HD);
-  load_tile<bf16, D, LD>(Vs, rows + C + NKV * HD + g * HD, W, k0, T, HD);
+  load_tile<KT, D, LD>(Ks, rows + C + g * HD, W, k0, T, HD);
+  load_tile<KT, D, LD>(Vs, rows + C + NKV * HD + g * HD, W, k0, T, HD);
   float dk[DT][4] = {}, dv[DT][4] = {};  // (16, D) each
   // Step i: query head g*group + i / query_tiles, query tile first_query_tile(kt) + i % query_tiles.
   auto head_of = [&](int i) { return g * group + i / query_tiles; };
@@ -200,14 +207,14 @@ __global__ void __launch_bounds__(kBlockThreads) dkv_kernel(bf16* dqkv /*(B,T,W)
       [&](int i, int buf) {
         const int h = head_of(i), q0 = tile_of(i) * kTile;
         const long stats = (static_cast<long>(b) * NH + h) * T;
-        load_tile<bf16, D, LD>(Qb + buf * kTile * LD, rows + h * HD, W, q0, T, HD);
-        load_tile<bf16, D, LD>(dOb + buf * kTile * LD, dout + static_cast<long>(b) * T * C + h * HD, C, q0, T, HD);
+        load_tile<KT, D, LD>(Qb + buf * kTile * LD, rows + h * HD, W, q0, T, HD);
+        load_tile<KT, D, LD>(dOb + buf * kTile * LD, dout + static_cast<long>(b) * T * C + h * HD, C, q0, T, HD);
         load_rows(lse_b + buf * kTile, lse + stats, q0, T);
         load_rows(D_b + buf * kTile, Dsum + stats, q0, T);
       },
       [&](int i, int buf) {
-        const bf16* Qs = Qb + buf * kTile * LD;
-        const bf16* dOs = dOb + buf * kTile * LD;
+        const KT* Qs = Qb + buf * kTile * LD;
+        const KT* dOs = dOb + buf * kTile * LD;
         const float* lse_s = lse_b + buf * kTile;
         const float* D_s = D_b + buf * kTile;
         const int q0 = tile_of(i) * kTile;
@@ -224,30 +231,30 @@ __global__ void __launch_bounds__(kBlockThreads) dkv_kernel(bf16* dqkv /*(B,T,W)
             dp[n][e] = p * (dp[n][e] - D_s[c]) * scale;
           }
         std::uint32_t pa[kScoreTiles / 2][4], da[kScoreTiles / 2][4];
-        a_fragments<kScoreTiles>(pa, s);
-        a_fragments<kScoreTiles>(da, dp);
+        a_fragments<KT, kScoreTiles>(pa, s);
+        a_fragments<KT, kScoreTiles>(da, dp);
         mma_p_b<kScoreTiles / 2, DT>(dv, pa, dOs, LD);  // dV += P^T dO
         mma_p_b<kScoreTiles / 2, DT>(dk, da, Qs, LD);   // dK += dS^T Q
       });
   const float one[2] = {1.0f, 1.0f};
-  bf16* dst = dqkv + static_cast<long>(b) * T * W + C + g * HD;
+  KT* dst = dqkv + static_cast<long>(b) * T * W + C + g * HD;
   store_c_rows<DT>(dst, W, dk, k0 + r0, T, HD, one);
   store_c_rows<DT>(dst + NKV * HD, W, dv, k0 + r0, T, HD, one);
 }
 
 // ---- backward: dQ of one query tile of one head: grid (query tiles, B*NH).
-template <int D>
-__global__ void __launch_bounds__(kBlockThreads) dq_kernel(bf16* dqkv /*(B,T,W)*/, const bf16* dout /*(B,T,C)*/,
+template <typename KT, int D>
+__global__ void __launch_bounds__(kBlockThreads) dq_kernel(KT* dqkv /*(B,T,W)*/, const KT* dout /*(B,T,C)*/,
                                                            const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
-                                                           const bf16* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD, float scale,
+                                                           const KT* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD, float scale,
                                                            float scale_log2) {
   constexpr int LD = mma_row_stride(D), DT = D / 8;
   extern __shared__ __align__(128) unsigned char smem[];
-  const QueryTileBlock<bf16> at(qkv, T, NH, NKV, HD);
-  bf16* Qs = reinterpret_cast<bf16*>(smem);  // (kTile,LD)
-  bf16* dOs = Qs + kTile * LD;                // (kTile,LD)
-  bf16* Kb = dOs + kTile * LD;                // 2 x (kTile,LD)
-  bf16* Vb = Kb + 2 * kTile * LD;             // 2 x (kTile,LD)
+  const QueryTileBlock<KT> at(qkv, T, NH, NKV, HD);
+  KT* Qs = reinterpret_cast<KT*>(smem);  // (kTile,LD)
+  KT* dOs = Qs + kTile * LD;             // (kTile,LD)
+  KT* Kb = dOs + kTile * LD;             // 2 x (kTile,LD)
+  KT* Vb = Kb + 2 * kTile * LD;          // 2 x (kTile,LD)
   const int lane = threadIdx.x % 32, r0 = (threadIdx.x / 32) * kWarpRows, q0 = at.qt * kTile;
   const int qrow[2] = {q0 + r0 + frag::c_row(lane, 0), q0 + r0 + frag::c_row(lane, 2)};
   const long stats = (static_cast<long>(at.b) * NH + at.h) * T;
@@ -257,14 +264,14 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(bf16* dqkv /*(B,T,W)*
     dsum[r] = qrow[r] < T ? Dsum[stats + qrow[r]] : 0.0f;
   }
 
-  load_tile<bf16, D, LD>(Qs, at.rows + at.h * HD, at.W, q0, T, HD);
-  load_tile<bf16, D, LD>(dOs, dout + static_cast<long>(at.b) * T * at.C + at.h * HD, at.C, q0, T, HD);
+  load_tile<KT, D, LD>(Qs, at.rows + at.h * HD, at.W, q0, T, HD);
+  load_tile<KT, D, LD>(dOs, dout + static_cast<long>(at.b) * T * at.C + at.h * HD, at.C, q0, T, HD);
   float dq[DT][4] = {};  // (16, D)
   walk_tiles<2>(
       key_tiles_seen(at.qt, T),
       [&](int kt, int buf) { at.template load_key_values<D, LD>(Kb + buf * kTile * LD, Vb + buf * kTile * LD, kt, T, NKV, HD); },
       [&](int kt, int buf) {
-        const bf16* Ks = Kb + buf * kTile * LD;
+        const KT* Ks = Kb + buf * kTile * LD;
         float s[kScoreTiles][4] = {}, dp[kScoreTiles][4] = {};  // (16 queries, kTile keys)
         mma_a_bt<D, kScoreTiles>(s, Qs + r0 * LD, LD, Ks, LD);
         mma_a_bt<D, kScoreTiles>(dp, dOs + r0 * LD, LD, Vb + buf * kTile * LD, LD);
@@ -277,7 +284,7 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(bf16* dqkv /*(B,T,W)*
             dp[n][e] = p * (dp[n][e] - dsum[e / 2]) * scale;
           }
         std::uint32_t da[kScoreTiles / 2][4];
-        a_fragments<kScoreTiles>(da, dp);
+        a_fragments<KT, kScoreTiles>(da, dp);
         mma_p_b<kScoreTiles / 2, DT>(dq, da, Ks, LD);  // dQ += dS K
       });
   const float one[2] = {1.0f, 1.0f};
@@ -285,51 +292,68 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(bf16* dqkv /*(B,T,W)*
 }
 
 // The launches, each in a function of its own name (the kernel profile's rows).
-template <int D>
-void attention_forward_tensor_cores(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, int HD) {
+template <int D, typename KT>
+void attention_forward_tensor_cores(KT* out, float* lse, const KT* qkv, int B, int T, int NH, int NKV, int HD) {
   constexpr std::size_t smem = mma_forward_smem(D);
-  static const bool ready = (allow_smem(forward_kernel<D>, smem, "forward", HD), true);
+  static const bool ready = (allow_smem(forward_kernel<KT, D>, smem, "forward", HD), true);
   (void)ready;
   const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(HD));
-  forward_kernel<D><<<dim3(tiles(T), B * NH), kBlockThreads, smem>>>(out, lse, qkv, T, NH, NKV, HD, scale_log2);
+  forward_kernel<KT, D><<<dim3(tiles(T), B * NH), kBlockThreads, smem>>>(out, lse, qkv, T, NH, NKV, HD, scale_log2);
   DTRAIN_LAUNCH_CHECK();
 }
 
-template <int D>
-void attention_dkv_tensor_cores(bf16* dqkv, const float* Dsum, const bf16* dout, const float* lse, const bf16* qkv, int B, int T, int NH,
+template <int D, typename KT>
+void attention_dkv_tensor_cores(KT* dqkv, const float* Dsum, const KT* dout, const float* lse, const KT* qkv, int B, int T, int NH,
                                 int NKV, int HD) {
   constexpr std::size_t smem = mma_dkv_smem(D);
-  static const bool ready = (allow_smem(dkv_kernel<D>, smem, "dK/dV", HD), true);
+  static const bool ready = (allow_smem(dkv_kernel<KT, D>, smem, "dK/dV", HD), true);
   (void)ready;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  dkv_kernel<D><<<dim3(tiles(T), B * NKV), kBlockThreads, smem>>>(dqkv, dout, lse, Dsum, qkv, T, NH, NKV, HD, scale, kLog2e * scale);
+  dkv_kernel<KT, D><<<dim3(tiles(T), B * NKV), kBlockThreads, smem>>>(dqkv, dout, lse, Dsum, qkv, T, NH, NKV, HD, scale, kLog2e * scale);
   DTRAIN_LAUNCH_CHECK();
 }
 
-template <int D>
-void attention_dq_tensor_cores(bf16* dqkv, const float* Dsum, const bf16* dout, const float* lse, const bf16* qkv, int B, int T, int NH,
+template <int D, typename KT>
+void attention_dq_tensor_cores(KT* dqkv, const float* Dsum, const KT* dout, const float* lse, const KT* qkv, int B, int T, int NH,
                                int NKV, int HD) {
   constexpr std::size_t smem = mma_dq_smem(D);
-  static const bool ready = (allow_smem(dq_kernel<D>, smem, "dQ", HD), true);
+  static const bool ready = (allow_smem(dq_kernel<KT, D>, smem, "dQ", HD), true);
   (void)ready;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  dq_kernel<D><<<dim3(tiles(T), B * NH), kBlockThreads, smem>>>(dqkv, dout, lse, Dsum, qkv, T, NH, NKV, HD, scale, kLog2e * scale);
+  dq_kernel<KT, D><<<dim3(tiles(T), B * NH), kBlockThreads, smem>>>(dqkv, dout, lse, Dsum, qkv, T, NH, NKV, HD, scale, kLog2e * scale);
   DTRAIN_LAUNCH_CHECK();
 }
 
-}  // namespace
-
-void attention_forward(bf16* out, float* lse, float*, const bf16* qkv, int B, int T, int NH, int NKV, int HD) {
+template <typename KT>
+void flash_forward(KT* out, float* lse, const KT* qkv, int B, int T, int NH, int NKV, int HD) {
   with_padded_head_dim(HD, [&](auto D) { attention_forward_tensor_cores<decltype(D)::value>(out, lse, qkv, B, T, NH, NKV, HD); });
 }
 
-void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv, int B, int T,
-                        int NH, int NKV, int HD) {
+template <typename KT>
+void flash_backward(KT* dqkv, float* scratch, const KT* dout, const KT* out, const float* lse, const KT* qkv, int B, int T, int NH,
+                    int NKV, int HD) {
   row_dot(scratch, dout, out, B, T, NH, HD);  // scratch: Dsum (B,NH,T)
   with_padded_head_dim(HD, [&](auto D) {
     attention_dkv_tensor_cores<decltype(D)::value>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
     attention_dq_tensor_cores<decltype(D)::value>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD);
   });
+}
+
+}  // namespace
+
+void attention_forward(bf16* out, float* lse, float*, const bf16* qkv, int B, int T, int NH, int NKV, int HD) {
+  flash_forward(out, lse, qkv, B, T, NH, NKV, HD);
+}
+void attention_forward(fp16* out, float* lse, float*, const fp16* qkv, int B, int T, int NH, int NKV, int HD) {
+  flash_forward(out, lse, qkv, B, T, NH, NKV, HD);
+}
+void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const float* lse, const bf16* qkv, int B, int T,
+                        int NH, int NKV, int HD) {
+  flash_backward(dqkv, scratch, dout, out, lse, qkv, B, T, NH, NKV, HD);
+}
+void attention_backward(fp16* dqkv, float* scratch, const fp16* dout, const fp16* out, const float* lse, const fp16* qkv, int B, int T,
+                        int NH, int NKV, int HD) {
+  flash_backward(dqkv, scratch, dout, out, lse, qkv, B, T, NH, NKV, HD);
 }
 
 }  // namespace dtrain::kernels::cuda
