@@ -10,14 +10,16 @@
 // flat_begin (where in that slice the piece starts) and hash64 (checksum of the values). Any layout
 // finds its slice by mapping pieces to global element indices, so a checkpoint loads on any
 // (tp, pp, dp, distributed optimizer, v). Root attributes carry the format version, checkpoint id,
-// step, consumed samples, layout, dtrain version, the resolved configuration and the identity of the
-// tokenizer of the training data (src/tokenizer; absent, in older checkpoints, means byte).
+// step, consumed samples, layout, dtrain version, the resolved configuration, the identity of the
+// tokenizer of the training data (src/tokenizer; absent, in older checkpoints, means byte), the
+// optimizer updates skipped and an fp16 run's loss scaler.
 // A save is written under a temporary name and published (renamed, then `latest` replaced) only after
 // every rank reported success; a failure or a kill at any moment leaves the last checkpoint untouched.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,16 @@ struct CheckpointMeta {
   std::string version;
   std::string tokenizer = "byte";      // the tokenizer's identity
   std::uint64_t checkpoint_id = 0;     // random per save: a shard or manifest from another save is refused
+  // Optimizer updates skipped (fp16 overflows; attribute `skipped_steps`, absent = 0): the learning-rate
+  // schedule and AdamW's step count follow step - skipped_steps.
+  std::int64_t skipped_steps = 0;
+  // The loss scaler of an fp16 run (attributes `loss_scale` and `loss_scale_trackers` = {growth,
+  // hysteresis}); absent in fp32 and bf16 runs.
+  struct LossScaler {
+    double scale = 0.0;
+    std::int64_t growth_tracker = 0, hysteresis_tracker = 0;
+  };
+  std::optional<LossScaler> loss_scaler;
 };
 
 // One rank's state as the checkpoint sees it, in fp32 host memory: its plan says which tensors and

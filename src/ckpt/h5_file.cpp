@@ -234,6 +234,26 @@ std::vector<std::int64_t> File::attr_ints(const std::string& name, const std::st
   return v;
 }
 
+void File::set_attr_double(const std::string& name, double v, const std::string& object) {
+  Quiet q;
+  const hsize_t n = 1;
+  Handle space{H5Screate_simple(1, &n, nullptr), H5Sclose};
+  Handle attr{H5Acreate_by_name(id_, object.c_str(), name.c_str(), H5T_IEEE_F64LE, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+              H5Aclose};
+  if (attr.id < 0 || H5Awrite(attr.id, H5T_NATIVE_DOUBLE, &v) < 0) fail("writing attribute " + name, __LINE__);
+}
+
+double File::attr_double(const std::string& name, const std::string& object) const {
+  Quiet q;
+  Handle attr{H5Aopen_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+  if (attr.id < 0) fail("no attribute '" + name + "' on " + object + " (not a dtrain checkpoint shard?)", __LINE__);
+  Handle space{H5Aget_space(attr.id), H5Sclose};
+  double v = 0.0;
+  if (H5Sget_simple_extent_npoints(space.id) != 1) fail("attribute " + name + " is not a single number", __LINE__, false);
+  if (H5Aread(attr.id, H5T_NATIVE_DOUBLE, &v) < 0) fail("reading attribute " + name, __LINE__);
+  return v;
+}
+
 bool File::has_attr(const std::string& name, const std::string& object) const {
   Quiet q;
   const htri_t exists = H5Aexists_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT);

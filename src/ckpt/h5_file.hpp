@@ -81,6 +81,8 @@ class File {
   void set_attr(const std::string& name, const std::string& v, const std::string& object = "/");
   void set_attr(const std::string& name, const std::vector<std::int64_t>& v, const std::string& object = "/");
   std::int64_t attr_int(const std::string& name, const std::string& object = "/") const;
+  void set_attr_double(const std::string& name, double v, const std::string& object = "/");
+  double attr_double(const std::string& name, const std::string& object = "/") const;
   std::string attr_string(const std::string& name, const std::string& object = "/") const;
   std::vector<std::int64_t> attr_ints(const std::string& name, const std::string& object = "/") const;
   bool has_attr(const std::string& name, const std::string& object = "/") const;

@@ -99,6 +99,14 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool hash_files)
       meta_.version = f.attr_string("dtrain_version");
       meta_.config_text = f.attr_string("config");
       if (f.has_attr("tokenizer")) meta_.tokenizer = f.attr_string("tokenizer");
+      if (f.has_attr("skipped_steps")) meta_.skipped_steps = f.attr_int("skipped_steps");
+      if (meta_.skipped_steps < 0 || meta_.skipped_steps > step)
+        throw UserError("checkpoint shard '" + path + "' has a malformed skipped_steps attribute");
+      if (f.has_attr("loss_scale")) {
+        const auto trackers = f.attr_ints("loss_scale_trackers");
+        if (trackers.size() != 2) throw UserError("checkpoint shard '" + path + "' has a malformed loss_scale_trackers attribute");
+        meta_.loss_scaler = CheckpointMeta::LossScaler{f.attr_double("loss_scale"), trackers[0], trackers[1]};
+      }
     }
     for (const auto& ds : f.list_datasets()) {
       const auto first = ds.find('/'), last = ds.rfind('/');

@@ -108,6 +108,11 @@ bool write_shard(const std::string& path, const CheckpointMeta& meta, const Piec
   f.set_attr("writer_rank", writer_rank);
   f.set_attr("config", meta.config_text);
   f.set_attr("tokenizer", meta.tokenizer);
+  f.set_attr("skipped_steps", meta.skipped_steps);
+  if (meta.loss_scaler) {
+    f.set_attr_double("loss_scale", meta.loss_scaler->scale);
+    f.set_attr("loss_scale_trackers", std::vector<std::int64_t>{meta.loss_scaler->growth_tracker, meta.loss_scaler->hysteresis_tracker});
+  }
   bool first = true;
   pieces([&](int kind, const TensorSpec& t, int index, const float* data, std::int64_t flat, std::int64_t count) {
     write_piece(f, kPieceKinds[kind], t, index, data, flat, count);

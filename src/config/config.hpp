@@ -87,6 +87,15 @@ struct OptimizerConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double clip_grad = 1.0;
+  // fp16 loss scaling (Megatron's keys and defaults): the loss is multiplied by the scale before the
+  // backward pass and the gradients divided by it; a step whose gradients overflow is skipped. A fixed
+  // loss_scale > 0, or dynamic (0): start at initial_loss_scale, halve after `hysteresis` overflows
+  // (not below min_loss_scale), double after loss_scale_window steps without one.
+  double loss_scale = 0.0;
+  double initial_loss_scale = 4294967296.0;  // 2^32
+  double min_loss_scale = 1.0;
+  int loss_scale_window = 1000;
+  int hysteresis = 2;
 };
 
 struct DataConfig {
@@ -118,6 +127,7 @@ struct DebugConfig {
   int stall_at_step = -1;  // ... in the first forward of this step (1-based)
   bool synchronous_sends = false;  // pipeline sends complete only when matched (MPI_Issend): no buffering
   double save_write_delay_s = 0.0;  // a checkpoint write pauses this long with its shard half written
+  int nonfinite_grad_at_step = -1;  // world rank 0 writes inf into a gradient it counts, after the gradient sync of this step (1-based)
 };
 
 struct Config {

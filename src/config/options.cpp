@@ -93,8 +93,9 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "auto, nccl or mpi: auto = NCCL with device=cuda when every rank has a GPU of its own, else MPI (GPU buffers "
       "staged through pinned host memory; how several ranks share one GPU)");
   add("system.precision", &s.precision,
-      "fp32, or bf16: bf16 weights, activations and messages for compute (fp32 arithmetic), fp32 master weights, "
-      "gradients and optimizer state; checkpoints hold the fp32 master weights either way");
+      "fp32, bf16 or fp16: 16-bit weights, activations and messages for compute (fp32 arithmetic), fp32 master weights, "
+      "gradients and optimizer state; fp16 (for GPUs without bf16) scales the loss (optimizer.loss_scale and the keys "
+      "after it); checkpoints hold the fp32 master weights either way");
   add("system.tensor_model_parallel_size", &s.tensor_model_parallel_size, "tensor-parallel ranks tp");
   add("system.pipeline_model_parallel_size", &s.pipeline_model_parallel_size, "pipeline stages pp");
   add("system.virtual_pipeline_model_parallel_size", &s.virtual_pipeline_model_parallel_size,
@@ -113,7 +114,7 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("system.offload_optimizer", &s.offload_optimizer,
       "keep AdamW's moments and fp32 master weights (of the rank's owned slices) in host memory and update them there "
       "with the host's AdamW: each step the owned gradients are copied to the host and the updated weights back; on a "
-      "GPU this frees 12 (bf16) or 8 (fp32) bytes of device memory per owned parameter");
+      "GPU this frees 12 (bf16, fp16) or 8 (fp32) bytes of device memory per owned parameter");
   add("system.overlap_grad_reduce", &s.overlap_grad_reduce, "start each gradient bucket's reduction as soon as it is ready");
   add("system.overlap_param_gather", &s.overlap_param_gather, "overlap the distributed optimizer's parameter all-gather with the next forward");
   add("system.pipeline_schedule", &s.pipeline_schedule, "1f1b, interleaved or afab (all-forward-all-backward)");
@@ -141,6 +142,14 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("optimizer.beta2", &o.beta2, "AdamW beta2");
   add("optimizer.eps", &o.eps, "AdamW epsilon");
   add("optimizer.clip_grad", &o.clip_grad, "global gradient-norm clip; 0 = off");
+  add("optimizer.loss_scale", &o.loss_scale,
+      "precision=fp16: a fixed loss scale, or 0 = dynamic loss scaling (the keys below); a step whose gradients overflow "
+      "is skipped either way");
+  add("optimizer.initial_loss_scale", &o.initial_loss_scale, "precision=fp16, dynamic: the first loss scale");
+  add("optimizer.min_loss_scale", &o.min_loss_scale, "precision=fp16, dynamic: the scale never falls below it");
+  add("optimizer.loss_scale_window", &o.loss_scale_window,
+      "precision=fp16, dynamic: steps without an overflow after which the scale doubles");
+  add("optimizer.hysteresis", &o.hysteresis, "precision=fp16, dynamic: overflows (since the last growth) before the scale halves");
 
   add("data.path", &c.data.path,
       "data prefix, or a blend of prefixes in Megatron's syntax \"0.7 PREFIX_A 0.3 PREFIX_B\" (weights normalised; "
@@ -181,6 +190,8 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("debug.stall_at_step", &c.debug.stall_at_step, "fault injection for tests: ... in the first forward of this step");
   add("debug.synchronous_sends", &c.debug.synchronous_sends,
       "for tests: pipeline sends use MPI_Issend, so a schedule that relies on MPI buffering deadlocks");
+  add("debug.nonfinite_grad_at_step", &c.debug.nonfinite_grad_at_step,
+      "fault injection for tests: world rank 0 writes inf into a gradient after this step's gradient sync (1-based)");
   add("debug.save_write_delay_s", &c.debug.save_write_delay_s,
       "fault injection for tests: every checkpoint write pauses this many seconds with its shard half written");
 }

@@ -166,6 +166,15 @@ void validate_config(const Config& c) {
   p.real("optimizer.beta2", o.beta2, 0, 1, false, true, "in [0, 1)");
   p.real("optimizer.eps", o.eps, 0, 1, true, false, "a finite number > 0 (e.g. 1e-8)");
   p.real("optimizer.clip_grad", o.clip_grad, 0, 1e9, false, false, "a finite number >= 0 (0 = no clipping)");
+  // Loss scales stay far inside fp32 and double: the scaled loss's gradients are fp32.
+  p.real("optimizer.loss_scale", o.loss_scale, 0, 1e30, false, false, "a finite number >= 0 (0 = dynamic)");
+  p.real("optimizer.initial_loss_scale", o.initial_loss_scale, 0, 1e30, true, false, "a finite number > 0 (e.g. 65536)");
+  p.real("optimizer.min_loss_scale", o.min_loss_scale, 0, 1e30, true, false, "a finite number > 0 (e.g. 1)");
+  if (std::isfinite(o.min_loss_scale) && std::isfinite(o.initial_loss_scale) && o.min_loss_scale > o.initial_loss_scale)
+    p.add("optimizer.min_loss_scale=" + s(o.min_loss_scale) + " is larger than optimizer.initial_loss_scale=" + s(o.initial_loss_scale) +
+          "; the scale starts at initial_loss_scale and falls no lower than min_loss_scale");
+  p.range("optimizer.loss_scale_window", o.loss_scale_window, 1, kMaxSteps);
+  p.range("optimizer.hysteresis", o.hysteresis, 1, kMaxSteps);
 
   try {
     parse_tokenizer_spec(c.data.tokenizer);

@@ -146,6 +146,14 @@ int Checkpointing::resume(Trainer& trainer) {
     load_rank_state(*reader, st);
     state_bytes = rank_state_bytes(st);
     trainer.load_state(st);
+    const CheckpointMeta& meta = reader->meta();
+    trainer.set_skipped_steps(meta.skipped_steps);
+    // The scaler of an fp16 run goes on where it was; a run of another precision resumed in fp16 starts
+    // a fresh one (and an fp16 checkpoint resumed in bf16 or fp32 leaves its scaler behind).
+    if (LossScaler* scaler = trainer.loss_scaler(); scaler && meta.loss_scaler)
+      scaler->restore({meta.loss_scaler->scale, static_cast<int>(meta.loss_scaler->growth_tracker),
+                       static_cast<int>(meta.loss_scaler->hysteresis_tracker)},
+                      "checkpoint '" + path + "'");
   });
   const ReadReport read = read_report(world_, h5::dataset_bytes_read() - read_before, state_bytes);
   const CheckpointMeta& meta = reader->meta();
@@ -171,8 +179,13 @@ bool Checkpointing::due(int steps_done, bool last) const {
   return cfg_.checkpoint.save_interval > 0 && steps_done % cfg_.checkpoint.save_interval == 0;
 }
 
-CheckpointMeta Checkpointing::meta_of(int steps_done) const {
+CheckpointMeta Checkpointing::meta_of(Trainer& trainer, int steps_done) const {
   CheckpointMeta meta;
+  meta.skipped_steps = trainer.skipped_steps();
+  if (const LossScaler* scaler = trainer.loss_scaler()) {
+    const LossScalerState& s = scaler->state();
+    meta.loss_scaler = CheckpointMeta::LossScaler{s.scale, s.growth_tracker, s.hysteresis_tracker};
+  }
   meta.step = steps_done;
   meta.consumed_samples = static_cast<std::int64_t>(steps_done) * cfg_.model.global_batch_size;
   meta.layout = plan_.sizes;
@@ -189,7 +202,7 @@ void Checkpointing::save(Trainer& trainer, int steps_done, bool wait) {
   trace_ = trainer.trace();
   finish();  // the writer must be HDF5's only user, and its snapshot is about to be reused
   const auto t0 = Clock::now();
-  const CheckpointMeta meta = meta_of(steps_done);
+  const CheckpointMeta meta = meta_of(trainer, steps_done);
   if (rank_ == 0) {
     std::error_code ec;
     std::filesystem::create_directories(cfg_.checkpoint.dir, ec);

@@ -59,7 +59,7 @@ class Checkpointing {
   void init_from_weights(Trainer& trainer);  // collective
   // Rank 0: a warning when checkpoint.dir holds checkpoints this run does not resume from.
   void warn_about_other_checkpoints(const std::string& resume_path) const;
-  CheckpointMeta meta_of(int steps_done) const;  // collective (the checkpoint id)
+  CheckpointMeta meta_of(Trainer& trainer, int steps_done) const;  // collective (the checkpoint id)
   // Joins the writer (finished, or waited for since `since`), agrees and publishes.
   void publish_in_flight(std::chrono::steady_clock::time_point since);
   void remove_pruned();  // the pruned checkpoints set aside, here and now

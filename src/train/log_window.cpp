@@ -13,6 +13,8 @@ void LogWindow::add(double step_seconds, double busy_seconds, const StepResult& 
   sync_save_ += saves.sync_save_s;
   saved_ = saved_ || saves.any;
   sync_ = sync_ || saves.sync;
+  skipped_ += r.skipped ? 1 : 0;
+  if (r.loss_scale > 0) loss_scale_ = r.loss_scale;
   ++steps_;
 }
 
@@ -22,6 +24,8 @@ void LogWindow::take(StepRecord& rec, int experts, bool expert_parallel) {
   if (expert_parallel) rec.all_to_all_s = all_to_all_ / steps_;
   if (saved_) rec.save_stall_s = save_stall_;
   if (sync_) rec.sync_save_s = sync_save_;
+  rec.loss_scale = loss_scale_;
+  rec.skipped = skipped_;
   moe_.take(rec, experts);
   *this = LogWindow{};
 }

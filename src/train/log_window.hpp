@@ -1,5 +1,6 @@
 // The interval between two logged steps: what the steps in it took (time, waiting, all-to-alls, busy
-// compute for the straggler report), the saves at their boundaries and their MoE statistics, averaged
+// compute for the straggler report), the saves at their boundaries, their MoE statistics and an fp16
+// run's skipped updates and loss scale, averaged
 // into the step record when the interval is logged.
 #pragma once
 #include "train/checkpointing.hpp"
@@ -22,6 +23,8 @@ class LogWindow {
   double save_stall_ = 0.0, sync_save_ = 0.0;  // checkpoints at the interval's step boundaries
   bool saved_ = false, sync_ = false;
   int steps_ = 0;
+  int skipped_ = 0;  // fp16: updates skipped for overflowing gradients
+  std::optional<double> loss_scale_;  // fp16: after the interval's last step
   MoeWindow moe_;
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -87,11 +88,16 @@ void StepLog::step_line(const StepRecord& r) {
     std::snprintf(save, sizeof save, " | ckpt save %.3f s", *r.sync_save_s);
   else if (r.save_stall_s)
     std::snprintf(save, sizeof save, " | ckpt stall %.3f s", *r.save_stall_s);
+  char scale[64] = "";
+  if (r.loss_scale) {
+    const int k = std::snprintf(scale, sizeof scale, " | loss scale %.6g", *r.loss_scale);
+    if (r.skipped > 0) std::snprintf(scale + k, sizeof scale - k, " | skipped %d (overflow)", r.skipped);
+  }
   char memory[96];
   const int n = std::snprintf(memory, sizeof memory, " | peak mem %s (rank %d)", format_bytes(r.peak_rss).c_str(), r.peak_rss_rank);
   if (r.device_peak > 0) std::snprintf(memory + n, sizeof memory - n, ", GPU %s", format_bytes(r.device_peak).c_str());
-  std::printf("step %*d/%d | loss %.4f%s | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%%%s | %.3f s/step%s%s | elapsed %s | ETA %s\n",
-              static_cast<int>(std::to_string(r.total_steps).size()), r.step, r.total_steps, r.loss, moe, r.lr, r.grad_norm,
+  std::printf("step %*d/%d | loss %.4f%s | lr %.3e | grad norm %.3f%s | %.0f tok/s | MFU %.1f%%%s | %.3f s/step%s%s | elapsed %s | ETA %s\n",
+              static_cast<int>(std::to_string(r.total_steps).size()), r.step, r.total_steps, r.loss, moe, r.lr, r.grad_norm, scale,
               r.tokens_per_s, 100.0 * r.mfu, bubble, r.step_seconds, save, memory, format_duration(r.elapsed_s).c_str(),
               format_duration(r.eta_s).c_str());
   std::fflush(stdout);
@@ -100,10 +106,14 @@ void StepLog::step_line(const StepRecord& r) {
 void StepLog::metrics(const StepRecord& r) {
   if (!active_ || !metrics_) return;
   // Full precision for the quantities a program may compare (losses, learning rate, gradient norm).
-  std::fprintf(metrics_.get(), "{\"step\": %d, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"mfu\": %.5f, \"step_s\": %.5f, \"elapsed_s\": %.2f",
-               r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.mfu, r.step_seconds, r.elapsed_s);
+  // The gradient norm of a step skipped for overflow (fp16) is not a number: JSON's null.
+  char norm[32] = "null";
+  if (std::isfinite(r.grad_norm)) std::snprintf(norm, sizeof norm, "%.17g", r.grad_norm);
+  std::fprintf(metrics_.get(), "{\"step\": %d, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %s, \"tokens_per_s\": %.1f, \"mfu\": %.5f, \"step_s\": %.5f, \"elapsed_s\": %.2f",
+               r.step, r.loss, r.lr, norm, r.tokens_per_s, r.mfu, r.step_seconds, r.elapsed_s);
   if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.17g", *r.val_loss);
   if (r.moe_aux) std::fprintf(metrics_.get(), ", \"moe_aux_loss\": %.17g, \"moe_imbalance\": %.6f", *r.moe_aux, *r.moe_imbalance);
+  if (r.loss_scale) std::fprintf(metrics_.get(), ", \"loss_scale\": %.17g, \"skipped\": %d", *r.loss_scale, r.skipped);
   if (r.pipelined) std::fprintf(metrics_.get(), ", \"bubble\": %.5f, \"predicted_bubble\": %.5f", r.bubble, r.predicted_bubble);
   if (r.all_to_all_s) std::fprintf(metrics_.get(), ", \"all_to_all_s\": %.6f", *r.all_to_all_s);
   if (r.save_stall_s) std::fprintf(metrics_.get(), ", \"ckpt_stall_s\": %.6f", *r.save_stall_s);

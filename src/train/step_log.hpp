@@ -30,6 +30,10 @@ struct StepRecord {
   // MoE models: the load-balancing loss (mean per step over the interval) and the token-per-expert
   // imbalance (max / mean of the interval's tokens per expert, before dropping, the worst MoE layer).
   std::optional<double> moe_aux, moe_imbalance;
+  // fp16 runs: the loss scale after the step (what the next step uses) and the optimizer updates the
+  // interval skipped for overflowing gradients.
+  std::optional<double> loss_scale;
+  int skipped = 0;
 };
 
 // The MoE statistics of one log interval.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 #include "comm/collective_check.hpp"
@@ -46,6 +47,7 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       grad_sync_(model_->plan(), model_->params(), model_->grads(), ps, cfg.system.overlap_grad_reduce, plan.num_micro_batches),
       sharded_(model_->plan().shards_params() ? std::make_unique<ShardedParams>(model_->plan(), model_->params(), ps) : nullptr),
       adamw_(model_->plan(), cfg.optimizer, backend),
+      scaler_(cfg.system.precision == Precision::fp16 ? std::optional<LossScaler>(std::in_place, cfg.optimizer) : std::nullopt),
       batch_elements_(static_cast<std::size_t>(plan.num_micro_batches) * static_cast<std::size_t>(model_->dims().N())),
       host_batch_(model_->device(), 2 * batch_elements_ * sizeof(int)),
       batch_(model_->device().is_host() ? Arena() : Arena(model_->device(), 2 * batch_elements_ * sizeof(int))),
@@ -107,6 +109,46 @@ double Trainer::sum_over_world(double v) const {
   return v;
 }
 
+double Trainer::counted_sum_squares() {
+  // Squared norm over the gradients this rank is responsible for: its optimizer ranges of the tensors
+  // whose moments it writes (all ranges on rank 0 of a tensor's gradient group when the optimizer is
+  // not distributed), so every element is counted on one rank only. Adjacent counted tensors are summed
+  // in one call: one reduction (on a GPU, one read-back) per contiguous run of the gradient buffer
+  // rather than per tensor.
+  const RankPlan& rp = model_->plan();
+  const auto& tensors = rp.table.tensors();
+  const float* grads = model_->grads().as<float>();
+  double sq = 0.0;
+  for (const auto& range : rp.optimizer_ranges) {
+    std::size_t run_lo = 0, run_hi = 0;
+    auto flush = [&] {
+      if (run_lo < run_hi) sq += k32_.sum_squares(grads + run_lo, static_cast<long>(run_hi - run_lo));
+    };
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const TensorSpec& t = tensors[i];
+      const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
+      if (lo >= hi || !rp.writes_moments(i)) continue;
+      if (lo != run_hi) flush(), run_lo = lo;
+      run_hi = hi;
+    }
+    flush();
+  }
+  return sq;
+}
+
+void Trainer::inject_nonfinite_gradient() {
+  const RankPlan& rp = model_->plan();
+  const auto& tensors = rp.table.tensors();
+  for (const auto& range : rp.optimizer_ranges)
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const TensorSpec& t = tensors[i];
+      const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
+      if (lo >= hi || !rp.writes_moments(i)) continue;
+      k32_.fill(model_->grads().as<float>() + lo, std::numeric_limits<float>::infinity(), 1);
+      return;
+    }
+}
+
 StepResult Trainer::train_step(int step) {
   const double tokens = static_cast<double>(cfg_.model.global_batch_size) * cfg_.model.seq_length;
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
@@ -120,7 +162,9 @@ StepResult Trainer::train_step(int step) {
   // Fault injection (debug.stall_*): this rank stops making progress in its first forward of the
   // step, as a wedged GPU or node would.
   const bool stall = ps_.world_rank() == cfg_.debug.stall_rank && step + 1 == cfg_.debug.stall_at_step;
-  stage_.bind(batch_tokens(), batch_targets(), static_cast<float>(1.0 / tokens), [stall](int) {
+  // fp16: the backward pass starts from the loss times the scale, so the gradients carry it too.
+  const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+  stage_.bind(batch_tokens(), batch_targets(), static_cast<float>(loss_scale / tokens), [stall](int) {
     while (stall) std::this_thread::sleep_for(std::chrono::seconds(1));
   });
   const PipelineStepStats st = train_exec_.run();
@@ -128,6 +172,7 @@ StepResult Trainer::train_step(int step) {
     Trace::Span span(ps_.trace(), "gradient sync", "dp");
     grad_sync_.finish();
   }
+  if (step + 1 == cfg_.debug.nonfinite_grad_at_step && ps_.world_rank() == 0) inject_nonfinite_gradient();
 
   StepResult r;
   r.loss = sum_over_world(loss_owner ? st.loss_sum : 0.0) / tokens;
@@ -141,31 +186,15 @@ StepResult Trainer::train_step(int step) {
     r.moe_aux = sums[0] / (static_cast<double>(plan_.num_micro_batches) * plan_.sizes.dp);
     r.moe_tokens.assign(sums.begin() + 1, sums.end());
   }
-  // Squared norm over the gradients this rank is responsible for: its optimizer ranges of the tensors
-  // whose moments it writes (all ranges on rank 0 of a tensor's gradient group when the optimizer is
-  // not distributed), so every element is counted on one rank only.
+  // The scale is a power of two unless configured otherwise, so dividing it out is exact.
+  r.grad_norm = std::sqrt(sum_over_world(counted_sum_squares())) / loss_scale;
   const RankPlan& rp = model_->plan();
-  const auto& tensors = rp.table.tensors();
-  // Adjacent counted tensors are summed in one call: one reduction (on a GPU, one read-back) per
-  // contiguous run of the gradient buffer rather than per tensor.
-  double sq = 0.0;
-  for (const auto& range : rp.optimizer_ranges) {
-    std::size_t run_lo = 0, run_hi = 0;
-    auto flush = [&] {
-      if (run_lo < run_hi) sq += k32_.sum_squares(grads.as<float>() + run_lo, static_cast<long>(run_hi - run_lo));
-    };
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      const TensorSpec& t = tensors[i];
-      const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
-      if (lo >= hi || !rp.writes_moments(i)) continue;
-      if (lo != run_hi) flush(), run_lo = lo;
-      run_hi = hi;
-    }
-    flush();
-  }
-  r.grad_norm = std::sqrt(sum_over_world(sq));
-  // Every rank holds the same loss and norm: all stop here together, before the optimizer step.
-  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+  // Every rank holds the same loss and norm: all decide here together, before the optimizer step. A
+  // non-finite loss stops training (the forward pass overflowed or diverged: no scale cures that); a
+  // non-finite gradient norm skips the step in an fp16 run (the scale was too large) and stops
+  // training otherwise.
+  const bool overflow = scaler_ && std::isfinite(r.loss) && !std::isfinite(r.grad_norm);
+  if (!overflow && (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))) {
     char buf[320];
     std::snprintf(buf, sizeof buf,
                   "step %d: the loss is %g and the gradient norm %g; training stops before the optimizer step, and "
@@ -174,15 +203,24 @@ StepResult Trainer::train_step(int step) {
                   step + 1, r.loss, r.grad_norm);
     throw UserError(buf);
   }
-  if (cfg_.optimizer.clip_grad > 0 && r.grad_norm > cfg_.optimizer.clip_grad) {
-    const float factor = static_cast<float>(cfg_.optimizer.clip_grad / (r.grad_norm + 1e-6));
-    for (const auto& range : rp.optimizer_ranges)
-      k32_.scale(grads.as<float>() + range.begin, factor, static_cast<long>(range.end - range.begin));
+  if (scaler_) scaler_->update(overflow);
+  if (overflow) {
+    ++skipped_steps_;
+    r.skipped = true;
+  } else {
+    // One pass divides out the loss scale and clips.
+    double factor = 1.0 / loss_scale;
+    if (cfg_.optimizer.clip_grad > 0 && r.grad_norm > cfg_.optimizer.clip_grad) factor *= cfg_.optimizer.clip_grad / (r.grad_norm + 1e-6);
+    if (factor != 1.0)
+      for (const auto& range : rp.optimizer_ranges)
+        k32_.scale(grads.as<float>() + range.begin, static_cast<float>(factor), static_cast<long>(range.end - range.begin));
   }
-  r.lr = learning_rate(cfg_.optimizer, step, cfg_.training.train_iters);
-  {
+  if (scaler_) r.loss_scale = scaler_->scale();
+  const int updates = step - static_cast<int>(skipped_steps_);  // updates taken before this step's
+  r.lr = learning_rate(cfg_.optimizer, updates, cfg_.training.train_iters);
+  if (!overflow) {
     Trace::Span span(ps_.trace(), "optimizer", "optimizer");
-    adamw_.step(model_->params(), grads, r.lr, step + 1);
+    adamw_.step(model_->params(), grads, r.lr, updates + 1);
   }
   grad_sync_.gather_params(cfg_.system.overlap_param_gather);
   if (sharded_) sharded_->discard_all();  // ZeRO-3: the gathered copies are stale now

@@ -4,7 +4,9 @@
 // validation. Every layout processes the same global samples (chosen by seed and step) and starts
 // from the same global weights.
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "kernels/kernels.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
+#include "optim/loss_scaler.hpp"
 #include "parallel/expert_dispatch.hpp"
 #include "parallel/grad_sync.hpp"
 #include "parallel/pipeline_executor.hpp"
@@ -37,6 +40,10 @@ struct StepResult {
   // ((num_layers, E), summed over the global batch); empty tokens without MoE.
   double moe_aux = 0.0;
   std::vector<double> moe_tokens;
+  // fp16 runs: the loss scale after this step's update of it (what the next step uses), and whether the
+  // step's gradients overflowed, so that its optimizer update was skipped. 0 and false otherwise.
+  double loss_scale = 0.0;
+  bool skipped = false;
 };
 
 class Trainer {
@@ -70,6 +77,12 @@ class Trainer {
   // set to null keep the optimizer's own (a fresh start from a weights file).
   RankState state_to_load();
   void load_state(const RankState& filled);
+  // Optimizer updates skipped so far (fp16 overflows): the learning-rate schedule and AdamW's step count
+  // follow the updates taken (steps - skipped), as Megatron's. Saved in checkpoints with the scaler.
+  std::int64_t skipped_steps() const { return skipped_steps_; }
+  void set_skipped_steps(std::int64_t n) { skipped_steps_ = n; }
+  // fp16 runs: the loss scaler (null in fp32 and bf16 runs).
+  LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }
 
  private:
   // The rank's micro-batches of `step` of a data stream, on the device (batch_tokens(), batch_targets()).
@@ -78,6 +91,10 @@ class Trainer {
   const int* batch_targets() { return device_batch() + batch_elements_; }
   int* device_batch() { return batch_.data() ? batch_.as<int>() : host_batch_.as<int>(); }
   double sum_over_world(double v) const;
+  // The squared norm of the gradients this rank counts (each element counted on one rank only).
+  double counted_sum_squares();
+  // debug.nonfinite_grad_at_step: inf into the first gradient element world rank 0 counts.
+  void inject_nonfinite_gradient();
   // The initial weights of the ranges the rank keeps, a bounded piece at a time (no full-size copy).
   void init_weights(std::uint64_t seed);
   // Host views of the state (the arenas themselves on the host, else staged copies).
@@ -95,6 +112,8 @@ class Trainer {
   GradSync grad_sync_;
   std::unique_ptr<ShardedParams> sharded_;  // ZeRO-3 only
   AdamW adamw_;
+  std::optional<LossScaler> scaler_;  // fp16 runs only
+  std::int64_t skipped_steps_ = 0;
   // This rank's share of the step's global batch: tokens then targets, each (m, B, T); read into the
   // pinned host buffer and copied to the device (the same memory on the host).
   std::size_t batch_elements_;

@@ -203,6 +203,24 @@ TEST_CASE("bf16 layouts match one rank in bf16", "[mpi][layouts][bf16]") {
                 testing::kBf16Resolution);
 }
 
+// fp16 (fp16 storage, fp32 arithmetic, fp32 master weights, dynamic loss scaling) at the layouts of the
+// bf16 test: the same argument at fp16's resolution (kFp16Resolution, 2^-11). The scale starts at 256
+// and doubles every 4 clean steps (256, 512, 1024 over the 10 steps): the largest scaled loss gradient
+// is 1024 / 128 tokens = 8, far from fp16's 65504, so no layout overflows and every layout's scaling
+// (and unscaling: a power of two, exact) is the same. A layout that skipped a step, mis-scaled or
+// failed to unscale a gradient is off by a whole update.
+TEST_CASE("fp16 layouts match one rank in fp16", "[mpi][layouts][fp16]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::vector<Variant> variants;
+  if (world == 8) variants = {{2, 2, 2, true, true}, {2, 2, 2, true, true, "interleaved"}};
+  if (world == 4) variants = {{2, 2, 1}, {2, 1, 2, true, true}, {1, 2, 2, false, true}};
+  if (world == 2) variants = {{2, 1, 1, true}, {1, 2, 1}, {1, 1, 2, false, true}};
+  check_layouts(variants,
+                {"--system.precision=fp16", "--optimizer.initial_loss_scale=256", "--optimizer.loss_scale_window=4", kSmoothAdam},
+                testing::kFp16Resolution, testing::kFp16Resolution, testing::kFp16Resolution);
+}
+
 // Context parallelism: every sample cut into 2 x cp chunks (zig-zag), ring attention over the cp group,
 // gradients reduced over dp x cp. Against one rank at T = 64: cp = 2 and 4 alone, with tp (+SP, an odd
 // number of heads per rank: 6 heads over tp 2), dp (distributed optimizer), pp (interleaved), and

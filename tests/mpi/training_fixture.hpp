@@ -68,4 +68,9 @@ inline double reorder_tolerance(long terms, int steps) { return (steps + 1.0) * 
 // gradients resolved to 2^-8) follow at the same relative size. A real fault is 1e-2 or more (2.5x).
 constexpr double kBf16Resolution = 0x1p-8;
 
+// The same for fp16 runs (fp16 storage, fp32 arithmetic, fp32 master weights, a loss scale that no
+// layout overflows): fp16's unit roundoff 2^-11 (10 stored mantissa bits), by the argument above. A
+// run that skipped a step another did not is off by a whole update (1e-2 or more).
+constexpr double kFp16Resolution = 0x1p-11;
+
 }  // namespace dtrain::testing
