@@ -129,7 +129,8 @@ void print_dry_run(HostComm world, const OptionTable& table, const Config& cfg, 
   }
   if (plan.stage_memory.front().offloaded > 0)
     for (int st = 0; st < s.pp; ++st)
-      std::printf("  stage %d: optimizer offloaded to host memory (system.offload_optimizer): %.2f MiB per rank, not in the total\n",
+      std::printf("  stage %d: offloaded to host memory (system.offload_optimizer, offload_params): %.2f MiB per rank, not in the "
+                  "total\n",
                   st, mb(plan.stage_memory[st].offloaded));
   if (cfg.system.use_distributed_optimizer && cfg.system.zero_stage > 1) {
     // What ZeRO-2/3 keeps between uses against the model state (params, fp32 grads, optimizer) over its replicas (dp x cp).

@@ -60,6 +60,7 @@ struct SystemConfig {
   bool use_distributed_optimizer = false;
   int zero_stage = 1;              // with the distributed optimizer: 1 optimizer state, 2 + gradients, 3 + parameters
   bool offload_optimizer = false;  // AdamW's moments and master weights in host memory, updated there
+  bool offload_params = false;     // ZeRO-3: the owned parameter slices in host memory, gathered from there
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   PipelineSchedule pipeline_schedule = PipelineSchedule::one_f_one_b;

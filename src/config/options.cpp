@@ -115,6 +115,10 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "keep AdamW's moments and fp32 master weights (of the rank's owned slices) in host memory and update them there "
       "with the host's AdamW: each step the owned gradients are copied to the host and the updated weights back; on a "
       "GPU this frees 12 (bf16, fp16) or 8 (fp32) bytes of device memory per owned parameter");
+  add("system.offload_params", &s.offload_params,
+      "with zero_stage=3: keep the rank's parameter slices in host memory between uses; each gather copies the slice to "
+      "the device first, and the optimizer's updated slice goes back to the host; on a GPU this frees 2 (bf16, fp16) or 4 "
+      "(fp32) bytes of device memory per owned parameter, and with offload_optimizer too only the gathered blocks stay");
   add("system.overlap_grad_reduce", &s.overlap_grad_reduce, "start each gradient bucket's reduction as soon as it is ready");
   add("system.overlap_param_gather", &s.overlap_param_gather, "overlap the distributed optimizer's parameter all-gather with the next forward");
   add("system.pipeline_schedule", &s.pipeline_schedule, "1f1b, interleaved or afab (all-forward-all-backward)");

@@ -6,6 +6,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "common/error.hpp"
 #include "kernels/adamw_math.hpp"
 #include "kernels/kernels.hpp"
 
@@ -19,8 +20,10 @@ AdamW::AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend 
       m_(device_for(backend_), plan.optimizer_elements() * sizeof(float)),
       v_(device_for(backend_), plan.optimizer_elements() * sizeof(float)),
       grads_staged_(plan.offload_optimizer ? PinnedBuffer(device_for(backend), plan.optimizer_elements() * sizeof(float)) : PinnedBuffer()),
-      params_staged_(plan.offload_optimizer ? PinnedBuffer(device_for(backend), plan.optimizer_elements() * plan.compute_type_bytes())
-                                            : PinnedBuffer()) {
+      // Offloaded parameters (ZeRO-3) are updated where they live: no staging for them.
+      params_staged_(plan.offload_optimizer && !plan.offload_params
+                         ? PinnedBuffer(device_for(backend), plan.optimizer_elements() * plan.compute_type_bytes())
+                         : PinnedBuffer()) {
   std::vector<kernels::AdamRun> runs;
   std::size_t packed = 0;  // offset of the current range in the moments (and master weights)
   for (const auto& r : plan_.optimizer_ranges) {
@@ -50,16 +53,17 @@ void AdamW::set_master(ArenaRange from, const float* values) {
   }
 }
 
-void AdamW::step(Arena& params, const Arena& grads, double lr, int t) {
+void AdamW::step(Arena& params, const Arena& grads, double lr, int t, void* host_params) {
+  if (host_params && !offloaded()) fatal("internal error: AdamW given host parameters without an offloaded optimizer");
   switch (plan_.precision) {
-    case Precision::fp32: return step_as<float>(params, grads, lr, t);
-    case Precision::bf16: return step_as<bf16>(params, grads, lr, t);
-    case Precision::fp16: return step_as<fp16>(params, grads, lr, t);
+    case Precision::fp32: return step_as<float>(params, grads, lr, t, static_cast<float*>(host_params));
+    case Precision::bf16: return step_as<bf16>(params, grads, lr, t, static_cast<bf16*>(host_params));
+    case Precision::fp16: return step_as<fp16>(params, grads, lr, t, static_cast<fp16*>(host_params));
   }
 }
 
 template <typename S>
-void AdamW::step_as(Arena& params, const Arena& grads, double lr, int t) {
+void AdamW::step_as(Arena& params, const Arena& grads, double lr, int t, S* host_params) {
   // S: the compute weights' storage. A 16-bit run updates its master weights and rounds them into the
   // compute copy; an fp32 run updates the parameters themselves.
   constexpr bool kCopy = !std::is_same_v<S, float>;
@@ -75,15 +79,16 @@ void AdamW::step_as(Arena& params, const Arena& grads, double lr, int t) {
     if (offloaded()) {
       // The range's gradients and weights to the host's staging (the weights too: an fp32 run's are its
       // master weights, and a range's gaps must come back unchanged), updated there, the weights back.
+      // Offloaded parameters are updated where they live.
       float* g_host = grads_staged_.as<float>() + r.packed;
-      S* p_host = params_staged_.as<S>() + r.packed;
+      S* p_host = (host_params ? host_params : params_staged_.as<S>()) + r.packed;
       device.copy(g_host, g, r.length * sizeof(float));
-      device.copy(p_host, p, r.length * sizeof(S));
+      if (!host_params) device.copy(p_host, p, r.length * sizeof(S));
       if constexpr (kCopy)
         update_on_host(r, master, p_host, m, v, g_host, lr, t);
       else
         update_on_host(r, p_host, static_cast<bf16*>(nullptr), m, v, g_host, lr, t);
-      device.copy(p, p_host, r.length * sizeof(S));
+      if (!host_params) device.copy(p, p_host, r.length * sizeof(S));
       continue;
     }
     const kernels::AdamRun* runs = runs_.as<kernels::AdamRun>() + r.first_run;

@@ -32,8 +32,10 @@ class AdamW {
   void set_master(ArenaRange r, const float* values);
   void set_master(const float* values) { set_master({0, plan_.arena_size}, values); }
   // One update of the owned ranges with learning rate lr; t is the 1-based step count. params holds
-  // plan.precision elements, grads fp32.
-  void step(Arena& params, const Arena& grads, double lr, int t);
+  // plan.precision elements, grads fp32. host_params (offloaded optimizer only): the owned ranges'
+  // compute weights in host memory, back to back (ZeRO-3's offloaded parameter slices), updated in place
+  // of the ranges of params, which the update then does not touch.
+  void step(Arena& params, const Arena& grads, double lr, int t, void* host_params = nullptr);
   bool has_master() const { return master_.data() != nullptr; }
   bool offloaded() const { return plan_.offload_optimizer; }
   // Host threads of the offloaded update (the rank's cores; 1 until set). No effect without offload.
@@ -53,7 +55,7 @@ class AdamW {
 
   // step() for compute weights stored as S (float, bf16 or fp16).
   template <typename S>
-  void step_as(Arena& params, const Arena& grads, double lr, int t);
+  void step_as(Arena& params, const Arena& grads, double lr, int t, S* host_params);
   // The offloaded update of one range: its elements cut into host_threads_ spans of about equal length;
   // copy (null in fp32 runs) receives the rounded weights.
   template <typename S>

@@ -6,12 +6,43 @@
 namespace dtrain {
 
 ShardedParams::ShardedParams(const RankPlan& plan, Arena& params, const ParallelState& ps) : plan_(plan), params_(params), ps_(ps) {
-  for (const auto& span : plan.buckets)
-    buckets_.push_back({span.range, owned_slice(span, plan.groups.of(span)), &ps.grad_group(span), {}, false});
+  std::size_t stored = 0;
+  for (const auto& span : plan.buckets) {
+    const ArenaRange owned = owned_slice(span, plan.groups.of(span));
+    buckets_.push_back({span.range, owned, stored, &ps.grad_group(span), {}, false});
+    stored += owned.end - owned.begin;
+  }
+  if (plan.offload_params) host_ = PinnedBuffer(params.device(), stored * plan.compute_type_bytes());
+}
+
+void ShardedParams::slice_to_device(const Bucket& b) {
+  const std::size_t each = plan_.compute_type_bytes();
+  params_.device().copy(params_.as<char>() + each * b.owned.begin, host_.as<char>() + each * b.stored, each * (b.owned.end - b.owned.begin));
+}
+
+void ShardedParams::slice_to_host(const Bucket& b) {
+  const std::size_t each = plan_.compute_type_bytes();
+  params_.device().copy(host_.as<char>() + each * b.stored, params_.as<char>() + each * b.owned.begin, each * (b.owned.end - b.owned.begin));
+}
+
+void ShardedParams::owned_to_device() {
+  if (!plan_.offload_params) return;
+  for (const Bucket& b : buckets_) slice_to_device(b);
+}
+
+void ShardedParams::owned_to_host() {
+  if (!plan_.offload_params) return;
+  const std::size_t each = plan_.compute_type_bytes();
+  for (Bucket& b : buckets_) {
+    b.gather.wait();
+    slice_to_host(b);
+    params_.discard(each * b.owned.begin, each * b.owned.end);
+  }
 }
 
 void ShardedParams::start_gather(Bucket& b, Completion when) {
   b.whole = true;
+  if (plan_.offload_params) slice_to_device(b);
   Communicator& dp = *b.group;
   const std::size_t n = b.range.end - b.range.begin;
   if (dp.size() == 1 || n == 0) return;
@@ -38,6 +69,7 @@ void ShardedParams::discard(Bucket& b) {
   if (!b.whole) return;
   b.whole = false;
   const std::size_t each = plan_.compute_type_bytes();
+  if (plan_.offload_params) return params_.discard(each * b.range.begin, each * b.range.end);  // the slice is in host_
   params_.discard(each * b.range.begin, each * b.owned.begin);
   params_.discard(each * b.owned.end, each * b.range.end);
 }

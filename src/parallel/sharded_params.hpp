@@ -6,12 +6,18 @@
 // distributed optimizer's all-gather would give, so ZeRO-3 trains exactly as ZeRO-1 does.
 // Every data-parallel rank of a stage runs the same schedule, so the gathers reach the data-parallel
 // communicator in the same order everywhere.
+// Parameter offload (plan.offload_params): between uses the owned slices live in host memory (pinned on
+// a GPU; on the host backend a second host buffer stands in, so the bookkeeping runs in CI), back to
+// back in bucket order, and the whole bucket is discarded after a use. A gather first copies the slice
+// to its place in the bucket. Code that reads or writes the owned slices in the arena (initial weights,
+// the optimizer step, checkpoints) brackets itself with owned_to_device() and owned_to_host().
 #pragma once
 #include <vector>
 
 #include "comm/parallel_state.hpp"
 #include "plan/rank_plan.hpp"
 #include "runtime/arena.hpp"
+#include "runtime/device.hpp"
 
 namespace dtrain {
 
@@ -27,10 +33,18 @@ class ShardedParams {
   // optimizer step). Parameters are only ever set over the owned slices (plan.param_ranges()), so a
   // bucket not gathered holds nothing else.
   void discard_all();
+  // Parameter offload: the owned slices from host memory into the arena, and back (copied, then the
+  // arena's slices discarded). No-ops without offload.
+  void owned_to_device();
+  void owned_to_host();
+  // Parameter offload: the owned slices in host memory, compute type, back to back in bucket order (the
+  // packing of the optimizer ranges); null without offload.
+  void* host_slices() { return host_.as<void>(); }
 
  private:
   struct Bucket {
     ArenaRange range, owned;
+    std::size_t stored;     // offloaded: where the owned slice starts in host_ (elements)
     Communicator* group;    // dp, or edp for a block's experts
     CommRequest gather;     // a prefetch in flight
     bool whole = false;     // gathered (or being gathered)
@@ -40,11 +54,15 @@ class ShardedParams {
   void start_gather(Bucket& b, Completion when);
   void discard(Bucket& b);
   int neighbour_bucket(int layer, int step) const;  // the bucket of the layer `step` away in its chunk, or -1
+  // Offloaded: the owned slice of b between the arena and host memory.
+  void slice_to_device(const Bucket& b);
+  void slice_to_host(const Bucket& b);
 
   const RankPlan& plan_;
   Arena& params_;
   const ParallelState& ps_;
   std::vector<Bucket> buckets_;
+  PinnedBuffer host_;  // offloaded owned slices, compute type (empty without offload)
 };
 
 }  // namespace dtrain

@@ -221,8 +221,16 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   // Released buckets: every micro-batch's gradients but the owned slice of the last, and under ZeRO-3
   // the gathered weights but the owned slice after each pass.
   double released = zero >= 2 ? 4 * grads * (m - 1 / static_cast<double>(nd)) : 0.0;
-  if (zero == 3) released += m * passes_of(l.recompute) * s.e * grads * (1 - 1 / static_cast<double>(nd));
+  // (with parameter offload the owned slice too: it lives in host memory).
+  if (zero == 3)
+    released += m * passes_of(l.recompute) * s.e * grads * (cfg.system.offload_params ? 1.0 : 1 - 1 / static_cast<double>(nd));
   c.release = released / cl.released_rate();
+  // Parameter offload: each gather first copies the owned slice from host memory, and (unless the
+  // optimizer is offloaded too and updates it where it lives) the slice goes to the device for the
+  // update and back once per step, over the device's link to the host.
+  const bool params_on_host = zero == 3 && cfg.system.offload_params;
+  if (params_on_host)
+    c.release += (m * passes_of(l.recompute) + (cfg.system.offload_optimizer ? 0 : 2)) * s.e * (grads / nd) / cl.host_link_rate();
   // AdamW: the gradient read, moments (and a 16-bit run's master weights) read and written, the weights
   // written; offloaded, at the host's memory rate, after the owned gradients and weights went to the
   // host and before the weights come back.
@@ -231,7 +239,7 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   const double adam_bytes = owned * (4 + 8 * (half ? 3 : 2) + (half ? 2 : 8));
   if (cfg.system.offload_optimizer) {
     const double link = cl.host_link_rate(), host_memory = cl.host_memory_rate();  // each names its key when missing
-    c.optimizer = adam_bytes / host_memory + owned * (4 + 2 * s.e) / link;
+    c.optimizer = adam_bytes / host_memory + owned * (4 + (params_on_host ? 0 : 2 * s.e)) / link;
   } else {
     c.optimizer = adam_bytes / cl.memory_bandwidth;
   }

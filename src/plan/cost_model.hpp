@@ -21,7 +21,8 @@
 //              but for the last block's bucket
 //   release    ZeRO-2/3 give buckets back between uses (gradients after each micro-batch's reduction,
 //              ZeRO-3's gathered weights after each use) and take them again: those bytes at the
-//              cluster's released_rate (on a host: madvise and zero-filled page faults)
+//              cluster's released_rate (on a host: madvise and zero-filled page faults); with
+//              system.offload_params also the owned slices copied from the host before each gather
 //   optimizer  the bytes of AdamW's state read and written over the memory bandwidth; with
 //              system.offload_optimizer over the host's memory bandwidth, plus the owned gradients and
 //              weights copied down and the weights up over the device's link to the host

@@ -33,11 +33,16 @@ MemoryEstimate RankPlan::memory() const {
   e.params = bytes(shards_params() ? resident_params() : arena_size, compute);
   e.grads = bytes(shards_grads() ? resident_grads() : arena_size, 4);
   // AdamW first and second moments, and in a bf16 run the fp32 master weights, of the owned ranges;
-  // offloaded, also the host copies of the owned gradients (fp32) and weights (compute type).
+  // offloaded, also the host copies of the owned gradients (fp32) and weights (compute type; not with
+  // offloaded parameters, which the update reads where they live).
   const std::size_t state = (is_16bit(precision) ? 3 : 2) * bytes(optimizer_elements(), 4);
-  const std::size_t offload = offload_optimizer ? state + bytes(optimizer_elements(), 4 + compute) : 0;
+  const std::size_t offload = offload_optimizer ? state + bytes(optimizer_elements(), 4 + (offload_params ? 0 : compute)) : 0;
   e.optimizer = !offload_optimizer ? state : host_reductions ? offload : 0;  // host_reductions: the device is the host
   if (offload_optimizer && !host_reductions) e.offloaded = offload;
+  // Offloaded parameter slices (compute type) in host memory.
+  const std::size_t slices = offload_params ? bytes(optimizer_elements(), compute) : 0;
+  if (host_reductions) e.params += slices;
+  else e.offloaded += slices;
   e.activations = activations.bytes();
   // Tokens and targets of every micro-batch (ints), the received gradient, and the outbox: a stage
   // has about as many sends in flight as activations (measured far below that; not a bound).
@@ -83,14 +88,19 @@ RankPlan::BucketSizes RankPlan::bucket_sizes() const {
   return b;
 }
 
-std::size_t RankPlan::resident_params() const {
+std::size_t RankPlan::gathered_params() const {
   // Whole at once: a block and the next one prefetched (with full recomputation, a replayed group and
   // one more), or the head's buckets (the tied embedding included), or the embedding's.
   const BucketSizes b = bucket_sizes();
   std::size_t group = 1;
   for (const auto& [begin, end] : activations.recompute_groups()) group = std::max(group, static_cast<std::size_t>(end - begin));
-  const std::size_t whole = std::max({(group + 1) * b.largest_block, b.back + (shape.tied ? b.front : 0), b.front});
-  return optimizer_elements() + unowned(whole, replicas());
+  return std::max({(group + 1) * b.largest_block, b.back + (shape.tied ? b.front : 0), b.front});
+}
+
+std::size_t RankPlan::resident_params() const {
+  // Offloaded, the owned slices are in the device's memory only inside gathered buckets.
+  if (offload_params) return gathered_params();
+  return optimizer_elements() + unowned(gathered_params(), replicas());
 }
 
 std::size_t RankPlan::resident_grads() const {
@@ -185,6 +195,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   r.host_reductions = cfg.system.device == ComputeDevice::cpu;
   r.async_snapshot = cfg.checkpoint.async_save;
   r.offload_optimizer = cfg.system.offload_optimizer;
+  r.offload_params = cfg.system.offload_params;
   return r;
 }
 

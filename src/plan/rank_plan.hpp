@@ -23,7 +23,8 @@ struct MemoryEstimate {  // bytes on one rank
   std::size_t grads = 0;       // fp32
   std::size_t optimizer = 0;   // AdamW moments (and the fp32 master weights of a bf16 run) of the owned ranges
   // system.offload_optimizer on a GPU: that state and its staging (the owned gradients and weights) in
-  // host memory instead, not in total(). On the host the two memories are one, so it stays in optimizer.
+  // host memory instead, not in total(); system.offload_params: the owned parameter slices. On the host
+  // the two memories are one, so they stay in optimizer and params.
   std::size_t offloaded = 0;
   std::size_t activations = 0;
   std::size_t buffers = 0;  // the step's token batch, the pipeline's message buffers (an estimate) and
@@ -50,6 +51,7 @@ struct RankPlan {
   bool host_reductions = false;  // data-parallel reductions run in MPI on host memory (device = cpu)
   bool async_snapshot = false;   // checkpoint.async_save: a host copy of what the rank writes
   bool offload_optimizer = false;  // AdamW's state in host memory (system.offload_optimizer)
+  bool offload_params = false;     // ZeRO-3's owned parameter slices in host memory (system.offload_params)
   // The groups buckets are reduced and sharded over: dense over data parallelism, experts over
   // expert data parallelism (cp x dp / ep ranks).
   GradientGroups groups{};
@@ -87,8 +89,9 @@ struct RankPlan {
   };
   BucketSizes bucket_sizes() const;
   // Elements of parameters (ZeRO-3) and gradients (ZeRO-2/3) resident at most: the owned slices and
-  // the buckets whole at the same time.
+  // the buckets whole at the same time. gathered_params: the buckets whole at the same time (ZeRO-3).
   std::size_t resident_params() const;
+  std::size_t gathered_params() const;
   std::size_t resident_grads() const;
   // Elements of the checkpoint pieces this rank writes (ckpt/shard.cpp's for_each_piece): whole
   // parameter tensors, and per optimizer range the moments and the parameters or master weights.

@@ -47,7 +47,7 @@ void plan_memory(const Config& c, TrainingPlan& p) {
   }
 }
 
-// The stage whose rank keeps the most in host memory (system.offload_optimizer on a GPU).
+// The stage whose rank keeps the most in host memory (system.offload_optimizer, offload_params on a GPU).
 int most_offloaded(const TrainingPlan& p) {
   int worst = 0;
   for (int st = 0; st < static_cast<int>(p.stage_memory.size()); ++st)
@@ -67,10 +67,10 @@ bool fits(const TrainingPlan& p, const MemoryLimit& limit) {
 std::string memory_problem(const TrainingPlan& p, const MemoryLimit& limit) {
   if (!fits_host(p, limit)) {
     const int st = most_offloaded(p);
-    return "the optimizer offloaded to host memory (system.offload_optimizer) needs " +
+    return "what is offloaded to host memory (system.offload_optimizer, system.offload_params) needs " +
            gb(static_cast<double>(p.stage_memory[st].offloaded)) + " per rank on pipeline stage " + std::to_string(st) +
            ", more than the " + gb(limit.host_bytes) + " of host memory a rank can use (" + limit.host_source +
-           "); use the distributed optimizer (each rank offloads its slice), more ranks, or system.offload_optimizer=false";
+           "); use the distributed optimizer (each rank offloads its slice), more ranks, or less offload";
   }
   int worst = 0;
   for (int st = 0; st < static_cast<int>(p.stage_memory.size()); ++st)

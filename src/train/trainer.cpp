@@ -58,6 +58,7 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
                  forward_only(schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v, ps.coords().pp)),
                  plan.num_micro_batches, plan.sizes.v) {
   init_weights(cfg.training.seed);
+  if (sharded_) sharded_->owned_to_host();  // parameter offload: the initial slices to host memory
   const bool wait_gather = cfg.system.use_distributed_optimizer && cfg.system.overlap_param_gather;
   model_->set_layer_hook([this, wait_gather](int layer, LayerPhase phase) {
     if (sharded_) sharded_->on_layer(layer, phase);
@@ -220,7 +221,12 @@ StepResult Trainer::train_step(int step) {
   r.lr = learning_rate(cfg_.optimizer, updates, cfg_.training.train_iters);
   if (!overflow) {
     Trace::Span span(ps_.trace(), "optimizer", "optimizer");
-    adamw_.step(model_->params(), grads, r.lr, updates + 1);
+    // Parameter offload: an offloaded optimizer updates the slices in host memory where they live;
+    // AdamW on the device needs them in the arena for the update.
+    const bool on_host = sharded_ && rp.offload_params && rp.offload_optimizer;
+    if (sharded_ && !on_host) sharded_->owned_to_device();
+    adamw_.step(model_->params(), grads, r.lr, updates + 1, on_host ? sharded_->host_slices() : nullptr);
+    if (sharded_ && !on_host) sharded_->owned_to_host();
   }
   grad_sync_.gather_params(cfg_.system.overlap_param_gather);
   if (sharded_) sharded_->discard_all();  // ZeRO-3: the gathered copies are stale now
@@ -247,11 +253,12 @@ RankState Trainer::host_state() {
   const RankPlan& rp = model_->plan();
   RankState st;
   st.plan = &rp;
-  // fp32 arenas on the host are used in place; anything else gets a pinned fp32 copy.
+  // fp32 arenas on the host are used in place (not offloaded parameters: the arena holds no slices
+  // between uses); anything else gets a pinned fp32 copy.
   auto view = [&](Arena& arena, PinnedBuffer& buffer) {
     return device.is_host() ? arena.as<float>() : staging(buffer, device, arena.bytes() / sizeof(float));
   };
-  const bool params_in_place = device.is_host() && rp.precision == Precision::fp32;
+  const bool params_in_place = device.is_host() && rp.precision == Precision::fp32 && !rp.offload_params;
   st.params = params_in_place ? model_->params().as<float>() : staging(staged_params_, device, rp.arena_size);
   if (adamw_.has_master()) st.master = view(adamw_.master(), staged_master_);
   st.moments[0] = view(adamw_.first_moment(), staged_moments_[0]);
@@ -270,11 +277,14 @@ void Trainer::gather_full_model(const SlabSink& sink) {
   if (adamw_.has_master()) {
     st.master = device.is_host() ? adamw_.master().as<float>() : staging(staged_master_, device, rp.optimizer_elements());
     if (!device.is_host()) device.copy(st.master, adamw_.master().data(), adamw_.master().bytes());
-  } else if (device.is_host()) {
-    st.params = model_->params().as<float>();
   } else {
-    st.params = staging(staged_params_, device, rp.arena_size);
-    model_->get_parameters(st.params);
+    if (sharded_) sharded_->owned_to_device();  // parameter offload: back to host memory below
+    if (device.is_host()) {
+      st.params = model_->params().as<float>();
+    } else {
+      st.params = staging(staged_params_, device, rp.arena_size);
+      model_->get_parameters(st.params);
+    }
   }
   // The gradients are not needed between steps: their arena is the slab buffer. Discarded first, so
   // that under ZeRO-2/3 (whose buckets were given back) the slabs take pages the owned slices free.
@@ -282,6 +292,7 @@ void Trainer::gather_full_model(const SlabSink& sink) {
   if (device.is_host()) grads.discard(0, grads.bytes());
   float* scratch = device.is_host() ? grads.as<float>() : nullptr;
   gather_global_tensors(ps_.world_comm(), st, whole_model_plan(cfg_, 1).table, sink, scratch, rp.arena_size, ps_.watchdog());
+  if (sharded_ && !adamw_.has_master()) sharded_->owned_to_host();
   // Given back again, zero: a ZeRO-2/3 step fills its buckets from pages it gave back, so the slabs
   // must not outlive the gather (training may go on after it).
   if (device.is_host()) grads.discard(0, grads.bytes());
@@ -295,8 +306,11 @@ void Trainer::gather_full_model(float* whole) {
 
 RankState Trainer::state_to_save() {
   RankState st = host_state();
-  if (st.params != model_->params().data())
+  if (st.params != model_->params().data()) {
+    if (sharded_) sharded_->owned_to_device();  // parameter offload: the slices, for this copy only
     for (const ArenaRange& r : model_->plan().param_ranges()) model_->get_parameters(r, st.params + r.begin);
+    if (sharded_) sharded_->owned_to_host();
+  }
   Device& device = model_->device();
   if (!device.is_host()) {
     if (st.master) device.copy(st.master, adamw_.master().data(), adamw_.master().bytes());
@@ -309,8 +323,10 @@ RankState Trainer::state_to_save() {
 RankState Trainer::state_to_load() { return host_state(); }
 
 void Trainer::load_state(const RankState& st) {
-  if (st.params != model_->params().data())
+  if (st.params != model_->params().data()) {
     for (const ArenaRange& r : model_->plan().param_ranges()) model_->set_parameters(r, st.params + r.begin);
+    if (sharded_) sharded_->owned_to_host();  // parameter offload: the loaded slices to host memory
+  }
   Device& device = model_->device();
   if (!device.is_host()) {
     if (st.master) device.copy(adamw_.master().data(), st.master, adamw_.master().bytes());

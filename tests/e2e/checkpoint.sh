@@ -16,10 +16,10 @@
 #   zero3_across_stages  ZeRO-3 follows ZeRO-1 (reordered micro-batch sums); its checkpoint resumes exactly on
 #                        ZeRO-3, on ZeRO-1 and on another layout; a ZeRO-1 checkpoint resumes on ZeRO-3 and
 #                        ZeRO-2 elsewhere
-#   offload_across_layouts  system.offload_optimizer at tp=2 pp=2 dp=2 (ZeRO-1) and ZeRO-3: the same losses and
-#                        checkpoints (weights and moments, consolidated) as without it; an offloaded checkpoint
-#                        resumes bit for bit with offload, and without it on another layout, and a plain
-#                        one resumes with offload on ZeRO-3 elsewhere ($resumed_tol)
+#   offload_across_layouts  system.offload_optimizer at tp=2 pp=2 dp=2 (ZeRO-1), and with system.offload_params on
+#                        ZeRO-3: the same losses and checkpoints (weights and moments, consolidated) as without
+#                        it; an offloaded checkpoint resumes bit for bit with offload, and without it on another
+#                        layout, and a plain one resumes with both offloads on ZeRO-3 elsewhere ($resumed_tol)
 #   bf16_resume_same_layout  the same in bf16: bit-identical
 #   bf16_other_precision_and_layout  a bf16 checkpoint resumes in fp32 and in bf16 on another layout; an fp32
 #                        checkpoint resumes in bf16
@@ -240,7 +240,8 @@ for path in glob.glob('$work/old/step_00000004/*.h5'):
     compare_tail <(grep -o '"loss": [0-9.e+-]*' "$work/off.jsonl" | tail -n 2) 0
     for stage in 1 3; do
       [ $stage = 3 ] && { train 8 "$work/z3.jsonl" "$work/ckZ" "${big[@]}" --system.zero_stage=3;
-                          train 8 "$work/z3off.jsonl" "$work/ckZO" "${big[@]}" --system.zero_stage=3 --system.offload_optimizer=true; }
+                          train 8 "$work/z3off.jsonl" "$work/ckZO" "${big[@]}" --system.zero_stage=3 --system.offload_optimizer=true \
+                            --system.offload_params=true; }
       plain=$work/ckA off=$work/ckO
       [ $stage = 3 ] && plain=$work/ckZ off=$work/ckZO
       for t in 2 4; do
@@ -258,8 +259,9 @@ for path in glob.glob('$work/old/step_00000004/*.h5'):
     train 4 "$work/r1.jsonl" "$work/ckR1" --system.use_distributed_optimizer=true --system.tensor_model_parallel_size=1 \
       --system.pipeline_model_parallel_size=1 "--checkpoint.load=$work/ckO/step_00000002"
     compare_tail "$work/r1.jsonl" "$resumed_tol"
-    echo "plain checkpoint resumed with offload on ZeRO-3 at tp=1 pp=2 dp=4:"
+    echo "plain checkpoint resumed with optimizer and parameter offload on ZeRO-3 at tp=1 pp=2 dp=4:"
     train 8 "$work/r2.jsonl" "$work/ckR2" --system.use_distributed_optimizer=true --system.zero_stage=3 --system.offload_optimizer=true \
+      --system.offload_params=true \
       --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=2 "--checkpoint.load=$work/ckA/step_00000002"
     compare_tail "$work/r2.jsonl" "$resumed_tol" ;;
   bf16_resume_same_layout)

@@ -354,12 +354,14 @@ TEST_CASE("recomputation equals keeping the activations bit for bit", "[mpi][lay
 }
 
 // Optimizer offload (system.offload_optimizer) runs the same AdamW arithmetic on host copies of the
-// owned gradients and weights, on several host threads: losses and final weights are bit-identical to
-// the same run without it (the kernel's single loop).
-// Checked under ZeRO-1, 2 and 3 (each rank offloads its slices) and without the distributed optimizer
-// (the whole arena), with tensor and pipeline parallelism, in fp32 and bf16 (master weights): at 1, 2
-// and 4 ranks (8 adds no new case).
-TEST_CASE("optimizer offload trains bit-identically", "[mpi][layouts][offload]") {
+// owned gradients and weights, on several host threads; parameter offload (system.offload_params,
+// ZeRO-3) keeps the owned parameter slices in a host buffer and copies each to its bucket before the
+// bucket's gather: losses and final weights are bit-identical to the same run without them (the
+// kernel's single loop, the same gathered values). Optimizer offload is checked under ZeRO-1, 2 and 3
+// (each rank offloads its slices) and without the distributed optimizer (the whole arena); parameter
+// offload alone and with the optimizer's; with tensor and pipeline parallelism, in fp32 and bf16 (master
+// weights): at 1, 2 and 4 ranks (8 adds no new case).
+TEST_CASE("optimizer and parameter offload train bit-identically", "[mpi][layouts][offload]") {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -367,23 +369,28 @@ TEST_CASE("optimizer offload trains bit-identically", "[mpi][layouts][offload]")
     Variant v;
     int stage;  // ZeRO stage; 0 = no distributed optimizer
     const char* precision;
+    bool optimizer, params;  // what is offloaded
   };
   std::vector<Case> cases;
-  if (world == 1) cases = {{{1, 1, 1}, 0, "fp32"}, {{1, 1, 1}, 0, "bf16"}};
+  if (world == 1) cases = {{{1, 1, 1}, 0, "fp32", true, false}, {{1, 1, 1}, 0, "bf16", true, false}};
   if (world == 2)
-    cases = {{{1, 1, 2, false, true}, 1, "fp32"}, {{1, 1, 2, false, true}, 2, "fp32"}, {{1, 1, 2, false, true}, 3, "fp32"},
-             {{1, 1, 2, false, true}, 1, "bf16"}, {{1, 2, 1}, 0, "fp32"}, {{2, 1, 1}, 0, "bf16"}};
+    cases = {{{1, 1, 2, false, true}, 1, "fp32", true, false}, {{1, 1, 2, false, true}, 2, "fp32", true, false},
+             {{1, 1, 2, false, true}, 3, "fp32", true, false}, {{1, 1, 2, false, true}, 1, "bf16", true, false},
+             {{1, 2, 1}, 0, "fp32", true, false},           {{2, 1, 1}, 0, "bf16", true, false},
+             {{1, 1, 2, false, true}, 3, "fp32", false, true}, {{1, 1, 2, false, true}, 3, "bf16", true, true}};
   if (world == 4)
-    cases = {{{2, 1, 2, false, true}, 1, "fp32"}, {{2, 1, 2, false, true}, 2, "fp32"}, {{2, 1, 2, false, true}, 3, "bf16"},
-             {{1, 2, 2, false, true}, 3, "fp32"}};
+    cases = {{{2, 1, 2, false, true}, 1, "fp32", true, false}, {{2, 1, 2, false, true}, 2, "fp32", true, false},
+             {{2, 1, 2, false, true}, 3, "bf16", true, false}, {{1, 2, 2, false, true}, 3, "fp32", true, false},
+             {{2, 1, 2, false, true}, 3, "bf16", false, true}, {{1, 2, 2, false, true}, 3, "fp32", true, true}};
   if (cases.empty()) return;
   const std::string data = testing::make_test_data(MPI_COMM_WORLD);
-  for (const auto& [v, stage, precision] : cases) {
-    auto run = [&, v = v, stage = stage, precision = precision](bool offload, std::vector<float>& weights) {
-      std::vector<std::string> extra = {"--system.precision=" + std::string(precision),
-                                        "--system.offload_optimizer=" + std::string(offload ? "true" : "false")};
-      if (stage > 0) extra.push_back("--system.zero_stage=" + std::to_string(stage));
-      const Config cfg = config_of(v, data, extra);
+  for (const auto& c : cases) {
+    auto run = [&, c = c](bool offload, std::vector<float>& weights) {
+      std::vector<std::string> extra = {"--system.precision=" + std::string(c.precision),
+                                        "--system.offload_optimizer=" + std::string(offload && c.optimizer ? "true" : "false"),
+                                        "--system.offload_params=" + std::string(offload && c.params ? "true" : "false")};
+      if (c.stage > 0) extra.push_back("--system.zero_stage=" + std::to_string(c.stage));
+      const Config cfg = config_of(c.v, data, extra);
       // Offloaded, the update runs on 3 host threads: the same bits as the kernel's one loop.
       return testing::train(
                  MPI_COMM_WORLD, cfg, [&](Trainer& t) { weights = global_weights(t, cfg, rank); }, kernels::Backend::host,
@@ -392,12 +399,13 @@ TEST_CASE("optimizer offload trains bit-identically", "[mpi][layouts][offload]")
     };
     std::vector<float> plain_weights, offloaded_weights;
     const auto plain = run(false, plain_weights), offloaded = run(true, offloaded_weights);
-    INFO(v.name() + " zero=" + std::to_string(stage) + " " + precision);
+    const std::string what = std::string(c.optimizer ? " optimizer" : "") + (c.params ? " params" : "");
+    INFO(c.v.name() + " zero=" + std::to_string(c.stage) + " " + c.precision + what);
     CHECK(offloaded == plain);
     CHECK((offloaded_weights == plain_weights));  // rank 0 holds them; empty on the others
     if (rank == 0)
-      std::printf("offload %-45s zero=%d %s: losses and weights bit-identical: %s\n", v.name().c_str(), stage, precision,
-                  offloaded == plain && offloaded_weights == plain_weights ? "yes" : "NO");
+      std::printf("offload%-17s %-45s zero=%d %s: losses and weights bit-identical: %s\n", what.c_str(), c.v.name().c_str(), c.stage,
+                  c.precision, offloaded == plain && offloaded_weights == plain_weights ? "yes" : "NO");
   }
   testing::remove_test_data(MPI_COMM_WORLD, data);
 }

@@ -164,6 +164,32 @@ TEST_CASE("layout checks name the key and the fix", "[config]") {
     c.system.zero_stage = 4;
     CHECK(contains(error_of([&] { validate_config(c); }), "system.zero_stage"));
   }
+  SECTION("parameter offload needs ZeRO-3") {
+    c.system.offload_params = true;
+    c.system.use_distributed_optimizer = true;
+    c.system.zero_stage = 2;
+    CHECK(contains(error_of([&] { validate_config(c); }), "system.offload_params=true keeps the parameter slices ZeRO-3 shards"));
+    c.system.zero_stage = 3;
+    CHECK(error_of([&] { validate_config(c); }).empty());
+  }
+  SECTION("loss scaling keys: a scale > 0, min not above initial, window and hysteresis >= 1") {
+    c.optimizer.initial_loss_scale = 0;
+    CHECK(contains(error_of([&] { validate_config(c); }), "optimizer.initial_loss_scale"));
+    c.optimizer.initial_loss_scale = 128;
+    c.optimizer.min_loss_scale = 256;
+    CHECK(contains(error_of([&] { validate_config(c); }), "optimizer.min_loss_scale=256 is larger than optimizer.initial_loss_scale=128"));
+    c.optimizer.min_loss_scale = 1;
+    c.optimizer.loss_scale_window = 0;
+    CHECK(contains(error_of([&] { validate_config(c); }), "optimizer.loss_scale_window"));
+    c.optimizer.loss_scale_window = 1;
+    c.optimizer.hysteresis = 0;
+    CHECK(contains(error_of([&] { validate_config(c); }), "optimizer.hysteresis"));
+    c.optimizer.hysteresis = 1;
+    c.optimizer.loss_scale = -1;
+    CHECK(contains(error_of([&] { validate_config(c); }), "optimizer.loss_scale"));
+    c.optimizer.loss_scale = 0;
+    CHECK(error_of([&] { validate_config(c); }).empty());
+  }
 }
 
 TEST_CASE("word-valued keys accept their words only", "[config]") {

@@ -172,6 +172,22 @@ TEST_CASE("cost model: data-parallel reduction, its overlap and ZeRO", "[plan][c
   z2.sizes.zero = 2;
   CHECK(predict_step(cfg, z2, host).release == Approx(662.016e-6));
   CHECK(predict_step(cfg, z1, host).release == 0);
+  // Parameter offload: the owned halves are given back too, 2 x 2 x 4 B x 55,168 = 882,688 B more at 1e9
+  // B/s, 882.688 us; and copied from the host before each of the 4 gathers and to the device and back
+  // around the optimizer: 6 x 4 B x 55,168 = 1,324,032 B over a 1e9 B/s host link, 1324.032 us.
+  Config offload = cfg;
+  offload.system.offload_params = true;
+  host.host_link_bandwidth = 1e9;
+  CHECK(predict_step(offload, z3, host).release == Approx(1544.704e-6 + 882.688e-6 + 1324.032e-6));
+  // With the optimizer offloaded too, the update writes the slices in host memory: the 4 gathers' copies
+  // only (882,688 B, 882.688 us), and the optimizer's link term moves the owned gradients alone (4 B x
+  // 55,168 = 220,672 B, 220.672 us) besides AdamW at the host's memory rate (55,168 x 28 B / 5e9 B/s =
+  // 308.9408 us).
+  offload.system.offload_optimizer = true;
+  host.host_memory_bandwidth = 5e9;
+  const StepCost both = predict_step(offload, z3, host);
+  CHECK(both.release == Approx(1544.704e-6 + 882.688e-6 + 882.688e-6));
+  CHECK(both.optimizer == Approx(308.9408e-6 + 220.672e-6));
 }
 
 TEST_CASE("cost model: context-parallel ring and expert all-to-all", "[plan][cost]") {

@@ -335,6 +335,22 @@ TEST_CASE("rank plan under ZeRO-2 and ZeRO-3 keeps the owned slices and the buck
   // of padding; the head's [3888,3904) lnf_b 8 and 8 of padding): 3 x (1952 - 4 x 8 - 8) = 5736.
   CHECK(three.checkpoint_elements() == 5736);
   CHECK(plan_of(3, 2, {"--checkpoint.async_save=true"}).memory().buffers == three.memory().buffers + 5736 * 4);
+  // Parameter offload: the owned slices leave the device; a block and the prefetched next one, whole
+  // (2 x 928), stay. On a GPU the slices (1952 fp32) are host memory outside the total; on the host they
+  // are counted in params (the two memories are one).
+  // With the optimizer offloaded too, its staging holds the owned gradients only (the update writes the
+  // offloaded slices in place): moments 2 x 1952 x 4 and gradients 1952 x 4 besides the slices.
+  for (const char* device : {"cuda", "cpu"}) {
+    const MemoryEstimate off = plan_of(3, 2, {"--system.offload_params=true", std::string("--system.device=") + device}).memory();
+    INFO(device);
+    CHECK(off.params == (device == std::string("cpu") ? 2 * 928 + 1952 : 2 * 928) * 4);
+    CHECK(off.offloaded == (device == std::string("cpu") ? 0 : 1952 * 4));
+    const MemoryEstimate both =
+        plan_of(3, 2, {"--system.offload_params=true", "--system.offload_optimizer=true", std::string("--system.device=") + device})
+            .memory();
+    CHECK(both.offloaded == (device == std::string("cpu") ? 0 : (1 + 2 + 1) * 1952 * 4));
+    CHECK(both.optimizer == (device == std::string("cpu") ? 3 * 1952 * 4 : 0));
+  }
   // Parameters kept between uses: the owned slices, which is also what the checkpoint pieces hold.
   CHECK(total_elements(three.param_ranges()) == 1952);
   CHECK(total_elements(two.param_ranges()) == 3904);

@@ -98,7 +98,7 @@ TEST_CASE("an offloaded optimizer must fit the host memory a GPU rank may use", 
   } catch (const UserError& e) {
     const std::string what = e.what();
     INFO(what);
-    CHECK(what.find("offloaded to host memory (system.offload_optimizer) needs 2.24") != std::string::npos);
+    CHECK(what.find("offloaded to host memory (system.offload_optimizer, system.offload_params) needs 2.24") != std::string::npos);
     CHECK(what.find("more than the 2.000 GB of host memory a rank can use (a host share)") != std::string::npos);
   }
   limit.host_bytes = 3e9;
