@@ -139,9 +139,6 @@ void validate_config(const Config& c) {
   if (y.zero_stage > 1 && !y.use_distributed_optimizer)
     p.add("system.zero_stage=" + s(static_cast<long>(y.zero_stage)) +
           " shards gradients over data-parallel ranks through the distributed optimizer; set system.use_distributed_optimizer=true");
-  if (y.zero_stage > 1 && y.device == ComputeDevice::cuda)
-    p.add("system.zero_stage=" + s(static_cast<long>(y.zero_stage)) +
-          " releases memory page by page, which dtrain does on system.device=cpu only so far; use zero_stage=1 on GPUs");
   if (y.zero_stage > 1 && y.expert_model_parallel_size > 1)
     p.add("system.zero_stage=" + s(static_cast<long>(y.zero_stage)) + " with system.expert_model_parallel_size=" +
           s(static_cast<long>(y.expert_model_parallel_size)) + ": ZeRO-2/3 do not shard expert-parallel tensors yet; use zero_stage=1");

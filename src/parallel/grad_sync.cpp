@@ -22,6 +22,16 @@ GradSync::GradSync(const RankPlan& plan, Arena& params, Arena& grads, const Para
     buckets_.push_back(std::move(b));
   }
   if (plan.shards_grads() && m > 1) accumulated_ = Arena(grads.device(), packed * sizeof(float));
+  commit_owned();
+}
+
+void GradSync::commit_owned() {
+  if (!plan_.shards_grads()) return;
+  for (const auto& b : buckets_) grads_.commit(sizeof(float) * b.owned.begin, sizeof(float) * b.owned.end);
+}
+
+void GradSync::commit(const Bucket& b) {
+  if (plan_.shards_grads()) grads_.commit(sizeof(float) * b.range.begin, sizeof(float) * b.range.end);
 }
 
 void GradSync::start_step() {
@@ -33,8 +43,10 @@ void GradSync::start_step() {
     grads_.zero();
     return;
   }
-  for (const auto& b : buckets_)
+  for (const auto& b : buckets_) {
     grads_.device().zero(grads_.as<float>() + b.owned.begin, sizeof(float) * (b.owned.end - b.owned.begin));
+    if (b.layer < 0) commit(b);  // the embedding's and head's: written from the first backward on
+  }
 }
 
 void GradSync::prepare(Bucket& b) {
@@ -96,9 +108,13 @@ void GradSync::settle(Bucket& b) {
 
 void GradSync::block_backward_begin(int layer) {
   // A reduction of an earlier micro-batch still in flight must finish before the backward adds to the bucket.
+  // The bucket is then backed for the gradients the backward adds.
   if (plan_.shards_grads())
     for (auto& b : buckets_)
-      if (b.layer == layer && b.reduced) settle(b);
+      if (b.layer == layer) {
+        if (b.reduced) settle(b);
+        commit(b);
+      }
 }
 
 void GradSync::block_backward_done(int layer) {

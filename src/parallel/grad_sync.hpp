@@ -44,6 +44,9 @@ class GradSync {
   void gather_params(bool overlap);
   void wait_params(int layer);
   void wait_all_params();
+  // ZeRO-2/3 (the gradient arena is on-demand memory): backs the owned slices, which are backed from
+  // construction on; again after the whole arena was discarded.
+  void commit_owned();
 
  private:
   struct Bucket {
@@ -60,6 +63,7 @@ class GradSync {
   void prepare(Bucket& b);           // tensor-parallel and embedding-group sums
   void start_reduce(Bucket& b, bool non_blocking);
   void settle(Bucket& b);            // waits for the reduction; discards what the rank does not own
+  void commit(const Bucket& b);      // ZeRO-2/3: the whole bucket backed, before a backward adds to it
 
   const RankPlan& plan_;
   Arena& params_;

@@ -13,10 +13,19 @@ ShardedParams::ShardedParams(const RankPlan& plan, Arena& params, const Parallel
     stored += owned.end - owned.begin;
   }
   if (plan.offload_params) host_ = PinnedBuffer(params.device(), stored * plan.compute_type_bytes());
+  // The arena is on-demand memory: the owned slices are backed from the start (offloaded, until the
+  // initial weights go to host memory).
+  commit_owned();
+}
+
+void ShardedParams::commit_owned() {
+  const std::size_t each = plan_.compute_type_bytes();
+  for (const Bucket& b : buckets_) params_.commit(each * b.owned.begin, each * b.owned.end);
 }
 
 void ShardedParams::slice_to_device(const Bucket& b) {
   const std::size_t each = plan_.compute_type_bytes();
+  params_.commit(each * b.owned.begin, each * b.owned.end);
   params_.device().copy(params_.as<char>() + each * b.owned.begin, host_.as<char>() + each * b.stored, each * (b.owned.end - b.owned.begin));
 }
 
@@ -42,6 +51,7 @@ void ShardedParams::owned_to_host() {
 
 void ShardedParams::start_gather(Bucket& b, Completion when) {
   b.whole = true;
+  params_.commit(plan_.compute_type_bytes() * b.range.begin, plan_.compute_type_bytes() * b.range.end);
   if (plan_.offload_params) slice_to_device(b);
   Communicator& dp = *b.group;
   const std::size_t n = b.range.end - b.range.begin;

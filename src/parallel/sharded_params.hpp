@@ -37,6 +37,9 @@ class ShardedParams {
   // arena's slices discarded). No-ops without offload.
   void owned_to_device();
   void owned_to_host();
+  // The owned slices backed in the arena (on-demand memory), their values not copied: before writing
+  // new ones there (loading a checkpoint).
+  void commit_owned();
   // Parameter offload: the owned slices in host memory, compute type, back to back in bucket order (the
   // packing of the optimizer ranges); null without offload.
   void* host_slices() { return host_.as<void>(); }

@@ -11,8 +11,10 @@ namespace dtrain {
 class Arena {
  public:
   Arena() = default;
-  // bytes = 0 gives an empty arena (null data).
-  Arena(Device& device, std::size_t bytes) : device_(&device), data_(bytes ? device.allocate(bytes) : nullptr), bytes_(bytes) {}
+  // bytes = 0 gives an empty arena (null data). on_demand: Device::reserve's memory, which must be
+  // committed before use.
+  Arena(Device& device, std::size_t bytes, bool on_demand = false)
+      : device_(&device), data_(bytes ? (on_demand ? device.reserve(bytes) : device.allocate(bytes)) : nullptr), bytes_(bytes) {}
   Arena(Arena&& o) noexcept : device_(o.device_), data_(o.data_), bytes_(o.bytes_) { o.data_ = nullptr; }
   Arena& operator=(Arena&& o) noexcept {
     if (this != &o) {
@@ -38,6 +40,10 @@ class Arena {
   // Bytes [begin, end) read as zero afterwards and hold no memory until written (Device::discard).
   void discard(std::size_t begin, std::size_t end) {
     if (begin < end) device_->discard(static_cast<char*>(data_) + begin, end - begin);
+  }
+  // Bytes [begin, end) backed (on-demand memory; a no-op otherwise).
+  void commit(std::size_t begin, std::size_t end) {
+    if (begin < end) device_->commit(static_cast<char*>(data_) + begin, end - begin);
   }
   void* data() { return data_; }
   const void* data() const { return data_; }

@@ -8,15 +8,18 @@
 #include <vector>
 
 #include "common/cuda_check.hpp"
+#include "runtime/cuda_vmm.hpp"
 #include "runtime/device.hpp"
 #include "runtime/gemm_operand.hpp"
+#include "runtime/on_demand_region.hpp"
 
 namespace dtrain {
 namespace {
 
 // Device memory from cudaMalloc (zero-filled), pinned host memory from cudaMallocHost, copies with
-// cudaMemcpy (unified addressing tells the direction). Allocations happen at start-up; the peak is
-// what this process asked for.
+// cudaMemcpy (unified addressing tells the direction). Allocations happen at start-up; on-demand
+// memory (CudaVmm) maps and unmaps chunks during the step. The peak is what this process held at once:
+// its allocations and the chunks mapped.
 class CudaDevice final : public Device {
  public:
   kernels::Backend backend() const override { return kernels::Backend::cuda; }
@@ -34,12 +37,35 @@ class CudaDevice final : public Device {
             "system.use_distributed_optimizer=true");
     }
     CUDA_CHECK(cudaMemset(p, 0, bytes));
-    in_use_ += bytes;
-    peak_ = in_use_ > peak_ ? in_use_ : peak_;
+    add_in_use(bytes);
     sizes_[p] = bytes;
     return p;
   }
+  void* reserve(std::size_t bytes) override {
+    const std::size_t unit = vmm_.granularity();
+    char* p = vmm_.reserve((bytes + unit - 1) / unit * unit);
+    regions_.emplace(p, OnDemandRegion(bytes, unit));
+    return p;
+  }
+  void commit(void* p, std::size_t bytes) override {
+    const auto found = region_of(p);
+    if (!found) return;
+    auto& [base, region] = *found;
+    for (const auto& run : region.commit(static_cast<char*>(p) - base, bytes)) {
+      char* first = base + run.first * region.unit();
+      const std::size_t n = run.count * region.unit();
+      vmm_.map(first, n);
+      CUDA_CHECK(cudaMemsetAsync(first, 0, n, 0));
+      add_in_use(n);
+    }
+  }
   void release(void* p) noexcept override {
+    if (const auto found = region_of(p); found && found->first == p) {
+      vmm_.free(found->first, (found->second.bytes() + found->second.unit() - 1) / found->second.unit() * found->second.unit());
+      in_use_ -= found->second.backed_bytes();
+      regions_.erase(found->first);
+      return;
+    }
     auto it = sizes_.find(p);
     if (it != sizes_.end()) {
       in_use_ -= it->second;
@@ -59,13 +85,41 @@ class CudaDevice final : public Device {
   void zero(void* p, std::size_t bytes) override {
     if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, 0));
   }
-  void discard(void* p, std::size_t bytes) override { zero(p, bytes); }
+  void discard(void* p, std::size_t bytes) override {
+    const auto found = region_of(p);
+    if (!found) return zero(p, bytes);  // cudaMalloc'd: zeroed, kept
+    auto& [base, region] = *found;
+    const OnDemandRegion::Discard d = region.discard(static_cast<char*>(p) - base, bytes);
+    for (const auto& span : d.zero) zero(base + span.offset, span.bytes);
+    if (d.unback.empty()) return;
+    // Unmapping memory the GPU may still use is undefined: the queued work (on every stream: NCCL's
+    // collectives on the range were waited for by the caller) finishes first.
+    CUDA_CHECK(cudaDeviceSynchronize());
+    for (const auto& run : d.unback) {
+      vmm_.unmap(base + run.first * region.unit(), run.count * region.unit());
+      in_use_ -= run.count * region.unit();
+    }
+  }
   void synchronize() override { CUDA_CHECK(cudaDeviceSynchronize()); }
+  std::size_t held_bytes() const override { return in_use_; }
   std::size_t peak_bytes() const override { return peak_; }
 
  private:
+  void add_in_use(std::size_t bytes) {
+    in_use_ += bytes;
+    peak_ = in_use_ > peak_ ? in_use_ : peak_;
+  }
+  // The on-demand region holding p (and its base), or null.
+  std::pair<char* const, OnDemandRegion>* region_of(void* p) {
+    auto it = regions_.upper_bound(static_cast<char*>(p));
+    if (it == regions_.begin()) return nullptr;
+    --it;
+    return static_cast<char*>(p) < it->first + it->second.bytes() ? &*it : nullptr;
+  }
   std::size_t in_use_ = 0, peak_ = 0;
   std::map<void*, std::size_t> sizes_;
+  CudaVmm vmm_;
+  std::map<char*, OnDemandRegion> regions_;  // on-demand memory, by base
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
-// host_device(): page mappings and memcpy; device_for().
+// host_device(): page mappings and memcpy, on-demand memory as pages protected until committed;
+// device_for().
 #include "runtime/device.hpp"
 
 #include <sys/mman.h>
@@ -7,9 +8,12 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "common/error.hpp"
+#include "runtime/on_demand_region.hpp"
 
 namespace dtrain {
 namespace {
@@ -27,8 +31,29 @@ class HostDevice final : public Device {
     *static_cast<std::size_t*>(base) = total;
     return static_cast<char*>(base) + page;
   }
+  // On-demand memory: the same mapping with its pages inaccessible (PROT_NONE) until committed; a
+  // discarded page goes back to the system and is inaccessible again.
+  void* reserve(std::size_t bytes) override {
+    char* p = static_cast<char*>(allocate(bytes));
+    protect(p, round_up(bytes > 0 ? bytes : 1, page_size()), PROT_NONE);
+    const std::lock_guard<std::mutex> lock(mutex_);
+    regions_.emplace(p, OnDemandRegion(bytes, page_size()));
+    return p;
+  }
+  void commit(void* p, std::size_t bytes) override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = region_of(p);
+    if (!found) return;
+    auto& [base, region] = *found;
+    for (const auto& run : region.commit(static_cast<char*>(p) - base, bytes))
+      protect(base + run.first * region.unit(), run.count * region.unit(), PROT_READ | PROT_WRITE);
+  }
   void release(void* p) noexcept override {
     if (!p) return;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      regions_.erase(static_cast<char*>(p));
+    }
     char* base = static_cast<char*>(p) - page_size();
     munmap(base, *reinterpret_cast<std::size_t*>(base));
   }
@@ -39,6 +64,21 @@ class HostDevice final : public Device {
   }
   void zero(void* p, std::size_t bytes) override { std::memset(p, 0, bytes); }
   void discard(void* p, std::size_t bytes) override {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      if (const auto found = region_of(p)) {
+        auto& [base, region] = *found;
+        const OnDemandRegion::Discard d = region.discard(static_cast<char*>(p) - base, bytes);
+        for (const auto& span : d.zero) zero(base + span.offset, span.bytes);
+        for (const auto& run : d.unback) {
+          char* first = base + run.first * region.unit();
+          const std::size_t n = run.count * region.unit();
+          if (madvise(first, n, MADV_DONTNEED) != 0) fatal(std::string("madvise(MADV_DONTNEED) failed: ") + std::strerror(errno));
+          protect(first, n, PROT_NONE);
+        }
+        return;
+      }
+    }
     const std::size_t page = page_size();
     const auto begin = reinterpret_cast<std::uintptr_t>(p), end = begin + bytes;
     const std::uintptr_t first = round_up(begin, page), last = end / page * page;
@@ -52,6 +92,7 @@ class HostDevice final : public Device {
       fatal(std::string("madvise(MADV_DONTNEED) failed: ") + std::strerror(errno));
   }
   void synchronize() override {}
+  std::size_t held_bytes() const override { return 0; }
   std::size_t peak_bytes() const override { return 0; }
 
  private:
@@ -60,6 +101,18 @@ class HostDevice final : public Device {
     return size;
   }
   static std::size_t round_up(std::size_t n, std::size_t unit) { return (n + unit - 1) / unit * unit; }
+  static void protect(void* p, std::size_t bytes, int access) {
+    if (mprotect(p, bytes, access) != 0) fatal(std::string("mprotect failed on on-demand memory: ") + std::strerror(errno));
+  }
+  // The on-demand region holding p (and its base), or null. Under mutex_.
+  std::pair<char* const, OnDemandRegion>* region_of(void* p) {
+    auto it = regions_.upper_bound(static_cast<char*>(p));
+    if (it == regions_.begin()) return nullptr;
+    --it;
+    return static_cast<char*>(p) < it->first + it->second.bytes() ? &*it : nullptr;
+  }
+  std::mutex mutex_;
+  std::map<char*, OnDemandRegion> regions_;  // by base
 };
 
 }  // namespace

@@ -16,6 +16,13 @@ class Device {
   virtual kernels::Backend backend() const = 0;
   bool is_host() const { return backend() == kernels::Backend::host; }
   virtual void* allocate(std::size_t bytes) = 0;  // zero-filled; never null (fatal when out of memory)
+  // On-demand memory (ZeRO-2/3's parameter and gradient arenas): `bytes` of address space with no
+  // memory behind it; commit() backs a range (zero-filled where newly backed) before it is used, and
+  // discard() takes the memory of the whole units inside a range back (host: pages, which then fault
+  // until committed again, so a use without a commit shows in every test; CUDA: chunks of the
+  // virtual-memory API, which the GPU cannot touch unmapped). Released with release().
+  virtual void* reserve(std::size_t bytes) = 0;
+  virtual void commit(void* p, std::size_t bytes) = 0;  // a no-op outside on-demand memory
   virtual void release(void* p) noexcept = 0;
   virtual void* allocate_pinned(std::size_t bytes) = 0;  // host memory the device copies fastest
   virtual void release_pinned(void* p) noexcept = 0;
@@ -24,10 +31,13 @@ class Device {
   virtual void zero(void* p, std::size_t bytes) = 0;
   // The contents of [p, p + bytes) are no longer needed: afterwards they read as zero, and the device
   // may take the memory back until it is written again. Host: the whole pages inside go back to the
-  // operating system (zero-filled on the next touch). CUDA: zeroed, the memory stays allocated.
+  // operating system (zero-filled on the next touch). CUDA: zeroed, the memory stays allocated. In
+  // on-demand memory: the whole units inside lose their memory until committed again.
   virtual void discard(void* p, std::size_t bytes) = 0;
   virtual void synchronize() = 0;  // all work queued on the device is done
-  // Bytes of device memory this process has allocated at most (0 on the host).
+  // Bytes of device memory this process holds now (allocations and committed on-demand memory) and
+  // held at most (0 on the host).
+  virtual std::size_t held_bytes() const = 0;
   virtual std::size_t peak_bytes() const = 0;
 };
 

@@ -283,19 +283,19 @@ void Trainer::gather_full_model(const SlabSink& sink) {
       st.params = model_->params().as<float>();
     } else {
       st.params = staging(staged_params_, device, rp.arena_size);
-      model_->get_parameters(st.params);
+      for (const ArenaRange& r : rp.param_ranges()) model_->get_parameters(r, st.params + r.begin);  // ZeRO-3: the slices
     }
   }
   // The gradients are not needed between steps: their arena is the slab buffer. Discarded first, so
   // that under ZeRO-2/3 (whose buckets were given back) the slabs take pages the owned slices free.
   Arena& grads = model_->grads();
-  if (device.is_host()) grads.discard(0, grads.bytes());
+  if (device.is_host()) grads.discard(0, grads.bytes()), grads.commit(0, grads.bytes());
   float* scratch = device.is_host() ? grads.as<float>() : nullptr;
   gather_global_tensors(ps_.world_comm(), st, whole_model_plan(cfg_, 1).table, sink, scratch, rp.arena_size, ps_.watchdog());
   if (sharded_ && !adamw_.has_master()) sharded_->owned_to_host();
   // Given back again, zero: a ZeRO-2/3 step fills its buckets from pages it gave back, so the slabs
-  // must not outlive the gather (training may go on after it).
-  if (device.is_host()) grads.discard(0, grads.bytes());
+  // must not outlive the gather (training may go on after it); the owned slices stay backed.
+  if (device.is_host()) grads.discard(0, grads.bytes()), grad_sync_.commit_owned();
 }
 
 void Trainer::gather_full_model(float* whole) {
@@ -324,8 +324,9 @@ RankState Trainer::state_to_load() { return host_state(); }
 
 void Trainer::load_state(const RankState& st) {
   if (st.params != model_->params().data()) {
+    if (sharded_) sharded_->commit_owned();  // parameter offload: room for the loaded slices, which then go to host memory
     for (const ArenaRange& r : model_->plan().param_ranges()) model_->set_parameters(r, st.params + r.begin);
-    if (sharded_) sharded_->owned_to_host();  // parameter offload: the loaded slices to host memory
+    if (sharded_) sharded_->owned_to_host();
   }
   Device& device = model_->device();
   if (!device.is_host()) {
