@@ -39,6 +39,7 @@ AdamW::AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend 
     ranges_.push_back(rr);
     packed += r.end - r.begin;
   }
+  early_covered_.assign(ranges_.size(), 0);
   runs_ = Arena(device_for(backend_), runs.size() * sizeof(kernels::AdamRun));
   if (!runs.empty()) runs_.device().copy(runs_.data(), runs.data(), runs.size() * sizeof(kernels::AdamRun));
 }
@@ -53,44 +54,49 @@ void AdamW::set_master(ArenaRange from, const float* values) {
   }
 }
 
-void AdamW::step(Arena& params, const Arena& grads, double lr, int t, void* host_params) {
-  if (host_params && !offloaded()) fatal("internal error: AdamW given host parameters without an offloaded optimizer");
-  switch (plan_.precision) {
-    case Precision::fp32: return step_as<float>(params, grads, lr, t, static_cast<float*>(host_params));
-    case Precision::bf16: return step_as<bf16>(params, grads, lr, t, static_cast<bf16*>(host_params));
-    case Precision::fp16: return step_as<fp16>(params, grads, lr, t, static_cast<fp16*>(host_params));
+void AdamW::gradients_final(const Arena& grads, ArenaRange owned) {
+  if (!offloaded()) return;
+  for (std::size_t k = 0; k < ranges_.size(); ++k) {
+    const RangeRuns& r = ranges_[k];
+    const std::size_t lo = std::max(r.begin, owned.begin), hi = std::min(r.begin + r.length, owned.end);
+    if (lo >= hi) continue;
+    early_.push_back(grads.device().copy_async(grads_staged_.as<float>() + r.packed + (lo - r.begin),
+                                               grads.as<float>() + lo, (hi - lo) * sizeof(float)));
+    early_covered_[k] += hi - lo;
   }
 }
 
+void AdamW::drop_early_copies() {
+  early_.clear();  // each waited for
+  std::fill(early_covered_.begin(), early_covered_.end(), 0);
+}
+
+void AdamW::step(Arena& params, Arena& grads, double lr, int t, float grad_factor, void* host_params) {
+  if (host_params && !offloaded()) fatal("internal error: AdamW given host parameters without an offloaded optimizer");
+  switch (plan_.precision) {
+    case Precision::fp32: step_as<float>(params, grads, lr, t, grad_factor, static_cast<float*>(host_params)); break;
+    case Precision::bf16: step_as<bf16>(params, grads, lr, t, grad_factor, static_cast<bf16*>(host_params)); break;
+    case Precision::fp16: step_as<fp16>(params, grads, lr, t, grad_factor, static_cast<fp16*>(host_params)); break;
+  }
+  drop_early_copies();
+}
+
 template <typename S>
-void AdamW::step_as(Arena& params, const Arena& grads, double lr, int t, S* host_params) {
+void AdamW::step_as(Arena& params, Arena& grads, double lr, int t, float grad_factor, S* host_params) {
   // S: the compute weights' storage. A 16-bit run updates its master weights and rounds them into the
   // compute copy; an fp32 run updates the parameters themselves.
   constexpr bool kCopy = !std::is_same_v<S, float>;
-  const auto& k = kernels::kernel_table<S>(backend_);
   const auto f = [](double x) { return static_cast<float>(x); };
-  Device& device = params.device();
+  if (offloaded()) return offloaded_step(params, grads, lr, t, grad_factor, host_params);
+  const auto& k = kernels::kernel_table<S>(backend_);
+  const auto& k32 = kernels::kernel_table<float>(backend_);
   for (const RangeRuns& r : ranges_) {
     float* m = m_.as<float>() + r.packed;
     float* v = v_.as<float>() + r.packed;
     float* master = kCopy ? master_.as<float>() + r.packed : nullptr;
-    const float* g = grads.as<float>() + r.begin;
+    float* g = grads.as<float>() + r.begin;
     S* p = params.as<S>() + r.begin;
-    if (offloaded()) {
-      // The range's gradients and weights to the host's staging (the weights too: an fp32 run's are its
-      // master weights, and a range's gaps must come back unchanged), updated there, the weights back.
-      // Offloaded parameters are updated where they live.
-      float* g_host = grads_staged_.as<float>() + r.packed;
-      S* p_host = (host_params ? host_params : params_staged_.as<S>()) + r.packed;
-      device.copy(g_host, g, r.length * sizeof(float));
-      if (!host_params) device.copy(p_host, p, r.length * sizeof(S));
-      if constexpr (kCopy)
-        update_on_host(r, master, p_host, m, v, g_host, lr, t);
-      else
-        update_on_host(r, p_host, static_cast<bf16*>(nullptr), m, v, g_host, lr, t);
-      if (!host_params) device.copy(p, p_host, r.length * sizeof(S));
-      continue;
-    }
+    if (grad_factor != 1.0f) k32.scale(g, grad_factor, static_cast<long>(r.length));
     const kernels::AdamRun* runs = runs_.as<kernels::AdamRun>() + r.first_run;
     k.adamw_update(kCopy ? master : reinterpret_cast<float*>(p), kCopy ? p : nullptr, m, v, g, runs, r.count, r.elements, f(lr),
                    f(cfg_.beta1), f(cfg_.beta2), f(cfg_.eps), t);
@@ -98,7 +104,41 @@ void AdamW::step_as(Arena& params, const Arena& grads, double lr, int t, S* host
 }
 
 template <typename S>
-void AdamW::update_on_host(const RangeRuns& r, float* master, S* copy, float* m, float* v, const float* g, double lr, int t) const {
+void AdamW::offloaded_step(Arena& params, const Arena& grads, double lr, int t, float grad_factor, S* host_params) {
+  // Per range: the gradients (unless the backward pass already sent them down as their buckets became
+  // final) and the weights (an fp32 run's are its master weights, and a range's gaps must come back
+  // unchanged; not offloaded parameters, which are updated where they live) go down to the host's
+  // staging, all ranges' copies queued at once; each range is updated as soon as its copies are done and
+  // its weights go back up while the next range is updated.
+  constexpr bool kCopy = !std::is_same_v<S, float>;
+  Device& device = params.device();
+  const std::size_t n = ranges_.size();
+  std::vector<CopyInFlight> down(2 * n), up(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const RangeRuns& r = ranges_[k];
+    if (early_covered_[k] < r.length)
+      down[2 * k] = device.copy_async(grads_staged_.as<float>() + r.packed, grads.as<float>() + r.begin, r.length * sizeof(float));
+    if (!host_params) down[2 * k + 1] = device.copy_async(params_staged_.as<S>() + r.packed, params.as<S>() + r.begin, r.length * sizeof(S));
+  }
+  for (auto& c : early_) c.wait();
+  for (std::size_t k = 0; k < n; ++k) {
+    const RangeRuns& r = ranges_[k];
+    down[2 * k].wait(), down[2 * k + 1].wait();
+    float* m = m_.as<float>() + r.packed;
+    float* v = v_.as<float>() + r.packed;
+    float* g_host = grads_staged_.as<float>() + r.packed;
+    S* p_host = (host_params ? host_params : params_staged_.as<S>()) + r.packed;
+    if constexpr (kCopy)
+      update_on_host(r, master_.as<float>() + r.packed, p_host, m, v, g_host, lr, t, grad_factor);
+    else
+      update_on_host(r, p_host, static_cast<bf16*>(nullptr), m, v, g_host, lr, t, grad_factor);
+    if (!host_params) up[k] = device.copy_async(params.as<S>() + r.begin, p_host, r.length * sizeof(S));
+  }
+}  // every copy up waited for
+
+template <typename S>
+void AdamW::update_on_host(const RangeRuns& r, float* master, S* copy, float* m, float* v, const float* g, double lr, int t,
+                           float grad_factor) const {
   const kernels::AdamStep s = kernels::adam_step(static_cast<float>(lr), static_cast<float>(cfg_.beta1), static_cast<float>(cfg_.beta2),
                                                  static_cast<float>(cfg_.eps), t);
   const kernels::AdamRun* runs = runs_.as<kernels::AdamRun>() + r.first_run;  // host memory when offloaded
@@ -110,7 +150,8 @@ void AdamW::update_on_host(const RangeRuns& r, float* master, S* copy, float* m,
       const long lo = std::max(from, run.first), hi = std::min(to, run.first + run.count);
       for (long j = lo; j < hi; ++j) {
         const long i = run.offset + (j - run.first);
-        master[i] = kernels::adamw_element(master[i], g[i], m[i], v[i], run.weight_decay, s);
+        // g x factor in float: the rounding of the scale kernel the device path clips with.
+        master[i] = kernels::adamw_element(master[i], g[i] * grad_factor, m[i], v[i], run.weight_decay, s);
         if (copy) copy[i] = from_float<S>(master[i]);
       }
     }

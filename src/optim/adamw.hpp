@@ -32,10 +32,16 @@ class AdamW {
   void set_master(ArenaRange r, const float* values);
   void set_master(const float* values) { set_master({0, plan_.arena_size}, values); }
   // One update of the owned ranges with learning rate lr; t is the 1-based step count. params holds
-  // plan.precision elements, grads fp32. host_params (offloaded optimizer only): the owned ranges'
-  // compute weights in host memory, back to back (ZeRO-3's offloaded parameter slices), updated in place
-  // of the ranges of params, which the update then does not touch.
-  void step(Arena& params, const Arena& grads, double lr, int t, void* host_params = nullptr);
+  // plan.precision elements, grads fp32, which the update takes times grad_factor (the clipping and the
+  // loss scale divided out; on the device they are scaled in place). host_params (offloaded optimizer
+  // only): the owned ranges' compute weights in host memory, back to back (ZeRO-3's offloaded parameter
+  // slices), updated in place of the ranges of params, which the update then does not touch.
+  void step(Arena& params, Arena& grads, double lr, int t, float grad_factor = 1.0f, void* host_params = nullptr);
+  // Offloaded: the gradients of `owned` (arena elements) are final for this step, so their copy to the
+  // host starts now, overlapping the rest of the backward pass (GradSync's hook). The step waits for
+  // it; drop_early_copies() forgets them (a step skipped for overflow).
+  void gradients_final(const Arena& grads, ArenaRange owned);
+  void drop_early_copies();
   bool has_master() const { return master_.data() != nullptr; }
   bool offloaded() const { return plan_.offload_optimizer; }
   // Host threads of the offloaded update (the rank's cores; 1 until set). No effect without offload.
@@ -53,13 +59,16 @@ class AdamW {
     long elements;
   };
 
-  // step() for compute weights stored as S (float, bf16 or fp16).
+  // step() for compute weights stored as S (float, bf16 or fp16), on the device or offloaded.
   template <typename S>
-  void step_as(Arena& params, const Arena& grads, double lr, int t, S* host_params);
+  void step_as(Arena& params, Arena& grads, double lr, int t, float grad_factor, S* host_params);
+  template <typename S>
+  void offloaded_step(Arena& params, const Arena& grads, double lr, int t, float grad_factor, S* host_params);
   // The offloaded update of one range: its elements cut into host_threads_ spans of about equal length;
   // copy (null in fp32 runs) receives the rounded weights.
   template <typename S>
-  void update_on_host(const RangeRuns& r, float* master, S* copy, float* m, float* v, const float* g, double lr, int t) const;
+  void update_on_host(const RangeRuns& r, float* master, S* copy, float* m, float* v, const float* g, double lr, int t,
+                      float grad_factor) const;
 
   const RankPlan& plan_;
   OptimizerConfig cfg_;
@@ -71,6 +80,9 @@ class AdamW {
   std::vector<RangeRuns> ranges_;
   Arena runs_;  // kernels::AdamRun entries of every range, in the memory of the device the update runs on
   int host_threads_ = 1;
+  // Offloaded: gradient copies started by gradients_final, and the elements of each range they cover.
+  std::vector<CopyInFlight> early_;
+  std::vector<std::size_t> early_covered_;
 };
 
 }  // namespace dtrain

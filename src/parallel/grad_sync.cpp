@@ -84,7 +84,11 @@ void GradSync::settle(Bucket& b) {
   b.grad_req.wait();
   if (b.settled) return;
   b.settled = true;
-  if (!plan_.shards_grads()) return;
+  const ArenaRange mine = distributed_ ? b.owned : b.range;
+  if (!plan_.shards_grads()) {  // reduced once per step: final
+    if (on_final_) on_final_(mine);
+    return;
+  }
   float* own = grads_.as<float>() + b.owned.begin;
   const long n = static_cast<long>(b.owned.end - b.owned.begin);
   float* sum = accumulated_.data() ? accumulated_.as<float>() + b.packed : nullptr;
@@ -102,6 +106,7 @@ void GradSync::settle(Bucket& b) {
     return;
   }
   if (sum && b.layer >= 0) k.residual_forward(own, own, sum, n);  // the last micro-batch's slice + the earlier ones
+  if (on_final_) on_final_(mine);
   grads_.discard(sizeof(float) * b.range.begin, sizeof(float) * b.owned.begin);
   grads_.discard(sizeof(float) * b.owned.end, sizeof(float) * b.range.end);
 }

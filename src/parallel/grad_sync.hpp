@@ -17,6 +17,7 @@
 // them rounds differently from ZeRO-1's order (accumulate, then reduce) when m > 1: within 1e-6.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "comm/parallel_state.hpp"
@@ -47,6 +48,10 @@ class GradSync {
   // ZeRO-2/3 (the gradient arena is on-demand memory): backs the owned slices, which are backed from
   // construction on; again after the whole arena was discarded.
   void commit_owned();
+  // Called with the arena range a bucket's final gradients of the step cover for this rank's optimizer
+  // (its owned slice under the distributed optimizer, else the bucket) as soon as they are final: the
+  // offloaded optimizer starts copying them to the host.
+  void on_final(std::function<void(ArenaRange)> hook) { on_final_ = std::move(hook); }
 
  private:
   struct Bucket {
@@ -73,6 +78,7 @@ class GradSync {
   int m_;
   std::vector<Bucket> buckets_;
   Arena accumulated_;  // ZeRO-2/3 with m > 1: the owned slices summed over the step's micro-batches so far
+  std::function<void(ArenaRange)> on_final_;
 };
 
 }  // namespace dtrain

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,28 @@ class CudaDevice final : public Device {
   void copy(void* dst, const void* src, std::size_t bytes) override {
     if (dst != src && bytes > 0) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
   }
+  // After the compute stream's queued work (an event it records), on the copy stream; done at its event.
+  CopyInFlight copy_async(void* dst, const void* src, std::size_t bytes) override {
+    if (dst == src || bytes == 0) return {};
+    if (!copy_stream_) CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    struct Copy final : CopyInFlight::Impl {
+      cudaEvent_t done = nullptr;
+      void wait() override {
+        CUDA_CHECK(cudaEventSynchronize(done));
+        cudaEventDestroy(done);
+      }
+    };
+    cudaEvent_t queued = nullptr;
+    auto c = std::make_unique<Copy>();
+    CUDA_CHECK(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(queued, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, queued, 0));
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, copy_stream_));
+    CUDA_CHECK(cudaEventRecord(c->done, copy_stream_));
+    cudaEventDestroy(queued);  // released once recorded and waited on
+    return CopyInFlight(std::move(c));
+  }
   void zero(void* p, std::size_t bytes) override {
     if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, 0));
   }
@@ -119,6 +142,7 @@ class CudaDevice final : public Device {
   std::size_t in_use_ = 0, peak_ = 0;
   std::map<void*, std::size_t> sizes_;
   CudaVmm vmm_;
+  cudaStream_t copy_stream_ = nullptr;  // copy_async's, made on first use
   std::map<char*, OnDemandRegion> regions_;  // on-demand memory, by base
 };
 

@@ -62,6 +62,10 @@ class HostDevice final : public Device {
   void copy(void* dst, const void* src, std::size_t bytes) override {
     if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
   }
+  CopyInFlight copy_async(void* dst, const void* src, std::size_t bytes) override {
+    copy(dst, src, bytes);
+    return {};
+  }
   void zero(void* p, std::size_t bytes) override { std::memset(p, 0, bytes); }
   void discard(void* p, std::size_t bytes) override {
     {

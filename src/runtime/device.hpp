@@ -5,10 +5,36 @@
 // buffers, pinned on a GPU.
 #pragma once
 #include <cstddef>
+#include <memory>
 
 #include "kernels/backend.hpp"
 
 namespace dtrain {
+
+// An asynchronous copy (Device::copy_async) in flight: wait() returns once it is done. An empty one is
+// done. Destroying one waits for it.
+class CopyInFlight {
+ public:
+  struct Impl {
+    virtual ~Impl() = default;
+    virtual void wait() = 0;
+  };
+  CopyInFlight() = default;
+  explicit CopyInFlight(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  CopyInFlight(CopyInFlight&&) = default;
+  CopyInFlight& operator=(CopyInFlight&& o) noexcept {
+    wait();
+    impl_ = std::move(o.impl_);
+    return *this;
+  }
+  ~CopyInFlight() { wait(); }
+  void wait() {
+    if (impl_) impl_->wait(), impl_.reset();
+  }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
 
 class Device {
  public:
@@ -28,6 +54,9 @@ class Device {
   virtual void release_pinned(void* p) noexcept = 0;
   // Copies bytes between any two of the device's and the host's memory; done when it returns.
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  // The same copy, after the work queued on the device so far, on a copy stream of its own, so that
+  // it overlaps with later work; host memory on the other side must be pinned. The host copies now.
+  virtual CopyInFlight copy_async(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void zero(void* p, std::size_t bytes) = 0;
   // The contents of [p, p + bytes) are no longer needed: afterwards they read as zero, and the device
   // may take the memory back until it is written again. Host: the whole pages inside go back to the

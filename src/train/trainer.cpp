@@ -59,6 +59,8 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
                  plan.num_micro_batches, plan.sizes.v) {
   init_weights(cfg.training.seed);
   if (sharded_) sharded_->owned_to_host();  // parameter offload: the initial slices to host memory
+  if (model_->plan().offload_optimizer)
+    grad_sync_.on_final([this](ArenaRange mine) { adamw_.gradients_final(model_->grads(), mine); });
   const bool wait_gather = cfg.system.use_distributed_optimizer && cfg.system.overlap_param_gather;
   model_->set_layer_hook([this, wait_gather](int layer, LayerPhase phase) {
     if (sharded_) sharded_->on_layer(layer, phase);
@@ -205,16 +207,13 @@ StepResult Trainer::train_step(int step) {
     throw UserError(buf);
   }
   if (scaler_) scaler_->update(overflow);
+  // The update takes the gradients times one factor: the loss scale divided out and the clipping.
+  double factor = 1.0 / loss_scale;
+  if (cfg_.optimizer.clip_grad > 0 && r.grad_norm > cfg_.optimizer.clip_grad) factor *= cfg_.optimizer.clip_grad / (r.grad_norm + 1e-6);
   if (overflow) {
     ++skipped_steps_;
     r.skipped = true;
-  } else {
-    // One pass divides out the loss scale and clips.
-    double factor = 1.0 / loss_scale;
-    if (cfg_.optimizer.clip_grad > 0 && r.grad_norm > cfg_.optimizer.clip_grad) factor *= cfg_.optimizer.clip_grad / (r.grad_norm + 1e-6);
-    if (factor != 1.0)
-      for (const auto& range : rp.optimizer_ranges)
-        k32_.scale(grads.as<float>() + range.begin, static_cast<float>(factor), static_cast<long>(range.end - range.begin));
+    adamw_.drop_early_copies();
   }
   if (scaler_) r.loss_scale = scaler_->scale();
   const int updates = step - static_cast<int>(skipped_steps_);  // updates taken before this step's
@@ -225,7 +224,7 @@ StepResult Trainer::train_step(int step) {
     // AdamW on the device needs them in the arena for the update.
     const bool on_host = sharded_ && rp.offload_params && rp.offload_optimizer;
     if (sharded_ && !on_host) sharded_->owned_to_device();
-    adamw_.step(model_->params(), grads, r.lr, updates + 1, on_host ? sharded_->host_slices() : nullptr);
+    adamw_.step(model_->params(), grads, r.lr, updates + 1, static_cast<float>(factor), on_host ? sharded_->host_slices() : nullptr);
     if (sharded_ && !on_host) sharded_->owned_to_host();
   }
   grad_sync_.gather_params(cfg_.system.overlap_param_gather);

@@ -360,7 +360,9 @@ TEST_CASE("recomputation equals keeping the activations bit for bit", "[mpi][lay
 // kernel's single loop, the same gathered values). Optimizer offload is checked under ZeRO-1, 2 and 3
 // (each rank offloads its slices) and without the distributed optimizer (the whole arena); parameter
 // offload alone and with the optimizer's; with tensor and pipeline parallelism, in fp32 and bf16 (master
-// weights): at 1, 2 and 4 ranks (8 adds no new case).
+// weights; fp16 with the default loss scale of 2^32, whose first steps overflow and are skipped, so the
+// gradient copies the backward pass started for them are dropped): at 1, 2 and 4 ranks (8 adds no new
+// case).
 TEST_CASE("optimizer and parameter offload train bit-identically", "[mpi][layouts][offload]") {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -377,7 +379,8 @@ TEST_CASE("optimizer and parameter offload train bit-identically", "[mpi][layout
     cases = {{{1, 1, 2, false, true}, 1, "fp32", true, false}, {{1, 1, 2, false, true}, 2, "fp32", true, false},
              {{1, 1, 2, false, true}, 3, "fp32", true, false}, {{1, 1, 2, false, true}, 1, "bf16", true, false},
              {{1, 2, 1}, 0, "fp32", true, false},           {{2, 1, 1}, 0, "bf16", true, false},
-             {{1, 1, 2, false, true}, 3, "fp32", false, true}, {{1, 1, 2, false, true}, 3, "bf16", true, true}};
+             {{1, 1, 2, false, true}, 3, "fp32", false, true}, {{1, 1, 2, false, true}, 3, "bf16", true, true},
+             {{1, 1, 2, false, true}, 2, "fp16", true, false}};
   if (world == 4)
     cases = {{{2, 1, 2, false, true}, 1, "fp32", true, false}, {{2, 1, 2, false, true}, 2, "fp32", true, false},
              {{2, 1, 2, false, true}, 3, "bf16", true, false}, {{1, 2, 2, false, true}, 3, "fp32", true, false},
