@@ -58,7 +58,7 @@ endif()
 
 if(DTRAIN_HAS_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    set(CMAKE_CUDA_ARCHITECTURES 75 80 90)  # Turing (fp16 only), Ampere, Hopper
   endif()
   set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)   # the static default links cudart twice next to CUDA::cudart
   set(CMAKE_CUDA_STANDARD 17)

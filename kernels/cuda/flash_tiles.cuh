@@ -26,19 +26,34 @@ using ::dtrain::fp16;
 constexpr int kBlockThreads = kWarps * 32;
 
 // ---- asynchronous copies global -> shared (sm_80+): `bytes` of src, or zeros when !valid (src must
-// still be a valid address).
+// still be a valid address). Below sm_80 (Turing, sm_75) the copies are plain loads and stores, done at
+// once, and the group operations do nothing: every use of a tile is behind a __syncthreads anyway.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+#if __CUDA_ARCH__ >= 800
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+#else
+  *static_cast<uint4*>(dst) = valid ? *static_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+#endif
 }
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+#if __CUDA_ARCH__ >= 800
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+#else
+  *static_cast<unsigned*>(dst) = valid ? *static_cast<const unsigned*>(src) : 0u;
+#endif
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
 template <int Pending>
 __device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+#endif
 }
 
 // The whole block: dst (kTile x D, row stride LD elements) <- rows [r0, r0 + kTile) of src (row stride
@@ -132,8 +147,8 @@ __device__ void walk_tiles(int n, Load load, Use use) {
   __syncthreads();
 }
 
-// ---- tensor cores (sm_80+), one warp: the fragments of kernels/mma_fragments.hpp, for KT = bf16 or
-// fp16 (the same layouts; ldmatrix moves 16-bit elements of either type).
+// ---- tensor cores (bf16: sm_80+; fp16: sm_75+), one warp: the fragments of kernels/mma_fragments.hpp,
+// for KT = bf16 or fp16 (the same layouts; ldmatrix moves 16-bit elements of either type).
 // ldmatrix .x4 (.trans): this lane's row address p; r[i] <- matrix i (the lanes 8i..8i+7 addresses).
 template <typename KT>
 __device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], const KT* p) {
@@ -149,10 +164,23 @@ __device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const KT* p
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
 }
-// c (16 x 8, fp32) += a (16 x 16, KT) b (16 x 8, KT).
+// c (16 x 8, fp32) += a (16 x 16, fp16) b (16 x 8, fp16) as two m16n8k8 products (sm_75+): the first
+// takes a's registers 0-1 (columns 0-7) with b0 (rows 0-7), the second a's 2-3 with b1, by the PTX ISA's
+// fragment tables of both shapes. Turing's form of mma_16816; run on newer GPUs by the GPU tests.
+__device__ __forceinline__ void mma_16816_as_k8(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(b0));
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[2]), "r"(a[3]), "r"(b1));
+}
+// c (16 x 8, fp32) += a (16 x 16, KT) b (16 x 8, KT). Below sm_80 only fp16 exists (as two k8 products);
+// bf16 there is refused at start-up (placement), so its branch only traps.
 template <typename KT>
 __device__ __forceinline__ void mma_16816(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
   static_assert(kHalfStorage<KT>, "the tensor-core path takes bf16 or fp16");
+#if __CUDA_ARCH__ >= 800
 // The PTX names the operand type (bf16 or f16); the operands are the same registers.
 #define DTRAIN_MMA_16816(type) \
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n" \
@@ -163,6 +191,12 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const std::uint32_t (&a
   else
     DTRAIN_MMA_16816("f16");
 #undef DTRAIN_MMA_16816
+#else
+  if constexpr (std::is_same_v<KT, bf16>)
+    __trap();
+  else
+    mma_16816_as_k8(c, a, b0, b1);
+#endif
 }
 // Two fp32 values rounded to KT (round to nearest even) in one register, lo in the lower half.
 template <typename KT>

@@ -304,7 +304,7 @@ int run_calibrate(HostComm host_world, const CalibrateOptions& o) {
   const int rank = env.world_rank, size = env.world_size, nodes = env.num_nodes;
   // The run's device and communication backend, placed as training places them (a GPU per rank with
   // --device cuda); the world communicator moves host values.
-  const Placement placement = place_ranks(host_world, o.device, CommBackend::automatic, env);
+  const Placement placement = place_ranks(host_world, o.device, CommBackend::automatic, Precision::fp32, env);
   Device& device = device_for(placement.backend);
   std::vector<int> everyone(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) everyone[static_cast<std::size_t>(r)] = r;

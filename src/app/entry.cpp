@@ -144,7 +144,7 @@ int run(int argc, char** argv, HostComm world) {
   }
   OptionTable table(cfg);  // views the loaded values, for reports and checkpoints
   // A dry run plans on any machine (a login node has no GPU): it does not select devices.
-  const Placement placement = cl.dry_run ? Placement{} : place_ranks(world, cfg.system.device, cfg.system.comm_backend, env);
+  const Placement placement = cl.dry_run ? Placement{} : place_ranks(world, cfg.system.device, cfg.system.comm_backend, cfg.system.precision, env);
   if (cl.command == CommandLine::Command::generate) return run_generate(cfg, env, cl.generate, placement.backend);
   const TrainingPlan plan = make_plan(cfg, size, memory_limit(world, cfg, env, placement));
   if (cl.dry_run) {

@@ -7,7 +7,7 @@
 
 namespace dtrain {
 
-Placement place_ranks(HostComm world, ComputeDevice device, CommBackend comm, const LaunchEnv& env) {
+Placement place_ranks(HostComm world, ComputeDevice device, CommBackend comm, Precision precision, const LaunchEnv& env) {
   Placement p;
   if (device != ComputeDevice::cuda) {
     p.description = "cpu + mpi";
@@ -20,6 +20,11 @@ Placement place_ranks(HostComm world, ComputeDevice device, CommBackend comm, co
   const int ranks_on_gpu = (env.local_size + gpu.count - 1) / gpu.count;
   p.gpu_memory_share = static_cast<double>(gpu_memory_bytes()) / ranks_on_gpu;
   p.gpu = gpu.device;
+  p.compute_capability = all_reduce(world, gpu_compute_capability(), HostOp::min);
+  if (precision == Precision::bf16 && p.compute_capability < 80)
+    throw UserError("system.precision=bf16 needs GPUs of compute capability 8.0 or later (A100, H100), but this job has one "
+                    "of " + std::to_string(p.compute_capability / 10) + "." + std::to_string(p.compute_capability % 10) +
+                    " (no bf16 tensor cores); use system.precision=fp16 (with its loss scaling) or fp32");
   p.description = std::string("cuda") + (shared ? " (ranks share GPUs)" : "") + (p.nccl ? " + nccl" : " + mpi (staged through pinned memory)");
   return p;
 }

@@ -18,9 +18,11 @@ struct Placement {
   std::string description;     // for the start-up line: "cpu + mpi", "cuda + nccl", ...
   double gpu_memory_share = 0;  // cuda: bytes of GPU memory per rank (its GPU's memory over the ranks on it)
   int gpu = -1;                 // cuda: the device this rank uses
+  int compute_capability = 0;   // cuda: the lowest of the job's GPUs, major x 10 + minor
 };
 
-// Collective over world (every rank learns whether any rank shares its GPU).
-Placement place_ranks(HostComm world, ComputeDevice device, CommBackend comm, const LaunchEnv& env);
+// Collective over world (every rank learns whether any rank shares its GPU). A GPU below sm_80
+// (Turing) has no bf16: precision = bf16 there is a UserError on every rank.
+Placement place_ranks(HostComm world, ComputeDevice device, CommBackend comm, Precision precision, const LaunchEnv& env);
 
 }  // namespace dtrain

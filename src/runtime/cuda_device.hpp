@@ -25,6 +25,8 @@ inline int device_for_local_rank(int local_rank, int visible_devices) {
 CudaSelection select_cuda_device(int local_rank, int local_size, const std::string& node_name, bool allow_shared_gpu);
 // Total memory of the selected GPU, in bytes.
 std::size_t gpu_memory_bytes();
+// The selected GPU's compute capability as major x 10 + minor (75 Turing, 80 A100, 90 H100).
+int gpu_compute_capability();
 // GFLOP/s of the best of repeated 8192^3 cuBLAS GEMMs on random operands (gemm_operand.hpp) on the
 // selected GPU over about `seconds`, in the run's precision: bf16 or fp16 (fp32
 // accumulation) or fp32 (no TF32): the ceiling MFU is

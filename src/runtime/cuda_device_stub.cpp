@@ -14,6 +14,7 @@ namespace {
 CudaSelection select_cuda_device(int, int, const std::string&, bool) { no_cuda(); }
 Device& cuda_device() { no_cuda(); }
 std::size_t gpu_memory_bytes() { no_cuda(); }
+int gpu_compute_capability() { no_cuda(); }
 double gpu_gemm_peak_gflops(Precision, double) { no_cuda(); }
 
 }  // namespace dtrain
