@@ -48,6 +48,9 @@ struct CheckpointMeta {
   // Optimizer updates skipped (fp16 overflows; attribute `skipped_steps`, absent = 0): the learning-rate
   // schedule and AdamW's step count follow step - skipped_steps.
   std::int64_t skipped_steps = 0;
+  // The 1-based steps whose batches are skipped (training.iterations_to_skip and the rollbacks' bad
+  // steps; attribute `skipped_batches`, absent = none): a resume goes on skipping them.
+  std::vector<std::int64_t> skipped_batches;
   // The loss scaler of an fp16 run (attributes `loss_scale` and `loss_scale_trackers` = {growth,
   // hysteresis}); absent in fp32 and bf16 runs.
   struct LossScaler {

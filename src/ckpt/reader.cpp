@@ -100,6 +100,7 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool hash_files)
       meta_.config_text = f.attr_string("config");
       if (f.has_attr("tokenizer")) meta_.tokenizer = f.attr_string("tokenizer");
       if (f.has_attr("skipped_steps")) meta_.skipped_steps = f.attr_int("skipped_steps");
+      if (f.has_attr("skipped_batches")) meta_.skipped_batches = f.attr_ints("skipped_batches");
       if (meta_.skipped_steps < 0 || meta_.skipped_steps > step)
         throw UserError("checkpoint shard '" + path + "' has a malformed skipped_steps attribute");
       if (f.has_attr("loss_scale")) {

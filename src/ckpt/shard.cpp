@@ -109,6 +109,7 @@ bool write_shard(const std::string& path, const CheckpointMeta& meta, const Piec
   f.set_attr("config", meta.config_text);
   f.set_attr("tokenizer", meta.tokenizer);
   f.set_attr("skipped_steps", meta.skipped_steps);
+  if (!meta.skipped_batches.empty()) f.set_attr("skipped_batches", meta.skipped_batches);
   if (meta.loss_scaler) {
     f.set_attr_double("loss_scale", meta.loss_scaler->scale);
     f.set_attr("loss_scale_trackers", std::vector<std::int64_t>{meta.loss_scaler->growth_tracker, meta.loss_scaler->hysteresis_tracker});

@@ -71,6 +71,12 @@ std::ostream& operator<<(std::ostream& os, const CapacityFactor& v) {
 std::ostream& operator<<(std::ostream& os, const DataSplit& v) {
   return os << v.weights[0] << ',' << v.weights[1] << ',' << v.weights[2];
 }
+std::ostream& operator<<(std::ostream& os, const StepList& v) {
+  for (std::size_t i = 0; i < v.steps.size(); ++i) os << (i ? "," : "") << v.steps[i];
+  return os;
+}
+std::ostream& operator<<(std::ostream& os, OnNonFinite v) { return os << (v == OnNonFinite::rollback ? "rollback" : "stop"); }
+bool StepList::contains(long step) const { return std::binary_search(steps.begin(), steps.end(), step); }
 std::ostream& operator<<(std::ostream& os, const MicroBatchSize& v) {
   if (v.automatic) return os << "auto";
   return os << v.value;
@@ -187,6 +193,31 @@ void validate(boost::any& out, const std::vector<std::string>& values, DataSplit
   for (; n < 3; ++n) v.weights[n] = 0;
   if (!(v.weights[0] > 0)) bad_word(s, accepted);
   out = v;
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, StepList*, int) {
+  const std::string& s = single(out, values);
+  const char* accepted = "a comma-separated list of 1-based steps, e.g. 1200,3401 (empty = none)";
+  StepList v;
+  for (std::size_t at = 0; at < s.size();) {
+    const std::size_t comma = std::min(s.find(',', at), s.size());
+    const std::string part = s.substr(at, comma - at);
+    char* end = nullptr;
+    const long step = part.empty() ? -1 : std::strtol(part.c_str(), &end, 10);
+    if (step < 1 || *end != '\0') bad_word(s, accepted);
+    v.steps.push_back(step);
+    at = comma + 1;
+  }
+  std::sort(v.steps.begin(), v.steps.end());
+  v.steps.erase(std::unique(v.steps.begin(), v.steps.end()), v.steps.end());
+  out = v;
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, OnNonFinite*, int) {
+  const std::string& s = single(out, values);
+  if (s == "stop") out = OnNonFinite::stop;
+  else if (s == "rollback") out = OnNonFinite::rollback;
+  else bad_word(s, "stop or rollback");
 }
 
 void validate(boost::any& out, const std::vector<std::string>& values, MicroBatchSize*, int) {

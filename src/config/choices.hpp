@@ -68,6 +68,16 @@ struct DataSplit {
   double weights[3] = {969, 30, 1};
 };
 
+// training.iterations_to_skip (Megatron's key): 1-based steps whose batch is consumed without an update.
+struct StepList {
+  std::vector<long> steps;  // ascending, each once
+  bool contains(long step) const;
+};
+
+// training.on_nonfinite: what a non-finite loss or gradient norm does (fp16's overflows aside): stop
+// (exit 2), or roll back to the last checkpoint and skip that step's batch.
+enum class OnNonFinite { stop, rollback };
+
 // model.micro_batch_size: a positive integer, or "auto" (planned from the bubble and memory limits).
 struct MicroBatchSize {
   bool automatic = false;
@@ -92,6 +102,8 @@ std::ostream& operator<<(std::ostream& os, DataFormat v);
 std::ostream& operator<<(std::ostream& os, MoeLoadBalancing v);
 std::ostream& operator<<(std::ostream& os, const CapacityFactor& v);
 std::ostream& operator<<(std::ostream& os, const DataSplit& v);
+std::ostream& operator<<(std::ostream& os, const StepList& v);
+std::ostream& operator<<(std::ostream& os, OnNonFinite v);
 std::ostream& operator<<(std::ostream& os, const MicroBatchSize& v);
 std::ostream& operator<<(std::ostream& os, const CheckpointLoad& v);
 const char* to_string(PipelineSchedule v);
@@ -110,6 +122,8 @@ void validate(boost::any& out, const std::vector<std::string>& values, DataForma
 void validate(boost::any& out, const std::vector<std::string>& values, MoeLoadBalancing*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, CapacityFactor*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, DataSplit*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, StepList*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, OnNonFinite*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, MicroBatchSize*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, CheckpointLoad*, int);
 

@@ -77,6 +77,9 @@ struct TrainingConfig {
   std::uint64_t seed = 1234;
   int eval_interval = 50;
   int eval_iters = 4;
+  StepList iterations_to_skip;              // their batches consumed without an update
+  OnNonFinite on_nonfinite = OnNonFinite::stop;
+  int max_rollbacks = 3;                    // with rollback: the run stops at the next one
 };
 
 struct OptimizerConfig {

@@ -135,6 +135,12 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("training.train_iters", &t.train_iters, "optimizer steps to run");
   add("training.seed", &t.seed, "seed of initialisation and data sampling");
   add("training.eval_interval", &t.eval_interval, "steps between validation passes; 0 = never");
+  add("training.iterations_to_skip", &t.iterations_to_skip,
+      "1-based steps whose batch is consumed without an update (Megatron's key; e.g. a batch known to make the loss spike)");
+  add("training.on_nonfinite", &t.on_nonfinite,
+      "stop (exit 2), or rollback: a non-finite loss or gradient norm reloads checkpoint.dir's latest checkpoint on "
+      "every rank and trains on, skipping that step's batch (logged, and kept in later checkpoints)");
+  add("training.max_rollbacks", &t.max_rollbacks, "with on_nonfinite=rollback: rollbacks a run may make; the next non-finite step stops it");
   add("training.eval_iters", &t.eval_iters, "global batches per validation pass");
 
   auto& o = c.optimizer;

@@ -154,6 +154,10 @@ void validate_config(const Config& c) {
   p.range("training.train_iters", t.train_iters, 0, kMaxSteps);
   p.range("training.eval_interval", t.eval_interval, 0, kMaxSteps, "0 = no validation");
   p.range("training.eval_iters", t.eval_iters, 1, 1000000);
+  p.range("training.max_rollbacks", t.max_rollbacks, 0, 1000000);
+  if (t.on_nonfinite == OnNonFinite::rollback && c.checkpoint.dir.empty())
+    p.add("training.on_nonfinite=rollback goes back to the latest checkpoint of checkpoint.dir; set checkpoint.dir (and "
+          "checkpoint.save_interval) or use on_nonfinite=stop");
 
   const auto& o = c.optimizer;
   p.real("optimizer.lr", o.lr, 0, 1e3, true, false, "a finite learning rate > 0");

@@ -124,6 +124,30 @@ int Checkpointing::resume(Trainer& trainer) {
   }
   if (!cfg_.checkpoint.init_from.empty())
     log_.message("checkpoint: resuming from " + path + "; checkpoint.init_from applies only when there is no checkpoint to resume");
+  return load(trainer, path, "resumed from");
+}
+
+int Checkpointing::rollback(Trainer& trainer, int bad_step) {
+  finish();  // a save in flight is published first: it may be the one to go back to
+  std::string path;
+  collective_check(world_, [&] {
+    if (rank_ != 0) return;
+    try {
+      path = cfg_.checkpoint.dir.empty() ? std::string() : latest_checkpoint(cfg_.checkpoint.dir);
+    } catch (const UserError&) {
+      path.clear();
+    }
+    if (path.empty())
+      throw UserError("step " + std::to_string(bad_step) + " is not finite and training.on_nonfinite=rollback found no checkpoint in "
+                      "checkpoint.dir='" + cfg_.checkpoint.dir + "' to go back to; set checkpoint.save_interval so one exists");
+  });
+  broadcast_string(world_, path);
+  trainer.abandon_step();
+  trainer.skip_batch(bad_step);
+  return load(trainer, path, "rolled back to");
+}
+
+int Checkpointing::load(Trainer& trainer, const std::string& path, const char* verb) {
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<CheckpointReader> reader;
   collective_check(world_, [&] {
@@ -148,6 +172,7 @@ int Checkpointing::resume(Trainer& trainer) {
     trainer.load_state(st);
     const CheckpointMeta& meta = reader->meta();
     trainer.set_skipped_steps(meta.skipped_steps);
+    for (std::int64_t s : meta.skipped_batches) trainer.skip_batch(s);
     // The scaler of an fp16 run goes on where it was; a run of another precision resumed in fp16 starts
     // a fresh one (and an fp16 checkpoint resumed in bf16 or fp32 leaves its scaler behind).
     if (LossScaler* scaler = trainer.loss_scaler(); scaler && meta.loss_scaler)
@@ -159,7 +184,7 @@ int Checkpointing::resume(Trainer& trainer) {
   const CheckpointMeta& meta = reader->meta();
   const std::int64_t step = meta.step;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log_.message("checkpoint: resumed from " + path + " at step " + std::to_string(step) + " (saved on " +
+  log_.message("checkpoint: " + std::string(verb) + " " + path + " at step " + std::to_string(step) + " (saved on " +
                to_string(meta.layout, ' ') + "); loaded " +
                rate(read.total_bytes, seconds) + ", " + read.text());
   return static_cast<int>(step);
@@ -182,6 +207,7 @@ bool Checkpointing::due(int steps_done, bool last) const {
 CheckpointMeta Checkpointing::meta_of(Trainer& trainer, int steps_done) const {
   CheckpointMeta meta;
   meta.skipped_steps = trainer.skipped_steps();
+  meta.skipped_batches.assign(trainer.skipped_batches().begin(), trainer.skipped_batches().end());
   if (const LossScaler* scaler = trainer.loss_scaler()) {
     const LossScalerState& s = scaler->state();
     meta.loss_scaler = CheckpointMeta::LossScaler{s.scale, s.growth_tracker, s.hysteresis_tracker};

@@ -36,6 +36,10 @@ class Checkpointing {
   // Loads the checkpoint asked for, else the init_from weights (collective); returns the number of steps
   // already done.
   int resume(Trainer& trainer);
+  // Collective, after a non-finite step `bad_step` (1-based) with training.on_nonfinite=rollback: the
+  // trainer drops the step, skips that step's batch from now on, and loads checkpoint.dir's latest
+  // checkpoint; returns its step. A UserError on every rank when there is none.
+  int rollback(Trainer& trainer, int bad_step);
   // Collective, before the first step: with checkpoint.async_save, the snapshot buffer is allocated and
   // its pages touched (a lack of memory shows at start, and the first save's stall is a copy).
   void prepare(Trainer& trainer);
@@ -56,6 +60,7 @@ class Checkpointing {
 
  private:
   std::string load_path() const;
+  int load(Trainer& trainer, const std::string& path, const char* verb);  // collective; the step loaded
   void init_from_weights(Trainer& trainer);  // collective
   // Rank 0: a warning when checkpoint.dir holds checkpoints this run does not resume from.
   void warn_about_other_checkpoints(const std::string& resume_path) const;

@@ -57,6 +57,7 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       eval_exec_(stage_, ps,
                  forward_only(schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v, ps.coords().pp)),
                  plan.num_micro_batches, plan.sizes.v) {
+  skipped_batches_.insert(cfg.training.iterations_to_skip.steps.begin(), cfg.training.iterations_to_skip.steps.end());
   init_weights(cfg.training.seed);
   if (sharded_) sharded_->owned_to_host();  // parameter offload: the initial slices to host memory
   if (model_->plan().offload_optimizer)
@@ -152,7 +153,19 @@ void Trainer::inject_nonfinite_gradient() {
     }
 }
 
+void Trainer::abandon_step() {
+  grad_sync_.wait_all_params();
+  if (sharded_) sharded_->discard_all();
+  adamw_.drop_early_copies();
+}
+
 StepResult Trainer::train_step(int step) {
+  if (skipped_batches_.count(step + 1)) {
+    ++skipped_steps_;  // the learning-rate schedule and AdamW's step count follow the updates taken
+    StepResult r;
+    r.batch_skipped = true;
+    return r;
+  }
   const double tokens = static_cast<double>(cfg_.model.global_batch_size) * cfg_.model.seq_length;
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
   Arena& grads = model_->grads();
@@ -198,13 +211,14 @@ StepResult Trainer::train_step(int step) {
   // training otherwise.
   const bool overflow = scaler_ && std::isfinite(r.loss) && !std::isfinite(r.grad_norm);
   if (!overflow && (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))) {
-    char buf[320];
+    char buf[480];
     std::snprintf(buf, sizeof buf,
                   "step %d: the loss is %g and the gradient norm %g; training stops before the optimizer step, and "
                   "nothing from this step is saved (the last checkpoint, if any, is untouched); lower optimizer.lr, set "
-                  "optimizer.clip_grad, or check the data",
+                  "optimizer.clip_grad, check the data, or let training.on_nonfinite=rollback go back to the last checkpoint "
+                  "and skip this step's batch",
                   step + 1, r.loss, r.grad_norm);
-    throw UserError(buf);
+    throw NonFiniteStep(step + 1, buf);
   }
   if (scaler_) scaler_->update(overflow);
   // The update takes the gradients times one factor: the loss scale divided out and the clipping.

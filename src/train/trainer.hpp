@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/global_slabs.hpp"
+#include "common/error.hpp"
 #include "config/config.hpp"
 #include "data/data_blend.hpp"
 #include "kernels/kernels.hpp"
@@ -44,6 +46,16 @@ struct StepResult {
   // step's gradients overflowed, so that its optimizer update was skipped. 0 and false otherwise.
   double loss_scale = 0.0;
   bool skipped = false;
+  // The step's batch is skipped (training.iterations_to_skip, or a rollback's bad step): nothing ran,
+  // no update; the other fields are zero.
+  bool batch_skipped = false;
+};
+
+// A step whose loss or gradient norm is not finite (every rank throws it together, before the optimizer
+// step): training.on_nonfinite decides between stopping and a rollback.
+struct NonFiniteStep : UserError {
+  NonFiniteStep(int step_1based, const std::string& what) : UserError(what), step(step_1based) {}
+  int step;
 };
 
 class Trainer {
@@ -81,6 +93,13 @@ class Trainer {
   // follow the updates taken (steps - skipped), as Megatron's. Saved in checkpoints with the scaler.
   std::int64_t skipped_steps() const { return skipped_steps_; }
   void set_skipped_steps(std::int64_t n) { skipped_steps_ = n; }
+  // The 1-based steps whose batches are consumed without running (training.iterations_to_skip, the
+  // rollbacks' bad steps); each counts as a skipped update.
+  const std::set<std::int64_t>& skipped_batches() const { return skipped_batches_; }
+  void skip_batch(std::int64_t step) { skipped_batches_.insert(step); }
+  // After a step that threw (a rollback follows): the gathered parameter buckets and the optimizer's
+  // early copies are dropped, so that nothing of the step outlives it.
+  void abandon_step();
   // fp16 runs: the loss scaler (null in fp32 and bf16 runs).
   LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }
 
@@ -114,6 +133,7 @@ class Trainer {
   AdamW adamw_;
   std::optional<LossScaler> scaler_;  // fp16 runs only
   std::int64_t skipped_steps_ = 0;
+  std::set<std::int64_t> skipped_batches_;
   // This rank's share of the step's global batch: tokens then targets, each (m, B, T); read into the
   // pinned host buffer and copied to the device (the same memory on the host).
   std::size_t batch_elements_;

@@ -105,12 +105,33 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
   LogWindow window;
   const std::vector<std::string> node_of_rank = gather_node_names(world, env);
   const int total = cfg.training.train_iters;
+  int rollbacks = 0;
   for (int step = first_step; step < total; ++step) {
     const auto t0 = clock::now();
     watchdog.take_comm_seconds();  // communication outside the step (evaluation, saves) is not the step's
     watchdog.step_begin(step);
-    const StepResult r = trainer.train_step(step);
+    StepResult r;
+    try {
+      r = trainer.train_step(step);
+    } catch (const NonFiniteStep& e) {
+      // Every rank threw it at the same point: all stop, or all roll back together.
+      watchdog.step_end();
+      if (cfg.training.on_nonfinite != OnNonFinite::rollback) throw;
+      if (rollbacks == cfg.training.max_rollbacks)
+        throw UserError(std::string(e.what()) + " (training.max_rollbacks=" + std::to_string(cfg.training.max_rollbacks) +
+                        " rollbacks already made)");
+      ++rollbacks;
+      log.message("dtrain: " + std::string(e.what()).substr(0, std::string(e.what()).find(';')) + "; rolling back (" +
+                  std::to_string(rollbacks) + " of training.max_rollbacks=" + std::to_string(cfg.training.max_rollbacks) +
+                  "): step " + std::to_string(e.step) + "'s batch (its " + std::to_string(cfg.model.global_batch_size) +
+                  " samples, chosen by training.seed=" + std::to_string(cfg.training.seed) + " and the step) is skipped from now on");
+      step = checkpoints.rollback(trainer, e.step) - 1;
+      continue;
+    }
     watchdog.step_end();
+    if (r.batch_skipped && (step + 1) % cfg.logging.log_interval == 0)
+      log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) +
+                  " | batch skipped (training.iterations_to_skip or a rollback): no update");
     const double step_seconds = std::chrono::duration<double>(clock::now() - t0).count();
     const double busy_seconds = step_seconds - watchdog.take_comm_seconds();
     const bool last = step + 1 == total;
@@ -126,8 +147,9 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
       checkpoints.save(trainer, step + 1, /*wait=*/true);
     else if (!sig && checkpoints.due(step + 1, last))
       checkpoints.save(trainer, step + 1, /*wait=*/last);
-    window.add(step_seconds, busy_seconds, r, checkpoints.take_times());
-    const bool log_now = (step + 1) % cfg.logging.log_interval == 0 || last || rec.val_loss;
+    // A skipped batch ran nothing: it stays out of the interval's averages and has no step line.
+    if (!r.batch_skipped) window.add(step_seconds, busy_seconds, r, checkpoints.take_times());
+    const bool log_now = !r.batch_skipped && ((step + 1) % cfg.logging.log_interval == 0 || last || rec.val_loss);
     if (log_now) {
       rec.loss = r.loss;
       rec.lr = r.lr;

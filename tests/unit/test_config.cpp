@@ -192,6 +192,23 @@ TEST_CASE("layout checks name the key and the fix", "[config]") {
   }
 }
 
+TEST_CASE("steps to skip and the non-finite policy", "[config]") {
+  const Config c = load_config(kIni, "t.ini", {"--training.iterations_to_skip=9,3,3"});
+  CHECK(c.training.iterations_to_skip.steps == std::vector<long>{3, 9});  // sorted, each once
+  CHECK(c.training.iterations_to_skip.contains(9));
+  CHECK_FALSE(c.training.iterations_to_skip.contains(4));
+  CHECK(load_config(kIni, "t.ini", {}).training.iterations_to_skip.steps.empty());
+  CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--training.iterations_to_skip=3,x"}); }),
+                 "a comma-separated list of 1-based steps"));
+  CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--training.iterations_to_skip=0"}); }), "1-based steps"));
+  CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--training.on_nonfinite=retry"}); }), "use stop or rollback"));
+  Config rollback = load_config(kIni, "t.ini", {"--training.on_nonfinite=rollback"});
+  rollback.checkpoint.dir.clear();
+  CHECK(contains(error_of([&] { validate_config(rollback); }), "training.on_nonfinite=rollback goes back to the latest checkpoint"));
+  rollback.checkpoint.dir = "ck";
+  CHECK(error_of([&] { validate_config(rollback); }).empty());
+}
+
 TEST_CASE("word-valued keys accept their words only", "[config]") {
   const auto e = error_of([] { load_config(kIni, "t.ini", {"--system.pipeline_schedule=gpipe"}); });
   CHECK(contains(e, "'system.pipeline_schedule' = 'gpipe' is not accepted; use 1f1b, interleaved or afab"));
