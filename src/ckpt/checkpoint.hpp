@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ckpt/checksum.hpp"
+#include "ckpt/directory.hpp"
 #include "ckpt/h5_file.hpp"
 #include "comm/host_comm.hpp"
 #include "plan/rank_plan.hpp"
@@ -51,6 +52,8 @@ struct CheckpointMeta {
   // The 1-based steps whose batches are skipped (training.iterations_to_skip and the rollbacks' bad
   // steps; attribute `skipped_batches`, absent = none): a resume goes on skipping them.
   std::vector<std::int64_t> skipped_batches;
+  // The validation loss measured at this step (the manifest's val_loss line; checkpoint.keep_best).
+  std::optional<double> val_loss;
   // The loss scaler of an fp16 run (attributes `loss_scale` and `loss_scale_trackers` = {growth,
   // hysteresis}); absent in fp32 and bf16 runs.
   struct LossScaler {
@@ -94,11 +97,12 @@ struct IoStats {
 // Collective: a random checkpoint id, the same on every rank of comm.
 std::uint64_t new_checkpoint_id(HostComm comm);
 
-// Collective: writes and publishes step `meta.step` under dir; removes the oldest published checkpoints
-// beyond keep_last (ckpt/directory.hpp: by publication order, never `latest`). Throws UserError on every
+// Collective: writes and publishes step `meta.step` under dir; removes the published checkpoints `keep`
+// does not keep (ckpt/directory.hpp: the keep_last newest publications and the keep_best lowest
+// validation losses, never `latest`). Throws UserError on every
 // rank if any rank failed (the previous checkpoint stays). pause_s: debug.save_write_delay_s.
 IoStats save_checkpoint(HostComm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,
-                        int keep_last, double pause_s = 0.0);
+                        Retention keep, double pause_s = 0.0);
 
 // save_checkpoint in its three phases, for a caller that writes away from the main thread:
 //   begin_save   collective: the temporary step directory (rank 0 creates it);
@@ -108,7 +112,7 @@ IoStats save_checkpoint(HostComm world, const std::string& dir, const Checkpoint
 struct SaveTarget {
   std::string dir, tmp;  // checkpoint.dir, and the temporary directory the shards go to
   CheckpointMeta meta;
-  int keep_last = 1;
+  Retention keep;
 };
 struct ShardWrite {  // one rank's write phase
   bool wrote = false;  // false: the rank owns no unique state (no shard)
@@ -116,7 +120,7 @@ struct ShardWrite {  // one rank's write phase
   double seconds = 0.0;
   std::string error;  // empty: written (fsynced)
 };
-SaveTarget begin_save(HostComm world, const std::string& dir, const CheckpointMeta& meta, int keep_last);
+SaveTarget begin_save(HostComm world, const std::string& dir, const CheckpointMeta& meta, Retention keep);
 // pause_s > 0 (tests: debug.save_write_delay_s): sleeps that long after the first piece, the shard half written.
 ShardWrite write_shard_of_rank(const SaveTarget& target, int rank, const PieceSource& pieces, double pause_s);
 // pruned_aside: rank 0 sets the checkpoints it prunes aside there (prune_checkpoints) instead of removing them.

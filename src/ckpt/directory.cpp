@@ -30,6 +30,7 @@ std::vector<PublishedCheckpoint> published_checkpoints(const std::string& dir) {
       const Manifest m = read_manifest(e.path().string() + "/manifest.txt");
       c.step = m.step;
       c.sequence = m.sequence;
+      c.val_loss = m.val_loss;
     } catch (const UserError&) {
       continue;  // not something this dtrain can identify (another format, a copy, an I/O error): left alone
     }
@@ -48,11 +49,24 @@ std::int64_t next_publication_sequence(const std::string& dir) {
   return most + 1;
 }
 
-void prune_checkpoints(const std::string& dir, int keep_last, std::vector<std::string>* set_aside) {
+std::vector<bool> kept_checkpoints(const std::vector<PublishedCheckpoint>& all, Retention keep) {
+  std::vector<bool> kept(all.size(), false);
+  const std::size_t last = static_cast<std::size_t>(std::max(1, keep.keep_last));
+  for (std::size_t i = all.size() > last ? all.size() - last : 0; i < all.size(); ++i) kept[i] = true;
+  std::vector<std::size_t> measured;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (all[i].val_loss) measured.push_back(i);
+  std::stable_sort(measured.begin(), measured.end(), [&](std::size_t a, std::size_t b) { return *all[a].val_loss < *all[b].val_loss; });
+  for (std::size_t k = 0; k < measured.size() && k < static_cast<std::size_t>(std::max(0, keep.keep_best)); ++k) kept[measured[k]] = true;
+  return kept;
+}
+
+void prune_checkpoints(const std::string& dir, Retention keep, std::vector<std::string>* set_aside) {
   const auto all = published_checkpoints(dir);
   const std::string latest = latest_checkpoint(dir);
-  const std::size_t keep = static_cast<std::size_t>(std::max(1, keep_last));
-  for (std::size_t i = 0; i + keep < all.size(); ++i) {
+  const std::vector<bool> kept = kept_checkpoints(all, keep);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (kept[i]) continue;
     const std::string path = dir + "/" + all[i].name;
     std::error_code ec;
     if (!latest.empty() && fs::equivalent(path, latest, ec)) continue;  // however `latest` spells it

@@ -7,6 +7,7 @@
 // publications first, whichever run made them. Pruning never removes what `latest` names.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,14 @@ struct PublishedCheckpoint {
   std::string name;          // "step_00000100"
   std::int64_t step = 0;
   std::int64_t sequence = 0;  // publication order (0 for checkpoints older than the sequence)
+  std::optional<double> val_loss;  // the validation loss at its step, when one was measured there
+};
+
+// What pruning keeps: the keep_last newest publications, and the keep_best with the lowest validation
+// loss (checkpoint.keep_best; ties: the earlier publication).
+struct Retention {
+  int keep_last = 1;
+  int keep_best = 0;
 };
 
 // The published checkpoints of dir, oldest publication first (ties by step, then name). Step
@@ -23,10 +32,12 @@ struct PublishedCheckpoint {
 std::vector<PublishedCheckpoint> published_checkpoints(const std::string& dir);
 // The sequence number the next publication in dir takes.
 std::int64_t next_publication_sequence(const std::string& dir);
-// Removes the oldest publications beyond keep_last (at least 1), never the one `latest` names.
+// Removes the publications `keep` does not keep (keep_last at least 1), never the one `latest` names.
 // set_aside: instead of removing them, renames them to ".tmp-pruned-<name>" (no longer published;
 // removing gigabytes is left to the caller, e.g. a background thread) and lists the new paths.
-void prune_checkpoints(const std::string& dir, int keep_last, std::vector<std::string>* set_aside = nullptr);
+void prune_checkpoints(const std::string& dir, Retention keep, std::vector<std::string>* set_aside = nullptr);
+// The indices of `all` (publication order) that `keep` keeps. Pure.
+std::vector<bool> kept_checkpoints(const std::vector<PublishedCheckpoint>& all, Retention keep);
 
 // Removes temporaries in dir (".tmp-*": interrupted saves, and pruned checkpoints set aside). Returns
 // how many interrupted saves there were.

@@ -57,9 +57,9 @@ void remove_temporary(int rank, const SaveTarget& target) {
 
 }  // namespace
 
-SaveTarget begin_save(HostComm world, const std::string& dir, const CheckpointMeta& meta, int keep_last) {
+SaveTarget begin_save(HostComm world, const std::string& dir, const CheckpointMeta& meta, Retention keep) {
   SaveTarget target{dir, dir + "/.tmp-" + step_dir_name(meta.step) + "-" + std::to_string(meta.checkpoint_id % 1000000007ull), meta,
-                    keep_last};
+                    keep};
   const int rank = world.rank();
   try {
     collective_check(world, [&] {
@@ -114,7 +114,7 @@ IoStats finish_save(HostComm world, const SaveTarget& target, const ShardWrite& 
     collective_check(world, [&] {
       if (rank != 0) return;
       stats.bytes = publish_checkpoint(target.tmp, target.dir, target.meta, all);
-      prune_checkpoints(target.dir, target.keep_last, pruned_aside);
+      prune_checkpoints(target.dir, target.keep, pruned_aside);
     });
   } catch (const UserError& e) {
     remove_temporary(rank, target);
@@ -130,9 +130,9 @@ bool all_ranks(HostComm world, bool mine) {
 }
 
 IoStats save_checkpoint(HostComm world, const std::string& dir, const CheckpointMeta& meta, const RankState& state,
-                        int keep_last, double pause_s) {
+                        Retention keep, double pause_s) {
   const auto t0 = std::chrono::steady_clock::now();
-  const SaveTarget target = begin_save(world, dir, meta, keep_last);
+  const SaveTarget target = begin_save(world, dir, meta, keep);
   const ShardWrite mine =
       write_shard_of_rank(target, world.rank(), [&](const PieceVisitor& visit) { for_each_piece(state, visit); }, pause_s);
   IoStats stats = finish_save(world, target, mine);

@@ -1,6 +1,7 @@
 // Shard and manifest files of a checkpoint.
 #include "ckpt/shard.hpp"
 
+#include <cmath>
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -145,6 +146,7 @@ double publish_checkpoint(const std::string& tmp, const std::string& dir, const 
   m.checkpoint_id = meta.checkpoint_id;
   m.step = meta.step;
   m.sequence = next_publication_sequence(dir);
+  m.val_loss = meta.val_loss;
   double bytes = 0.0;
   for (std::size_t r = 0; 3 * r < triples.size(); ++r)
     if (triples[3 * r]) {
@@ -185,8 +187,13 @@ void write_manifest(const std::string& path, const Manifest& m) {
   os << "dtrain-checkpoint-manifest " << kCheckpointFormat << "\n"
      << "checkpoint_id " << h5::hex64(m.checkpoint_id) << "\n"
      << "step " << m.step << "\n"
-     << "sequence " << m.sequence << "\n"
-     << "shards " << m.shards.size() << "\n";
+     << "sequence " << m.sequence << "\n";
+  if (m.val_loss) {
+    char loss[40];
+    std::snprintf(loss, sizeof loss, "%.17g", *m.val_loss);
+    os << "val_loss " << loss << "\n";
+  }
+  os << "shards " << m.shards.size() << "\n";
   for (const auto& s : m.shards) os << "shard " << s.file << " " << s.bytes << " " << h5::hex64(s.hash) << "\n";
   write_file_atomically(path, os.str());
 }
@@ -208,6 +215,11 @@ Manifest read_manifest(const std::string& path) {
   if (m.step < 0 || m.step > 2147483647) throw bad("step " + std::to_string(m.step) + " is out of range");
   if (!(in >> word)) throw bad("no shard count");
   if (word == "sequence" && !(in >> m.sequence >> word)) throw bad("no publication sequence");
+  if (word == "val_loss") {
+    double loss = 0.0;
+    if (!(in >> loss >> word) || !std::isfinite(loss)) throw bad("a validation loss that is not a number");
+    m.val_loss = loss;
+  }
   if (word != "shards" || !(in >> count)) throw bad("no shard count");
   for (std::size_t i = 0; i < count; ++i) {
     ShardRecord r;

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct Manifest {
   std::uint64_t checkpoint_id = 0;
   std::int64_t step = 0;
   std::int64_t sequence = 0;
+  std::optional<double> val_loss;  // "val_loss" line (absent in older manifests, and without a validation)
   std::vector<ShardRecord> shards;
 };
 void write_manifest(const std::string& path, const Manifest& manifest);

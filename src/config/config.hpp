@@ -80,6 +80,7 @@ struct TrainingConfig {
   StepList iterations_to_skip;              // their batches consumed without an update
   OnNonFinite on_nonfinite = OnNonFinite::stop;
   int max_rollbacks = 3;                    // with rollback: the run stops at the next one
+  int early_stop_patience = 0;              // end after this many validations without a new best (0 = never)
 };
 
 struct OptimizerConfig {
@@ -113,6 +114,7 @@ struct CheckpointConfig {
   std::string dir;
   int save_interval = 0;
   int keep_last = 2;
+  int keep_best = 0;  // also keep the checkpoints of the lowest validation losses (0 = off); validations then save
   CheckpointLoad load;
   std::string init_from;  // a weights file (.h5) to start from when there is no checkpoint to resume
   bool async_save = false;  // snapshot at the step boundary, write the shards on a background thread

@@ -141,6 +141,9 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "stop (exit 2), or rollback: a non-finite loss or gradient norm reloads checkpoint.dir's latest checkpoint on "
       "every rank and trains on, skipping that step's batch (logged, and kept in later checkpoints)");
   add("training.max_rollbacks", &t.max_rollbacks, "with on_nonfinite=rollback: rollbacks a run may make; the next non-finite step stops it");
+  add("training.early_stop_patience", &t.early_stop_patience,
+      "end training after this many validations without a new lowest validation loss, with the best checkpoint's weights as "
+      "the final weights (needs checkpoint.keep_best >= 1; 0 = never)");
   add("training.eval_iters", &t.eval_iters, "global batches per validation pass");
 
   auto& o = c.optimizer;
@@ -181,6 +184,8 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("checkpoint.dir", &k.dir, "checkpoint directory; empty = no checkpoints");
   add("checkpoint.save_interval", &k.save_interval, "steps between checkpoints; 0 = only at the end");
   add("checkpoint.keep_last", &k.keep_last, "checkpoints to keep");
+  add("checkpoint.keep_best", &k.keep_best,
+      "also keep the checkpoints with the lowest validation losses, this many (0 = off); every validation step then saves");
   add("checkpoint.load", &k.load, "auto (resume from latest if present), none, or a checkpoint path");
   add("checkpoint.init_from", &k.init_from,
       "weights file (.h5: model-final.h5, ckpt-consolidate --out or --import-hf) to start training from, on any layout, "

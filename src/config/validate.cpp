@@ -187,6 +187,15 @@ void validate_config(const Config& c) {
   }
   p.range("checkpoint.save_interval", c.checkpoint.save_interval, 0, kMaxSteps, "0 = only at the end");
   p.range("checkpoint.keep_last", c.checkpoint.keep_last, 1, 1000000);
+  p.range("checkpoint.keep_best", c.checkpoint.keep_best, 0, 1000000);
+  p.range("training.early_stop_patience", t.early_stop_patience, 0, kMaxSteps, "0 = never");
+  if (t.early_stop_patience > 0 && (c.checkpoint.dir.empty() || c.checkpoint.keep_best < 1 || t.eval_interval < 1))
+    p.add("training.early_stop_patience=" + s(static_cast<long>(t.early_stop_patience)) +
+          " ends with the best validation's weights, which need validations (training.eval_interval > 0) and their "
+          "checkpoints kept (checkpoint.dir and checkpoint.keep_best >= 1)");
+  if (c.checkpoint.keep_best > 0 && t.eval_interval < 1)
+    p.add("checkpoint.keep_best=" + s(static_cast<long>(c.checkpoint.keep_best)) + " keeps the checkpoints of the lowest "
+          "validation losses: set training.eval_interval > 0");
   p.real("debug.save_write_delay_s", c.debug.save_write_delay_s, 0, 3600, false, false, "a number of seconds between 0 and 3600");
   p.range("logging.log_interval", c.logging.log_interval, 1, kMaxSteps);
   p.range("logging.sample_tokens", c.logging.sample_tokens, 0, 1000000, "0 = no sample");

@@ -12,6 +12,7 @@
 #include "ckpt/compatibility.hpp"
 #include "ckpt/convert.hpp"
 #include "ckpt/directory.hpp"
+#include "ckpt/shard.hpp"
 #include "ckpt/weights_file.hpp"
 #include "comm/collective_check.hpp"
 #include "comm/host_values.hpp"
@@ -198,9 +199,16 @@ void Checkpointing::prepare(Trainer& trainer) {
                " MB on rank 0, allocated now and kept)");
 }
 
-bool Checkpointing::due(int steps_done, bool last) const {
+Retention Checkpointing::retention() const { return {cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best}; }
+
+int Checkpointing::load_best(Trainer& trainer, int step) {
+  finish();
+  return load(trainer, cfg_.checkpoint.dir + "/" + step_dir_name(step), "early stop: loaded the best validation's checkpoint");
+}
+
+bool Checkpointing::due(int steps_done, bool last, bool validated) const {
   if (cfg_.checkpoint.dir.empty()) return false;
-  if (last) return true;
+  if (last || (validated && cfg_.checkpoint.keep_best > 0)) return true;
   return cfg_.checkpoint.save_interval > 0 && steps_done % cfg_.checkpoint.save_interval == 0;
 }
 
@@ -223,12 +231,13 @@ CheckpointMeta Checkpointing::meta_of(Trainer& trainer, int steps_done) const {
   return meta;
 }
 
-void Checkpointing::save(Trainer& trainer, int steps_done, bool wait) {
+void Checkpointing::save(Trainer& trainer, int steps_done, bool wait, std::optional<double> val_loss) {
   watchdog_ = trainer.watchdog();
   trace_ = trainer.trace();
   finish();  // the writer must be HDF5's only user, and its snapshot is about to be reused
   const auto t0 = Clock::now();
-  const CheckpointMeta meta = meta_of(trainer, steps_done);
+  CheckpointMeta meta = meta_of(trainer, steps_done);
+  meta.val_loss = val_loss;
   if (rank_ == 0) {
     std::error_code ec;
     std::filesystem::create_directories(cfg_.checkpoint.dir, ec);
@@ -237,7 +246,7 @@ void Checkpointing::save(Trainer& trainer, int steps_done, bool wait) {
   if (!cfg_.checkpoint.async_save || wait) {
     auto w = watch(watchdog_, {"checkpoint save", "world", -1, 0});
     Trace::Span span(trace_, "checkpoint save", "io");
-    const IoStats st = save_checkpoint(world_, cfg_.checkpoint.dir, meta, trainer.state_to_save(), cfg_.checkpoint.keep_last, delay);
+    const IoStats st = save_checkpoint(world_, cfg_.checkpoint.dir, meta, trainer.state_to_save(), retention(), delay);
     const double seconds = seconds_since(t0);
     times_.stall_s += seconds;
     times_.sync_save_s += seconds;
@@ -249,7 +258,7 @@ void Checkpointing::save(Trainer& trainer, int steps_done, bool wait) {
   {
     auto w = watch(watchdog_, {"checkpoint snapshot", "world", -1, 0});
     Trace::Span span(trace_, "checkpoint snapshot", "io");
-    in_flight_.target = begin_save(world_, cfg_.checkpoint.dir, meta, cfg_.checkpoint.keep_last);
+    in_flight_.target = begin_save(world_, cfg_.checkpoint.dir, meta, retention());
     collective_check(world_, [&] { snapshot_.take(trainer.state_to_save()); });
   }
   // Gigabytes of pruned checkpoints are removed by the writer too, not while training waits.

@@ -8,6 +8,7 @@
 // publish. Saves are timed: how long training stalled for them (take_times) goes to the step line.
 #pragma once
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,12 +44,15 @@ class Checkpointing {
   // Collective, before the first step: with checkpoint.async_save, the snapshot buffer is allocated and
   // its pages touched (a lack of memory shows at start, and the first save's stall is a copy).
   void prepare(Trainer& trainer);
-  bool due(int steps_done, bool last) const;
+  // A save at steps_done: the last step, every save_interval, and every validation with keep_best.
+  bool due(int steps_done, bool last, bool validated) const;
   // Collective: saves step steps_done. A save in flight is published first. With checkpoint.async_save
   // and !wait: a snapshot, written in the background and published by a later poll() or finish();
   // else written and published before returning. Throws UserError on every rank if any rank's write
   // failed (the previous checkpoint stays latest).
-  void save(Trainer& trainer, int steps_done, bool wait);
+  void save(Trainer& trainer, int steps_done, bool wait, std::optional<double> val_loss = std::nullopt);
+  // Collective: loads the checkpoint of `step` (kept by keep_best) into the trainer.
+  int load_best(Trainer& trainer, int step);
   // Collective, at every step boundary: publishes the save in flight once every rank's write finished
   // (the same decision on every rank).
   void poll();
@@ -60,6 +64,7 @@ class Checkpointing {
 
  private:
   std::string load_path() const;
+  Retention retention() const;  // checkpoint.keep_last and keep_best
   int load(Trainer& trainer, const std::string& path, const char* verb);  // collective; the step loaded
   void init_from_weights(Trainer& trainer);  // collective
   // Rank 0: a warning when checkpoint.dir holds checkpoints this run does not resume from.

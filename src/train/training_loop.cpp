@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "comm/collective_check.hpp"
 #include "comm/host_values.hpp"
@@ -106,6 +107,8 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
   const std::vector<std::string> node_of_rank = gather_node_names(world, env);
   const int total = cfg.training.train_iters;
   int rollbacks = 0;
+  std::optional<double> best_val;  // the lowest validation loss so far, at best_step
+  int best_step = 0, stale_validations = 0;
   for (int step = first_step; step < total; ++step) {
     const auto t0 = clock::now();
     watchdog.take_comm_seconds();  // communication outside the step (evaluation, saves) is not the step's
@@ -143,10 +146,19 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
     const int sig = all_reduce(world, received_stop_signal(), HostOp::max);
     checkpoints.poll();  // a background save is published once every rank's write has finished
     // A stop or the end of training waits for its save (and for one still in flight) before going on.
+    // Early stopping: a validation that is not a new best counts against training.early_stop_patience.
+    bool early_stop = false;
+    if (rec.val_loss) {
+      if (!best_val || *rec.val_loss < *best_val) {
+        best_val = rec.val_loss, best_step = step + 1, stale_validations = 0;
+      } else if (cfg.training.early_stop_patience > 0 && ++stale_validations == cfg.training.early_stop_patience) {
+        early_stop = true;
+      }
+    }
     if (sig && !cfg.checkpoint.dir.empty())
-      checkpoints.save(trainer, step + 1, /*wait=*/true);
-    else if (!sig && checkpoints.due(step + 1, last))
-      checkpoints.save(trainer, step + 1, /*wait=*/last);
+      checkpoints.save(trainer, step + 1, /*wait=*/true, rec.val_loss);
+    else if (!sig && checkpoints.due(step + 1, last || early_stop, rec.val_loss.has_value()))
+      checkpoints.save(trainer, step + 1, /*wait=*/last || early_stop, rec.val_loss);
     // A skipped batch ran nothing: it stays out of the interval's averages and has no step line.
     if (!r.batch_skipped) window.add(step_seconds, busy_seconds, r, checkpoints.take_times());
     const bool log_now = !r.batch_skipped && ((step + 1) % cfg.logging.log_interval == 0 || last || rec.val_loss);
@@ -174,6 +186,16 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
                                               : "saved step " + std::to_string(step + 1)) +
                   "; exiting with code " + std::to_string(kPreemptedExit) + " so the job can be requeued and resume");
       return kPreemptedExit;
+    }
+    if (early_stop) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "dtrain: early stop after step %d: %d validation(s) without a lower loss than %.6g at step %d "
+                    "(training.early_stop_patience); the final weights are that step's",
+                    step + 1, stale_validations, *best_val, best_step);
+      log.message(line);
+      checkpoints.load_best(trainer, best_step);
+      break;
     }
   }
   // Nothing may be in flight when the final weights are written (HDF5 has one user), and they need the

@@ -207,6 +207,13 @@ TEST_CASE("steps to skip and the non-finite policy", "[config]") {
   CHECK(contains(error_of([&] { validate_config(rollback); }), "training.on_nonfinite=rollback goes back to the latest checkpoint"));
   rollback.checkpoint.dir = "ck";
   CHECK(error_of([&] { validate_config(rollback); }).empty());
+  // Early stopping ends with the best validation's checkpoint: validations and keep_best needed.
+  Config early = load_config(kIni, "t.ini", {"--training.early_stop_patience=3", "--checkpoint.dir=ck"});
+  CHECK(contains(error_of([&] { validate_config(early); }), "training.early_stop_patience=3 ends with the best validation's weights"));
+  early.checkpoint.keep_best = 1;
+  CHECK(error_of([&] { validate_config(early); }).empty());
+  early.training.eval_interval = 0;
+  CHECK(contains(error_of([&] { validate_config(early); }), "checkpoint.keep_best=1 keeps the checkpoints of the lowest"));
 }
 
 TEST_CASE("word-valued keys accept their words only", "[config]") {

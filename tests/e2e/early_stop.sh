@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# checkpoint.keep_best and training.early_stop_patience on a run that overfits: it trains on one sentence
+# and validates on another, so the validation loss falls to a lowest value at step 10 (3.387 here) and
+# then rises (3.429, 3.454, 3.443 at steps 12-16, each more than 0.3% above it: no machine's rounding
+# reorders them). With patience 3 the run ends after step 16, exit 0, naming step 10; the directory keeps
+# the newest checkpoint (keep_last=1) and the two lowest validations (keep_best=2: steps 10 and 12), each
+# manifest with its val_loss; model-final.h5 holds step 10's weights (equal to its consolidation).
+#   early_stop.sh DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE SOURCE_DIR
+set -u
+dtrain=$1 tool=$2 consolidate=$3 src=$4
+here=$(dirname "$0")
+source "$here/lib.sh"
+for i in $(seq 60); do echo "Call me Ishmael. Some years ago, never mind how long precisely, having little money."; done > "$work/a.txt"
+for i in $(seq 60); do echo "It is a way I have of driving off the spleen and regulating the circulation."; done > "$work/b.txt"
+"$tool" --out "$work/train" "$work/a.txt" > /dev/null && "$tool" --out "$work/other" "$work/b.txt" > /dev/null || fail "dtrain-data"
+cp "$work/other.val.bin" "$work/train.val.bin"
+out=$("$here/run_mpi.sh" 120 1 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/train" --system.tensor_model_parallel_size=1 \
+      --system.pipeline_model_parallel_size=1 --training.train_iters=40 --training.eval_interval=2 --training.eval_iters=1 \
+      --logging.log_interval=2 --logging.sample_tokens=0 "--checkpoint.dir=$work/ck" --checkpoint.keep_last=1 \
+      --checkpoint.keep_best=2 --training.early_stop_patience=3 --optimizer.warmup_iters=2 --optimizer.lr=3e-3 2>&1)
+echo "$out" | grep -E "val loss|early|loaded"
+grep -q '^rank-exit 0 0$' <<<"$out" || fail "the run did not finish with exit 0"
+grep -q "early stop after step 16: 3 validation(s) without a lower loss than .* at step 10" <<<"$out" || fail "no early stop at step 16 naming step 10"
+[ "$(ls "$work/ck" | grep '^step_' | tr '\n' ' ')" = "step_00000010 step_00000012 step_00000016 " ] ||
+  fail "kept $(ls "$work/ck" | tr '\n' ' '), expected steps 10, 12 (best) and 16 (last)"
+for s in 10 12 16; do grep -q '^val_loss [0-9.]*$' "$work/ck/step_000000$s/manifest.txt" || fail "step $s's manifest has no val_loss"; done
+"$consolidate" "$work/ck/step_00000010" --out "$work/best.h5" > /dev/null || fail "consolidate step 10"
+h5diff --exclude-attribute / "$work/best.h5" "$work/ck/model-final.h5" > "$work/diff.txt" ||
+  { head "$work/diff.txt"; fail "model-final.h5 is not step 10's weights"; }
+echo "model-final.h5 holds the best validation's weights (step 10)"
+echo PASS
