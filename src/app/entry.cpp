@@ -174,7 +174,7 @@ int dtrain_main(int argc, char** argv) {
         std::istringstream lines(e.what());
         for (std::string line; std::getline(lines, line);) std::fprintf(stderr, "dtrain: error: %s\n", line.c_str());
       }
-      code = kUserErrorExit;
+      code = dynamic_cast<const NonFiniteStep*>(&e) ? kNonFiniteExit : kUserErrorExit;
     } catch (const std::exception& e) {
       fatal(std::string("unexpected failure: ") + e.what());
     }

@@ -11,12 +11,24 @@
 
 namespace dtrain {
 
-constexpr int kUserErrorExit = 2;
-constexpr int kFatalExit = 1;
+// Exit codes, one per failure class (docs/ARCHITECTURE.md, Errors and exit codes); 3, a stop by
+// signal with its checkpoint, is runtime/stop_signal's kPreemptedExit.
+constexpr int kFatalExit = 1;         // one rank's failure (a library, an internal error): MPI_Abort
+constexpr int kUserErrorExit = 2;     // bad input of any kind: retrying cannot help
+constexpr int kHangExit = 4;          // the hang watchdog ended the job: a restart may succeed
+constexpr int kNonFiniteExit = 5;     // a non-finite loss or gradient norm: not to be retried blindly
 
 class UserError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// A step whose loss or gradient norm is not finite, thrown by every rank together before the optimizer
+// step: training.on_nonfinite decides between a rollback and the end (exit kNonFiniteExit).
+class NonFiniteStep : public UserError {
+ public:
+  NonFiniteStep(int step_1based, const std::string& what) : UserError(what), step(step_1based) {}
+  int step;
 };
 
 // Prints "dtrain: rank R: error: <message>" on stderr and ends the whole job.

@@ -4,11 +4,14 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <utility>
+
+#include "common/error.hpp"
 
 namespace dtrain {
 
-Watchdog::Watchdog(int world_rank, double op_timeout, double step_timeout)
-    : rank_(world_rank), op_timeout_(op_timeout), step_timeout_(step_timeout), thread_([this] { run(); }) {}
+Watchdog::Watchdog(int world_rank, double op_timeout, double step_timeout, std::string node)
+    : rank_(world_rank), node_(std::move(node)), op_timeout_(op_timeout), step_timeout_(step_timeout), thread_([this] { run(); }) {}
 
 Watchdog::~Watchdog() {
   {
@@ -62,9 +65,10 @@ double Watchdog::take_comm_seconds() {
 }
 
 void Watchdog::fire(const std::string& what) {
-  std::fprintf(stderr, "dtrain: rank %d: error: hang watchdog: %s; aborting the job\n", rank_, what.c_str());
+  std::fprintf(stderr, "dtrain: rank %d%s%s: error: hang watchdog: %s; aborting the job (exit %d: a hang, which a restart may clear)\n",
+               rank_, node_.empty() ? "" : " on node ", node_.c_str(), what.c_str(), kHangExit);
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
+  MPI_Abort(MPI_COMM_WORLD, kHangExit);
   std::abort();
 }
 

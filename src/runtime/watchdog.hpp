@@ -25,7 +25,8 @@ struct OpInfo {
 class Watchdog {
  public:
   // Timeouts <= 0 disable that check. The thread starts at once.
-  Watchdog(int world_rank, double collective_timeout_s, double step_timeout_s);
+  // node: where the rank runs, for its last words.
+  Watchdog(int world_rank, double collective_timeout_s, double step_timeout_s, std::string node = "");
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -53,6 +54,7 @@ class Watchdog {
   void run();
   [[noreturn]] void fire(const std::string& what);
   int rank_;
+  std::string node_;
   double op_timeout_, step_timeout_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -51,12 +51,6 @@ struct StepResult {
   bool batch_skipped = false;
 };
 
-// A step whose loss or gradient norm is not finite (every rank throws it together, before the optimizer
-// step): training.on_nonfinite decides between stopping and a rollback.
-struct NonFiniteStep : UserError {
-  NonFiniteStep(int step_1based, const std::string& what) : UserError(what), step(step_1based) {}
-  int step;
-};
 
 class Trainer {
  public:

@@ -30,7 +30,7 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
                  const std::string& config_text) {
   const kernels::Backend backend = placement.backend;
   const RankLayout layout(plan.sizes, cfg.system.rank_order);
-  Watchdog watchdog(env.world_rank, cfg.system.collective_timeout_s, cfg.system.step_timeout_s);
+  Watchdog watchdog(env.world_rank, cfg.system.collective_timeout_s, cfg.system.step_timeout_s, env.node_name);
   Trace trace(env.world_rank, cfg.logging.trace_file, [world] { barrier(world); });
   CommOptions comm;
   comm.synchronous_sends = cfg.debug.synchronous_sends;
@@ -121,8 +121,8 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
       watchdog.step_end();
       if (cfg.training.on_nonfinite != OnNonFinite::rollback) throw;
       if (rollbacks == cfg.training.max_rollbacks)
-        throw UserError(std::string(e.what()) + " (training.max_rollbacks=" + std::to_string(cfg.training.max_rollbacks) +
-                        " rollbacks already made)");
+        throw NonFiniteStep(e.step, std::string(e.what()) + " (training.max_rollbacks=" + std::to_string(cfg.training.max_rollbacks) +
+                                        " rollbacks already made)");
       ++rollbacks;
       log.message("dtrain: " + std::string(e.what()).substr(0, std::string(e.what()).find(';')) + "; rolling back (" +
                   std::to_string(rollbacks) + " of training.max_rollbacks=" + std::to_string(cfg.training.max_rollbacks) +

@@ -4,13 +4,14 @@
 #               names step, micro-batch and stage, and the job ends within timeout + 10 s
 #   collective  system.collective_timeout_s=4: a rank waiting on rank 3 names the operation, group and
 #               peer rank 3, and the job ends within timeout + 10 s
+# Either way mpirun ends with the watchdog's exit code 4 and the report names the rank's node.
 #   hang_watchdog.sh CASE DTRAIN DTRAIN_DATA SOURCE_DIR
 set -u
 case_name=$1 dtrain=$2 tool=$3 src=$4
 source "$(dirname "$0")/lib.sh"
 make_small_data "$tool"
 case $case_name in
-  step) limits=(--system.step_timeout_s=4 --system.collective_timeout_s=600); expect='rank 3: error: hang watchdog: step 5 has run for [0-9.]+ s \(system.step_timeout_s=4\), busy in forward of micro-batch 0, chunk 0, pipeline stage 1' ;;
+  step) limits=(--system.step_timeout_s=4 --system.collective_timeout_s=600); expect='rank 3 on node [^:]+: error: hang watchdog: step 5 has run for [0-9.]+ s \(system.step_timeout_s=4\), busy in forward of micro-batch 0, chunk 0, pipeline stage 1' ;;
   collective) limits=(--system.step_timeout_s=600 --system.collective_timeout_s=4); expect='error: hang watchdog: stuck for [0-9.]+ s \(system.collective_timeout_s=4\) in recv [a-z]+ \(group pp, peer rank 3,' ;;
   *) echo "unknown case"; exit 2 ;;
 esac
@@ -20,8 +21,9 @@ timeout -k 5 60 mpirun -np 4 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work
 rc=$? elapsed=$(( $(date +%s) - start ))
 grep -a 'watchdog' "$work/out.log"
 echo "rc=$rc elapsed=${elapsed}s"
-[ $rc -ne 0 ] || fail "the job did not fail"
 [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "the job hung until the test's own timeout"
+[ $rc -eq 4 ] || fail "the job ended with $rc, not the watchdog's exit code 4"
+grep -aq "on node $(hostname): error: hang watchdog" "$work/out.log" || fail "the watchdog's report does not name the node"
 [ $elapsed -le 14 ] || fail "the job took ${elapsed}s to end (timeout 4 s + 10 s)"
 grep -aEq "$expect" "$work/out.log" || fail "no report matching: $expect"
 echo PASS

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A run that diverges (lr=1000, no clipping, a checkpoint every step) stops with one error on every
-# rank (exit 2) naming the step or the non-finite tensor; no checkpoint with a NaN or infinity is ever
+# rank naming the step (exit 5, a non-finite step) or the non-finite tensor a save refused (exit 2); no checkpoint with a NaN or infinity is ever
 # published (the last one verifies and h5py finds every value finite) and no model-final.h5 is written.
 #   nonfinite.sh DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE SOURCE_DIR [DTRAIN_ARGS...]
 set -u
@@ -14,7 +14,8 @@ out=$("$here/run_mpi.sh" 60 2 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$wor
       "--checkpoint.dir=$work/ck" --checkpoint.save_interval=1 --checkpoint.keep_last=30 --training.eval_interval=0 \
       --logging.log_interval=1 "$@" 2>&1)
 echo "$out" | grep -v '^step'
-[ "$(grep -c '^rank-exit [0-9]* 2$' <<<"$out")" -eq 2 ] || fail "not every rank exited 2"
+if grep -qE '^dtrain: error: step [0-9]+: the loss is' <<<"$out"; then code=5; else code=2; fi
+[ "$(grep -c "^rank-exit [0-9]* $code\$" <<<"$out")" -eq 2 ] || fail "not every rank exited $code"
 [ "$(grep -cE '^dtrain: error: .*(step [0-9]+: the loss is|holds non-finite values)' <<<"$out")" -eq 1 ] || fail "no single error naming the step or tensor"
 [ ! -e "$work/ck/model-final.h5" ] || fail "final weights written after a divergence"
 latest=$(cat "$work/ck/latest")
