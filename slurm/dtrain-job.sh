@@ -3,6 +3,11 @@
 # prints the resolved layout, launches `srun dtrain "$INPUT"`, and requeues the job when dtrain stopped
 # on a preemption signal (exit 3) after saving a checkpoint. The requeued job resumes from `latest`
 # (checkpoint.load = auto), keeps its job id and appends to the same log (--open-mode=append).
+# A failure a restart may clear (dtrain's exit 4, a hang; 1, one rank's failure; a rank killed) starts
+# the step again inside the allocation, resuming from `latest`, after a back-off, at most
+# DTRAIN_MAX_RESTARTS times, naming the node the failing rank reported. Bad input (2) and a non-finite
+# step (5) are never retried, and neither is a failure that made no checkpoint since the last restart
+# (it would only fail again).
 #
 # Environment (all optional):
 #   INPUT                  input.ini (default: inputs/tiny.ini, or the script's first argument)
@@ -11,6 +16,8 @@
 #   DTRAIN_SRUN_ARGS       extra srun arguments (default: --mpi=pmix; sites with MpiDefault=pmix may clear it)
 #   DTRAIN_ARGS            extra dtrain arguments, e.g. "--training.train_iters=100"
 #   DTRAIN_MAX_REQUEUES    requeue at most this many times (default 10)
+#   DTRAIN_MAX_RESTARTS    restart a failed step at most this many times in the allocation (default 3)
+#   DTRAIN_RESTART_WAIT_S  seconds before the first restart, doubling after each (default 5)
 set -uo pipefail
 home=${DTRAIN_HOME:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 input=${INPUT:-${1:-$home/inputs/tiny.ini}}
@@ -29,18 +36,46 @@ fi
 # The layout this allocation gives, before any compute is spent.
 srun_args=(${DTRAIN_SRUN_ARGS---mpi=pmix})
 # shellcheck disable=SC2086
-srun "${srun_args[@]}" dtrain --dry-run "$input" ${DTRAIN_ARGS:-} | sed -n '/^== launch/,/^== pipeline/p' | grep -v '^== pipeline'
+dry=$(srun "${srun_args[@]}" dtrain --dry-run "$input" ${DTRAIN_ARGS:-})
+sed -n '/^== launch/,/^== pipeline/p' <<<"$dry" | grep -v '^== pipeline'
+# The run's checkpoint.dir, from the resolved configuration the dry run prints.
+ckpt_dir=$(sed -n '/^\[checkpoint\]/,/^\[/s/^dir = //p' <<<"$dry")
 
-# --kill-on-bad-exit=1 ends the job at once when a rank dies (a crash, an out-of-memory kill); without
-# it the other ranks would wait in their next collective for system.collective_timeout_s (300 s).
-# shellcheck disable=SC2086
-srun "${srun_args[@]}" --kill-on-bad-exit=1 dtrain "$input" ${DTRAIN_ARGS:-} &
-step=$!
 # A signal to this batch shell (scancel --signal=USR1 --batch, or --signal=B:USR1@grace) is passed on
 # to the job's steps as USR1: dtrain then stops at the next step boundary with a checkpoint.
 trap 'echo "dtrain job: passing the stop signal on to the job steps"; scancel --signal=USR1 "$SLURM_JOB_ID"' USR1 TERM
-wait $step; rc=$?
-while kill -0 $step 2>/dev/null; do wait $step; rc=$?; done   # wait again if a trapped signal interrupted it
+# The checkpoint `latest` names in checkpoint.dir, or nothing.
+latest() { [ -n "$ckpt_dir" ] && cat "$ckpt_dir/latest" 2>/dev/null; }
+attempt_log=$(mktemp "${TMPDIR:-/tmp}/dtrain-attempt.XXXXXX")
+restarts=0 wait_s=${DTRAIN_RESTART_WAIT_S:-5}
+while true; do
+  before=$(latest)
+  # --kill-on-bad-exit=1 ends the job at once when a rank dies (a crash, an out-of-memory kill); without
+  # it the other ranks would wait in their next collective for system.collective_timeout_s (300 s).
+  # shellcheck disable=SC2086
+  srun "${srun_args[@]}" --kill-on-bad-exit=1 dtrain "$input" ${DTRAIN_ARGS:-} > >(tee "$attempt_log") 2>&1 &
+  step=$!
+  wait $step; rc=$?
+  while kill -0 $step 2>/dev/null; do wait $step; rc=$?; done   # wait again if a trapped signal interrupted it
+  case $rc in
+    0 | 3) break ;;
+    2) echo "dtrain job: bad input (exit 2): not restarted"; break ;;
+    5) echo "dtrain job: a non-finite step (exit 5): not restarted (see training.on_nonfinite)"; break ;;
+  esac
+  node=$(grep -ao 'rank [0-9]* on node [^:]*' "$attempt_log" | head -1)
+  why="exit $rc$([ "$rc" -eq 4 ] && echo ': a hang')${node:+, reported by $node}"
+  if [ "$restarts" -ge "${DTRAIN_MAX_RESTARTS:-3}" ]; then
+    echo "dtrain job: step failed ($why); DTRAIN_MAX_RESTARTS=${DTRAIN_MAX_RESTARTS:-3} restarts made: giving up"; break
+  fi
+  if [ "$restarts" -gt 0 ] && [ "$(latest)" = "$before" ]; then
+    echo "dtrain job: step failed ($why) before any new checkpoint since the last restart: not restarting it again"; break
+  fi
+  restarts=$((restarts + 1))
+  echo "dtrain job: step failed ($why); restart $restarts of ${DTRAIN_MAX_RESTARTS:-3} in ${wait_s} s from ${ckpt_dir:+$ckpt_dir/}$(latest || true)"
+  sleep "$wait_s"
+  wait_s=$((wait_s * 2))
+done
+rm -f "$attempt_log"
 if [ "$rc" -eq 3 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt "${DTRAIN_MAX_REQUEUES:-10}" ]; then
   echo "dtrain job: checkpoint saved on preemption; requeueing job $SLURM_JOB_ID"
   scontrol requeue "$SLURM_JOB_ID"

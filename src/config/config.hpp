@@ -131,6 +131,7 @@ struct LoggingConfig {
 struct DebugConfig {
   int stall_rank = -1;     // this world rank stops making progress ...
   int stall_at_step = -1;  // ... in the first forward of this step (1-based)
+  std::string stall_once_file;  // when set: only while this file does not exist; the stalling rank creates it
   bool synchronous_sends = false;  // pipeline sends complete only when matched (MPI_Issend): no buffering
   double save_write_delay_s = 0.0;  // a checkpoint write pauses this long with its shard half written
   int nonfinite_grad_at_step = -1;  // world rank 0 writes inf into a gradient it counts, after the gradient sync of this step (1-based)

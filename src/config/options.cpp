@@ -203,6 +203,8 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
 
   add("debug.stall_rank", &c.debug.stall_rank, "fault injection for tests: this world rank hangs (-1 = none)");
   add("debug.stall_at_step", &c.debug.stall_at_step, "fault injection for tests: ... in the first forward of this step");
+  add("debug.stall_once_file", &c.debug.stall_once_file,
+      "fault injection for tests: stall only while this file does not exist (the stalling rank creates it), so a restart runs on");
   add("debug.synchronous_sends", &c.debug.synchronous_sends,
       "for tests: pipeline sends use MPI_Issend, so a schedule that relies on MPI buffering deadlocks");
   add("debug.nonfinite_grad_at_step", &c.debug.nonfinite_grad_at_step,

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <cmath>
 #include <limits>
 #include <thread>
@@ -177,7 +179,12 @@ StepResult Trainer::train_step(int step) {
   load_batches(*train_data_, "train", static_cast<std::uint64_t>(step));
   // Fault injection (debug.stall_*): this rank stops making progress in its first forward of the
   // step, as a wedged GPU or node would.
-  const bool stall = ps_.world_rank() == cfg_.debug.stall_rank && step + 1 == cfg_.debug.stall_at_step;
+  bool stall = ps_.world_rank() == cfg_.debug.stall_rank && step + 1 == cfg_.debug.stall_at_step;
+  if (stall && !cfg_.debug.stall_once_file.empty()) {  // once: a restart of the job runs on
+    std::error_code ec;
+    stall = !std::filesystem::exists(cfg_.debug.stall_once_file, ec);
+    if (stall) std::ofstream(cfg_.debug.stall_once_file) << "stalled at step " << step + 1 << "\n";
+  }
   // fp16: the backward pass starts from the loss times the scale, so the gradients carry it too.
   const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
   stage_.bind(batch_tokens(), batch_targets(), static_cast<float>(loss_scale / tokens), [stall](int) {

@@ -8,6 +8,10 @@
 #                    and the last published checkpoint still verifies
 #   preempt_requeue  scancel --signal=USR1 mid-run: checkpoint, exit 3, the job requeues itself, resumes from
 #                    latest into the same log, and its losses equal an uninterrupted mpirun run bit for bit
+#   restart_hang     a rank stalls once at step 5 (debug.stall_once_file): the watchdog ends the step with
+#                    exit 4, the job script restarts it inside the allocation from latest (step 4), naming
+#                    the node of the rank that reported, and the job completes with the losses of an
+#                    uninterrupted mpirun run bit for bit; then a job with bad input runs once (exit 2)
 set -u
 case_name=$1 src=$2 build=$3
 source "$src/tests/e2e/lib.sh"
@@ -95,6 +99,28 @@ job_case() {
       # The metrics file holds the steps before the stop and (appended) the ones after the resume.
       reference 20
       same_losses "$run/job.jsonl" ;;
+    restart_hang)
+      mkdir -p "$run/logs"
+      jid=$(cd "$run" && sbatch --parsable --chdir="$run" \
+            --export=ALL,DTRAIN_HOME="$src",DTRAIN_RESTART_WAIT_S=1,DTRAIN_ARGS="$common --training.train_iters=10 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 --logging.metrics_file=$run/job.jsonl --debug.stall_rank=3 --debug.stall_at_step=5 --debug.stall_once_file=$run/stalled --system.step_timeout_s=4" \
+            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+      st=$(wait_job "$jid")
+      log=$run/logs/dtrain-cpu-$jid.out
+      grep -av '^step\|^sample\|busy time' "$log" | tail -20
+      [ "$st" = JobState=COMPLETED ] || fail "job $jid ended $st"
+      grep -Eq "dtrain job: step failed \(exit 4: a hang, reported by rank [0-9] on node node[12]\); restart 1 of 3 in 1 s from $run/ck/step_00000004" "$log" ||
+        fail "no restart after the hang naming its node"
+      grep -q "checkpoint: resumed from .*step_00000004 at step 4" "$log" || fail "the restart did not resume from step 4"
+      reference 10
+      same_losses "$run/job.jsonl"
+      # Bad input is not retried: one attempt, exit 2.
+      jid=$(cd "$run" && sbatch --parsable --chdir="$run" --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="--training.no_such_key=1" \
+            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+      st=$(wait_job "$jid")
+      log=$run/logs/dtrain-cpu-$jid.out
+      [ "$st" = JobState=FAILED ] || fail "the bad-input job ended $st"
+      grep -q "dtrain job: bad input (exit 2): not restarted" "$log" || { tail "$log"; fail "bad input was not refused once"; }
+      [ "$(grep -c 'restart [0-9] of' "$log")" -eq 0 ] || fail "bad input was restarted" ;;
     kill_rank)
       timeout -k 5 120 srun -N2 -n4 --kill-on-bad-exit=1 "$build/dtrain" "$src/inputs/tiny.ini" $common --training.train_iters=400 \
         --checkpoint.dir="$run/ck" --checkpoint.save_interval=2 "--logging.metrics_file=$run/k.jsonl" > "$run/srun.log" 2>&1 &
@@ -130,7 +156,7 @@ case $case_name in
     "$src/tools/local-slurm" down "$state" > /dev/null || fail "local-slurm down"
     left=$(pgrep -af -- "$state" | grep -v "slurm_e2e.sh" || true)
     [ -z "$left" ] || fail "processes left after down: $left" ;;
-  sbatch | preempt_requeue | kill_rank)
+  sbatch | preempt_requeue | restart_hang | kill_rank)
     for attempt in 1 2; do
       run=$work/attempt$attempt
       mkdir -p "$run"
