@@ -16,6 +16,7 @@
 #include <tuple>
 #include <utility>
 
+#include "app/auto_layout.hpp"
 #include "app/calibrate_command.hpp"
 #include "app/command_line.hpp"
 #include "app/dry_run.hpp"
@@ -137,6 +138,8 @@ int run(int argc, char** argv, HostComm world) {
   const std::string ini = broadcast_input(cl.input, world);
   Config cfg = load_config(ini, cl.input, cl.overrides);
   validate_config(cfg);
+  if (cfg.system.layout == LayoutChoice::automatic && cl.command == CommandLine::Command::train)
+    cfg = choose_layout(world, env, ini, cl, cfg);
   if (cl.command == CommandLine::Command::plan) {
     int code = 0;  // rank 0 plans (pure, nothing to share); its error ends every rank
     collective_check(world, [&] { code = rank == 0 ? run_plan(cfg, cl.input, cl.plan) : 0; });

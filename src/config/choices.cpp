@@ -76,6 +76,7 @@ std::ostream& operator<<(std::ostream& os, const StepList& v) {
   return os;
 }
 std::ostream& operator<<(std::ostream& os, OnNonFinite v) { return os << (v == OnNonFinite::rollback ? "rollback" : "stop"); }
+std::ostream& operator<<(std::ostream& os, LayoutChoice v) { return os << (v == LayoutChoice::automatic ? "auto" : "manual"); }
 bool StepList::contains(long step) const { return std::binary_search(steps.begin(), steps.end(), step); }
 std::ostream& operator<<(std::ostream& os, const MicroBatchSize& v) {
   if (v.automatic) return os << "auto";
@@ -211,6 +212,13 @@ void validate(boost::any& out, const std::vector<std::string>& values, StepList*
   std::sort(v.steps.begin(), v.steps.end());
   v.steps.erase(std::unique(v.steps.begin(), v.steps.end()), v.steps.end());
   out = v;
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, LayoutChoice*, int) {
+  const std::string& s = single(out, values);
+  if (s == "manual") out = LayoutChoice::manual;
+  else if (s == "auto") out = LayoutChoice::automatic;
+  else bad_word(s, "manual or auto");
 }
 
 void validate(boost::any& out, const std::vector<std::string>& values, OnNonFinite*, int) {

@@ -74,6 +74,9 @@ struct StepList {
   bool contains(long step) const;
 };
 
+// system.layout: the layout keys as given (manual), or chosen at start-up by the planner (auto).
+enum class LayoutChoice { manual, automatic };
+
 // training.on_nonfinite: what a non-finite loss or gradient norm does (fp16's overflows aside): stop
 // (exit 2), or roll back to the last checkpoint and skip that step's batch.
 enum class OnNonFinite { stop, rollback };
@@ -104,6 +107,7 @@ std::ostream& operator<<(std::ostream& os, const CapacityFactor& v);
 std::ostream& operator<<(std::ostream& os, const DataSplit& v);
 std::ostream& operator<<(std::ostream& os, const StepList& v);
 std::ostream& operator<<(std::ostream& os, OnNonFinite v);
+std::ostream& operator<<(std::ostream& os, LayoutChoice v);
 std::ostream& operator<<(std::ostream& os, const MicroBatchSize& v);
 std::ostream& operator<<(std::ostream& os, const CheckpointLoad& v);
 const char* to_string(PipelineSchedule v);
@@ -124,6 +128,7 @@ void validate(boost::any& out, const std::vector<std::string>& values, CapacityF
 void validate(boost::any& out, const std::vector<std::string>& values, DataSplit*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, StepList*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, OnNonFinite*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, LayoutChoice*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, MicroBatchSize*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, CheckpointLoad*, int);
 

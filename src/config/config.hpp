@@ -48,6 +48,8 @@ struct ModelConfig {
 };
 
 struct SystemConfig {
+  LayoutChoice layout = LayoutChoice::manual;  // auto: the planner chooses the layout keys at start-up
+  std::string cluster_file;                     // with layout = auto: the cluster description it plans on
   ComputeDevice device = ComputeDevice::cpu;
   CommBackend comm_backend = CommBackend::automatic;
   Precision precision = Precision::fp32;

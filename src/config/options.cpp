@@ -88,6 +88,13 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("model.recompute_num_layers", &m.recompute_num_layers, "with full: the group size (uniform) or the number of blocks (block)");
 
   auto& s = c.system;
+  add("system.layout", &s.layout,
+      "manual (the layout keys as given) or auto: at start-up the planner chooses tp, cp, pp, dp, ep, v, the micro-batch, "
+      "recomputation and the ZeRO stage for the job's ranks on system.cluster_file, and prints the choice and its "
+      "prediction; layout keys given on the command line still hold");
+  add("system.cluster_file", &s.cluster_file,
+      "with layout=auto: the cluster description to plan on (dtrain calibrate writes one for this machine; "
+      "inputs/clusters holds data sheets)");
   add("system.device", &s.device, "cpu or cuda (one GPU per rank: local rank modulo the visible GPUs)");
   add("system.comm_backend", &s.comm_backend,
       "auto, nccl or mpi: auto = NCCL with device=cuda when every rank has a GPU of its own, else MPI (GPU buffers "

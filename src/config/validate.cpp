@@ -133,6 +133,9 @@ void validate_config(const Config& c) {
   p.real("system.step_timeout_s", y.step_timeout_s, 0, 1e9, false, false, "a number of seconds >= 0 (0 = no limit)");
   p.range("system.threads_per_rank", y.threads_per_rank, 0, 4096, "0 = automatic");
   p.range("system.zero_stage", y.zero_stage, 1, 3);
+  if (y.layout == LayoutChoice::automatic && y.cluster_file.empty())
+    p.add("system.layout=auto plans on a cluster description: set system.cluster_file (dtrain calibrate writes one for this "
+          "machine; inputs/clusters holds data sheets)");
   if (y.offload_params && (y.zero_stage != 3 || !y.use_distributed_optimizer))
     p.add("system.offload_params=true keeps the parameter slices ZeRO-3 shards in host memory; set "
           "system.use_distributed_optimizer=true and system.zero_stage=3 (or offload_params=false)");
