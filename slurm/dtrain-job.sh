@@ -43,7 +43,8 @@ ckpt_dir=$(sed -n '/^\[checkpoint\]/,/^\[/s/^dir = //p' <<<"$dry")
 
 # A signal to this batch shell (scancel --signal=USR1 --batch, or --signal=B:USR1@grace) is passed on
 # to the job's steps as USR1: dtrain then stops at the next step boundary with a checkpoint.
-trap 'echo "dtrain job: passing the stop signal on to the job steps"; scancel --signal=USR1 "$SLURM_JOB_ID"' USR1 TERM
+stop=0
+trap 'stop=1; echo "dtrain job: passing the stop signal on to the job steps"; scancel --signal=USR1 "$SLURM_JOB_ID"' USR1 TERM
 # The checkpoint `latest` names in checkpoint.dir, or nothing.
 latest() { [ -n "$ckpt_dir" ] && cat "$ckpt_dir/latest" 2>/dev/null; }
 attempt_log=$(mktemp "${TMPDIR:-/tmp}/dtrain-attempt.XXXXXX")
@@ -52,8 +53,10 @@ while true; do
   before=$(latest)
   # --kill-on-bad-exit=1 ends the job at once when a rank dies (a crash, an out-of-memory kill); without
   # it the other ranks would wait in their next collective for system.collective_timeout_s (300 s).
+  # The step's output also goes to a file, where its ranks' last words are looked up; the pipeline's
+  # status is srun's (pipefail), and waiting for it waits for tee too.
   # shellcheck disable=SC2086
-  srun "${srun_args[@]}" --kill-on-bad-exit=1 dtrain "$input" ${DTRAIN_ARGS:-} > >(tee "$attempt_log") 2>&1 &
+  srun "${srun_args[@]}" --kill-on-bad-exit=1 dtrain "$input" ${DTRAIN_ARGS:-} 2>&1 | tee "$attempt_log" &
   step=$!
   wait $step; rc=$?
   while kill -0 $step 2>/dev/null; do wait $step; rc=$?; done   # wait again if a trapped signal interrupted it
@@ -72,7 +75,12 @@ while true; do
   fi
   restarts=$((restarts + 1))
   echo "dtrain job: step failed ($why); restart $restarts of ${DTRAIN_MAX_RESTARTS:-3} in ${wait_s} s from ${ckpt_dir:+$ckpt_dir/}$(latest || true)"
-  sleep "$wait_s"
+  sleep "$wait_s" &
+  wait $!  # a stop signal interrupts the back-off (the trap runs at once)
+  if [ "$stop" -eq 1 ]; then
+    echo "dtrain job: stop signal during the back-off: requeueing from ${ckpt_dir:+$ckpt_dir/}$(latest || true) instead"
+    rc=3; break
+  fi
   wait_s=$((wait_s * 2))
 done
 rm -f "$attempt_log"

@@ -54,6 +54,13 @@ struct CheckpointMeta {
   std::vector<std::int64_t> skipped_batches;
   // The validation loss measured at this step (the manifest's val_loss line; checkpoint.keep_best).
   std::optional<double> val_loss;
+  // The run's validations so far, for early stopping (attributes `best_val_loss`, `best_val_step`,
+  // `stale_validations`; absent before the first validation and in older checkpoints).
+  struct Validations {
+    double best_loss = 0.0;
+    std::int64_t best_step = 0, stale = 0;
+  };
+  std::optional<Validations> validations;
   // The loss scaler of an fp16 run (attributes `loss_scale` and `loss_scale_trackers` = {growth,
   // hysteresis}); absent in fp32 and bf16 runs.
   struct LossScaler {

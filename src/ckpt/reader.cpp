@@ -101,6 +101,9 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool hash_files)
       if (f.has_attr("tokenizer")) meta_.tokenizer = f.attr_string("tokenizer");
       if (f.has_attr("skipped_steps")) meta_.skipped_steps = f.attr_int("skipped_steps");
       if (f.has_attr("skipped_batches")) meta_.skipped_batches = f.attr_ints("skipped_batches");
+      if (f.has_attr("best_val_loss"))
+        meta_.validations = CheckpointMeta::Validations{f.attr_double("best_val_loss"), f.attr_int("best_val_step"),
+                                                        f.attr_int("stale_validations")};
       if (meta_.skipped_steps < 0 || meta_.skipped_steps > step)
         throw UserError("checkpoint shard '" + path + "' has a malformed skipped_steps attribute");
       if (f.has_attr("loss_scale")) {

@@ -111,6 +111,11 @@ bool write_shard(const std::string& path, const CheckpointMeta& meta, const Piec
   f.set_attr("tokenizer", meta.tokenizer);
   f.set_attr("skipped_steps", meta.skipped_steps);
   if (!meta.skipped_batches.empty()) f.set_attr("skipped_batches", meta.skipped_batches);
+  if (meta.validations) {
+    f.set_attr_double("best_val_loss", meta.validations->best_loss);
+    f.set_attr("best_val_step", meta.validations->best_step);
+    f.set_attr("stale_validations", meta.validations->stale);
+  }
   if (meta.loss_scaler) {
     f.set_attr_double("loss_scale", meta.loss_scaler->scale);
     f.set_attr("loss_scale_trackers", std::vector<std::int64_t>{meta.loss_scaler->growth_tracker, meta.loss_scaler->hysteresis_tracker});
@@ -187,14 +192,15 @@ void write_manifest(const std::string& path, const Manifest& m) {
   os << "dtrain-checkpoint-manifest " << kCheckpointFormat << "\n"
      << "checkpoint_id " << h5::hex64(m.checkpoint_id) << "\n"
      << "step " << m.step << "\n"
-     << "sequence " << m.sequence << "\n";
+     << "sequence " << m.sequence << "\n"
+     << "shards " << m.shards.size() << "\n";
+  for (const auto& s : m.shards) os << "shard " << s.file << " " << s.bytes << " " << h5::hex64(s.hash) << "\n";
+  // Optional lines after the shards, where readers of format 1 that do not know them stop reading.
   if (m.val_loss) {
     char loss[40];
     std::snprintf(loss, sizeof loss, "%.17g", *m.val_loss);
     os << "val_loss " << loss << "\n";
   }
-  os << "shards " << m.shards.size() << "\n";
-  for (const auto& s : m.shards) os << "shard " << s.file << " " << s.bytes << " " << h5::hex64(s.hash) << "\n";
   write_file_atomically(path, os.str());
 }
 
@@ -215,11 +221,6 @@ Manifest read_manifest(const std::string& path) {
   if (m.step < 0 || m.step > 2147483647) throw bad("step " + std::to_string(m.step) + " is out of range");
   if (!(in >> word)) throw bad("no shard count");
   if (word == "sequence" && !(in >> m.sequence >> word)) throw bad("no publication sequence");
-  if (word == "val_loss") {
-    double loss = 0.0;
-    if (!(in >> loss >> word) || !std::isfinite(loss)) throw bad("a validation loss that is not a number");
-    m.val_loss = loss;
-  }
   if (word != "shards" || !(in >> count)) throw bad("no shard count");
   for (std::size_t i = 0; i < count; ++i) {
     ShardRecord r;
@@ -227,6 +228,11 @@ Manifest read_manifest(const std::string& path) {
     if (!h5::parse_hex64(hex, r.hash))
       throw bad("the checksum '" + hex + "' of " + r.file + " is not 16 hexadecimal digits");
     m.shards.push_back(r);
+  }
+  if (in >> word) {
+    double loss = 0.0;
+    if (word != "val_loss" || !(in >> loss) || !std::isfinite(loss)) throw bad("an unknown line after the shards ('" + word + "')");
+    m.val_loss = loss;
   }
   return m;
 }

@@ -31,7 +31,7 @@ struct Manifest {
   std::uint64_t checkpoint_id = 0;
   std::int64_t step = 0;
   std::int64_t sequence = 0;
-  std::optional<double> val_loss;  // "val_loss" line (absent in older manifests, and without a validation)
+  std::optional<double> val_loss;  // "val_loss" line after the shards (absent in older manifests, and without a validation)
   std::vector<ShardRecord> shards;
 };
 void write_manifest(const std::string& path, const Manifest& manifest);

@@ -145,7 +145,7 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("training.iterations_to_skip", &t.iterations_to_skip,
       "1-based steps whose batch is consumed without an update (Megatron's key; e.g. a batch known to make the loss spike)");
   add("training.on_nonfinite", &t.on_nonfinite,
-      "stop (exit 2), or rollback: a non-finite loss or gradient norm reloads checkpoint.dir's latest checkpoint on "
+      "stop (exit 5), or rollback: a non-finite loss or gradient norm reloads checkpoint.dir's latest checkpoint on "
       "every rank and trains on, skipping that step's batch (logged, and kept in later checkpoints)");
   add("training.max_rollbacks", &t.max_rollbacks, "with on_nonfinite=rollback: rollbacks a run may make; the next non-finite step stops it");
   add("training.early_stop_patience", &t.early_stop_patience,

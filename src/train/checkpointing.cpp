@@ -130,17 +130,13 @@ int Checkpointing::resume(Trainer& trainer) {
 
 int Checkpointing::rollback(Trainer& trainer, int bad_step) {
   finish();  // a save in flight is published first: it may be the one to go back to
-  std::string path;
+  // Only a checkpoint of this run (the one it resumed from, or its latest publication): another run's
+  // in the same directory is not this run's past.
+  std::string path = own_latest_;
   collective_check(world_, [&] {
-    if (rank_ != 0) return;
-    try {
-      path = cfg_.checkpoint.dir.empty() ? std::string() : latest_checkpoint(cfg_.checkpoint.dir);
-    } catch (const UserError&) {
-      path.clear();
-    }
-    if (path.empty())
-      throw UserError("step " + std::to_string(bad_step) + " is not finite and training.on_nonfinite=rollback found no checkpoint in "
-                      "checkpoint.dir='" + cfg_.checkpoint.dir + "' to go back to; set checkpoint.save_interval so one exists");
+    if (rank_ == 0 && path.empty())
+      throw UserError("step " + std::to_string(bad_step) + " is not finite and training.on_nonfinite=rollback has no checkpoint of "
+                      "this run to go back to; set checkpoint.save_interval so that one is saved before");
   });
   broadcast_string(world_, path);
   trainer.abandon_step();
@@ -150,6 +146,7 @@ int Checkpointing::rollback(Trainer& trainer, int bad_step) {
 
 int Checkpointing::load(Trainer& trainer, const std::string& path, const char* verb) {
   const auto t0 = std::chrono::steady_clock::now();
+  own_latest_ = path;
   std::unique_ptr<CheckpointReader> reader;
   collective_check(world_, [&] {
     reader = std::make_unique<CheckpointReader>(path, /*hash_files=*/false);
@@ -174,6 +171,10 @@ int Checkpointing::load(Trainer& trainer, const std::string& path, const char* v
     const CheckpointMeta& meta = reader->meta();
     trainer.set_skipped_steps(meta.skipped_steps);
     for (std::int64_t s : meta.skipped_batches) trainer.skip_batch(s);
+    Trainer::Validations& v = trainer.validations();
+    v = {};
+    if (meta.validations)
+      v = {meta.validations->best_loss, static_cast<int>(meta.validations->best_step), static_cast<int>(meta.validations->stale)};
     // The scaler of an fp16 run goes on where it was; a run of another precision resumed in fp16 starts
     // a fresh one (and an fp16 checkpoint resumed in bf16 or fp32 leaves its scaler behind).
     if (LossScaler* scaler = trainer.loss_scaler(); scaler && meta.loss_scaler)
@@ -216,6 +217,8 @@ CheckpointMeta Checkpointing::meta_of(Trainer& trainer, int steps_done) const {
   CheckpointMeta meta;
   meta.skipped_steps = trainer.skipped_steps();
   meta.skipped_batches.assign(trainer.skipped_batches().begin(), trainer.skipped_batches().end());
+  if (const Trainer::Validations& v = trainer.validations(); v.best)
+    meta.validations = CheckpointMeta::Validations{*v.best, v.best_step, v.stale};
   if (const LossScaler* scaler = trainer.loss_scaler()) {
     const LossScalerState& s = scaler->state();
     meta.loss_scaler = CheckpointMeta::LossScaler{s.scale, s.growth_tracker, s.hysteresis_tracker};
@@ -251,6 +254,7 @@ void Checkpointing::save(Trainer& trainer, int steps_done, bool wait, std::optio
     times_.stall_s += seconds;
     times_.sync_save_s += seconds;
     times_.any = times_.sync = true;
+    own_latest_ = st.path;
     log_.message("checkpoint: saved step " + std::to_string(steps_done) + " to " + st.path + ": " + rate(st.bytes, st.seconds));
     remove_pruned();
     return;
@@ -323,6 +327,7 @@ void Checkpointing::publish_in_flight(Clock::time_point since) {
   account();
   char stall[160];
   std::snprintf(stall, sizeof stall, "; training stalled %.3f s for it (snapshot %.3f s)", in_flight_.stall_s, in_flight_.snapshot_s);
+  own_latest_ = st.path;
   log_.message("checkpoint: saved step " + std::to_string(in_flight_.target.meta.step) + " to " + st.path + ": " +
                rate(st.bytes, st.write_seconds) + " in the background" + stall);
 }

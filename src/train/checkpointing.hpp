@@ -38,8 +38,9 @@ class Checkpointing {
   // already done.
   int resume(Trainer& trainer);
   // Collective, after a non-finite step `bad_step` (1-based) with training.on_nonfinite=rollback: the
-  // trainer drops the step, skips that step's batch from now on, and loads checkpoint.dir's latest
-  // checkpoint; returns its step. A UserError on every rank when there is none.
+  // trainer drops the step, skips that step's batch from now on, and loads this run's latest checkpoint
+  // (the one it resumed from or last published); returns its step. A UserError on every rank when there
+  // is none.
   int rollback(Trainer& trainer, int bad_step);
   // Collective, before the first step: with checkpoint.async_save, the snapshot buffer is allocated and
   // its pages touched (a lack of memory shows at start, and the first save's stall is a copy).
@@ -89,7 +90,8 @@ class Checkpointing {
     double snapshot_s = 0.0;  // the stall at its step boundary
     double stall_s = 0.0;     // all the stall it caused so far
   } in_flight_;
-  std::vector<std::string> pruned_;  // rank 0: pruned checkpoints set aside, removed by the next write
+  std::vector<std::string> pruned_;
+  std::string own_latest_;  // the checkpoint this run last resumed from or published: where a rollback goes  // rank 0: pruned checkpoints set aside, removed by the next write
   StateSnapshot snapshot_;
   BackgroundWrite writer_;  // declared after the snapshot it reads: joined before the buffer goes
 };

@@ -91,6 +91,13 @@ class Trainer {
   // rollbacks' bad steps); each counts as a skipped update.
   const std::set<std::int64_t>& skipped_batches() const { return skipped_batches_; }
   void skip_batch(std::int64_t step) { skipped_batches_.insert(step); }
+  // Early stopping's record of the validations so far: the lowest loss, its step, and the validations
+  // since without a lower one. Saved in checkpoints, so a resume or a rollback goes on from it.
+  struct Validations {
+    std::optional<double> best;
+    int best_step = 0, stale = 0;
+  };
+  Validations& validations() { return validations_; }
   // After a step that threw (a rollback follows): the gathered parameter buckets and the optimizer's
   // early copies are dropped, so that nothing of the step outlives it.
   void abandon_step();
@@ -128,6 +135,7 @@ class Trainer {
   std::optional<LossScaler> scaler_;  // fp16 runs only
   std::int64_t skipped_steps_ = 0;
   std::set<std::int64_t> skipped_batches_;
+  Validations validations_;
   // This rank's share of the step's global batch: tokens then targets, each (m, B, T); read into the
   // pinned host buffer and copied to the device (the same memory on the host).
   std::size_t batch_elements_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -107,8 +108,6 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
   const std::vector<std::string> node_of_rank = gather_node_names(world, env);
   const int total = cfg.training.train_iters;
   int rollbacks = 0;
-  std::optional<double> best_val;  // the lowest validation loss so far, at best_step
-  int best_step = 0, stale_validations = 0;
   for (int step = first_step; step < total; ++step) {
     const auto t0 = clock::now();
     watchdog.take_comm_seconds();  // communication outside the step (evaluation, saves) is not the step's
@@ -141,17 +140,24 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
     StepRecord rec;
     rec.step = step + 1;
     rec.total_steps = total;
-    if (cfg.training.eval_interval > 0 && ((step + 1) % cfg.training.eval_interval == 0 || last)) rec.val_loss = trainer.evaluate();
+    if (cfg.training.eval_interval > 0 && ((step + 1) % cfg.training.eval_interval == 0 || last)) {
+      rec.val_loss = trainer.evaluate();
+      if (!std::isfinite(*rec.val_loss))  // the same value on every rank: all stop here
+        throw NonFiniteStep(step + 1, "step " + std::to_string(step + 1) + ": the validation loss is " + std::to_string(*rec.val_loss) +
+                                          "; training stops (the last checkpoint, if any, is untouched)");
+    }
     // Preemption: every rank learns here whether any rank was signalled, so all stop at the same step.
     const int sig = all_reduce(world, received_stop_signal(), HostOp::max);
     checkpoints.poll();  // a background save is published once every rank's write has finished
     // A stop or the end of training waits for its save (and for one still in flight) before going on.
     // Early stopping: a validation that is not a new best counts against training.early_stop_patience.
+    // The record is the trainer's, so checkpoints carry it through a resume or a rollback.
     bool early_stop = false;
+    Trainer::Validations& val = trainer.validations();
     if (rec.val_loss) {
-      if (!best_val || *rec.val_loss < *best_val) {
-        best_val = rec.val_loss, best_step = step + 1, stale_validations = 0;
-      } else if (cfg.training.early_stop_patience > 0 && ++stale_validations == cfg.training.early_stop_patience) {
+      if (!val.best || *rec.val_loss < *val.best) {
+        val.best = rec.val_loss, val.best_step = step + 1, val.stale = 0;
+      } else if (cfg.training.early_stop_patience > 0 && ++val.stale >= cfg.training.early_stop_patience) {
         early_stop = true;
       }
     }
@@ -192,9 +198,9 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
       std::snprintf(line, sizeof line,
                     "dtrain: early stop after step %d: %d validation(s) without a lower loss than %.6g at step %d "
                     "(training.early_stop_patience); the final weights are that step's",
-                    step + 1, stale_validations, *best_val, best_step);
+                    step + 1, val.stale, *val.best, val.best_step);
       log.message(line);
-      checkpoints.load_best(trainer, best_step);
+      checkpoints.load_best(trainer, val.best_step);
       break;
     }
   }

@@ -4,7 +4,8 @@
 # then rises (3.429, 3.454, 3.443 at steps 12-16, each more than 0.3% above it: no machine's rounding
 # reorders them). With patience 3 the run ends after step 16, exit 0, naming step 10; the directory keeps
 # the newest checkpoint (keep_last=1) and the two lowest validations (keep_best=2: steps 10 and 12), each
-# manifest with its val_loss; model-final.h5 holds step 10's weights (equal to its consolidation).
+# manifest with its val_loss; model-final.h5 holds step 10's weights (equal to its consolidation). The
+# checkpoints carry the record: resumed at step 12, the run stops after step 16 again, naming step 10.
 #   early_stop.sh DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE SOURCE_DIR
 set -u
 dtrain=$1 tool=$2 consolidate=$3 src=$4
@@ -28,4 +29,19 @@ for s in 10 12 16; do grep -q '^val_loss [0-9.]*$' "$work/ck/step_000000$s/manif
 h5diff --exclude-attribute / "$work/best.h5" "$work/ck/model-final.h5" > "$work/diff.txt" ||
   { head "$work/diff.txt"; fail "model-final.h5 is not step 10's weights"; }
 echo "model-final.h5 holds the best validation's weights (step 10)"
+# The record travels in checkpoints: step 12's says best step 10 and one stale validation; resumed there,
+# the run stops after step 16 again, naming step 10 (a fresh record would start from step 14's loss).
+/usr/bin/python3 - "$work/ck/step_00000012/shard_00000.h5" <<'PY' || fail "step 12's checkpoint does not hold the validation record"
+import sys, h5py
+a = h5py.File(sys.argv[1], "r").attrs
+assert a["best_val_step"] == 10 and a["stale_validations"] == 1 and abs(a["best_val_loss"] - 3.387) < 0.01, dict(a)
+PY
+out=$("$here/run_mpi.sh" 120 1 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/train" --system.tensor_model_parallel_size=1 \
+      --system.pipeline_model_parallel_size=1 --training.train_iters=40 --training.eval_interval=2 --training.eval_iters=1 \
+      --logging.log_interval=2 --logging.sample_tokens=0 "--checkpoint.dir=$work/ck" --checkpoint.keep_last=1 \
+      --checkpoint.keep_best=2 --training.early_stop_patience=3 --optimizer.warmup_iters=2 --optimizer.lr=3e-3 \
+      "--checkpoint.load=$work/ck/step_00000012" 2>&1)
+grep -q "early stop after step 16: 3 validation(s) without a lower loss than .* at step 10" <<<"$out" ||
+  { echo "$out" | grep -E "val loss|early|resumed"; fail "resumed at step 12, the run did not stop after step 16 naming step 10"; }
+echo "resumed at step 12: early stop after step 16 again, naming step 10"
 echo PASS
