@@ -65,6 +65,7 @@ while true; do
     2) echo "dtrain job: bad input (exit 2): not restarted"; break ;;
     5) echo "dtrain job: a non-finite step (exit 5): not restarted (see training.on_nonfinite)"; break ;;
   esac
+  if [ "$stop" -eq 1 ]; then echo "dtrain job: step failed (exit $rc) after a stop signal: not restarted"; break; fi
   node=$(grep -ao 'rank [0-9]* on node [^:]*' "$attempt_log" | head -1)
   why="exit $rc$([ "$rc" -eq 4 ] && echo ': a hang')${node:+, reported by $node}"
   if [ "$restarts" -ge "${DTRAIN_MAX_RESTARTS:-3}" ]; then
