@@ -18,6 +18,9 @@
 #   DTRAIN_MAX_REQUEUES    requeue at most this many times (default 10)
 #   DTRAIN_MAX_RESTARTS    restart a failed step at most this many times in the allocation (default 3)
 #   DTRAIN_RESTART_WAIT_S  seconds before the first restart, doubling after each (default 5)
+#   DTRAIN_EXCLUDE_FAILED  1 (default): a restart leaves the node of the failure behind (srun --exclude)
+#                          when other nodes remain; the run then needs system.layout = auto, which
+#                          chooses a layout for the ranks left
 set -uo pipefail
 home=${DTRAIN_HOME:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 input=${INPUT:-${1:-$home/inputs/tiny.ini}}
@@ -49,6 +52,8 @@ trap 'stop=1; echo "dtrain job: passing the stop signal on to the job steps"; sc
 latest() { [ -n "$ckpt_dir" ] && cat "$ckpt_dir/latest" 2>/dev/null; }
 attempt_log=$(mktemp "${TMPDIR:-/tmp}/dtrain-attempt.XXXXXX")
 restarts=0 wait_s=${DTRAIN_RESTART_WAIT_S:-5}
+nodes=${SLURM_JOB_NUM_NODES:-1} per_node=$(( ${SLURM_NTASKS:-1} / ${SLURM_JOB_NUM_NODES:-1} )) excluded=""
+place=()  # srun's node, task and exclusion arguments once a node is left behind
 while true; do
   before=$(latest)
   # --kill-on-bad-exit=1 ends the job at once when a rank dies (a crash, an out-of-memory kill); without
@@ -56,7 +61,7 @@ while true; do
   # The step's output also goes to a file, where its ranks' last words are looked up; the pipeline's
   # status is srun's (pipefail), and waiting for it waits for tee too.
   # shellcheck disable=SC2086
-  srun "${srun_args[@]}" --kill-on-bad-exit=1 dtrain "$input" ${DTRAIN_ARGS:-} 2>&1 | tee "$attempt_log" &
+  srun "${srun_args[@]}" "${place[@]}" --kill-on-bad-exit=1 dtrain "$input" ${DTRAIN_ARGS:-} 2>&1 | tee "$attempt_log" &
   step=$!
   wait $step; rc=$?
   while kill -0 $step 2>/dev/null; do wait $step; rc=$?; done   # wait again if a trapped signal interrupted it
@@ -66,8 +71,12 @@ while true; do
     5) echo "dtrain job: a non-finite step (exit 5): not restarted (see training.on_nonfinite)"; break ;;
   esac
   if [ "$stop" -eq 1 ]; then echo "dtrain job: step failed (exit $rc) after a stop signal: not restarted"; break; fi
+  # The node of the failure: a rank's last words ("rank R on node N: error: ..."), else srun's report of
+  # a task that died ("srun: error: N: task T: Killed").
   node=$(grep -ao 'rank [0-9]* on node [^:]*' "$attempt_log" | head -1)
-  why="exit $rc$([ "$rc" -eq 4 ] && echo ': a hang')${node:+, reported by $node}"
+  failed=${node##* on node }
+  [ -n "$failed" ] || failed=$(sed -n 's/^srun: error: \([^:]*\): task [0-9]*: \(Killed\|Segmentation\|Aborted\|Bus error\).*/\1/p' "$attempt_log" | head -1)
+  why="exit $rc$([ "$rc" -eq 4 ] && echo ': a hang')${node:+, reported by $node}${failed:+; failed node $failed}"
   if [ "$restarts" -ge "${DTRAIN_MAX_RESTARTS:-3}" ]; then
     echo "dtrain job: step failed ($why); DTRAIN_MAX_RESTARTS=${DTRAIN_MAX_RESTARTS:-3} restarts made: giving up"; break
   fi
@@ -75,6 +84,11 @@ while true; do
     echo "dtrain job: step failed ($why) before any new checkpoint since the last restart: not restarting it again"; break
   fi
   restarts=$((restarts + 1))
+  if [ "${DTRAIN_EXCLUDE_FAILED:-1}" = 1 ] && [ -n "$failed" ] && [ "$nodes" -gt 1 ]; then
+    nodes=$((nodes - 1)) excluded=${excluded:+$excluded,}$failed
+    place=(-N "$nodes" -n $((nodes * per_node)) --exclude="$excluded")
+    echo "dtrain job: leaving node $failed behind: the restart runs on $nodes node(s), $((nodes * per_node)) ranks"
+  fi
   echo "dtrain job: step failed ($why); restart $restarts of ${DTRAIN_MAX_RESTARTS:-3} in ${wait_s} s from ${ckpt_dir:+$ckpt_dir/}$(latest || true)"
   sleep "$wait_s" &
   wait $!  # a stop signal interrupts the back-off (the trap runs at once)

@@ -12,6 +12,10 @@
 #                    exit 4, the job script restarts it inside the allocation from latest (step 4), naming
 #                    the node of the rank that reported, and the job completes with the losses of an
 #                    uninterrupted mpirun run bit for bit; then a job with bad input runs once (exit 2)
+#   node_lost        kill -9 of rank 2 (on node2) of a 2 x 2 job with system.layout=auto: the job script
+#                    restarts the step on node1 alone, the planner chooses a layout for its 2 ranks, the run
+#                    resumes from latest and completes; its last loss within the fp32 reordering bound of an
+#                    uninterrupted 4-rank run's (reorder_tol 1024 tokens, 16 steps)
 set -u
 case_name=$1 src=$2 build=$3
 source "$src/tests/e2e/lib.sh"
@@ -121,6 +125,33 @@ job_case() {
       [ "$st" = JobState=FAILED ] || fail "the bad-input job ended $st"
       grep -q "dtrain job: bad input (exit 2): not restarted" "$log" || { tail "$log"; fail "bad input was not refused once"; }
       [ "$(grep -c 'restart [0-9] of' "$log")" -eq 0 ] || fail "bad input was restarted" ;;
+    node_lost)
+      mkdir -p "$run/logs"
+      args="$common --training.train_iters=16 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 $smooth_adam --system.layout=auto --system.cluster_file=$src/inputs/clusters/cpu-2core.ini"
+      jid=$(cd "$run" && sbatch --parsable --chdir="$run" \
+            --export=ALL,DTRAIN_HOME="$src",DTRAIN_RESTART_WAIT_S=1,DTRAIN_ARGS="$args --logging.metrics_file=$run/job.jsonl" \
+            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+      for _ in $(seq 1 900); do [ -s "$run/ck/latest" ] && [ "$(grep -c '"step"' "$run/job.jsonl" 2>/dev/null || true)" -ge 5 ] && break; sleep 0.1; done
+      victim=""
+      for p in $(pgrep -f -- "--logging.metrics_file=$run/job.jsonl"); do
+        { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx 'SLURM_PROCID=2' && [ "$(cat /proc/$p/comm)" = dtrain-main ] && victim=$p
+      done
+      [ -n "$victim" ] || fail "rank 2 not found"
+      killed_at=$(grep -c '"step"' "$run/job.jsonl") saved=$(cat "$run/ck/latest") start=$(date +%s)
+      kill -9 "$victim"
+      st=$(wait_job "$jid")
+      log=$run/logs/dtrain-cpu-$jid.out
+      grep -a "dtrain job\|layout auto\|resumed from\|srun: error" "$log"
+      [ "$st" = JobState=COMPLETED ] || fail "job $jid ended $st"
+      grep -q "leaving node node2 behind: the restart runs on 1 node(s), 2 ranks" "$log" || fail "node2 was not left behind"
+      grep -q "layout auto on .*(1 node(s) x 2 ranks)" "$log" || fail "no layout chosen for the 2 ranks left"
+      grep -q "checkpoint: resumed from .* at step" "$log" || fail "the restart did not resume"
+      echo "  killed after $killed_at logged steps with $saved published; the job completed $(( $(date +%s) - start )) s later on node1"
+      timeout -k 5 120 mpirun -np 4 "$build/dtrain" "$src/inputs/tiny.ini" $common --training.train_iters=16 --checkpoint.dir= $smooth_adam \
+        "--logging.metrics_file=$work/uninterrupted.jsonl" > "$work/uninterrupted.log" 2>&1 || fail "the uninterrupted reference"
+      want=$(losses "$work/uninterrupted.jsonl" | tail -1) got=$(losses "$run/job.jsonl" | tail -1) tol=$(reorder_tol 1024 16)
+      awk -v a="$got" -v b="$want" -v t="$tol" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "  last loss %s, uninterrupted %s: relative %.2e (bound %s)\n", a, b, d / b, t; exit !(d / b <= t) }' ||
+        fail "the restarted run's last loss is beyond the reordering bound" ;;
     kill_rank)
       timeout -k 5 120 srun -N2 -n4 --kill-on-bad-exit=1 "$build/dtrain" "$src/inputs/tiny.ini" $common --training.train_iters=400 \
         --checkpoint.dir="$run/ck" --checkpoint.save_interval=2 "--logging.metrics_file=$run/k.jsonl" > "$run/srun.log" 2>&1 &
@@ -156,7 +187,7 @@ case $case_name in
     "$src/tools/local-slurm" down "$state" > /dev/null || fail "local-slurm down"
     left=$(pgrep -af -- "$state" | grep -v "slurm_e2e.sh" || true)
     [ -z "$left" ] || fail "processes left after down: $left" ;;
-  sbatch | preempt_requeue | restart_hang | kill_rank)
+  sbatch | preempt_requeue | restart_hang | node_lost | kill_rank)
     for attempt in 1 2; do
       run=$work/attempt$attempt
       mkdir -p "$run"
