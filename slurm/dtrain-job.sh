@@ -18,9 +18,9 @@
 #   DTRAIN_MAX_REQUEUES    requeue at most this many times (default 10)
 #   DTRAIN_MAX_RESTARTS    restart a failed step at most this many times in the allocation (default 3)
 #   DTRAIN_RESTART_WAIT_S  seconds before the first restart, doubling after each (default 5)
-#   DTRAIN_EXCLUDE_FAILED  1 (default): a restart leaves the node of the failure behind (srun --exclude)
-#                          when other nodes remain; the run then needs system.layout = auto, which
-#                          chooses a layout for the ranks left
+#   DTRAIN_EXCLUDE_FAILED  1 (default): with system.layout = auto, a restart leaves the node of the failure
+#                          (a rank stuck outside communication, or a task that died) behind when other
+#                          nodes remain (srun --exclude), and the planner chooses a layout for the ranks left
 set -uo pipefail
 home=${DTRAIN_HOME:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 input=${INPUT:-${1:-$home/inputs/tiny.ini}}
@@ -41,8 +41,9 @@ srun_args=(${DTRAIN_SRUN_ARGS---mpi=pmix})
 # shellcheck disable=SC2086
 dry=$(srun "${srun_args[@]}" dtrain --dry-run "$input" ${DTRAIN_ARGS:-})
 sed -n '/^== launch/,/^== pipeline/p' <<<"$dry" | grep -v '^== pipeline'
-# The run's checkpoint.dir, from the resolved configuration the dry run prints.
+# The run's checkpoint.dir and system.layout, from the resolved configuration the dry run prints.
 ckpt_dir=$(sed -n '/^\[checkpoint\]/,/^\[/s/^dir = //p' <<<"$dry")
+layout_mode=$(sed -n '/^\[system\]/,/^\[/s/^layout = //p' <<<"$dry")
 
 # A signal to this batch shell (scancel --signal=USR1 --batch, or --signal=B:USR1@grace) is passed on
 # to the job's steps as USR1: dtrain then stops at the next step boundary with a checkpoint.
@@ -71,11 +72,16 @@ while true; do
     5) echo "dtrain job: a non-finite step (exit 5): not restarted (see training.on_nonfinite)"; break ;;
   esac
   if [ "$stop" -eq 1 ]; then echo "dtrain job: step failed (exit $rc) after a stop signal: not restarted"; break; fi
-  # The node of the failure: a rank's last words ("rank R on node N: error: ..."), else srun's report of
-  # a task that died ("srun: error: N: task T: Killed").
-  node=$(grep -ao 'rank [0-9]* on node [^:]*' "$attempt_log" | head -1)
+  # The node of the failure: a rank the watchdog found stuck outside communication ("rank R on node N:
+  # error: hang watchdog: ... busy in ..."; the ranks waiting for it are not to blame), else srun's
+  # report of a task that died on its own ("srun: error: N: task T: Segmentation fault", or Killed
+  # before any rank's last words). A rank that reported is only named.
+  node=$(grep -a 'hang watchdog: .*, busy in ' "$attempt_log" | grep -ao 'rank [0-9]* on node [^:]*' | head -1)
   failed=${node##* on node }
-  [ -n "$failed" ] || failed=$(sed -n 's/^srun: error: \([^:]*\): task [0-9]*: \(Killed\|Segmentation\|Aborted\|Bus error\).*/\1/p' "$attempt_log" | head -1)
+  if [ -z "$failed" ] && ! grep -aq 'rank [0-9]* on node [^:]*: error' "$attempt_log"; then
+    failed=$(sed -n 's/^srun: error: \([^:]*\): tasks\{0,1\} [0-9-]*: \(Killed\|Segmentation\|Aborted\|Bus error\).*/\1/p' "$attempt_log" | head -1)
+  fi
+  [ -n "$node" ] || node=$(grep -ao 'rank [0-9]* on node [^:]*' "$attempt_log" | head -1)
   why="exit $rc$([ "$rc" -eq 4 ] && echo ': a hang')${node:+, reported by $node}${failed:+; failed node $failed}"
   if [ "$restarts" -ge "${DTRAIN_MAX_RESTARTS:-3}" ]; then
     echo "dtrain job: step failed ($why); DTRAIN_MAX_RESTARTS=${DTRAIN_MAX_RESTARTS:-3} restarts made: giving up"; break
@@ -84,7 +90,8 @@ while true; do
     echo "dtrain job: step failed ($why) before any new checkpoint since the last restart: not restarting it again"; break
   fi
   restarts=$((restarts + 1))
-  if [ "${DTRAIN_EXCLUDE_FAILED:-1}" = 1 ] && [ -n "$failed" ] && [ "$nodes" -gt 1 ]; then
+  # Fewer ranks need a layout chosen for them: only a run with system.layout = auto leaves a node behind.
+  if [ "${DTRAIN_EXCLUDE_FAILED:-1}" = 1 ] && [ -n "$failed" ] && [ "$nodes" -gt 1 ] && [ "$layout_mode" = auto ]; then
     nodes=$((nodes - 1)) excluded=${excluded:+$excluded,}$failed
     place=(-N "$nodes" -n $((nodes * per_node)) --exclude="$excluded")
     echo "dtrain job: leaving node $failed behind: the restart runs on $nodes node(s), $((nodes * per_node)) ranks"

@@ -9,6 +9,11 @@
 #include "common/error.hpp"
 
 namespace dtrain {
+namespace {
+
+constexpr double kWaitingGraceS = 1.0;  // see the step timeout below
+
+}  // namespace
 
 Watchdog::Watchdog(int world_rank, double op_timeout, double step_timeout, std::string node)
     : rank_(world_rank), node_(std::move(node)), op_timeout_(op_timeout), step_timeout_(step_timeout), thread_([this] { run(); }) {}
@@ -90,7 +95,10 @@ void Watchdog::run() {
     }
     if (in_step_ && step_timeout_ > 0) {
       const double ran = std::chrono::duration<double>(now - step_start_).count();
-      if (ran > step_timeout_) {
+      // A rank waiting in communication gives a rank busy outside it (the likely culprit: a wedged GPU,
+      // a stuck kernel) a moment to report itself first, so that the job's last words name it.
+      const double grace = in_op_ ? kWaitingGraceS : 0.0;
+      if (ran > step_timeout_ + grace) {
         std::snprintf(buf, sizeof buf, "step %d has run for %.1f s (system.step_timeout_s=%g), %s %s", step_ + 1, ran,
                       step_timeout_, in_op_ ? "waiting in" : "busy in", in_op_ ? op_.name : phase_.c_str());
         fire(buf);

@@ -10,7 +10,7 @@
 #                    latest into the same log, and its losses equal an uninterrupted mpirun run bit for bit
 #   restart_hang     a rank stalls once at step 5 (debug.stall_once_file): the watchdog ends the step with
 #                    exit 4, the job script restarts it inside the allocation from latest (step 4), naming
-#                    the node of the rank that reported, and the job completes with the losses of an
+#                    the stuck rank's node (not a waiting rank's) and keeping the nodes (layout manual), and the job completes with the losses of an
 #                    uninterrupted mpirun run bit for bit; then a job with bad input runs once (exit 2)
 #   node_lost        kill -9 of rank 2 (on node2) of a 2 x 2 job with system.layout=auto: the job script
 #                    restarts the step on node1 alone, the planner chooses a layout for its 2 ranks, the run
@@ -112,8 +112,10 @@ job_case() {
       log=$run/logs/dtrain-cpu-$jid.out
       grep -av '^step\|^sample\|busy time' "$log" | tail -20
       [ "$st" = JobState=COMPLETED ] || fail "job $jid ended $st"
-      grep -Eq "dtrain job: step failed \(exit 4: a hang, reported by rank [0-9] on node node[12]\); restart 1 of 3 in 1 s from $run/ck/step_00000004" "$log" ||
-        fail "no restart after the hang naming its node"
+      # The stuck rank (3, on node2) is the one named: the ranks waiting for it report too.
+      grep -Eq "dtrain job: step failed \(exit 4: a hang, reported by rank 3 on node node2; failed node node2\); restart 1 of 3 in 1 s from $run/ck/step_00000004" "$log" ||
+        fail "no restart after the hang naming the stuck rank's node"
+      ! grep -q "leaving node" "$log" || fail "a run with layout=manual left a node behind"
       grep -q "checkpoint: resumed from .*step_00000004 at step 4" "$log" || fail "the restart did not resume from step 4"
       reference 10
       same_losses "$run/job.jsonl"
