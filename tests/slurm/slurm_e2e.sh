@@ -64,6 +64,12 @@ srun_retry() {  # srun_retry LOG ARGS...
   fi
   return 1
 }
+rank_pid() {  # rank_pid PATTERN RANK: the dtrain-main process of that Slurm rank whose command line has PATTERN
+  local p
+  for p in $(pgrep -f -- "$1"); do
+    { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx "SLURM_PROCID=$2" && [ "$(cat /proc/$p/comm)" = dtrain-main ] && echo "$p"
+  done | head -1
+}
 placement_ok() {  # ranks 0-1 on node1, 2-3 on node2 in a dry-run report
   for r in 0 1; do grep -q "rank $r: node node1 " "$1" || return 1; done
   for r in 2 3; do grep -q "rank $r: node node2 " "$1" || return 1; done
@@ -134,10 +140,7 @@ job_case() {
             --export=ALL,DTRAIN_HOME="$src",DTRAIN_RESTART_WAIT_S=1,DTRAIN_ARGS="$args --logging.metrics_file=$run/job.jsonl" \
             "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
       for _ in $(seq 1 900); do [ -s "$run/ck/latest" ] && [ "$(grep -c '"step"' "$run/job.jsonl" 2>/dev/null || true)" -ge 5 ] && break; sleep 0.1; done
-      victim=""
-      for p in $(pgrep -f -- "--logging.metrics_file=$run/job.jsonl"); do
-        { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx 'SLURM_PROCID=2' && [ "$(cat /proc/$p/comm)" = dtrain-main ] && victim=$p
-      done
+      victim=$(rank_pid "--logging.metrics_file=$run/job.jsonl" 2)
       [ -n "$victim" ] || fail "rank 2 not found"
       killed_at=$(grep -c '"step"' "$run/job.jsonl") saved=$(cat "$run/ck/latest") start=$(date +%s)
       kill -9 "$victim"
@@ -159,10 +162,7 @@ job_case() {
         --checkpoint.dir="$run/ck" --checkpoint.save_interval=2 "--logging.metrics_file=$run/k.jsonl" > "$run/srun.log" 2>&1 &
       runner=$!
       for _ in $(seq 1 600); do [ -s "$run/ck/latest" ] && [ "$(grep -c '"step"' "$run/k.jsonl" 2>/dev/null || true)" -ge 5 ] && break; sleep 0.1; done
-      victim=""
-      for p in $(pgrep -f -- "--logging.metrics_file=$run/k.jsonl"); do
-        { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx 'SLURM_PROCID=2' && [ "$(cat /proc/$p/comm)" = dtrain-main ] && victim=$p
-      done
+      victim=$(rank_pid "--logging.metrics_file=$run/k.jsonl" 2)
       [ -n "$victim" ] || fail "rank 2 not found"
       start=$(date +%s)
       kill -9 "$victim"
