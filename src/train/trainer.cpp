@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <cmath>
 #include <limits>
 #include <thread>
 
@@ -115,44 +115,42 @@ double Trainer::sum_over_world(double v) const {
   return v;
 }
 
-double Trainer::counted_sum_squares() {
-  // Squared norm over the gradients this rank is responsible for: its optimizer ranges of the tensors
-  // whose moments it writes (all ranges on rank 0 of a tensor's gradient group when the optimizer is
-  // not distributed), so every element is counted on one rank only. Adjacent counted tensors are summed
-  // in one call: one reduction (on a GPU, one read-back) per contiguous run of the gradient buffer
-  // rather than per tensor.
+void Trainer::for_each_counted_run(const std::function<void(std::size_t, std::size_t)>& visit) const {
+  // The gradients this rank is responsible for: its optimizer ranges of the tensors whose moments it
+  // writes (all ranges on rank 0 of a tensor's gradient group when the optimizer is not distributed),
+  // so every element is counted on one rank only. Adjacent counted tensors form one run.
   const RankPlan& rp = model_->plan();
   const auto& tensors = rp.table.tensors();
-  const float* grads = model_->grads().as<float>();
-  double sq = 0.0;
   for (const auto& range : rp.optimizer_ranges) {
     std::size_t run_lo = 0, run_hi = 0;
-    auto flush = [&] {
-      if (run_lo < run_hi) sq += k32_.sum_squares(grads + run_lo, static_cast<long>(run_hi - run_lo));
-    };
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const TensorSpec& t = tensors[i];
       const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
       if (lo >= hi || !rp.writes_moments(i)) continue;
-      if (lo != run_hi) flush(), run_lo = lo;
+      if (lo != run_hi) {
+        if (run_lo < run_hi) visit(run_lo, run_hi);
+        run_lo = lo;
+      }
       run_hi = hi;
     }
-    flush();
+    if (run_lo < run_hi) visit(run_lo, run_hi);
   }
+}
+
+double Trainer::counted_sum_squares() {
+  // One reduction (on a GPU, one read-back) per contiguous run rather than per tensor.
+  const float* grads = model_->grads().as<float>();
+  double sq = 0.0;
+  for_each_counted_run([&](std::size_t lo, std::size_t hi) { sq += k32_.sum_squares(grads + lo, static_cast<long>(hi - lo)); });
   return sq;
 }
 
 void Trainer::inject_nonfinite_gradient() {
-  const RankPlan& rp = model_->plan();
-  const auto& tensors = rp.table.tensors();
-  for (const auto& range : rp.optimizer_ranges)
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      const TensorSpec& t = tensors[i];
-      const std::size_t lo = std::max(range.begin, t.offset), hi = std::min(range.end, t.offset + t.numel);
-      if (lo >= hi || !rp.writes_moments(i)) continue;
-      k32_.fill(model_->grads().as<float>() + lo, std::numeric_limits<float>::infinity(), 1);
-      return;
-    }
+  bool done = false;
+  for_each_counted_run([&](std::size_t lo, std::size_t) {
+    if (!done) k32_.fill(model_->grads().as<float>() + lo, std::numeric_limits<float>::infinity(), 1);
+    done = true;
+  });
 }
 
 void Trainer::abandon_step() {

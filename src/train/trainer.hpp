@@ -5,6 +5,7 @@
 // from the same global weights.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -111,7 +112,9 @@ class Trainer {
   const int* batch_targets() { return device_batch() + batch_elements_; }
   int* device_batch() { return batch_.data() ? batch_.as<int>() : host_batch_.as<int>(); }
   double sum_over_world(double v) const;
-  // The squared norm of the gradients this rank counts (each element counted on one rank only).
+  // The arena runs [lo, hi) of the gradients this rank counts (each element on one rank only), and
+  // their squared norm.
+  void for_each_counted_run(const std::function<void(std::size_t, std::size_t)>& visit) const;
   double counted_sum_squares();
   // debug.nonfinite_grad_at_step: inf into the first gradient element world rank 0 counts.
   void inject_nonfinite_gradient();

@@ -149,7 +149,6 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
     // Preemption: every rank learns here whether any rank was signalled, so all stop at the same step.
     const int sig = all_reduce(world, received_stop_signal(), HostOp::max);
     checkpoints.poll();  // a background save is published once every rank's write has finished
-    // A stop or the end of training waits for its save (and for one still in flight) before going on.
     // Early stopping: a validation that is not a new best counts against training.early_stop_patience.
     // The record is the trainer's, so checkpoints carry it through a resume or a rollback.
     bool early_stop = false;
@@ -161,6 +160,7 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
         early_stop = true;
       }
     }
+    // A stop or the end of training waits for its save (and for one still in flight) before going on.
     if (sig && !cfg.checkpoint.dir.empty())
       checkpoints.save(trainer, step + 1, /*wait=*/true, rec.val_loss);
     else if (!sig && checkpoints.due(step + 1, last || early_stop, rec.val_loss.has_value()))
