@@ -10,18 +10,18 @@ namespace dtrain {
 
 GradSync::GradSync(const RankPlan& plan, Arena& params, Arena& grads, const ParallelState& ps, bool overlap, int m)
     : plan_(plan), params_(params), grads_(grads), ps_(ps), overlap_(overlap), distributed_(plan.distributed_optimizer()), m_(m) {
-  std::size_t packed = 0;
-  for (const auto& span : plan.buckets) {
+  const auto slices = plan.packed_owned_slices();
+  for (std::size_t i = 0; i < plan.buckets.size(); ++i) {
+    const BucketSpan& span = plan.buckets[i];
     Bucket b;
     b.range = span.range;
     b.layer = span.layer;
     b.group = &ps.grad_group(span);
-    b.owned = owned_slice(span, plan.groups.of(span));
-    b.packed = packed;
-    packed += b.owned.end - b.owned.begin;
+    b.owned = slices[i].owned;
+    b.packed = slices[i].packed;
     buckets_.push_back(std::move(b));
   }
-  if (plan.shards_grads() && m > 1) accumulated_ = Arena(grads.device(), packed * sizeof(float));
+  if (plan.shards_grads() && m > 1) accumulated_ = Arena(grads.device(), plan.optimizer_elements() * sizeof(float));
   commit_owned();
 }
 

@@ -6,13 +6,10 @@
 namespace dtrain {
 
 ShardedParams::ShardedParams(const RankPlan& plan, Arena& params, const ParallelState& ps) : plan_(plan), params_(params), ps_(ps) {
-  std::size_t stored = 0;
-  for (const auto& span : plan.buckets) {
-    const ArenaRange owned = owned_slice(span, plan.groups.of(span));
-    buckets_.push_back({span.range, owned, stored, &ps.grad_group(span), {}, false});
-    stored += owned.end - owned.begin;
-  }
-  if (plan.offload_params) host_ = PinnedBuffer(params.device(), stored * plan.compute_type_bytes());
+  const auto slices = plan.packed_owned_slices();
+  for (std::size_t i = 0; i < plan.buckets.size(); ++i)
+    buckets_.push_back({plan.buckets[i].range, slices[i].owned, slices[i].packed, &ps.grad_group(plan.buckets[i]), {}, false});
+  if (plan.offload_params) host_ = PinnedBuffer(params.device(), plan.optimizer_elements() * plan.compute_type_bytes());
   // The arena is on-demand memory: the owned slices are backed from the start (offloaded, until the
   // initial weights go to host memory).
   commit_owned();

@@ -128,6 +128,17 @@ std::size_t RankPlan::checkpoint_elements() const {
   return n;
 }
 
+std::vector<RankPlan::PackedSlice> RankPlan::packed_owned_slices() const {
+  std::vector<PackedSlice> out;
+  std::size_t packed = 0;
+  for (const auto& span : buckets) {
+    const ArenaRange owned = owned_slice(span, groups.of(span));
+    out.push_back({owned, packed});
+    packed += owned.end - owned.begin;
+  }
+  return out;
+}
+
 std::vector<ArenaRange> RankPlan::param_ranges() const {
   if (shards_params()) return optimizer_ranges;
   return {{0, arena_size}};

@@ -70,6 +70,14 @@ struct RankPlan {
   // The arena ranges whose parameters this rank keeps between steps: all of it, or (ZeRO-3) its
   // optimizer ranges.
   std::vector<ArenaRange> param_ranges() const;
+  // Per bucket (in `buckets` order): the rank's slice of it over its group, and where that slice starts
+  // when the slices lie back to back (the packing of the optimizer ranges, which ZeRO-2's accumulator and
+  // ZeRO-3's offloaded parameters share).
+  struct PackedSlice {
+    ArenaRange owned;
+    std::size_t packed;
+  };
+  std::vector<PackedSlice> packed_owned_slices() const;
 
   // Checkpoint writers: whole parameter tensors from rank 0 of the tensor's gradient group (the
   // data- and context-parallel replicas; the expert-data-parallel group for experts), unless ZeRO-3 shards them: then,
