@@ -1,5 +1,5 @@
-// h5::File: create/open, attributes, float datasets whole or in hyperslabs, listing; errors as
-// UserError naming the file; the count of dataset bytes read.
+// h5::File: create/open, float datasets whole or in hyperslabs, listing; errors as UserError naming
+// the file; the count of dataset bytes read. Attributes are in h5_attributes.cpp.
 #include "ckpt/h5_file.hpp"
 
 #include <unistd.h>
@@ -11,31 +11,13 @@
 #include <fstream>
 
 #include "ckpt/checksum.hpp"
+#include "ckpt/h5_scope.hpp"
 #include "comm/host_values.hpp"
 #include "common/error.hpp"
 #include "common/round16.hpp"
 
 namespace dtrain::h5 {
 namespace {
-
-// Turns off HDF5's automatic error printing for this scope; errors are reported by our messages.
-struct Quiet {
-  H5E_auto2_t func = nullptr;
-  void* data = nullptr;
-  Quiet() {
-    H5Eget_auto2(H5E_DEFAULT, &func, &data);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~Quiet() { H5Eset_auto2(H5E_DEFAULT, func, data); }
-};
-
-struct Handle {  // closes any hid_t with the matching close function
-  hid_t id;
-  herr_t (*close)(hid_t);
-  ~Handle() {
-    if (id >= 0) close(id);
-  }
-};
 
 // The innermost error's description, on one line: for a failed system call HDF5 writes a long
 // record ("file write failed: time = ..., errno = 28, error message = 'No space left on device', ...");
@@ -197,86 +179,6 @@ void File::fail(const std::string& what, int line, bool library_error) const {
   failed_ = true;
   throw UserError("HDF5 file '" + path_ + "': " + what + (library_error ? " (HDF5: " + innermost_error() + ")" : std::string()) +
                   " [h5_file.cpp:" + std::to_string(line) + "]");
-}
-
-void File::set_attr(const std::string& name, std::int64_t v, const std::string& object) {
-  set_attr(name, std::vector<std::int64_t>{v}, object);
-}
-
-void File::set_attr(const std::string& name, const std::vector<std::int64_t>& v, const std::string& object) {
-  Quiet q;
-  const hsize_t n = v.size();
-  Handle space{H5Screate_simple(1, &n, nullptr), H5Sclose};
-  Handle attr{H5Acreate_by_name(id_, object.c_str(), name.c_str(), H5T_STD_I64LE, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-              H5Aclose};
-  if (attr.id < 0 || H5Awrite(attr.id, H5T_NATIVE_INT64, v.data()) < 0) fail("writing attribute " + name, __LINE__);
-}
-
-void File::set_attr(const std::string& name, const std::string& v, const std::string& object) {
-  Quiet q;
-  Handle type{H5Tcopy(H5T_C_S1), H5Tclose};
-  H5Tset_size(type.id, v.empty() ? 1 : v.size());
-  Handle space{H5Screate(H5S_SCALAR), H5Sclose};
-  Handle attr{H5Acreate_by_name(id_, object.c_str(), name.c_str(), type.id, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-              H5Aclose};
-  const std::string padded = v.empty() ? std::string(1, '\0') : v;
-  if (attr.id < 0 || H5Awrite(attr.id, type.id, padded.data()) < 0) fail("writing attribute " + name, __LINE__);
-}
-
-std::vector<std::int64_t> File::attr_ints(const std::string& name, const std::string& object) const {
-  Quiet q;
-  Handle attr{H5Aopen_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
-  if (attr.id < 0) fail("no attribute '" + name + "' on " + object + " (not a dtrain checkpoint shard?)", __LINE__);
-  Handle space{H5Aget_space(attr.id), H5Sclose};
-  const hssize_t n = H5Sget_simple_extent_npoints(space.id);
-  std::vector<std::int64_t> v(static_cast<std::size_t>(n > 0 ? n : 0));
-  if (n < 0 || H5Aread(attr.id, H5T_NATIVE_INT64, v.data()) < 0) fail("reading attribute " + name, __LINE__);
-  return v;
-}
-
-void File::set_attr_double(const std::string& name, double v, const std::string& object) {
-  Quiet q;
-  const hsize_t n = 1;
-  Handle space{H5Screate_simple(1, &n, nullptr), H5Sclose};
-  Handle attr{H5Acreate_by_name(id_, object.c_str(), name.c_str(), H5T_IEEE_F64LE, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-              H5Aclose};
-  if (attr.id < 0 || H5Awrite(attr.id, H5T_NATIVE_DOUBLE, &v) < 0) fail("writing attribute " + name, __LINE__);
-}
-
-double File::attr_double(const std::string& name, const std::string& object) const {
-  Quiet q;
-  Handle attr{H5Aopen_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
-  if (attr.id < 0) fail("no attribute '" + name + "' on " + object + " (not a dtrain checkpoint shard?)", __LINE__);
-  Handle space{H5Aget_space(attr.id), H5Sclose};
-  double v = 0.0;
-  if (H5Sget_simple_extent_npoints(space.id) != 1) fail("attribute " + name + " is not a single number", __LINE__, false);
-  if (H5Aread(attr.id, H5T_NATIVE_DOUBLE, &v) < 0) fail("reading attribute " + name, __LINE__);
-  return v;
-}
-
-bool File::has_attr(const std::string& name, const std::string& object) const {
-  Quiet q;
-  const htri_t exists = H5Aexists_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT);
-  if (exists < 0) fail("looking for attribute " + name + " on " + object, __LINE__);
-  return exists > 0;
-}
-
-std::int64_t File::attr_int(const std::string& name, const std::string& object) const {
-  const auto v = attr_ints(name, object);
-  if (v.size() != 1) fail("attribute " + name + " is not a single integer", __LINE__, false);
-  return v[0];
-}
-
-std::string File::attr_string(const std::string& name, const std::string& object) const {
-  Quiet q;
-  Handle attr{H5Aopen_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
-  if (attr.id < 0) fail("no attribute '" + name + "' on " + object + " (not a dtrain checkpoint shard?)", __LINE__);
-  Handle type{H5Aget_type(attr.id), H5Tclose};
-  const std::size_t size = H5Tget_size(type.id);
-  std::string s(size, '\0');
-  if (H5Aread(attr.id, type.id, s.data()) < 0) fail("reading attribute " + name, __LINE__);
-  while (!s.empty() && s.back() == '\0') s.pop_back();
-  return s;
 }
 
 Dataset File::create_dataset(const std::string& name, const std::vector<std::int64_t>& shape, Stored stored) {

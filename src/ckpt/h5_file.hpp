@@ -110,6 +110,10 @@ class File {
   // the line of h5_file.cpp; marks the file failed.
   [[noreturn]] void fail(const std::string& what, int line, bool library_error = true) const;
   void discard();  // truncates the (failed, writable) file to nothing, then closes it
+  // Numeric attributes: n values of memory type `memory` stored as `stored`; all of an attribute's values.
+  void write_attr(const std::string& name, const std::string& object, hid_t stored, hid_t memory, const void* values, hsize_t n);
+  template <typename T>
+  std::vector<T> read_attr(const std::string& name, const std::string& object, hid_t memory) const;
   bool agreed(bool ok) const;  // ok on every rank of a parallel file (collective); ok itself otherwise
   hid_t id_;
   std::string path_;
