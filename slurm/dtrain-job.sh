@@ -3,11 +3,18 @@
 # prints the resolved layout, launches `srun dtrain "$INPUT"`, and requeues the job when dtrain stopped
 # on a preemption signal (exit 3) after saving a checkpoint. The requeued job resumes from `latest`
 # (checkpoint.load = auto), keeps its job id and appends to the same log (--open-mode=append).
-# A failure a restart may clear (dtrain's exit 4, a hang; 1, one rank's failure; a rank killed) starts
-# the step again inside the allocation, resuming from `latest`, after a back-off, at most
-# DTRAIN_MAX_RESTARTS times, naming the node the failing rank reported. Bad input (2) and a non-finite
-# step (5) are never retried, and neither is a failure that made no checkpoint since the last restart
-# (it would only fail again).
+# A failure a restart may clear (dtrain's exit 4, a hang; 1, one rank's failure; a rank or node lost)
+# starts the step again inside the allocation, resuming from `latest`, after a back-off, at most
+# DTRAIN_MAX_RESTARTS times. Bad input (2) and a non-finite step (5) are never retried, and neither is a
+# failure that made no checkpoint since the last restart (it would only fail again).
+# The node of a failure is named by dtrain's last words (a rank stuck outside communication), by srun (a
+# task killed; "Node failure on N") or by Slurm's node state (down, drained, not responding). With
+# system.layout = auto the restart leaves it behind and the planner chooses a layout for the nodes left.
+# When the nodes left cannot run the job (a manual layout needs every node; no layout fits the nodes
+# left; Slurm took the node out of the allocation), the job requeues itself with the node added to its
+# ExcNodeList, and the requeued job runs on the nodes it is given then. The sbatch scripts ask for
+# --no-kill so that a node's failure does not end the allocation of the nodes left.
+# Exit status: dtrain's, or 6 when a rank or node was lost and the job script gave up.
 #
 # Environment (all optional):
 #   INPUT                  input.ini (default: inputs/tiny.ini, or the script's first argument)
@@ -18,9 +25,9 @@
 #   DTRAIN_MAX_REQUEUES    requeue at most this many times (default 10)
 #   DTRAIN_MAX_RESTARTS    restart a failed step at most this many times in the allocation (default 3)
 #   DTRAIN_RESTART_WAIT_S  seconds before the first restart, doubling after each (default 5)
-#   DTRAIN_EXCLUDE_FAILED  1 (default): with system.layout = auto, a restart leaves the node of the failure
-#                          (a rank stuck outside communication, or a task that died) behind when other
-#                          nodes remain (srun --exclude), and the planner chooses a layout for the ranks left
+#   DTRAIN_EXCLUDE_FAILED  1 (default): leave the node of a failure behind (srun --exclude with
+#                          system.layout = auto; a requeue with ExcNodeList when the nodes left are too few);
+#                          0: restart on the same nodes
 set -uo pipefail
 home=${DTRAIN_HOME:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 input=${INPUT:-${1:-$home/inputs/tiny.ini}}
@@ -51,9 +58,16 @@ stop=0
 trap 'stop=1; echo "dtrain job: passing the stop signal on to the job steps"; scancel --signal=USR1 "$SLURM_JOB_ID"' USR1 TERM
 # The checkpoint `latest` names in checkpoint.dir, or nothing.
 latest() { [ -n "$ckpt_dir" ] && cat "$ckpt_dir/latest" 2>/dev/null; }
+# Slurm's view: the nodes now in the allocation (Slurm takes a failed node out of a --no-kill job), the
+# job's ExcNodeList, and which of the nodes named are down, drained, failing or not responding (sinfo's
+# compact state ends in * when the node does not respond).
+job_field() { scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p" | grep -v '^(null)$'; }
+unusable() { [ -n "$1" ] && sinfo -h -N -n "$1" -o '%N %t' 2>/dev/null |
+               awk '$2 ~ /\*$/ || $2 ~ /^(down|drain|drng|fail|maint|boot|pow|inval|futr)/ {print $1}' | sort -u | paste -sd, -; }
+count_nodes() { [ -n "$1" ] && scontrol show hostnames "$1" | wc -l || echo 0; }
 attempt_log=$(mktemp "${TMPDIR:-/tmp}/dtrain-attempt.XXXXXX")
 restarts=0 wait_s=${DTRAIN_RESTART_WAIT_S:-5}
-nodes=${SLURM_JOB_NUM_NODES:-1} per_node=$(( ${SLURM_NTASKS:-1} / ${SLURM_JOB_NUM_NODES:-1} )) excluded=""
+nodes=${SLURM_JOB_NUM_NODES:-1} per_node=$(( ${SLURM_NTASKS:-1} / ${SLURM_JOB_NUM_NODES:-1} )) excluded="" requeue_without="" lost=0
 place=()  # srun's node, task and exclusion arguments once a node is left behind
 while true; do
   before=$(latest)
@@ -66,48 +80,101 @@ while true; do
   step=$!
   wait $step; rc=$?
   while kill -0 $step 2>/dev/null; do wait $step; rc=$?; done   # wait again if a trapped signal interrupted it
+  failed_at=$(date +%s.%N)
   case $rc in
-    0 | 3) break ;;
-    2) echo "dtrain job: bad input (exit 2): not restarted"; break ;;
-    5) echo "dtrain job: a non-finite step (exit 5): not restarted (see training.on_nonfinite)"; break ;;
+    0 | 3) lost=0; break ;;
+    2) echo "dtrain job: bad input (exit 2): not restarted"; lost=0; break ;;
+    5) echo "dtrain job: a non-finite step (exit 5): not restarted (see training.on_nonfinite)"; lost=0; break ;;
   esac
-  if [ "$stop" -eq 1 ]; then echo "dtrain job: step failed (exit $rc) after a stop signal: not restarted"; break; fi
-  # The node of the failure: a rank the watchdog found stuck outside communication ("rank R on node N:
-  # error: hang watchdog: ... busy in ..."; the ranks waiting for it are not to blame), else srun's
-  # report of a task that died on its own ("srun: error: N: task T: Segmentation fault", or Killed
-  # before any rank's last words). A rank that reported is only named.
+  # The failure's class and node. A rank the watchdog found stuck outside communication ("rank R on node
+  # N: error: hang watchdog: ... busy in ..."; the ranks waiting for it are not to blame); else a node
+  # Slurm declared failed ("srun: error: Node failure on N"); else a task that died on its own
+  # ("srun: error: N: task T: Killed", before any rank's last words); else a node of the allocation that
+  # Slurm's state shows unusable. A rank that reported is only named.
   node=$(grep -a 'hang watchdog: .*, busy in ' "$attempt_log" | grep -ao 'rank [0-9]* on node [^:]*' | head -1)
-  failed=${node##* on node }
-  if [ -z "$failed" ] && ! grep -aq 'rank [0-9]* on node [^:]*: error' "$attempt_log"; then
+  failed=${node##* on node } class="a rank failed (exit $rc)" lost=0
+  [ "$rc" -eq 4 ] && class="a hang (exit 4)"
+  slurm_failed=$(sed -n 's/^srun: error: Node failure on \([^ ]*\).*/\1/p' "$attempt_log" | sort -u | paste -sd, -)
+  if [ -n "$slurm_failed" ]; then
+    class="node lost (Slurm: node failure on $slurm_failed)" lost=1
+    [ -n "$failed" ] || failed=$slurm_failed
+  elif [ -z "$failed" ] && ! grep -aq 'rank [0-9]* on node [^:]*: error' "$attempt_log"; then
     failed=$(sed -n 's/^srun: error: \([^:]*\): tasks\{0,1\} [0-9-]*: \(Killed\|Segmentation\|Aborted\|Bus error\).*/\1/p' "$attempt_log" | head -1)
+    [ -n "$failed" ] && class="rank lost (a task on $failed died: $(grep -ao "srun: error: $failed: tasks\{0,1\} [0-9-]*: [A-Za-z ]*" "$attempt_log" | head -1 | sed 's/^srun: error: [^:]*: //'))" lost=1
+  fi
+  allocation=$(job_field NodeList)
+  if [ -z "$failed" ]; then
+    failed=$(unusable "$allocation")
+    [ -n "$failed" ] && class="$class; Slurm shows $failed unusable"
   fi
   [ -n "$node" ] || node=$(grep -ao 'rank [0-9]* on node [^:]*' "$attempt_log" | head -1)
-  why="exit $rc$([ "$rc" -eq 4 ] && echo ': a hang')${node:+, reported by $node}${failed:+; failed node $failed}"
+  echo "dtrain job: step failed at $(date -d "@$failed_at" +%T.%1N): $class${node:+, reported by $node}${failed:+; failed node $failed}"
+  if [ "$stop" -eq 1 ]; then echo "dtrain job: a stop signal came first: not restarted"; break; fi
   if [ "$restarts" -ge "${DTRAIN_MAX_RESTARTS:-3}" ]; then
-    echo "dtrain job: step failed ($why); DTRAIN_MAX_RESTARTS=${DTRAIN_MAX_RESTARTS:-3} restarts made: giving up"; break
+    echo "dtrain job: DTRAIN_MAX_RESTARTS=${DTRAIN_MAX_RESTARTS:-3} restarts made: giving up"; break
   fi
   if [ "$restarts" -gt 0 ] && [ "$(latest)" = "$before" ]; then
-    echo "dtrain job: step failed ($why) before any new checkpoint since the last restart: not restarting it again"; break
+    echo "dtrain job: no new checkpoint since the last restart: not restarting it again"; break
+  fi
+  # Where the next step runs: the same nodes, the nodes left (layout auto, when a layout fits them), or,
+  # when the nodes left cannot run the job, another allocation without the failed node (requeue).
+  if [ "${DTRAIN_EXCLUDE_FAILED:-1}" = 1 ] && [ -n "$failed" ]; then
+    gone=$(unusable "$failed")   # a node Slurm holds down cannot run the layout's ranks again
+    left=$(( nodes - $(count_nodes "$failed") ))
+    if [ "$layout_mode" = auto ] && [ "$left" -ge 1 ]; then
+      try_place=(-N "$left" -n $((left * per_node)) --exclude="${excluded:+$excluded,}$failed")
+      # shellcheck disable=SC2086
+      if fit=$(srun "${srun_args[@]}" "${try_place[@]}" dtrain --dry-run "$input" ${DTRAIN_ARGS:-} 2>&1); then
+        nodes=$left excluded=${excluded:+$excluded,}$failed place=("${try_place[@]}")
+        echo "dtrain job: leaving node $failed behind: the restart runs on $nodes node(s), $((nodes * per_node)) ranks"
+      else
+        echo "dtrain job: the $left node(s) left cannot run the job: $(grep -a 'error' <<<"$fit" | head -1)"
+        requeue_without=${excluded:+$excluded,}$failed
+      fi
+    elif [ -n "$gone" ]; then
+      echo "dtrain job: node $gone is $(sinfo -h -N -n "$gone" -o %t | head -1) in Slurm and the layout (system.layout = $layout_mode) needs every node"
+      requeue_without=${excluded:+$excluded,}$failed
+    fi
+    [ -n "$requeue_without" ] && break
   fi
   restarts=$((restarts + 1))
-  # Fewer ranks need a layout chosen for them: only a run with system.layout = auto leaves a node behind.
-  if [ "${DTRAIN_EXCLUDE_FAILED:-1}" = 1 ] && [ -n "$failed" ] && [ "$nodes" -gt 1 ] && [ "$layout_mode" = auto ]; then
-    nodes=$((nodes - 1)) excluded=${excluded:+$excluded,}$failed
-    place=(-N "$nodes" -n $((nodes * per_node)) --exclude="$excluded")
-    echo "dtrain job: leaving node $failed behind: the restart runs on $nodes node(s), $((nodes * per_node)) ranks"
-  fi
-  echo "dtrain job: step failed ($why); restart $restarts of ${DTRAIN_MAX_RESTARTS:-3} in ${wait_s} s from ${ckpt_dir:+$ckpt_dir/}$(latest || true)"
+  echo "dtrain job: restart $restarts of ${DTRAIN_MAX_RESTARTS:-3} in ${wait_s} s from ${ckpt_dir:+$ckpt_dir/}$(latest || true)"
   sleep "$wait_s" &
   wait $!  # a stop signal interrupts the back-off (the trap runs at once)
   if [ "$stop" -eq 1 ]; then
     echo "dtrain job: stop signal during the back-off: requeueing from ${ckpt_dir:+$ckpt_dir/}$(latest || true) instead"
     rc=3; break
   fi
+  echo "dtrain job: restarting, $(awk -v t="$failed_at" -v n="$(date +%s.%N)" 'BEGIN {printf "%.1f", n - t}') s after the step failed"
   wait_s=$((wait_s * 2))
 done
 rm -f "$attempt_log"
+if [ -n "$requeue_without" ]; then
+  if [ "${SLURM_RESTART_COUNT:-0}" -ge "${DTRAIN_MAX_REQUEUES:-10}" ]; then
+    echo "dtrain job: DTRAIN_MAX_REQUEUES=${DTRAIN_MAX_REQUEUES:-10} requeues made: giving up"
+  else
+    exclude=$(scontrol show hostlist "$({ job_field ExcNodeList | xargs -r scontrol show hostnames; scontrol show hostnames "$requeue_without"; } |
+                                        sort -u | paste -sd, -)")
+    echo "dtrain job: requeueing job $SLURM_JOB_ID without node(s) $requeue_without (ExcNodeList=$exclude); it resumes from ${ckpt_dir:+$ckpt_dir/}$(latest || true) on the nodes it is given"
+    # Slurm changes ExcNodeList only once the job is pending again: right after the requeue, or, for a job
+    # that lost a node (Slurm resized it) on a cluster without accounting, only once this instance has
+    # ended. The requeue signals this script to end; the signals are ignored and the update is retried
+    # (each try waits up to 5 s in slurmctld) until it is made or KillWait's SIGKILL ends the script.
+    trap '' TERM USR1
+    if out=$(scontrol requeue "$SLURM_JOB_ID" 2>&1); then
+      deadline=$(( $(date +%s) + 60 ))
+      until out=$(scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$exclude" 2>&1); do
+        [ "$(date +%s)" -lt "$deadline" ] || break
+        sleep 0.1
+      done
+    fi
+    [ -z "$out" ] || echo "dtrain job: the requeue without $requeue_without failed: $out"
+    exit "$rc"
+  fi
+fi
 if [ "$rc" -eq 3 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt "${DTRAIN_MAX_REQUEUES:-10}" ]; then
   echo "dtrain job: checkpoint saved on preemption; requeueing job $SLURM_JOB_ID"
   scontrol requeue "$SLURM_JOB_ID"
 fi
+[ "$lost" -eq 1 ] && rc=6
 exit "$rc"

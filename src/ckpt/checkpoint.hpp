@@ -26,6 +26,7 @@
 #include "ckpt/checksum.hpp"
 #include "ckpt/directory.hpp"
 #include "ckpt/h5_file.hpp"
+#include "ckpt/io_phases.hpp"
 #include "comm/host_comm.hpp"
 #include "plan/rank_plan.hpp"
 
@@ -98,6 +99,7 @@ struct IoStats {
   double seconds = 0.0;        // the whole save, first phase to publication, on this rank
   double write_seconds = 0.0;  // the slowest rank's write phase
   double bytes = 0.0;          // over all ranks
+  IoPhaseSeconds phases{};     // per phase, the slowest rank's (publication: rank 0's)
   std::string path;
 };
 
@@ -125,6 +127,7 @@ struct ShardWrite {  // one rank's write phase
   bool wrote = false;  // false: the rank owns no unique state (no shard)
   std::uint64_t bytes = 0, hash = 0;
   double seconds = 0.0;
+  IoPhaseSeconds phases{};  // where the seconds went
   std::string error;  // empty: written (fsynced)
 };
 SaveTarget begin_save(HostComm world, const std::string& dir, const CheckpointMeta& meta, Retention keep);

@@ -4,6 +4,7 @@
 
 #include "ckpt/h5_file.hpp"
 #include "ckpt/h5_scope.hpp"
+#include "ckpt/io_phases.hpp"
 
 namespace dtrain::h5 {
 
@@ -12,6 +13,7 @@ void File::set_attr(const std::string& name, std::int64_t v, const std::string& 
 }
 
 void File::write_attr(const std::string& name, const std::string& object, hid_t stored, hid_t memory, const void* values, hsize_t n) {
+  IoPhaseTimer t(IoPhase::metadata);
   Quiet q;
   Handle space{H5Screate_simple(1, &n, nullptr), H5Sclose};
   Handle attr{H5Acreate_by_name(id_, object.c_str(), name.c_str(), stored, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
@@ -20,6 +22,7 @@ void File::write_attr(const std::string& name, const std::string& object, hid_t 
 
 template <typename T>
 std::vector<T> File::read_attr(const std::string& name, const std::string& object, hid_t memory) const {
+  IoPhaseTimer t(IoPhase::metadata);
   Quiet q;
   Handle attr{H5Aopen_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
   if (attr.id < 0) fail("no attribute '" + name + "' on " + object + " (not a dtrain checkpoint shard?)", __LINE__);
@@ -35,6 +38,7 @@ void File::set_attr(const std::string& name, const std::vector<std::int64_t>& v,
 }
 
 void File::set_attr(const std::string& name, const std::string& v, const std::string& object) {
+  IoPhaseTimer t(IoPhase::metadata);
   Quiet q;
   Handle type{H5Tcopy(H5T_C_S1), H5Tclose};
   H5Tset_size(type.id, v.empty() ? 1 : v.size());
@@ -60,6 +64,7 @@ double File::attr_double(const std::string& name, const std::string& object) con
 }
 
 bool File::has_attr(const std::string& name, const std::string& object) const {
+  IoPhaseTimer t(IoPhase::metadata);
   Quiet q;
   const htri_t exists = H5Aexists_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT);
   if (exists < 0) fail("looking for attribute " + name + " on " + object, __LINE__);
@@ -73,6 +78,7 @@ std::int64_t File::attr_int(const std::string& name, const std::string& object) 
 }
 
 std::string File::attr_string(const std::string& name, const std::string& object) const {
+  IoPhaseTimer t(IoPhase::metadata);
   Quiet q;
   Handle attr{H5Aopen_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
   if (attr.id < 0) fail("no attribute '" + name + "' on " + object + " (not a dtrain checkpoint shard?)", __LINE__);

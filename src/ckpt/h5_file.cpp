@@ -12,6 +12,7 @@
 
 #include "ckpt/checksum.hpp"
 #include "ckpt/h5_scope.hpp"
+#include "ckpt/io_phases.hpp"
 #include "comm/host_values.hpp"
 #include "common/error.hpp"
 #include "common/round16.hpp"
@@ -106,6 +107,7 @@ bool select_boxes(hid_t space, const std::vector<Box>& boxes) {
 std::uint64_t dataset_bytes_read() { return bytes_read.load(); }
 
 File File::create(const std::string& path) {
+  IoPhaseTimer t(IoPhase::metadata);
   Quiet q;
   // Closing the file closes whatever of it is still open, so one close releases it entirely.
   Handle fapl{H5Pcreate(H5P_FILE_ACCESS), H5Pclose};
@@ -126,6 +128,7 @@ File File::create_parallel(const std::string& path, HostComm comm) {
 }
 
 File File::open_read(const std::string& path) {
+  IoPhaseTimer t(IoPhase::metadata);
   Quiet q;
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) throw UserError("cannot open '" + path + "' as HDF5 (missing, truncated or corrupt; HDF5: " + innermost_error() + ")");
@@ -167,6 +170,7 @@ bool File::agreed(bool ok) const {
 }
 
 void File::close() {
+  IoPhaseTimer t(IoPhase::close);
   if (id_ < 0) return;
   Quiet q;
   if (!agreed(H5Fflush(id_, H5F_SCOPE_GLOBAL) >= 0)) fail("closing (disk full?)", __LINE__);  // the destructor discards it
@@ -182,6 +186,7 @@ void File::fail(const std::string& what, int line, bool library_error) const {
 }
 
 Dataset File::create_dataset(const std::string& name, const std::vector<std::int64_t>& shape, Stored stored) {
+  IoPhaseTimer t(IoPhase::metadata);
   Quiet q;
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   std::size_t n = 1;
@@ -202,7 +207,12 @@ Dataset::~Dataset() {
 }
 
 void Dataset::write_range(std::size_t at, std::size_t count, const float* data) {
-  if (!all_finite(data, count))
+  bool finite;
+  {
+    IoPhaseTimer t(IoPhase::checks);
+    finite = all_finite(data, count);
+  }
+  if (!finite)
     file_->fail("dataset " + name_ + " holds non-finite values (NaN or infinity); they are never published", __LINE__, false);
   if (count == 0) return;
   if (at + count > count_) fatal("Dataset::write_range past the end of " + name_);
@@ -213,6 +223,7 @@ void Dataset::write_range(std::size_t at, std::size_t count, const float* data) 
   Handle memory{H5Screate_simple(1, &n, nullptr), H5Sclose};
   Handle space{H5Dget_space(id_), H5Sclose};
   if (space.id < 0 || !select_boxes(space.id, boxes)) file_->fail("selecting part of dataset " + name_, __LINE__);
+  IoPhaseTimer t(IoPhase::data);
   herr_t rc;
   if (stored_ == Stored::f32) {
     rc = H5Dwrite(id_, H5T_NATIVE_FLOAT, memory.id, space.id, H5P_DEFAULT, data);
@@ -268,6 +279,7 @@ void File::read_spans(const std::string& name, const std::vector<Span>& spans, f
   Handle space{H5Dget_space(ds.id), H5Sclose};
   if (space.id < 0 || !select_boxes(space.id, in_file) || !select_boxes(memory.id, in_memory))
     fail("selecting parts of dataset " + name, __LINE__);
+  IoPhaseTimer t(IoPhase::data);
   if (H5Dread(ds.id, H5T_NATIVE_FLOAT, memory.id, space.id, H5P_DEFAULT, out) < 0) fail("reading dataset " + name + " (corrupt?)", __LINE__);
   bytes_read += static_cast<std::uint64_t>(n) * (stored(name) == Stored::f32 ? 4 : 2);
 }

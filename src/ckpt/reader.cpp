@@ -8,6 +8,7 @@
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/checksum.hpp"
 #include "ckpt/h5_file.hpp"
+#include "ckpt/io_phases.hpp"
 #include "ckpt/shard.hpp"
 #include "common/error.hpp"
 #include "config/validate.hpp"
@@ -175,6 +176,7 @@ const h5::File& CheckpointReader::open(const std::string& path) const {
 }
 
 void CheckpointReader::verify_files(int rank, int size) const {
+  IoPhaseTimer timer(IoPhase::file_hash);
   for (std::size_t i = static_cast<std::size_t>(rank); i < shards_.size(); i += static_cast<std::size_t>(size))
     if (h5::file_hash(shards_[i]) != shard_hashes_[i])
       throw UserError("checkpoint shard '" + shards_[i] + "' fails its checksum (corrupt: bytes changed)");

@@ -77,6 +77,7 @@ SaveTarget begin_save(HostComm world, const std::string& dir, const CheckpointMe
 
 ShardWrite write_shard_of_rank(const SaveTarget& target, int rank, const PieceSource& pieces, double pause_s) {
   const auto t0 = std::chrono::steady_clock::now();
+  take_io_phases();  // this write's phases only
   ShardWrite out;
   try {
     ShardRecord rec;
@@ -91,6 +92,7 @@ ShardWrite write_shard_of_rank(const SaveTarget& target, int rank, const PieceSo
     if (out.error.empty()) out.error = "unknown failure writing " + shard_file_name(rank);
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.phases = take_io_phases();
   return out;
 }
 
@@ -113,14 +115,18 @@ IoStats finish_save(HostComm world, const SaveTarget& target, const ShardWrite& 
   try {
     collective_check(world, [&] {
       if (rank != 0) return;
+      IoPhaseTimer timer(IoPhase::publish);
       stats.bytes = publish_checkpoint(target.tmp, target.dir, target.meta, all);
       prune_checkpoints(target.dir, target.keep, pruned_aside);
     });
+    stats.phases = mine.phases;
+    stats.phases[static_cast<int>(IoPhase::publish)] = take_io_phases()[static_cast<int>(IoPhase::publish)];
   } catch (const UserError& e) {
     remove_temporary(rank, target);
     throw UserError(failed(target.meta, " while publishing", e.what()));
   }
   broadcast(world, &stats.bytes, 1, 0);
+  for (double& s : stats.phases) s = all_reduce(world, s, HostOp::max);
   stats.path = target.dir + "/" + step_dir_name(target.meta.step);
   return stats;
 }

@@ -16,6 +16,7 @@
 #include "ckpt/checksum.hpp"
 #include "ckpt/directory.hpp"
 #include "ckpt/h5_file.hpp"
+#include "ckpt/io_phases.hpp"
 #include "common/error.hpp"
 #include "dtrain_config.hpp"
 
@@ -24,6 +25,7 @@ namespace dtrain {
 const char* const kPieceKinds[3] = {"param", "exp_avg", "exp_avg_sq"};
 
 void fsync_path(const std::string& path) {
+  IoPhaseTimer t(IoPhase::fsync);
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw UserError("cannot open '" + path + "' to sync it to disk");
   const int rc = ::fsync(fd);
@@ -55,7 +57,12 @@ void write_piece(h5::File& f, const std::string& kind, const TensorSpec& t, int 
   f.set_attr("local_shape", std::vector<std::int64_t>(t.local_shape.begin(), t.local_shape.end()), name);
   f.set_attr("local_offset", std::vector<std::int64_t>(t.local_offset.begin(), t.local_offset.end()), name);
   f.set_attr("flat_begin", flat_begin, name);
-  f.set_attr("hash64", h5::hex64(h5::hash64(data, sizeof(float) * static_cast<std::size_t>(count))), name);
+  std::uint64_t hash;
+  {
+    IoPhaseTimer timer(IoPhase::checks);
+    hash = h5::hash64(data, sizeof(float) * static_cast<std::size_t>(count));
+  }
+  f.set_attr("hash64", h5::hex64(hash), name);
 }
 
 }  // namespace
@@ -129,6 +136,7 @@ bool write_shard(const std::string& path, const CheckpointMeta& meta, const Piec
   f.close();
   fsync_path(path);
   rec.file = path.substr(path.rfind('/') + 1);
+  IoPhaseTimer timer(IoPhase::file_hash);
   rec.hash = h5::file_hash(path, &rec.bytes);
   return true;
 }

@@ -1,5 +1,5 @@
 // cores_available / node_memory_bytes / peak_resident_bytes from sched_getaffinity, sysconf, the
-// cgroup files and /proc/self/status.
+// cgroup files and /proc/self/status; the process's age from /proc/self/stat and /proc/uptime.
 #include "runtime/machine.hpp"
 
 #include <sched.h>
@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace dtrain {
@@ -93,5 +94,22 @@ std::size_t status_kib(const std::string& name) {
 
 std::size_t resident_bytes() { return status_kib("VmRSS"); }
 std::size_t peak_resident_bytes() { return status_kib("VmHWM"); }
+
+double seconds_since_process_start() {
+  std::ifstream stat("/proc/self/stat"), uptime("/proc/uptime");
+  std::string line;
+  double up = 0;
+  if (!std::getline(stat, line) || !(uptime >> up)) return 0;
+  // Field 22 (starttime, in clock ticks since boot) counts from the field after the command's ')'.
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  for (int i = 3; i < 22 && rest >> field; ++i) {
+  }
+  unsigned long long ticks = 0;
+  if (!(rest >> ticks)) return 0;
+  return std::max(0.0, up - static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK)));
+}
 
 }  // namespace dtrain

@@ -1,6 +1,6 @@
 // Facts about the machine a rank runs on: the cores it may use (its CPU affinity, which srun and
 // mpirun set), the memory of its node (physical memory, or the cgroup limit of the job when lower) and
-// the process's own resident memory.
+// the process's own resident memory and age.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -16,5 +16,8 @@ std::size_t node_memory_bytes();
 // This process's resident memory now (VmRSS) and at most so far (VmHWM), in bytes.
 std::size_t resident_bytes();
 std::size_t peak_resident_bytes();
+// Seconds since this process started (the launcher's exec included), from /proc/self/stat's start time
+// against /proc/uptime; 0 where they cannot be read.
+double seconds_since_process_start();
 
 }  // namespace dtrain

@@ -34,6 +34,12 @@ std::string rate(double bytes, double seconds) {
   return buf;
 }
 
+// "; by phase (slowest rank): data 0.120 s, ..." for a log line.
+std::string by_phase(const IoPhaseSeconds& phases) {
+  const std::string d = describe_io_phases(phases);
+  return d.empty() ? d : "; by phase (slowest rank): " + d;
+}
+
 }  // namespace
 
 Checkpointing::Checkpointing(HostComm world, const Config& cfg, const TrainingPlan& plan, std::string config_text,
@@ -146,6 +152,7 @@ int Checkpointing::rollback(Trainer& trainer, int bad_step) {
 
 int Checkpointing::load(Trainer& trainer, const std::string& path, const char* verb) {
   const auto t0 = std::chrono::steady_clock::now();
+  take_io_phases();  // this load's phases only
   own_latest_ = path;
   std::unique_ptr<CheckpointReader> reader;
   collective_check(world_, [&] {
@@ -186,9 +193,12 @@ int Checkpointing::load(Trainer& trainer, const std::string& path, const char* v
   const CheckpointMeta& meta = reader->meta();
   const std::int64_t step = meta.step;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  last_load_s_ = seconds;
+  IoPhaseSeconds phases = take_io_phases();
+  for (double& s : phases) s = all_reduce(world_, s, HostOp::max);
   log_.message("checkpoint: " + std::string(verb) + " " + path + " at step " + std::to_string(step) + " (saved on " +
                to_string(meta.layout, ' ') + "); loaded " +
-               rate(read.total_bytes, seconds) + ", " + read.text());
+               rate(read.total_bytes, seconds) + ", " + read.text() + by_phase(phases));
   return static_cast<int>(step);
 }
 
@@ -255,7 +265,8 @@ void Checkpointing::save(Trainer& trainer, int steps_done, bool wait, std::optio
     times_.sync_save_s += seconds;
     times_.any = times_.sync = true;
     own_latest_ = st.path;
-    log_.message("checkpoint: saved step " + std::to_string(steps_done) + " to " + st.path + ": " + rate(st.bytes, st.seconds));
+    log_.message("checkpoint: saved step " + std::to_string(steps_done) + " to " + st.path + ": " + rate(st.bytes, st.seconds) +
+                 by_phase(st.phases));
     remove_pruned();
     return;
   }
@@ -329,7 +340,7 @@ void Checkpointing::publish_in_flight(Clock::time_point since) {
   std::snprintf(stall, sizeof stall, "; training stalled %.3f s for it (snapshot %.3f s)", in_flight_.stall_s, in_flight_.snapshot_s);
   own_latest_ = st.path;
   log_.message("checkpoint: saved step " + std::to_string(in_flight_.target.meta.step) + " to " + st.path + ": " +
-               rate(st.bytes, st.write_seconds) + " in the background" + stall);
+               rate(st.bytes, st.write_seconds) + " in the background" + stall + by_phase(st.phases));
 }
 
 CheckpointTimes Checkpointing::take_times() {

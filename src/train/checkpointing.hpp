@@ -37,6 +37,8 @@ class Checkpointing {
   // Loads the checkpoint asked for, else the init_from weights (collective); returns the number of steps
   // already done.
   int resume(Trainer& trainer);
+  // Seconds the last load took on this rank (0 before any): the start-up report's share of loading.
+  double last_load_seconds() const { return last_load_s_; }
   // Collective, after a non-finite step `bad_step` (1-based) with training.on_nonfinite=rollback: the
   // trainer drops the step, skips that step's batch from now on, and loads this run's latest checkpoint
   // (the one it resumed from or last published); returns its step. A UserError on every rank when there
@@ -91,6 +93,7 @@ class Checkpointing {
     double stall_s = 0.0;     // all the stall it caused so far
   } in_flight_;
   std::vector<std::string> pruned_;
+  double last_load_s_ = 0.0;
   std::string own_latest_;  // the checkpoint this run last resumed from or published: where a rollback goes  // rank 0: pruned checkpoints set aside, removed by the next write
   StateSnapshot snapshot_;
   BackgroundWrite writer_;  // declared after the snapshot it reads: joined before the buffer goes

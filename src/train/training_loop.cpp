@@ -102,6 +102,14 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
                 "; exiting with code " + std::to_string(kPreemptedExit) + " so the job can be requeued");
     return kPreemptedExit;
   }
+  // How long a (re)start took to reach its first step, and how much of it was loading: the cost of a
+  // restart besides the steps redone since the checkpoint.
+  const double launch_s = all_reduce(world, seconds_since_process_start(), HostOp::max);
+  const double load_s = all_reduce(world, checkpoints.last_load_seconds(), HostOp::max);
+  char ready[160];
+  int n = std::snprintf(ready, sizeof ready, "start-up: %.2f s from launch to the first step (slowest rank)", launch_s);
+  if (load_s > 0) std::snprintf(ready + n, sizeof ready - n, ", of which %.2f s loading the checkpoint", load_s);
+  log.message(ready);
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   LogWindow window;

@@ -4,6 +4,10 @@
 #   srun             srun -N2 -n4 dtrain: ranks 0-1 on node1 and 2-3 on node2, losses equal mpirun's bit for bit
 #   sbatch           sbatch --wait slurm/train_2node.sbatch with the CPU input (2 nodes x 2 tasks, no GPUs):
 #                    completes, its log shows the layout, its losses equal mpirun's bit for bit
+#   crash_loop       a crash loop stops: rank 2 of a 2 x 2 job killed twice, each time after a new checkpoint,
+#                    with DTRAIN_MAX_RESTARTS=1: one restart, then the job gives up with exit 6 (a rank lost);
+#                    and a rank that stalls at step 3 on every attempt: one restart, which publishes nothing
+#                    new, and no other (exit 4)
 #   kill_rank        SIGKILL of one rank of an srun job: the whole job ends within 60 s naming the task,
 #                    and the last published checkpoint still verifies
 #   preempt_requeue  scancel --signal=USR1 mid-run: checkpoint, exit 3, the job requeues itself, resumes from
@@ -15,7 +19,12 @@
 #   node_lost        kill -9 of rank 2 (on node2) of a 2 x 2 job with system.layout=auto: the job script
 #                    restarts the step on node1 alone, the planner chooses a layout for its 2 ranks, the run
 #                    resumes from latest and completes; its last loss within the fp32 reordering bound of an
-#                    uninterrupted 4-rank run's (reorder_tol 1024 tokens, 16 steps)
+#                    uninterrupted 4-rank run's (reorder_tol 1024 tokens, 16 steps); the time lost, by part
+#   node_down        the same job, but node2 stops as a machine does: its slurmd killed and its ranks and
+#                    slurmstepd frozen; Slurm declares the node failed, and the job goes on as in node_lost
+#   requeue_excluded node2 stops under a 2 x 2 job with a manual layout (it needs both nodes): the job
+#                    requeues itself with ExcNodeList=node2, runs again on node1 and node3, resumes from
+#                    latest, and its losses equal an uninterrupted mpirun run's bit for bit
 set -u
 case_name=$1 src=$2 build=$3
 source "$src/tests/e2e/lib.sh"
@@ -26,7 +35,12 @@ fail() { echo "FAIL: $*"; [ -d "$state/log" ] && tail -n 5 "$state"/log/*.log; e
 export SLURM_CONF=$state/etc/slurm.conf
 make_small_data "$build/tools/dtrain-data"
 common="--data.path=$work/d --model.global_batch_size=8 --model.micro_batch_size=1 --training.eval_interval=0 --logging.log_interval=1"
-losses() { grep -o '"loss": [0-9.e+-]*' "$1" | awk '{print $2}'; }
+# The loss of each step in order; a step logged twice (redone after a restart from an earlier checkpoint)
+# once, and "differs" when its two losses do.
+losses() {
+  grep -o '"step": [0-9]*, "loss": [0-9.e+-]*' "$1" |
+    awk '{ s = $2 + 0; if (s in v) { if (v[s] != $4) v[s] = "differs" } else { v[s] = $4; order[++n] = s } } END { for (i = 1; i <= n; i++) print v[order[i]] }'
+}
 reference() {  # the same run under mpirun on this machine
   timeout -k 5 120 mpirun -np 4 "$build/dtrain" "$src/inputs/tiny.ini" $common --training.train_iters="$1" --checkpoint.dir= \
     "--logging.metrics_file=$work/mpirun.jsonl" > "$work/mpirun.log" 2>&1 || { cat "$work/mpirun.log"; fail "mpirun reference"; }
@@ -69,6 +83,28 @@ rank_pid() {  # rank_pid PATTERN RANK: the dtrain-main process of that Slurm ran
   for p in $(pgrep -f -- "$1"); do
     { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx "SLURM_PROCID=$2" && [ "$(cat /proc/$p/comm)" = dtrain-main ] && echo "$p"
   done | head -1
+}
+node_stops() {  # node_stops NODE: its slurmd killed, its job steps' processes frozen (a machine that stopped)
+  kill -9 "$(cat "$state/run/slurmd-$1.pid")"
+  local d pid parent
+  for d in /proc/[0-9]*; do
+    { tr '\0' '\n' < "$d/environ"; } 2>/dev/null | grep -qx "SLURMD_NODENAME=$1" || continue
+    pid=${d#/proc/} parent=$(awk '{print $4}' "$d/stat" 2>/dev/null)
+    kill -STOP "$pid" 2>/dev/null
+    [ "$(cat "/proc/$parent/comm" 2>/dev/null)" = slurmstepd ] && kill -STOP "$parent"
+  done
+}
+time_lost() {  # time_lost LOG JSONL FAILED_AT: what the restart cost, by part
+  local failed ended
+  failed=$(date -d "@$3" +%s.%N)
+  ended=$(date -d "$(sed -n 's/^dtrain job: step failed at \([0-9:.]*\):.*/\1/p' "$1" | head -1)" +%s.%N)
+  awk -v f="$failed" -v e="$ended" -v relaunch="$(sed -n 's/^dtrain job: restarting, \([0-9.]*\) s after.*/\1/p' "$1" | head -1)" \
+      -v startup="$(grep -a '^start-up: .*loading the checkpoint' "$1" | tail -1 | awk '{print $2}')" \
+      -v load="$(grep -a '^start-up: .*loading the checkpoint' "$1" | tail -1 | sed 's/.*of which \([0-9.]*\) s loading.*/\1/')" \
+      'BEGIN { printf "  time lost: %.1f s until the step ended, %.1f s to the relaunch (back-off and checks), start-up %.2f s (of which loading %.2f s)", e - f, relaunch, startup, load }'
+  # The steps done twice: those logged before the failure and again after the resume.
+  grep -o '"step": [0-9]*, [^}]*"step_s": [0-9.]*' "$2" | awk '{ s = $2 + 0; t = $NF + 0; if (s in seen) { n++; sum += t } seen[s] = 1 }
+      END { printf ", %d step(s) redone in %.2f s\n", n, sum }'
 }
 placement_ok() {  # ranks 0-1 on node1, 2-3 on node2 in a dry-run report
   for r in 0 1; do grep -q "rank $r: node node1 " "$1" || return 1; done
@@ -119,8 +155,9 @@ job_case() {
       grep -av '^step\|^sample\|busy time' "$log" | tail -20
       [ "$st" = JobState=COMPLETED ] || fail "job $jid ended $st"
       # The stuck rank (3, on node2) is the one named: the ranks waiting for it report too.
-      grep -Eq "dtrain job: step failed \(exit 4: a hang, reported by rank 3 on node node2; failed node node2\); restart 1 of 3 in 1 s from $run/ck/step_00000004" "$log" ||
-        fail "no restart after the hang naming the stuck rank's node"
+      grep -q "dtrain job: step failed at .*: a hang (exit 4), reported by rank 3 on node node2; failed node node2" "$log" ||
+        fail "the hang's stuck rank and node are not named"
+      grep -q "dtrain job: restart 1 of 3 in 1 s from $run/ck/step_00000004" "$log" || fail "no restart after the hang"
       ! grep -q "leaving node" "$log" || fail "a run with layout=manual left a node behind"
       grep -q "checkpoint: resumed from .*step_00000004 at step 4" "$log" || fail "the restart did not resume from step 4"
       reference 10
@@ -133,7 +170,7 @@ job_case() {
       [ "$st" = JobState=FAILED ] || fail "the bad-input job ended $st"
       grep -q "dtrain job: bad input (exit 2): not restarted" "$log" || { tail "$log"; fail "bad input was not refused once"; }
       [ "$(grep -c 'restart [0-9] of' "$log")" -eq 0 ] || fail "bad input was restarted" ;;
-    node_lost)
+    node_lost | node_down)
       mkdir -p "$run/logs"
       args="$common --training.train_iters=16 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 $smooth_adam --system.layout=auto --system.cluster_file=$src/inputs/clusters/cpu-2core.ini"
       jid=$(cd "$run" && sbatch --parsable --chdir="$run" \
@@ -142,21 +179,80 @@ job_case() {
       for _ in $(seq 1 900); do [ -s "$run/ck/latest" ] && [ "$(grep -c '"step"' "$run/job.jsonl" 2>/dev/null || true)" -ge 5 ] && break; sleep 0.1; done
       victim=$(rank_pid "--logging.metrics_file=$run/job.jsonl" 2)
       [ -n "$victim" ] || fail "rank 2 not found"
-      killed_at=$(grep -c '"step"' "$run/job.jsonl") saved=$(cat "$run/ck/latest") start=$(date +%s)
-      kill -9 "$victim"
+      killed_at=$(grep -c '"step"' "$run/job.jsonl") saved=$(cat "$run/ck/latest") start=$(date +%s.%N)
+      if [ "$case_name" = node_lost ]; then kill -9 "$victim"; else node_stops node2; fi
       st=$(wait_job "$jid")
       log=$run/logs/dtrain-cpu-$jid.out
-      grep -a "dtrain job\|layout auto\|resumed from\|srun: error" "$log"
+      grep -a "dtrain job\|layout auto\|resumed from\|srun: error\|^start-up" "$log"
       [ "$st" = JobState=COMPLETED ] || fail "job $jid ended $st"
+      if [ "$case_name" = node_lost ]; then
+        grep -q "step failed at .*: rank lost (a task on node2 died: task 2: Killed); failed node node2" "$log" || fail "the lost rank is not named"
+      else
+        grep -q "step failed at .*: node lost (Slurm: node failure on node2).*; failed node node2" "$log" || fail "Slurm's node failure is not named"
+      fi
       grep -q "leaving node node2 behind: the restart runs on 1 node(s), 2 ranks" "$log" || fail "node2 was not left behind"
       grep -q "layout auto on .*(1 node(s) x 2 ranks)" "$log" || fail "no layout chosen for the 2 ranks left"
       grep -q "checkpoint: resumed from .* at step" "$log" || fail "the restart did not resume"
-      echo "  killed after $killed_at logged steps with $saved published; the job completed $(( $(date +%s) - start )) s later on node1"
+      echo "  failed after $killed_at logged steps with $saved published; the job completed $(awk -v s="$start" -v n="$(date +%s.%N)" 'BEGIN {printf "%.0f", n - s}') s later on node1"
+      time_lost "$log" "$run/job.jsonl" "$start"
       timeout -k 5 120 mpirun -np 4 "$build/dtrain" "$src/inputs/tiny.ini" $common --training.train_iters=16 --checkpoint.dir= $smooth_adam \
         "--logging.metrics_file=$work/uninterrupted.jsonl" > "$work/uninterrupted.log" 2>&1 || fail "the uninterrupted reference"
       want=$(losses "$work/uninterrupted.jsonl" | tail -1) got=$(losses "$run/job.jsonl" | tail -1) tol=$(reorder_tol 1024 16)
       awk -v a="$got" -v b="$want" -v t="$tol" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "  last loss %s, uninterrupted %s: relative %.2e (bound %s)\n", a, b, d / b, t; exit !(d / b <= t) }' ||
         fail "the restarted run's last loss is beyond the reordering bound" ;;
+    requeue_excluded)
+      mkdir -p "$run/logs"
+      jid=$(cd "$run" && sbatch --parsable --chdir="$run" \
+            --export=ALL,DTRAIN_HOME="$src",DTRAIN_RESTART_WAIT_S=1,DTRAIN_ARGS="$common --training.train_iters=12 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 --logging.metrics_file=$run/job.jsonl" \
+            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+      for _ in $(seq 1 900); do [ -s "$run/ck/latest" ] && [ "$(grep -c '"step"' "$run/job.jsonl" 2>/dev/null || true)" -ge 5 ] && break; sleep 0.1; done
+      [ -n "$(rank_pid "--logging.metrics_file=$run/job.jsonl" 2)" ] || fail "rank 2 not found"
+      start=$(date +%s.%N)
+      node_stops node2
+      st=$(wait_job "$jid")
+      log=$run/logs/dtrain-cpu-$jid.out
+      grep -a "dtrain job\|resumed from\|srun: error\|^start-up" "$log"
+      [ "$st" = JobState=COMPLETED ] || fail "job $jid ended $st"
+      grep -q "node lost (Slurm: node failure on node2)" "$log" || fail "Slurm's node failure is not named"
+      grep -q "requeueing job $jid without node(s) node2 (ExcNodeList=node2)" "$log" || fail "the job did not requeue itself without node2"
+      grep -q "dtrain job $jid (restart 1) on node\[1,3\]: 2 node(s), 4 task(s)" "$log" || fail "the requeued job did not run on node1 and node3"
+      scontrol show job -o "$jid" | grep -q "ExcNodeList=node2 " || fail "ExcNodeList is not node2: $(scontrol show job -o "$jid" | grep -o 'ExcNodeList=[^ ]*')"
+      grep -q "checkpoint: resumed from .* at step" "$log" || fail "the requeued job did not resume"
+      echo "  the requeued job completed $(awk -v s="$start" -v n="$(date +%s.%N)" 'BEGIN {printf "%.0f", n - s}') s after node2 stopped"
+      reference 12
+      same_losses "$run/job.jsonl" ;;
+    crash_loop)
+      mkdir -p "$run/logs"
+      jid=$(cd "$run" && sbatch --parsable --chdir="$run" \
+            --export=ALL,DTRAIN_HOME="$src",DTRAIN_RESTART_WAIT_S=1,DTRAIN_MAX_RESTARTS=1,DTRAIN_ARGS="$common --training.train_iters=400 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 --logging.metrics_file=$run/job.jsonl" \
+            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+      for kill in 1 2; do
+        # After a checkpoint newer than the one this attempt resumed from.
+        for _ in $(seq 1 900); do [ -s "$run/ck/latest" ] && [ "$(cat "$run/ck/latest")" \> "${seen:-}" ] && break; sleep 0.1; done
+        seen=$(cat "$run/ck/latest")
+        victim=$(rank_pid "--logging.metrics_file=$run/job.jsonl" 2)
+        [ -n "$victim" ] || fail "rank 2 not found before kill $kill"
+        kill -9 "$victim"
+        for _ in $(seq 1 600); do [ "$(rank_pid "--logging.metrics_file=$run/job.jsonl" 2)" != "$victim" ] && break; sleep 0.1; done
+      done
+      st=$(wait_job "$jid")
+      log=$run/logs/dtrain-cpu-$jid.out
+      grep -a "dtrain job" "$log"
+      [ "$st" = JobState=FAILED ] || fail "the crash-looping job ended $st"
+      [ "$(grep -c 'restart [0-9] of' "$log")" -eq 1 ] || fail "not exactly one restart"
+      grep -q "DTRAIN_MAX_RESTARTS=1 restarts made: giving up" "$log" || fail "the budget did not stop the loop"
+      scontrol show job -o "$jid" | grep -q "ExitCode=6:0" || fail "exit status $(scontrol show job -o "$jid" | grep -o 'ExitCode=[^ ]*'), not 6 (a rank lost)"
+      # No progress: the restart fails before publishing anything new, and there is no second one.
+      jid=$(cd "$run" && sbatch --parsable --chdir="$run" \
+            --export=ALL,DTRAIN_HOME="$src",DTRAIN_RESTART_WAIT_S=1,DTRAIN_ARGS="$common --training.train_iters=10 --checkpoint.dir=$run/ck2 --checkpoint.save_interval=2 --debug.stall_rank=3 --debug.stall_at_step=3 --system.step_timeout_s=3" \
+            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+      st=$(wait_job "$jid")
+      log=$run/logs/dtrain-cpu-$jid.out
+      grep -a "dtrain job" "$log"
+      [ "$st" = JobState=FAILED ] || fail "the job that makes no progress ended $st"
+      [ "$(grep -c 'restart [0-9] of' "$log")" -eq 1 ] || fail "not exactly one restart"
+      grep -q "no new checkpoint since the last restart: not restarting it again" "$log" || fail "the loop without progress was not stopped"
+      scontrol show job -o "$jid" | grep -q "ExitCode=4:0" || fail "exit status $(scontrol show job -o "$jid" | grep -o 'ExitCode=[^ ]*'), not 4 (the hang)" ;;
     kill_rank)
       timeout -k 5 120 srun -N2 -n4 --kill-on-bad-exit=1 "$build/dtrain" "$src/inputs/tiny.ini" $common --training.train_iters=400 \
         --checkpoint.dir="$run/ck" --checkpoint.save_interval=2 "--logging.metrics_file=$run/k.jsonl" > "$run/srun.log" 2>&1 &
@@ -189,7 +285,7 @@ case $case_name in
     "$src/tools/local-slurm" down "$state" > /dev/null || fail "local-slurm down"
     left=$(pgrep -af -- "$state" | grep -v "slurm_e2e.sh" || true)
     [ -z "$left" ] || fail "processes left after down: $left" ;;
-  sbatch | preempt_requeue | restart_hang | node_lost | kill_rank)
+  sbatch | preempt_requeue | restart_hang | node_lost | node_down | requeue_excluded | crash_loop | kill_rank)
     for attempt in 1 2; do
       run=$work/attempt$attempt
       mkdir -p "$run"
