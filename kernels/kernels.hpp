@@ -6,6 +6,7 @@
 
 #include "common/storage_type.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/rope_frequencies.hpp"
 
 namespace dtrain::kernels {
 

@@ -1,6 +1,6 @@
 // Host backend: rotary position embedding in place (rope_forward, rope_backward), "rotate half" pairs.
-// The angles are computed as Hugging Face and Megatron do, in fp32: inv_freq[i] = 1 / base^(2i/R),
-// angle = float(t0 + t) * inv_freq[i].
+// The angles are computed as Hugging Face and Megatron do, in fp32: inv_freq[i] = rope_inv_freq (1 /
+// base^(2i/R), or its Llama 3.1 remapping), angle = float(t0 + t) * inv_freq[i].
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
 
@@ -11,15 +11,14 @@ namespace {
 
 // x (B,T,W): heads [0,H) of HD elements at the start of each row, row t at position t0 + t; sign +1
 // turns forward, -1 back.
-void rotate(float* x, int B, int T, int W, int H, int HD, int R, float base, int t0, float sign) {
+void rotate(float* x, int B, int T, int W, int H, int HD, int R, const RopeFrequencies& f, int t0, float sign) {
   const int half = R / 2;
   Kokkos::parallel_for(
       "rope", HostRange(0, static_cast<long>(B) * T), KOKKOS_LAMBDA(const long row) {
         const float t = static_cast<float>(t0 + row % T);
         float* __restrict__ r = x + row * W;  // (W)
         for (int i = 0; i < half; ++i) {
-          const float inv_freq = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(R));
-          const float angle = t * inv_freq;
+          const float angle = t * rope_inv_freq(f, i, R);
           const float c = std::cos(angle), s = sign * std::sin(angle);
           for (int h = 0; h < H; ++h) {
             float* __restrict__ v = r + static_cast<long>(h) * HD;  // (HD)
@@ -33,12 +32,12 @@ void rotate(float* x, int B, int T, int W, int H, int HD, int R, float base, int
 
 }  // namespace
 
-void rope_forward(float* x /*(B,T,W)*/, int B, int T, int W, int H, int HD, int R, float base, int t0) {
-  rotate(x, B, T, W, H, HD, R, base, t0, 1.0f);
+void rope_forward(float* x /*(B,T,W)*/, int B, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0) {
+  rotate(x, B, T, W, H, HD, R, f, t0, 1.0f);
 }
 
-void rope_backward(float* dx /*(B,T,W)*/, int B, int T, int W, int H, int HD, int R, float base, int t0) {
-  rotate(dx, B, T, W, H, HD, R, base, t0, -1.0f);
+void rope_backward(float* dx /*(B,T,W)*/, int B, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0) {
+  rotate(dx, B, T, W, H, HD, R, f, t0, -1.0f);
 }
 
 }  // namespace dtrain::kernels::host

@@ -17,14 +17,18 @@ std::vector<std::pair<std::string, std::string>> model_key_values(const Config& 
   const bool rope = m.position_embedding_type == PositionEmbedding::rope;
   static const char* const kKeys[] = {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "seq_length",
                                       "vocab_size", "num_experts", "normalization", "norm_epsilon", "position_embedding_type",
-                                      "rotary_base", "rotary_percent", "swiglu", "group_query_attention", "num_query_groups",
+                                      "rotary_base", "rotary_percent", "rope_scaling", "rope_scaling_factor",
+                                      "rope_scaling_low_freq_factor", "rope_scaling_high_freq_factor",
+                                      "rope_scaling_original_max_position_embeddings", "swiglu", "group_query_attention", "num_query_groups",
                                       "untie_embeddings_and_output_weights", "add_bias_linear", "moe_router_topk",
                                       "moe_ffn_hidden_size", "moe_layer_freq"};
   const OptionTable table(c);
   std::vector<std::pair<std::string, std::string>> out;
   for (const char* key : kKeys) {
     const std::string name = std::string("model.") + key;
-    const bool unused = (!rope && (name == "model.rotary_base" || name == "model.rotary_percent")) ||
+    const bool scaled = rope && m.rope_scaling != RopeScaling::none;
+    const bool unused = (!rope && (name == "model.rotary_base" || name == "model.rotary_percent" || name == "model.rope_scaling")) ||
+                        (!scaled && name.rfind("model.rope_scaling_", 0) == 0) ||
                         (!m.group_query_attention && name == "model.num_query_groups") ||
                         (m.num_experts == 0 && name.rfind("model.moe_", 0) == 0);
     for (const auto& o : table.options())

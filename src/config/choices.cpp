@@ -52,6 +52,7 @@ std::ostream& operator<<(std::ostream& os, PipelineSchedule v) { return os << to
 const char* to_string(Precision v) { return v == Precision::bf16 ? "bf16" : v == Precision::fp16 ? "fp16" : "fp32"; }
 std::ostream& operator<<(std::ostream& os, Precision v) { return os << to_string(v); }
 std::ostream& operator<<(std::ostream& os, Normalization v) { return os << (v == Normalization::rmsnorm ? "RMSNorm" : "LayerNorm"); }
+std::ostream& operator<<(std::ostream& os, RopeScaling v) { return os << (v == RopeScaling::llama3 ? "llama3" : "none"); }
 std::ostream& operator<<(std::ostream& os, RecomputeGranularity v) {
   return os << (v == RecomputeGranularity::full ? "full" : v == RecomputeGranularity::selective ? "selective" : "none");
 }
@@ -118,6 +119,13 @@ void validate(boost::any& out, const std::vector<std::string>& values, Recompute
   if (s == "uniform") out = RecomputeMethod::uniform;
   else if (s == "block") out = RecomputeMethod::block;
   else bad_word(s, "uniform or block");
+}
+
+void validate(boost::any& out, const std::vector<std::string>& values, RopeScaling*, int) {
+  const std::string& s = single(out, values);
+  if (s == "none") out = RopeScaling::none;
+  else if (s == "llama3") out = RopeScaling::llama3;
+  else bad_word(s, "none or llama3");
 }
 
 void validate(boost::any& out, const std::vector<std::string>& values, PositionEmbedding*, int) {

@@ -29,6 +29,9 @@ enum class Normalization { layernorm /* "LayerNorm" */, rmsnorm /* "RMSNorm" */ 
 
 // model.position_embedding_type: learned absolute positions (GPT-2, a wpe table) or rotary (Llama).
 enum class PositionEmbedding { learned_absolute, rope };
+// model.rope_scaling: RoPE's frequencies as trained, or remapped for a longer context as Llama 3.1 does
+// (Hugging Face's rope_type "llama3").
+enum class RopeScaling { none, llama3 };
 
 // model.recompute_granularity (Megatron's words): which activations the backward pass recomputes
 // instead of keeping. none; selective = the MLP activation (GELU/SwiGLU output) of every block (fused
@@ -98,6 +101,7 @@ std::ostream& operator<<(std::ostream& os, CommBackend v);
 std::ostream& operator<<(std::ostream& os, PipelineSchedule v);
 std::ostream& operator<<(std::ostream& os, Precision v);
 std::ostream& operator<<(std::ostream& os, Normalization v);
+std::ostream& operator<<(std::ostream& os, RopeScaling v);
 std::ostream& operator<<(std::ostream& os, RecomputeGranularity v);
 std::ostream& operator<<(std::ostream& os, RecomputeMethod v);
 std::ostream& operator<<(std::ostream& os, PositionEmbedding v);
@@ -119,6 +123,7 @@ void validate(boost::any& out, const std::vector<std::string>& values, CommBacke
 void validate(boost::any& out, const std::vector<std::string>& values, PipelineSchedule*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, Precision*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, Normalization*, int);
+void validate(boost::any& out, const std::vector<std::string>& values, RopeScaling*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, RecomputeGranularity*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, RecomputeMethod*, int);
 void validate(boost::any& out, const std::vector<std::string>& values, PositionEmbedding*, int);

@@ -34,6 +34,12 @@ struct ModelConfig {
   PositionEmbedding position_embedding_type = PositionEmbedding::learned_absolute;
   double rotary_base = 10000.0;
   double rotary_percent = 1.0;      // share of each head's dims that RoPE rotates
+  // Llama 3.1's remapping of RoPE's frequencies (kernels/rope_frequencies.hpp), with its published values.
+  RopeScaling rope_scaling = RopeScaling::none;
+  double rope_scaling_factor = 8.0;
+  double rope_scaling_low_freq_factor = 1.0;
+  double rope_scaling_high_freq_factor = 4.0;
+  double rope_scaling_original_max_position_embeddings = 8192.0;
   bool swiglu = false;              // gated MLP: ffn_hidden_size gate and as many up units
   bool group_query_attention = false;
   int num_query_groups = 1;         // key/value heads with group_query_attention

@@ -71,6 +71,15 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "learned_absolute (a learned position table, GPT-2) or rope (rotary embedding of queries and keys, Llama)");
   add("model.rotary_base", &m.rotary_base, "RoPE base theta (Llama 2: 10000, Llama 3: 500000)");
   add("model.rotary_percent", &m.rotary_percent, "share of each head's dimensions that RoPE rotates (0 < p <= 1)");
+  add("model.rope_scaling", &m.rope_scaling,
+      "none, or llama3: Llama 3.1's remapping of RoPE's frequencies (Hugging Face's rope_scaling rope_type llama3)");
+  add("model.rope_scaling_factor", &m.rope_scaling_factor, "llama3 scaling: low frequencies turn this many times slower (8)");
+  add("model.rope_scaling_low_freq_factor", &m.rope_scaling_low_freq_factor,
+      "llama3 scaling: wavelengths beyond original context / this factor are scaled (1)");
+  add("model.rope_scaling_high_freq_factor", &m.rope_scaling_high_freq_factor,
+      "llama3 scaling: wavelengths below original context / this factor are kept (4)");
+  add("model.rope_scaling_original_max_position_embeddings", &m.rope_scaling_original_max_position_embeddings,
+      "llama3 scaling: the context length the model was first trained with (8192)");
   add("model.swiglu", &m.swiglu, "gated MLP silu(x W_gate) * (x W_up) of width ffn_hidden_size (Llama) instead of GELU");
   add("model.group_query_attention", &m.group_query_attention, "grouped-query attention: num_query_groups key/value heads");
   add("model.num_query_groups", &m.num_query_groups,

@@ -97,6 +97,18 @@ void validate_config(const Config& c) {
   p.range("model.recompute_num_layers", m.recompute_num_layers, 1, kMaxLayers);
   p.real("model.rotary_base", m.rotary_base, 1, 1e12, false, false, "a number > 1 (e.g. 10000)");
   p.real("model.rotary_percent", m.rotary_percent, 0, 1, true, false, "in (0, 1]");
+  if (m.rope_scaling == RopeScaling::llama3) {
+    p.real("model.rope_scaling_factor", m.rope_scaling_factor, 1, 1e6, false, false, "a number >= 1 (Llama 3.1: 8)");
+    p.real("model.rope_scaling_low_freq_factor", m.rope_scaling_low_freq_factor, 0, 1e6, true, false, "a number > 0 (Llama 3.1: 1)");
+    p.real("model.rope_scaling_high_freq_factor", m.rope_scaling_high_freq_factor, 0, 1e6, true, false, "a number > 0 (Llama 3.1: 4)");
+    p.real("model.rope_scaling_original_max_position_embeddings", m.rope_scaling_original_max_position_embeddings, 1, 1e9, false,
+           false, "a length >= 1 (Llama 3.1: 8192)");
+    if (!(m.rope_scaling_high_freq_factor > m.rope_scaling_low_freq_factor))
+      p.add("model.rope_scaling_high_freq_factor=" + s(m.rope_scaling_high_freq_factor) + " must exceed model.rope_scaling_low_freq_factor=" +
+            s(m.rope_scaling_low_freq_factor) + " (Llama 3.1: 4 and 1)");
+    if (m.position_embedding_type != PositionEmbedding::rope)
+      p.add("model.rope_scaling=llama3 needs model.position_embedding_type=rope");
+  }
   if (m.group_query_attention) {
     p.range("model.num_query_groups", m.num_query_groups, 1, kMaxHidden);
     if (m.num_query_groups >= 1 && m.num_query_groups <= kMaxHidden && heads_in_range && m.num_attention_heads % m.num_query_groups != 0)

@@ -63,35 +63,51 @@ class ConfigReader {
   const std::string& path_;
 };
 
-// RoPE's theta of a Llama config.json: rope_theta (transformers 4) or rope_parameters.rope_theta
-// (transformers 5); either may name a scaling (rope_scaling / rope_parameters.rope_type), which dtrain
-// accepts only as "default" (plain RoPE). Both given must agree.
-double rope_theta(const Json& j, const ConfigReader& r) {
-  auto plain = [&](const Json& scaling, const char* key) {
+// RoPE of a Llama config.json: theta from rope_theta (transformers 4) or rope_parameters.rope_theta
+// (transformers 5); the scaling from rope_scaling or rope_parameters (rope_type, or the older "type"):
+// "default" (plain RoPE) or "llama3" (Llama 3.1's remapping, with its four numbers), nothing else.
+// Both given must agree.
+void read_rope(const Json& j, const ConfigReader& r, ModelConfig& m) {
+  const auto scaling_of = [&](const Json& scaling, const char* key) {
     if (scaling.is_null()) return;
-    const Json type = scaling.is_object() && scaling.contains("rope_type") ? scaling["rope_type"]
-                      : scaling.is_object() && scaling.contains("type")    ? scaling["type"]
-                                                                           : Json("default");
-    if (type != "default")
-      throw r.error("'" + std::string(key) + "' = " + scaling.dump(-1, ' ', false, Json::error_handler_t::replace) +
-                    ": dtrain implements plain RoPE, not a scaled variant");
-    if (scaling.is_object() && scaling.contains("partial_rotary_factor") && scaling["partial_rotary_factor"] != Json(1.0))
+    if (!scaling.is_object()) throw r.error("'" + std::string(key) + "' is not an object");
+    const Json type = scaling.contains("rope_type") ? scaling["rope_type"] : scaling.contains("type") ? scaling["type"] : Json("default");
+    if (scaling.contains("partial_rotary_factor") && scaling["partial_rotary_factor"] != Json(1.0))
       throw r.error("'" + std::string(key) + "' has a partial_rotary_factor; dtrain's Llama rotates whole heads");
+    if (type == "default") return;
+    if (type != "llama3")
+      throw r.error("'" + std::string(key) + "' = " + scaling.dump(-1, ' ', false, Json::error_handler_t::replace) +
+                    ": dtrain implements plain RoPE and Llama 3.1's scaling (rope_type llama3), not this one");
+    const auto number = [&](const char* field) {
+      if (!scaling.contains(field) || !scaling[field].is_number())
+        throw r.error("'" + std::string(key) + "." + field + "' is missing or not a number (rope_type llama3 needs it)");
+      return scaling[field].get<double>();
+    };
+    ModelConfig scaled = m;
+    scaled.rope_scaling = RopeScaling::llama3;
+    scaled.rope_scaling_factor = number("factor");
+    scaled.rope_scaling_low_freq_factor = number("low_freq_factor");
+    scaled.rope_scaling_high_freq_factor = number("high_freq_factor");
+    scaled.rope_scaling_original_max_position_embeddings = number("original_max_position_embeddings");
+    if (m.rope_scaling == RopeScaling::llama3 &&
+        (scaled.rope_scaling_factor != m.rope_scaling_factor || scaled.rope_scaling_low_freq_factor != m.rope_scaling_low_freq_factor ||
+         scaled.rope_scaling_high_freq_factor != m.rope_scaling_high_freq_factor ||
+         scaled.rope_scaling_original_max_position_embeddings != m.rope_scaling_original_max_position_embeddings))
+      throw r.error("'rope_scaling' and 'rope_parameters' give different scalings");
+    m = scaled;
   };
-  if (j.contains("rope_scaling")) plain(j["rope_scaling"], "rope_scaling");
-  double theta = r.number("rope_theta", 10000.0);
+  if (j.contains("rope_scaling")) scaling_of(j["rope_scaling"], "rope_scaling");
+  m.rotary_base = r.number("rope_theta", 10000.0);
   if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
     const Json& p = j["rope_parameters"];
-    if (!p.is_object()) throw r.error("'rope_parameters' is not an object");
-    plain(p, "rope_parameters");
+    scaling_of(p, "rope_parameters");
     if (p.contains("rope_theta")) {
       if (!p["rope_theta"].is_number()) throw r.error("'rope_parameters.rope_theta' is not a number");
       const double t = p["rope_theta"].get<double>();
-      if (r.has("rope_theta") && t != theta) throw r.error("'rope_theta' and 'rope_parameters.rope_theta' differ");
-      theta = t;
+      if (r.has("rope_theta") && t != m.rotary_base) throw r.error("'rope_theta' and 'rope_parameters.rope_theta' differ");
+      m.rotary_base = t;
     }
   }
-  return theta;
 }
 
 }  // namespace
@@ -246,6 +262,12 @@ std::string hf_config_json(const Config& cfg, const std::string& torch_dtype, co
     j["pretraining_tp"] = 1;
     j["rms_norm_eps"] = m.norm_epsilon;
     j["rope_scaling"] = nullptr;
+    if (m.rope_scaling == RopeScaling::llama3)
+      j["rope_scaling"] = {{"factor", m.rope_scaling_factor},
+                           {"high_freq_factor", m.rope_scaling_high_freq_factor},
+                           {"low_freq_factor", m.rope_scaling_low_freq_factor},
+                           {"original_max_position_embeddings", static_cast<long long>(m.rope_scaling_original_max_position_embeddings)},
+                           {"rope_type", "llama3"}};
     j["rope_theta"] = m.rotary_base;
   }
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -286,7 +308,7 @@ HfModelConfig parse_hf_config(const Json& j, const std::string& path) {
     m.normalization = Normalization::rmsnorm;
     m.norm_epsilon = r.number("rms_norm_eps", 1e-6);
     m.position_embedding_type = PositionEmbedding::rope;
-    m.rotary_base = rope_theta(j, r);
+    read_rope(j, r, m);
     m.swiglu = true;
     m.untie_embeddings_and_output_weights = !r.flag("tie_word_embeddings", false);
     const bool attention_bias = r.flag("attention_bias", false), mlp_bias = r.flag("mlp_bias", false);

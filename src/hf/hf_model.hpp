@@ -56,7 +56,7 @@ std::string hf_config_json(const Config& cfg, const std::string& torch_dtype, co
 
 // The model a config.json describes, as dtrain's [model] keys (every other key at its default), and
 // the dtrain_tokenizer it names ("" if none). UserError naming the file and the key that dtrain cannot
-// train as described (another architecture, rope_scaling, another activation, ...).
+// train as described (another architecture, a RoPE scaling other than llama3, another activation, ...).
 struct HfModelConfig {
   Config cfg;
   std::string tokenizer;

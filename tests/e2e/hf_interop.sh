@@ -10,8 +10,10 @@
 #       multi-head attention, tied, with biases)
 #   import_python_written
 #       directories written by hf_reference.py's own safetensors writer (GPT-2 as the original upload:
-#       bare names, mask buffers, F16; Llama: BF16, two shards, shuffled tensors) import, and dtrain's logits
-#       with the imported weights match the PyTorch forward on those files to 1e-5
+#       bare names, mask buffers, F16; Llama: BF16, two shards, shuffled tensors; Llama 3.1: rope_scaling
+#       llama3, its float64 reference Meta's published formula) import, and dtrain's logits with the
+#       imported weights match the PyTorch forward on those files to 1e-5; Llama 3.1's directory exported
+#       again writes the same rope_scaling
 #   roundtrip
 #       export -> import -> export is byte-identical (fp32 one file, bf16, fp16, fp32 shards); the F16
 #       export is numpy's float16 rounding of the fp32 one bit for bit, and h5py reads the imported
@@ -106,7 +108,7 @@ case $case_name in
     done
     same_tensors "$work/hf-one" "$work/hf-shards" ;;
   import_python_written)
-    for arch in gpt2 llama; do
+    for arch in gpt2 llama llama31; do
       $reference write $arch "$work/py-$arch" || fail "writing the $arch directory"
       run_consolidate "$work/i-$arch.log" --import-hf "$work/py-$arch" --out "$work/py-$arch.h5"
       grep -q "^\[model\]$" "$work/i-$arch.log" || { cat "$work/i-$arch.log"; fail "no [model] keys printed"; }
@@ -116,7 +118,16 @@ case $case_name in
         || fail "model_logits $arch"
       # shellcheck disable=SC2086
       $reference logits "$work/py-$arch" "$work/py-$arch.f32" $short_ids || fail "logits $arch"
-    done ;;
+    done
+    grep -q "^rope_scaling = llama3$" "$work/py-llama31.ini" || fail "Llama 3.1's rope_scaling was not imported"
+    # The export writes the same rope_scaling back.
+    run_consolidate "$work/x-llama31.log" "$work/py-llama31.h5" --export-hf "$work/back-llama31"
+    /usr/bin/python3 -c "
+import json, sys
+a = json.load(open('$work/py-llama31/config.json'))['rope_scaling']
+b = json.load(open('$work/back-llama31/config.json'))['rope_scaling']
+print('rope_scaling written', a, 'exported', b)
+sys.exit(a != b)" || fail "the export's rope_scaling differs from the imported one" ;;
   roundtrip)
     train gpt2
     train llama

@@ -16,12 +16,12 @@
   hf_reference.py write ARCH DIR
       writes a random model of ARCH (gpt2: as the original gpt2 upload, names without "transformer.",
       causal-mask buffers h.<l>.attn.bias, F16; llama: GQA 4 heads on 2 groups, tied, BF16, in two shards
-      with an index, tensors in shuffled order) with this file's own safetensors writer, for the import
+      with an index, tensors in shuffled order; llama31: the same with Llama 3.1's rope_scaling) with this file's own safetensors writer, for the import
       to read what another tool wrote
 
   hf_reference.py damage KIND SRC DST
       copies the Hugging Face directory SRC to DST with one defect (missing_tensor, wrong_shape,
-      extra_tensor, truncated, bad_header, no_config, index_missing_tensor, rope_parameters (a scaled
+      extra_tensor, truncated, bad_header, no_config, index_missing_tensor, rope_parameters (a YaRN-scaled
       RoPE as transformers 5 writes it), huge_model) and prints the tensor or key it touched, for the
       import's error tests.
 """
@@ -125,6 +125,9 @@ def llama_forward(c, w, ids):
         return y + w[p + ".bias"] if (p + ".bias") in w else y
 
     inv_freq = 1.0 / (c.get("rope_theta", 10000.0) ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+    scaling = c.get("rope_scaling") or {}
+    if scaling.get("rope_type") == "llama3":
+        inv_freq = torch.tensor(llama3_scaling(inv_freq.tolist(), scaling), dtype=torch.float64)
     freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos(), emb.sin()
@@ -178,6 +181,24 @@ def logits(d, dtrain_file, ids):
     print("OK")
 
 
+def llama3_scaling(freqs, s):
+    """Llama 3.1's RoPE frequencies, as Meta's reference code publishes them (apply_scaling in
+    llama-models' model.py), with the four numbers of config.json's rope_scaling, in float64."""
+    factor, low, high, old_context = s["factor"], s["low_freq_factor"], s["high_freq_factor"], s["original_max_position_embeddings"]
+    low_freq_wavelen, high_freq_wavelen = old_context / low, old_context / high
+    out = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_freq_wavelen:
+            out.append(freq)
+        elif wavelen > low_freq_wavelen:
+            out.append(freq / factor)
+        else:
+            smooth = (old_context / wavelen - low) / (high - low)
+            out.append((1 - smooth) * freq / factor + smooth * freq)
+    return out
+
+
 def write_safetensors(path, header, data):
     text = json.dumps(header).encode()
     with open(path, "wb") as f:
@@ -221,6 +242,10 @@ def random_model(arch):
             w[p + "self_attn.k_proj.weight"], w[p + "self_attn.v_proj.weight"] = r(G * D, C), r(G * D, C)
             w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"], w[p + "mlp.down_proj.weight"] = r(F, C), r(F, C), r(C, F)
         w["model.norm.weight"] = ones(C)
+        if arch == "llama31":  # Llama 3.1's scaling, with an original context of 64 so that the test's
+            # 4 pairs (wavelengths 2 pi 10000^(i/4): 6.3, 63, 628, 6283) meet all three of its cases
+            config["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                      "original_max_position_embeddings": 64}
     return config, w
 
 
@@ -289,7 +314,7 @@ def damage(kind, src, dst):
         c = json.load(open(os.path.join(dst, "config.json")))
         c.pop("rope_theta", None)
         c.pop("rope_scaling", None)
-        c["rope_parameters"] = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0}
+        c["rope_parameters"] = {"rope_type": "yarn", "rope_theta": 500000.0, "factor": 8.0}
         json.dump(c, open(os.path.join(dst, "config.json"), "w"))
         victim = "rope_parameters"
     elif kind == "huge_model":  # a config.json far larger than its files (and than memory)

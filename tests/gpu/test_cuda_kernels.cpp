@@ -326,16 +326,20 @@ void check_all_kernels() {
   }
   SECTION("rope and swiglu") {
     const int NKV = NH / 2, W = (NH + 2 * NKV) * HD, R = HD - 4;  // partial rotary: 12 of 16 dims
+    // Llama 3.1's scaling with an original context of 64: of the 6 pairs (wavelengths 2 pi 10000^(i/6):
+    // 6.3, 29, 135, ...) the first is kept, the second blended, the others scaled.
+    kernels::RopeFrequencies f;
+    f.factor = 8, f.original_context = 64;
     auto x = random_vec<KT>(gen, N * W);
     OnGpu<KT> x_d(x);
-    h.rope_forward(x.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
-    g.rope_forward(x_d.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
+    h.rope_forward(x.data(), B, T, W, NH + NKV, HD, R, f, 5);
+    g.rope_forward(x_d.data(), B, T, W, NH + NKV, HD, R, f, 5);
     expect_close("rope_forward", x_d.get(), x);
     // The backward turns the host's forward output on both sides, so that it is checked alone (one
     // rounding, not the forward's step carried through the rotation and then another).
     OnGpu<KT> xb_d(x);
-    h.rope_backward(x.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
-    g.rope_backward(xb_d.data(), B, T, W, NH + NKV, HD, R, 10000.0f, 5);
+    h.rope_backward(x.data(), B, T, W, NH + NKV, HD, R, f, 5);
+    g.rope_backward(xb_d.data(), B, T, W, NH + NKV, HD, R, f, 5);
     expect_close("rope_backward", xb_d.get(), x);
     auto gu = random_vec<KT>(gen, N * 2 * F, 3.0f), dy = random_vec<KT>(gen, N * F);
     std::vector<KT> out(N * F), dgu(N * 2 * F);

@@ -335,3 +335,20 @@ TEST_CASE("mixture-of-experts keys: Megatron's defaults, ranges and refusals nam
   c = load_config(kIni, "t.ini", {"--model.num_experts=4", "--model.moe_ffn_hidden_size=33"});
   CHECK(contains(error_of([&] { check_layout(c, 2); }), "model.moe_ffn_hidden_size=33 is not divisible by system.tensor_model_parallel_size=2"));
 }
+
+TEST_CASE("Llama 3.1's RoPE scaling: its keys load, and a scaling that cannot be is refused by name", "[config]") {
+  const std::string rope = std::string(kIni) + "[model]\nposition_embedding_type = rope\nrope_scaling = llama3\n";
+  const Config c = load_config(rope, "t.ini", {"--model.rope_scaling_factor=32"});
+  CHECK(c.model.rope_scaling == RopeScaling::llama3);
+  CHECK(c.model.rope_scaling_factor == 32);
+  CHECK(c.model.rope_scaling_original_max_position_embeddings == 8192);  // Llama 3.1's published defaults
+  CHECK(c.model.rope_scaling_high_freq_factor == 4);
+  validate_config(c);
+  CHECK(contains(error_of([&] { validate_config(load_config(rope, "t.ini", {"--model.rope_scaling_high_freq_factor=1"})); }),
+                 "model.rope_scaling_high_freq_factor=1 must exceed model.rope_scaling_low_freq_factor=1"));
+  CHECK(contains(error_of([&] { validate_config(load_config(rope, "t.ini", {"--model.rope_scaling_factor=0.5"})); }),
+                 "model.rope_scaling_factor=0.5 must be a number >= 1"));
+  CHECK(contains(error_of([&] { validate_config(load_config(rope, "t.ini", {"--model.position_embedding_type=learned_absolute"})); }),
+                 "model.rope_scaling=llama3 needs model.position_embedding_type=rope"));
+  CHECK(contains(error_of([] { load_config("[model]\nrope_scaling = yarn\n", "t.ini", {}); }), "none or llama3"));
+}

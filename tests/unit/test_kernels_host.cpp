@@ -607,15 +607,26 @@ TEST_CASE("host rmsnorm forward/backward vs double reference", "[kernels]") {
 
 namespace {
 
+// Llama 3.1's remapping of one frequency, as Meta's reference (apply_scaling) writes it, in double.
+double llama3_scaled(double freq, const dtrain::kernels::RopeFrequencies& f) {
+  const double low_wavelen = f.original_context / f.low_freq_factor, high_wavelen = f.original_context / f.high_freq_factor;
+  const double wavelen = 2 * M_PI / freq;
+  if (wavelen < high_wavelen) return freq;
+  if (wavelen > low_wavelen) return freq / f.factor;
+  const double smooth = (f.original_context / wavelen - f.low_freq_factor) / (f.high_freq_factor - f.low_freq_factor);
+  return (1 - smooth) * freq / f.factor + smooth * freq;
+}
+
 // Rows (B,T,W) at positions t0 + t; heads [0,H) of HD dims; pairs (i, i + R/2), angle (t0 + t) *
-// base^(-2i/R), in double.
-DVec ref_rope(const DVec& x, int B, int T, int W, int H, int HD, int R, double base, int t0) {
+// base^(-2i/R) (remapped when f scales), in double.
+DVec ref_rope(const DVec& x, int B, int T, int W, int H, int HD, int R, const dtrain::kernels::RopeFrequencies& f, int t0) {
   DVec y = x;
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h)
         for (int i = 0; i < R / 2; ++i) {
-          const double angle = (t0 + t) * std::pow(base, -2.0 * i / R);
+          const double freq = std::pow(static_cast<double>(f.base), -2.0 * i / R);
+          const double angle = (t0 + t) * (f.factor == 0 ? freq : llama3_scaled(freq, f));
           const size_t at = (static_cast<size_t>(b) * T + t) * W + static_cast<size_t>(h) * HD + i;
           y[at] = x[at] * std::cos(angle) - x[at + R / 2] * std::sin(angle);
           y[at + R / 2] = x[at + R / 2] * std::cos(angle) + x[at] * std::sin(angle);
@@ -623,14 +634,14 @@ DVec ref_rope(const DVec& x, int B, int T, int W, int H, int HD, int R, double b
   return y;
 }
 
-void run_rope_check(int B, int T, int H, int HD, int R, int W, double base, unsigned seed, int t0 = 0) {
+void run_rope_check(int B, int T, int H, int HD, int R, int W, dtrain::kernels::RopeFrequencies f, unsigned seed, int t0 = 0) {
   std::mt19937 rng(seed);
   const size_t n = static_cast<size_t>(B) * T * W;
   const Vec x = random_vec(rng, n);
   DVec xd = to_double(x);
   Vec y = x;
-  k::rope_forward(y.data(), B, T, W, H, HD, R, static_cast<float>(base), t0);
-  const DVec ref = ref_rope(xd, B, T, W, H, HD, R, base, t0);
+  k::rope_forward(y.data(), B, T, W, H, HD, R, f, t0);
+  const DVec ref = ref_rope(xd, B, T, W, H, HD, R, f, t0);
   check_close("rope_forward", y, ref, kFwdRtol, kFwdAtol);
   for (size_t i = 0; i < n; ++i) {  // dims past R of a head, and columns past the H heads, stay bit-identical
     const size_t col = i % static_cast<size_t>(W);
@@ -638,17 +649,30 @@ void run_rope_check(int B, int T, int H, int HD, int R, int W, double base, unsi
   }
   const DVec Rw = to_double(random_vec(rng, n));
   Vec dx(Rw.begin(), Rw.end());
-  k::rope_backward(dx.data(), B, T, W, H, HD, R, static_cast<float>(base), t0);
-  auto loss = [&] { return dot(ref_rope(xd, B, T, W, H, HD, R, base, t0), Rw); };
+  k::rope_backward(dx.data(), B, T, W, H, HD, R, f, t0);
+  auto loss = [&] { return dot(ref_rope(xd, B, T, W, H, HD, R, f, t0), Rw); };
   check_grad("rope dx (in place)", loss, xd, dx, rng);
+}
+
+dtrain::kernels::RopeFrequencies plain(float base) {
+  dtrain::kernels::RopeFrequencies f;
+  f.base = base;
+  return f;
 }
 
 }  // namespace
 
 TEST_CASE("host rope forward/backward vs double reference", "[kernels]") {
-  SECTION("whole heads, the query and key heads of a packed row (v columns untouched)") { run_rope_check(2, 13, 3, 8, 8, 4 * 8, 10000.0, 213); }
-  SECTION("partial rotary (6 of 10 dims), Llama 3 base") { run_rope_check(1, 9, 2, 10, 6, 3 * 10, 500000.0, 214); }
-  SECTION("a chunk of a sequence at positions 40.. (context parallelism)") { run_rope_check(2, 7, 3, 8, 8, 4 * 8, 10000.0, 216, 40); }
+  SECTION("whole heads, the query and key heads of a packed row (v columns untouched)") { run_rope_check(2, 13, 3, 8, 8, 4 * 8, plain(10000), 213); }
+  SECTION("partial rotary (6 of 10 dims), Llama 3 base") { run_rope_check(1, 9, 2, 10, 6, 3 * 10, plain(500000), 214); }
+  SECTION("a chunk of a sequence at positions 40.. (context parallelism)") { run_rope_check(2, 7, 3, 8, 8, 4 * 8, plain(10000), 216, 40); }
+  SECTION("Llama 3.1's scaling, its three cases among 16 pairs") {
+    // Base 500000 over 32 dims: wavelengths 2 pi 500000^(i/16), 6.3 to 1.1e6. With an original context of
+    // 8192 pairs i <= 7 (wavelength <= 1948) are kept, i = 8 (4423) is blended, i >= 9 (>= 10040) scaled.
+    dtrain::kernels::RopeFrequencies f = plain(500000);
+    f.factor = 8, f.low_freq_factor = 1, f.high_freq_factor = 4, f.original_context = 8192;
+    run_rope_check(1, 5, 2, 32, 32, 3 * 32, f, 217, 40);
+  }
 }
 
 // ================================================================= swiglu
