@@ -131,6 +131,7 @@ struct CheckpointConfig {
 struct LoggingConfig {
   int log_interval = 1;
   std::string metrics_file;
+  std::string tensorboard_dir;  // empty = none
   std::string trace_file;
   int sample_tokens = 240;  // the text sample after training; 0 = none
 };

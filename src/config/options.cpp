@@ -214,6 +214,8 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
 
   add("logging.log_interval", &c.logging.log_interval, "steps between step lines");
   add("logging.metrics_file", &c.logging.metrics_file, "JSON-lines metrics file; empty = none");
+  add("logging.tensorboard_dir", &c.logging.tensorboard_dir,
+      "directory for a TensorBoard event file of the metrics file's values (rank 0; tensorboard --logdir DIR); empty = none");
   add("logging.trace_file", &c.logging.trace_file, "Chrome trace file prefix; empty = none");
   add("logging.sample_tokens", &c.logging.sample_tokens, "tokens of the text sample printed after training; 0 = no sample");
 

@@ -1,4 +1,4 @@
-// StepLog: fixed-format step lines and one JSON object per logged step.
+// StepLog: fixed-format step lines, one JSON object per logged step, and the same values as TensorBoard scalars.
 #include "train/step_log.hpp"
 
 #include <algorithm>
@@ -37,8 +37,17 @@ std::string format_duration(double s) {
   return buf;
 }
 
-StepLog::StepLog(bool active, const std::string& path) : active_(active), metrics_path_(path) {
-  if (!active_ || path.empty()) return;
+StepLog::StepLog(bool active, const std::string& path, const std::string& tensorboard_dir) : active_(active), metrics_path_(path) {
+  if (!active_) return;
+  if (!tensorboard_dir.empty()) {
+    try {
+      tensorboard_ = std::make_unique<TensorBoardFile>(tensorboard_dir);
+      message("TensorBoard: events go to " + tensorboard_->path() + " (tensorboard --logdir " + tensorboard_dir + ")");
+    } catch (const UserError& e) {
+      message(std::string("warning: ") + e.what() + "; no TensorBoard events will be written");  // rank 0 alone: not an error
+    }
+  }
+  if (path.empty()) return;
   const auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
@@ -103,24 +112,61 @@ void StepLog::step_line(const StepRecord& r) {
   std::fflush(stdout);
 }
 
+namespace {
+
+// The metrics of a step after its number, in the metrics file's order, each as the file writes it:
+// full precision for what a program may compare (losses, learning rate, gradient norm), fewer digits
+// for rates, times and sizes. A value that is not finite (the gradient norm of a step skipped for an
+// fp16 overflow) is JSON's null, and TensorBoard gets no scalar for it.
+std::vector<std::pair<const char*, std::string>> metric_fields(const StepRecord& r) {
+  std::vector<std::pair<const char*, std::string>> out;
+  const auto add = [&](const char* name, const char* format, double v) {
+    char buf[40] = "null";
+    if (std::isfinite(v)) std::snprintf(buf, sizeof buf, format, v);
+    out.emplace_back(name, buf);
+  };
+  add("loss", "%.17g", r.loss);
+  add("lr", "%.17g", r.lr);
+  add("grad_norm", "%.17g", r.grad_norm);
+  add("tokens_per_s", "%.1f", r.tokens_per_s);
+  add("mfu", "%.5f", r.mfu);
+  add("step_s", "%.5f", r.step_seconds);
+  add("elapsed_s", "%.2f", r.elapsed_s);
+  if (r.val_loss) add("val_loss", "%.17g", *r.val_loss);
+  if (r.moe_aux) add("moe_aux_loss", "%.17g", *r.moe_aux), add("moe_imbalance", "%.6f", *r.moe_imbalance);
+  if (r.loss_scale) add("loss_scale", "%.17g", *r.loss_scale), add("skipped", "%.0f", r.skipped);
+  if (r.pipelined) add("bubble", "%.5f", r.bubble), add("predicted_bubble", "%.5f", r.predicted_bubble);
+  if (r.all_to_all_s) add("all_to_all_s", "%.6f", *r.all_to_all_s);
+  if (r.save_stall_s) add("ckpt_stall_s", "%.6f", *r.save_stall_s);
+  if (r.sync_save_s) add("ckpt_save_s", "%.6f", *r.sync_save_s);
+  add("peak_rss_bytes", "%.0f", r.peak_rss);
+  add("peak_rss_rank", "%.0f", r.peak_rss_rank);
+  add("device_peak_bytes", "%.0f", r.device_peak);
+  return out;
+}
+
+}  // namespace
+
 void StepLog::metrics(const StepRecord& r) {
-  if (!active_ || !metrics_) return;
-  // Full precision for the quantities a program may compare (losses, learning rate, gradient norm).
-  // The gradient norm of a step skipped for overflow (fp16) is not a number: JSON's null.
-  char norm[32] = "null";
-  if (std::isfinite(r.grad_norm)) std::snprintf(norm, sizeof norm, "%.17g", r.grad_norm);
-  std::fprintf(metrics_.get(), "{\"step\": %d, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %s, \"tokens_per_s\": %.1f, \"mfu\": %.5f, \"step_s\": %.5f, \"elapsed_s\": %.2f",
-               r.step, r.loss, r.lr, norm, r.tokens_per_s, r.mfu, r.step_seconds, r.elapsed_s);
-  if (r.val_loss) std::fprintf(metrics_.get(), ", \"val_loss\": %.17g", *r.val_loss);
-  if (r.moe_aux) std::fprintf(metrics_.get(), ", \"moe_aux_loss\": %.17g, \"moe_imbalance\": %.6f", *r.moe_aux, *r.moe_imbalance);
-  if (r.loss_scale) std::fprintf(metrics_.get(), ", \"loss_scale\": %.17g, \"skipped\": %d", *r.loss_scale, r.skipped);
-  if (r.pipelined) std::fprintf(metrics_.get(), ", \"bubble\": %.5f, \"predicted_bubble\": %.5f", r.bubble, r.predicted_bubble);
-  if (r.all_to_all_s) std::fprintf(metrics_.get(), ", \"all_to_all_s\": %.6f", *r.all_to_all_s);
-  if (r.save_stall_s) std::fprintf(metrics_.get(), ", \"ckpt_stall_s\": %.6f", *r.save_stall_s);
-  if (r.sync_save_s) std::fprintf(metrics_.get(), ", \"ckpt_save_s\": %.6f", *r.sync_save_s);
-  std::fprintf(metrics_.get(), ", \"peak_rss_bytes\": %.0f, \"peak_rss_rank\": %d, \"device_peak_bytes\": %.0f", r.peak_rss,
-               r.peak_rss_rank, r.device_peak);
-  const bool written = std::fprintf(metrics_.get(), "}\n") > 0 && std::fflush(metrics_.get()) == 0 && !std::ferror(metrics_.get());
+  if (!active_ || (!metrics_ && !tensorboard_)) return;
+  const auto fields = metric_fields(r);
+  if (tensorboard_) {
+    std::vector<std::pair<std::string, double>> scalars;
+    for (const auto& [name, text] : fields)
+      if (text != "null") scalars.emplace_back(name, std::strtod(text.c_str(), nullptr));
+    try {
+      tensorboard_->scalars(r.step, scalars);
+    } catch (const UserError& e) {
+      tensorboard_.reset();  // training goes on; the user hears about it once
+      message(std::string("warning: ") + e.what() + "; TensorBoard gets no more events from step " + std::to_string(r.step) +
+              " on (the step lines and the metrics file still have them)");
+    }
+  }
+  if (!metrics_) return;
+  std::string line = "{\"step\": " + std::to_string(r.step);
+  for (const auto& [name, text] : fields) line += std::string(", \"") + name + "\": " + text;
+  line += "}\n";
+  const bool written = std::fputs(line.c_str(), metrics_.get()) >= 0 && std::fflush(metrics_.get()) == 0 && !std::ferror(metrics_.get());
   if (!written && !metrics_failed_) {
     metrics_failed_ = true;  // training goes on; the user hears about it once
     message("warning: cannot write the metrics file '" + metrics_path_ + "' (" + std::strerror(errno) +

@@ -1,4 +1,4 @@
-// What a user watches during training: the rank-0 step line and the JSON-lines metrics file.
+// What a user watches during training: the rank-0 step line, the JSON-lines metrics file and TensorBoard.
 #pragma once
 #include <cstdio>
 #include <vector>
@@ -7,6 +7,7 @@
 #include <string>
 
 #include "comm/communicator.hpp"
+#include "train/tensorboard.hpp"
 
 namespace dtrain {
 
@@ -55,9 +56,10 @@ void gather_memory_peaks(Communicator& world, std::size_t device_peak, StepRecor
 
 class StepLog {
  public:
-  // Active on world rank 0 only; opens (appends to) the metrics file when a path is given. A metrics
-  // line that cannot be written is a warning, once; training goes on.
-  StepLog(bool active, const std::string& metrics_path);
+  // Active on world rank 0 only; opens (appends to) the metrics file when a path is given, and a new
+  // TensorBoard event file in tensorboard_dir when one is given. A metrics line or an event that cannot
+  // be written is a warning, once; training goes on.
+  StepLog(bool active, const std::string& metrics_path, const std::string& tensorboard_dir);
   void step_line(const StepRecord& r);
   void metrics(const StepRecord& r);
   void message(const std::string& text);
@@ -70,6 +72,7 @@ class StepLog {
   std::string metrics_path_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> metrics_{nullptr, &std::fclose};
   bool metrics_failed_ = false;  // warned once already
+  std::unique_ptr<TensorBoardFile> tensorboard_;  // null: none, or given up after a failed write
 };
 
 std::string format_duration(double seconds);

@@ -65,7 +65,7 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
   ps.world().all_reduce(&before_model, 1, DType::f64, ReduceOp::max, {"largest resident memory before the model"});
   Trainer trainer(cfg, plan, ps, backend, tokenizer_id);
   trainer.set_optimizer_threads(compute.threads);
-  StepLog log(rank0, cfg.logging.metrics_file);
+  StepLog log(rank0, cfg.logging.metrics_file, cfg.logging.tensorboard_dir);
   const double flops_per_token = model_flops_per_token(cfg);
   const double tokens_per_step = static_cast<double>(cfg.model.global_batch_size) * cfg.model.seq_length;
   char head[512];
