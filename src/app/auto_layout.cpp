@@ -19,6 +19,7 @@ namespace {
 
 bool same_layout(const Layout& a, const Layout& b) {
   return a.sizes == b.sizes && a.micro_batch == b.micro_batch && a.recompute == b.recompute &&
+         a.first_stage_layers == b.first_stage_layers && a.last_stage_layers == b.last_stage_layers &&
          a.sequence_parallel == b.sequence_parallel;
 }
 

@@ -72,8 +72,9 @@ void print_dry_run(HostComm world, const OptionTable& table, const Config& cfg, 
     const RankPlan rp = make_rank_plan(cfg, plan, at);
     std::string chunks;
     for (const auto& c : rp.part.chunks) chunks += " [" + std::to_string(c.front()) + "-" + std::to_string(c.back()) + "]";
-    std::printf("  stage %d: blocks%s%s%s, %zu parameters per rank, %d activation slots\n", st, chunks.c_str(),
-                rp.part.embedding ? " +embedding" : "", rp.part.head ? " +head" : "", rp.table.total(), rp.activations.slots);
+    std::printf("  stage %d: %zu blocks%s%s%s, %zu parameters per rank, %d activation slots\n", st, rp.part.layers().size(),
+                chunks.c_str(), rp.part.embedding ? " +embedding" : "", rp.part.head ? " +head" : "", rp.table.total(),
+                rp.activations.slots);
     if (moe) {
       std::size_t experts = 0;
       for (const auto& t : rp.table.tensors()) experts += t.expert ? t.numel : 0;

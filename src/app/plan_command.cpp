@@ -21,6 +21,8 @@ std::string layout_text(const Layout& l, bool experts) {
   std::ostringstream os;
   os << to_string(shown, ' ') << " micro_batch=" << l.micro_batch << " recompute=" << l.recompute
      << (l.sizes.distributed_optimizer() ? "" : " (no distributed optimizer)");
+  if (l.first_stage_layers > 0 || l.last_stage_layers > 0)
+    os << " first_stage_layers=" << l.first_stage_layers << " last_stage_layers=" << l.last_stage_layers;
   return os.str();
 }
 
@@ -41,6 +43,8 @@ void print_table(const SearchResult& r, bool experts) {
                 c.micro_batches, rc.str().c_str(), l.sizes.distributed_optimizer() ? std::to_string(l.sizes.zero).c_str() : "-", s,
                 b.tokens_per_s, 100 * b.mfu, gb(static_cast<double>(b.memory)), 100 * c.bubble_fraction, 100 * c.compute / s,
                 100 * c.tp / s, 100 * c.bubble / s, 100 * c.dp / s, 100 * c.other() / s);
+    if (l.first_stage_layers > 0 || l.last_stage_layers > 0)
+      std::printf("      (uneven stages: first %d, last %d blocks)\n", l.first_stage_layers, l.last_stage_layers);
   }
 }
 

@@ -62,6 +62,12 @@ struct SystemConfig {
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
   int virtual_pipeline_model_parallel_size = 1;
+  // Uneven pipeline stages (plan/pipeline_split.hpp, Megatron's keys): blocks of the first / last stage
+  // (0 = even), or the embedding / the loss counted as a block.
+  int pipeline_first_stage_layers = 0;
+  int pipeline_last_stage_layers = 0;
+  bool pipeline_account_for_embedding = false;
+  bool pipeline_account_for_loss = false;
   int context_parallel_size = 1;
   int expert_model_parallel_size = 1;
   bool sequence_parallel = false;

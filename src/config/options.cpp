@@ -114,6 +114,15 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "after it); checkpoints hold the fp32 master weights either way");
   add("system.tensor_model_parallel_size", &s.tensor_model_parallel_size, "tensor-parallel ranks tp");
   add("system.pipeline_model_parallel_size", &s.pipeline_model_parallel_size, "pipeline stages pp");
+  add("system.pipeline_first_stage_layers", &s.pipeline_first_stage_layers,
+      "blocks of the first pipeline stage (Megatron's decoder_first_pipeline_num_layers); the other stages share the rest "
+      "evenly; 0 = an even split");
+  add("system.pipeline_last_stage_layers", &s.pipeline_last_stage_layers,
+      "blocks of the last pipeline stage (Megatron's decoder_last_pipeline_num_layers); 0 = as the other stages");
+  add("system.pipeline_account_for_embedding", &s.pipeline_account_for_embedding,
+      "count the embedding as a block when splitting the blocks over the stages (the first stage holds one fewer)");
+  add("system.pipeline_account_for_loss", &s.pipeline_account_for_loss,
+      "count the LM head and loss as a block when splitting the blocks over the stages (the last stage holds one fewer)");
   add("system.virtual_pipeline_model_parallel_size", &s.virtual_pipeline_model_parallel_size,
       "model chunks per pipeline rank v (interleaved schedule)");
   add("system.context_parallel_size", &s.context_parallel_size,

@@ -124,6 +124,8 @@ void validate_config(const Config& c) {
   p.range("system.tensor_model_parallel_size", y.tensor_model_parallel_size, 1, kMaxRanks);
   p.range("system.pipeline_model_parallel_size", y.pipeline_model_parallel_size, 1, kMaxRanks);
   p.range("system.virtual_pipeline_model_parallel_size", y.virtual_pipeline_model_parallel_size, 1, kMaxLayers);
+  p.range("system.pipeline_first_stage_layers", y.pipeline_first_stage_layers, 0, kMaxLayers);
+  p.range("system.pipeline_last_stage_layers", y.pipeline_last_stage_layers, 0, kMaxLayers);
   p.range("system.context_parallel_size", y.context_parallel_size, 1, kMaxRanks);
   if (y.context_parallel_size > 1 && m.seq_length % (2L * y.context_parallel_size) != 0)
     p.add("system.context_parallel_size=" + s(static_cast<long>(y.context_parallel_size)) + " cuts every sequence into 2 x " +

@@ -72,7 +72,7 @@ double heaviest_stage_params(const Config& cfg, const ParallelLayout& sz) {
     if (block[shape.moe(l)] == 0) block[shape.moe(l)] = part_params(shape, StagePart{{{l}}, false, false}, sz);
   double heaviest = 0;
   for (int stage = 0; stage < sz.pp; ++stage) {
-    const StagePart part = stage_part(shape.num_layers, sz.pp, sz.v, stage);
+    const StagePart part = stage_part(PipelineSplit::of(cfg, sz.pp, sz.v), stage);
     double params = part.embedding || part.head ? part_params(shape, StagePart{{}, part.embedding, part.head}, sz) : 0.0;
     for (int l : part.layers()) params += block[shape.moe(l)];
     heaviest = std::max(heaviest, params);
@@ -92,6 +92,8 @@ Layout layout_of(const Config& cfg, int world) {
   l.micro_batch = static_cast<int>(cfg.model.micro_batch_size.value);
   l.recompute = cfg.model.recompute_granularity;
   l.sequence_parallel = cfg.system.sequence_parallel && l.sizes.tp > 1;
+  l.first_stage_layers = cfg.system.pipeline_first_stage_layers;
+  l.last_stage_layers = cfg.system.pipeline_last_stage_layers;
   return l;
 }
 
@@ -102,6 +104,8 @@ Config with_layout(const Config& cfg, const Layout& l) {
   c.system.sequence_parallel = l.sequence_parallel;
   c.model.micro_batch_size = MicroBatchSize{false, l.micro_batch};
   c.model.recompute_granularity = l.recompute;
+  c.system.pipeline_first_stage_layers = l.first_stage_layers;
+  c.system.pipeline_last_stage_layers = l.last_stage_layers;
   return c;
 }
 
@@ -123,6 +127,8 @@ std::vector<std::string> layout_overrides(const Layout& l, bool experts) {
   if (l.sizes.distributed_optimizer()) o.push_back(kv("system.zero_stage", n(l.sizes.zero)));
   o.push_back(kv("model.micro_batch_size", n(l.micro_batch)));
   o.push_back(kv("model.recompute_granularity", n(l.recompute)));
+  o.push_back(kv("system.pipeline_first_stage_layers", n(l.first_stage_layers)));
+  o.push_back(kv("system.pipeline_last_stage_layers", n(l.last_stage_layers)));
   return o;
 }
 
@@ -187,13 +193,21 @@ StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl)
   const double p2p_mb =
       sz.pp > 1 ? 2.0 * l.sizes.v * send_s(s.Ns * s.C * s.e, group_link(cl, static_cast<long>(sz.tp) * sz.cp * sz.dp, sz.pp)) : 0.0;
 
-  const double blocks = static_cast<double>(cfg.model.num_layers) / sz.pp;
+  // The slowest stage sets the pace: its blocks, and the LM head when it is the last stage (an even
+  // split's last stage; an uneven split may lighten it).
+  const PipelineSplit split = PipelineSplit::of(cfg, sz.pp, sz.v);
+  const double per_block = block_fwd + block_bwd + recompute;
+  double blocks = split.stage_blocks(sz.pp - 1);
+  bool head_here = true;
+  for (int stage = 0; stage + 1 < sz.pp; ++stage)
+    if (split.stage_blocks(stage) * per_block > blocks * per_block + (head_here ? 3 * head : 0.0))
+      blocks = split.stage_blocks(stage), head_here = false;
   StepCost c;
   c.micro_batches = cfg.model.global_batch_size / (l.micro_batch * sz.dp);
   const double m = c.micro_batches;
-  c.compute = m * (blocks * (block_fwd + block_bwd + recompute) + 3 * head);
+  c.compute = m * (blocks * per_block + (head_here ? 3 * head : 0.0));
   c.recompute = m * blocks * recompute;
-  c.tp = m * (blocks * tp_block + tp_head);
+  c.tp = m * (blocks * tp_block + (head_here ? tp_head : 0.0));
   c.cp = m * blocks * cp_block;
   c.ep = m * blocks * ep_block;
   c.p2p = m * p2p_mb;

@@ -43,6 +43,8 @@ struct Layout {
   int micro_batch = 1;
   RecomputeGranularity recompute = RecomputeGranularity::none;
   bool sequence_parallel = false;
+  // An uneven pipeline split: blocks of the first / last stage (0 = even; plan/pipeline_split.hpp).
+  int first_stage_layers = 0, last_stage_layers = 0;
   PipelineSchedule schedule() const { return sizes.v > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b; }
 };
 

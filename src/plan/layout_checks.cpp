@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "config/validate.hpp"
+#include "plan/pipeline_split.hpp"
 #include "plan/rank_layout.hpp"
 
 namespace dtrain {
@@ -48,16 +49,17 @@ void check_layout(const Config& c, int world) {
   if (m.num_experts > 0 && c.moe_ffn_hidden() % tp != 0)
     errs.push_back("model.moe_ffn_hidden_size=" + s(c.moe_ffn_hidden()) + " is not divisible by system.tensor_model_parallel_size=" +
                    s(tp) + " (each tensor-parallel rank holds a slice of every expert's MLP)");
-  if (m.num_layers % (pp * v) != 0)
-    errs.push_back("model.num_layers=" + s(m.num_layers) + " is not divisible by system.pipeline_model_parallel_size=" + s(pp) +
-                   (v > 1 ? " x system.virtual_pipeline_model_parallel_size=" + s(v) : std::string()) +
-                   "; use num_layers a multiple of " + s(pp * v) + " or pp" + (v > 1 ? "*v" : "") + " among: " + divisor_list(m.num_layers));
-  if (m.recompute_granularity == RecomputeGranularity::full && m.recompute_method == RecomputeMethod::block &&
-      m.num_layers % (pp * v) == 0 && m.recompute_num_layers > m.num_layers / (pp * v))
+  const PipelineSplit split = PipelineSplit::of(c, static_cast<int>(pp), static_cast<int>(v));
+  const std::vector<std::string> split_errors = split.errors();
+  errs.insert(errs.end(), split_errors.begin(), split_errors.end());
+  if (split.even() && split_errors.size() == 1)  // the even split's one error: the stage counts that divide
+    errs.back() += "; pp" + std::string(v > 1 ? "*v" : "") + " among: " + divisor_list(m.num_layers);
+  if (m.recompute_granularity == RecomputeGranularity::full && m.recompute_method == RecomputeMethod::block && split_errors.empty() &&
+      m.recompute_num_layers > split.min_chunk_blocks())
     errs.push_back("model.recompute_num_layers=" + s(m.recompute_num_layers) + " with recompute_method=block recomputes the first " +
-                   s(m.recompute_num_layers) + " blocks of each model chunk, but a chunk holds " + s(m.num_layers / (pp * v)) +
+                   s(m.recompute_num_layers) + " blocks of each model chunk, but a chunk holds " + s(split.min_chunk_blocks()) +
                    " (model.num_layers=" + s(m.num_layers) + " over " + s(pp * v) + (v > 1 ? " pipeline chunks" : " pipeline stages") +
-                   "); use recompute_num_layers <= " + s(m.num_layers / (pp * v)));
+                   "); use recompute_num_layers <= " + s(split.min_chunk_blocks()));
   if (y.sequence_parallel && (m.seq_length / cp) % tp != 0)
     errs.push_back("system.sequence_parallel needs model.seq_length=" + s(m.seq_length) +
                    (cp > 1 ? " / system.context_parallel_size=" + s(cp) + " = " + s(m.seq_length / cp) : std::string()) +

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "common/error.hpp"
 #include "config/validate.hpp"
 #include "plan/model_flops.hpp"
+#include "plan/pipeline_split.hpp"
 #include "plan/training_plan.hpp"
 
 namespace dtrain {
@@ -34,6 +36,35 @@ double state_lower_bound(const Config& cfg, const Layout& l, double params) {
   return 0.95 * params * per_param;
 }
 
+// The splits of the blocks tried at pp stages, as (first, last) stage blocks (0, 0 = even): an input
+// that sets a split itself (pipeline_first/last_stage_layers, or the embedding or loss counted as a
+// block) is costed with its own alone; else the even split where num_layers divides, and Megatron's
+// uneven one with lighter first and last stages, which also hold the embedding and the LM head: the
+// largest f below the middle stages' share with L - 2f divisible by pp - 2 (pp = 2: the last stage the
+// lighter, by one block for an odd L, two for an even one).
+std::vector<std::pair<int, int>> stage_splits(const Config& cfg, int pp) {
+  const SystemConfig& y = cfg.system;
+  const int L = cfg.model.num_layers;
+  if (y.pipeline_first_stage_layers > 0 || y.pipeline_last_stage_layers > 0) {
+    if (PipelineSplit::of(cfg, pp, 1).errors().empty()) return {{y.pipeline_first_stage_layers, y.pipeline_last_stage_layers}};
+    return {};  // not a split of this many stages
+  }
+  if (y.pipeline_account_for_embedding || y.pipeline_account_for_loss) return {{0, 0}};
+  std::vector<std::pair<int, int>> out;
+  if (L % pp == 0) out.emplace_back(0, 0);
+  if (pp == 2 && L >= 3) {
+    const int last = L % 2 ? (L - 1) / 2 : L / 2 - 1;
+    out.emplace_back(L - last, last);
+  }
+  if (pp >= 3)
+    for (int f = (L - 1) / pp; f >= 1; --f)
+      if ((L - 2 * f) % (pp - 2) == 0 && f < (L - 2 * f) / (pp - 2)) {
+        out.emplace_back(f, f);
+        break;
+      }
+  return out;
+}
+
 std::vector<Layout> enumerate(const Config& cfg, int world) {
   const auto& m = cfg.model;
   const int L = m.num_layers, gb = m.global_batch_size, T = m.seq_length;
@@ -42,13 +73,15 @@ std::vector<Layout> enumerate(const Config& cfg, int world) {
     if (m.num_attention_heads % tp || m.kv_heads() % tp || m.vocab_size % tp || cfg.ffn_hidden() % tp) continue;
     for (int cp : divisors(world / tp)) {
       if (cp > 1 && (T % (2 * cp) != 0 || T / cp < kMinCpPositions)) continue;
-      for (int pp : divisors(world / (tp * cp))) {
-        if (L % pp) continue;
+      for (int pp : divisors(world / (tp * cp)))
+        for (const auto& [first, last] : stage_splits(cfg, pp)) {
         const int dp = world / (tp * cp * pp);
         if (gb % dp) continue;
+        // Interleaving divides every stage's blocks into v equal chunks.
+        const int middle = first > 0 ? (pp > 2 ? (L - first - last) / (pp - 2) : first) : L / pp;
         std::vector<int> vs{1};
         if (pp > 1)
-          for (int v : divisors(L / pp))
+          for (int v : divisors(std::gcd(middle, std::gcd(first > 0 ? first : middle, last > 0 ? last : middle))))
             if (v > 1) vs.push_back(v);
         const std::vector<int> eps = m.num_experts > 0 ? divisors(m.num_experts) : std::vector<int>{1};
         for (int v : vs)
@@ -67,6 +100,8 @@ std::vector<Layout> enumerate(const Config& cfg, int world) {
                   l.recompute = rc;
                   l.sizes.zero = zero;
                   l.sequence_parallel = tp > 1 && T % tp == 0;
+                  l.first_stage_layers = first;
+                  l.last_stage_layers = last;
                   out.push_back(l);
                 }
             }

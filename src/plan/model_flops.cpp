@@ -8,7 +8,7 @@ namespace dtrain {
 
 double model_flops_per_token(const Config& c) {
   const ModelShape shape = ModelShape::from(c);
-  const TensorTable whole(shape, stage_part(shape.num_layers, 1, 1, 0), 1, 0);
+  const TensorTable whole(shape, stage_part(PipelineSplit{shape.num_layers}, 0), 1, 0);
   // The weights a token multiplies: the decayed tensors (every matrix: the linear layers, the router,
   // the LM head) except the tables it only looks up (wpe; wte when the head is lm_head); an expert's
   // tensors at topk/E of their size (dropless: a token passes through topk of the E experts).

@@ -167,7 +167,8 @@ ActivationDims activation_dims(const Config& cfg, const ParallelLayout& s, int m
 RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coords& c) {
   const ParallelLayout& s = plan.sizes;
   const int v = plan.sizes.v;
-  const StagePart part = stage_part(cfg.model.num_layers, s.pp, v, c.pp);
+  const PipelineSplit split = PipelineSplit::of(cfg, s.pp, v);
+  const StagePart part = stage_part(split, c.pp);
   const ModelShape shape = ModelShape::from(cfg);
   const int replicas = s.replicas();
   RankPlan r{c, s, cfg.system.precision, part,
@@ -189,7 +190,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   }
   const auto& m = cfg.model;
   r.activations.dims = activation_dims(cfg, s, plan.micro_batch, sp, c.cp);
-  r.activations.blocks_per_slot = m.num_layers / (s.pp * v);
+  r.activations.blocks_per_slot = split.chunk_blocks(c.pp);
   if (m.num_experts > 0) {
     r.activations.mlp_kinds.assign(static_cast<std::size_t>(r.activations.blocks_per_slot), 0);
     for (const auto& chunk : part.chunks)
@@ -217,6 +218,8 @@ RankPlan whole_model_plan(const Config& cfg, int micro_batch) {
   Config single = cfg;
   single.system.sequence_parallel = false;
   single.system.use_distributed_optimizer = false;
+  single.system.pipeline_first_stage_layers = single.system.pipeline_last_stage_layers = 0;  // one stage: every block
+  single.system.pipeline_account_for_embedding = single.system.pipeline_account_for_loss = false;
   return make_rank_plan(single, one, Coords{});
 }
 

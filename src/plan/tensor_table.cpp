@@ -45,13 +45,6 @@ long global_index(const TensorSpec& t, long i) {
   return g;
 }
 
-std::vector<std::vector<int>> chunk_layers(int num_layers, int pp, int v, int stage) {
-  const int k = num_layers / (pp * v);
-  std::vector<std::vector<int>> chunks(v);
-  for (int c = 0; c < v; ++c)
-    for (int i = 0; i < k; ++i) chunks[c].push_back((c * pp + stage) * k + i);
-  return chunks;
-}
 
 std::vector<int> StagePart::layers() const {
   std::vector<int> all;
@@ -59,11 +52,13 @@ std::vector<int> StagePart::layers() const {
   return all;
 }
 
-StagePart stage_part(int num_layers, int pp, int v, int stage) {
+StagePart stage_part(const PipelineSplit& split, int stage) {
   StagePart part;
-  part.chunks = chunk_layers(num_layers, pp, v, stage);
+  part.chunks.resize(static_cast<std::size_t>(split.v));
+  for (int c = 0; c < split.v; ++c)
+    for (int i = 0; i < split.chunk_blocks(stage); ++i) part.chunks[static_cast<std::size_t>(c)].push_back(split.chunk_begin(stage, c) + i);
   part.embedding = stage == 0;
-  part.head = stage == pp - 1;
+  part.head = stage == split.pp - 1;
   return part;
 }
 

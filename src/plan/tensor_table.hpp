@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "plan/pipeline_split.hpp"
 
 namespace dtrain {
 
@@ -88,10 +89,10 @@ struct StagePart {
   std::vector<int> layers() const;       // all blocks of all chunks
 };
 
-// Layers of a pipeline rank. Chunk c (of v) on stage s holds blocks [(c*pp + s)*k, (c*pp + s + 1)*k),
-// k = L / (pp*v): the interleaved assignment; v = 1 gives contiguous blocks.
-std::vector<std::vector<int>> chunk_layers(int num_layers, int pp, int v, int stage);
-StagePart stage_part(int num_layers, int pp, int v, int stage);
+// The blocks of pipeline stage `stage`: chunk c holds split.chunk_blocks(stage) consecutive blocks from
+// split.chunk_begin(stage, c) (even: [(c*pp + s)*k, (c*pp + s + 1)*k) with k = L / (pp*v), the
+// interleaved assignment; v = 1 gives contiguous blocks).
+StagePart stage_part(const PipelineSplit& split, int stage);
 
 class TensorTable {
  public:

@@ -6,7 +6,8 @@
 #   cp_across_layouts    a cp=2 dp=2 checkpoint resumed bit for bit on cp=2 dp=2, and at cp=1 dp=4, cp=4 dp=1
 #                        and cp=1 on one rank (within $resumed_tol)
 #   resume_other_layouts the step-2 checkpoint resumed at tp1/pp4/dp2, tp4/pp1/dp2, tp1/pp1/dp1, directly
-#                        and via --reshard: losses of steps 3-4 within $resumed_tol of the uninterrupted run
+#                        and via --reshard, and on uneven stages (1 + 3 blocks), whose own checkpoint resumes
+#                        on one rank: losses of steps 3-4 within $resumed_tol of the uninterrupted run
 #   cp_ep_across_layouts a MoE cp=2 ep=2 checkpoint resumed at cp=1 ep=4 and cp=4 ep=1 ($resumed_tol)
 #   moe_other_ep         a MoE model (4 experts, top-2) at ep=2 dp=4 with the distributed optimizer: its step-2
 #                        checkpoint (expert tensors written by their slices' owners over the expert-data-
@@ -135,7 +136,20 @@ case $case_name in
           --system.pipeline_model_parallel_size="$3" "${extra[@]}" "--checkpoint.load=$from"
         compare_tail "$work/r.jsonl" "$resumed_tol"
       done
-    done ;;
+    done
+    # Uneven pipeline stages (1 + 3 blocks on pp 2): the even run's checkpoint resumes on them, and a
+    # run on them writes a checkpoint that resumes on one rank.
+    echo "resume at tp=2 pp=2 with 1 + 3 blocks on 4 ranks:"
+    rm -f "$work/r.jsonl"
+    uneven=(--system.pipeline_first_stage_layers=1 --system.pipeline_last_stage_layers=3)
+    train 4 "$work/r.jsonl" "$work/ckU1" "${uneven[@]}" "--checkpoint.load=$work/ckA/step_00000002"
+    compare_tail "$work/r.jsonl" "$resumed_tol"
+    echo "an uneven run's step-2 checkpoint resumed on one rank:"
+    train 4 "$work/u.jsonl" "$work/ckU2" "${uneven[@]}"
+    rm -f "$work/r.jsonl"
+    train 1 "$work/r.jsonl" "$work/ckU3" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 \
+      "--checkpoint.load=$work/ckU2/step_00000002"
+    compare_tail "$work/r.jsonl" "$resumed_tol" ;;
   cp_across_layouts)
     # Context parallelism is one more layout axis: a cp=2 dp=2 checkpoint (distributed optimizer)
     # resumes at cp=1 dp=4, cp=4 dp=1 and on one rank, losses within $resumed_tol of the uninterrupted run

@@ -30,10 +30,14 @@ struct Variant {
   bool overlap = true;  // with the distributed optimizer: overlapped reductions and gathers
   int cp = 1;
   int ep = 1;  // expert parallelism (MoE models), carved from dp
+  int first = 0, last = 0;        // an uneven pipeline split: blocks of the first / last stage
+  bool embedding_as_layer = false;  // or the embedding counted as a block
   std::string name() const {
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "tp=%d cp=%d pp=%d dp=%d ep=%d %s%s%s", tp, cp, pp, dp, ep, schedule.c_str(), sp ? " +sp" : "",
-                  distributed ? (overlap ? " +distopt+overlap" : " +distopt") : "");
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "tp=%d cp=%d pp=%d dp=%d ep=%d %s%s%s%s", tp, cp, pp, dp, ep, schedule.c_str(), sp ? " +sp" : "",
+                  distributed ? (overlap ? " +distopt+overlap" : " +distopt") : "",
+                  first || last ? (" stages " + std::to_string(first) + "..." + std::to_string(last)).c_str()
+                  : embedding_as_layer ? " +embedding as a block" : "");
     return buf;
   }
 };
@@ -70,7 +74,10 @@ Config config_of(const Variant& v, const std::string& data, const std::vector<st
                                 "--system.overlap_param_gather=" + std::string(v.distributed && v.overlap ? "true" : "false"),
                                 "--system.pipeline_schedule=" + v.schedule,
                                 "--system.expert_model_parallel_size=" + std::to_string(v.ep),
-                                "--system.virtual_pipeline_model_parallel_size=" + std::string(v.schedule == "interleaved" ? "2" : "1")};
+                                "--system.virtual_pipeline_model_parallel_size=" + std::string(v.schedule == "interleaved" ? "2" : "1"),
+                                "--system.pipeline_first_stage_layers=" + std::to_string(v.first),
+                                "--system.pipeline_last_stage_layers=" + std::to_string(v.last),
+                                "--system.pipeline_account_for_embedding=" + std::string(v.embedding_as_layer ? "true" : "false")};
   o.insert(o.end(), extra.begin(), extra.end());
   return load_config("[model]\nnum_layers=8\nhidden_size=32\nnum_attention_heads=4\nseq_length=16\nvocab_size=64\n"
                      "global_batch_size=8\nmicro_batch_size=1\n[training]\ntrain_iters=10\neval_iters=1\n"
@@ -159,6 +166,32 @@ TEST_CASE("every layout matches one rank", "[mpi][layouts]") {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const double steps = testing::reorder_tolerance(kLongestSum, 10);
   check_layouts(variants_for(world), {kSmoothAdam}, testing::reorder_tolerance(kLongestSum, 0), steps, steps);
+}
+
+// Uneven pipeline splits of the 8 blocks (Megatron's first/last stage sizes, or the embedding counted as
+// a block), 1F1B and interleaved, with tensor and data parallelism and synchronous sends: only the
+// blocks' placement changes, so the GPT test's derived tolerances hold. np 2: 3 + 5 and 5 + 3 blocks,
+// interleaved 2 + 6 (chunks of 1 and 3); np 3: 2 + 4 + 2, interleaved (chunks 1, 2, 1), the embedding
+// as a block (2, 3, 3); np 4: 1 + 3 + 3 + 1, and pp 2 with tp 2 or dp 2.
+TEST_CASE("uneven pipeline splits match one rank", "[mpi][layouts][uneven][pipeline]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::vector<Variant> variants;
+  const auto uneven = [](Variant v, int first, int last) {
+    v.first = first, v.last = last;
+    return v;
+  };
+  if (world == 2) {
+    variants = {uneven({1, 2, 1}, 3, 5), uneven({1, 2, 1}, 5, 3), uneven({1, 2, 1, false, false, "interleaved"}, 2, 6)};
+  } else if (world == 3) {
+    Variant embedding{1, 3, 1};
+    embedding.embedding_as_layer = true;
+    variants = {uneven({1, 3, 1}, 2, 2), uneven({1, 3, 1, false, false, "interleaved"}, 2, 2), embedding};
+  } else if (world == 4) {
+    variants = {uneven({1, 4, 1}, 1, 1), uneven({2, 2, 1, true}, 3, 5), uneven({1, 2, 2, false, true, "interleaved"}, 2, 6)};
+  }
+  const double steps = testing::reorder_tolerance(kLongestSum, 10);
+  check_layouts(variants, {kSmoothAdam, "--debug.synchronous_sends=true"}, testing::reorder_tolerance(kLongestSum, 0), steps, steps);
 }
 
 // The Llama family (RMSNorm, RoPE, SwiGLU, grouped-query attention, untied LM head, no linear biases)

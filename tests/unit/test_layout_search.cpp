@@ -99,3 +99,21 @@ TEST_CASE("layout search finds the fastest layout that fits, and the least memor
   REQUIRE(none.any_valid);
   CHECK(static_cast<double>(none.least_memory.memory) == all.least_memory);
 }
+
+TEST_CASE("the search splits blocks that do not divide the stages unevenly, lighter at the ends", "[plan][search][uneven]") {
+  // 5 blocks on 4 ranks: pp 2 only as 3 + 2 (the last stage, which holds the LM head, the lighter);
+  // pp 4 has no split with lighter ends (5 - 2f is odd), so it is not tried.
+  const Config cfg = load_config("[model]\nnum_layers=5\nhidden_size=64\nnum_attention_heads=4\nseq_length=32\nvocab_size=128\n"
+                                 "global_batch_size=8\n", "t", {});
+  const SearchResult r = search_layouts(cfg, host_cluster(1e9), 100000);
+  int pipelined = 0;
+  for (const auto& b : r.best) {
+    CHECK(b.layout.sizes.pp <= 2);
+    if (b.layout.sizes.pp == 1) continue;
+    ++pipelined;
+    CHECK(b.layout.first_stage_layers == 3);
+    CHECK(b.layout.last_stage_layers == 2);
+  }
+  CHECK(pipelined > 0);
+  CHECK(r.refused.empty());  // every split tried is one dtrain accepts
+}

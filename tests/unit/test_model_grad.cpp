@@ -128,7 +128,7 @@ TEST_CASE("initial weights depend only on seed, tensor and global index", "[mode
   init_parameters(plan.table, 11, b.data());
   CHECK(a == b);
   // A tensor-parallel slice's global indices address exactly its block of the full tensor.
-  const TensorTable half(ModelShape::from(cfg), stage_part(2, 1, 1, 0), 2, 1);
+  const TensorTable half(ModelShape::from(cfg), stage_part(PipelineSplit{2}, 0), 2, 1);
   const TensorSpec& qkv = half.get("h1.qkv_w");  // (3, C, C) split on dim 1: rows C/2..C-1 of q, k and v
   CHECK(qkv.local_shape == std::vector<long>{3, 8, 16});
   CHECK(global_index(qkv, 0) == 8 * 16);
@@ -140,7 +140,7 @@ TEST_CASE("initial weights depend only on seed, tensor and global index", "[mode
 
 TEST_CASE("runs of a slice cover exactly its elements at their global indices", "[model]") {
   const Config cfg = tiny_config();
-  const TensorTable half(ModelShape::from(cfg), stage_part(2, 1, 1, 0), 2, 1);
+  const TensorTable half(ModelShape::from(cfg), stage_part(PipelineSplit{2}, 0), 2, 1);
   for (const auto& t : half.tensors()) {
     for (long begin : {0L, 3L}) {
       const long count = static_cast<long>(t.numel) - begin - (t.numel > 8 ? 5 : 0);

@@ -190,7 +190,7 @@ TEST_CASE("rank plan of a mixture-of-experts model: expert tensors split over tp
   // Over expert parallelism each rank holds whole experts, initialised by their global index: the
   // slice of ep rank 1 of 2 is experts 2 and 3 of the one-rank tensor, value for value (SwiGLU: (E,2,F',C)).
   const ModelShape shape = ModelShape::from(tiny({"--model.num_experts=4", "--model.moe_ffn_hidden_size=8", "--model.swiglu=true"}));
-  const StagePart part = stage_part(4, 1, 1, 0);
+  const StagePart part = stage_part(PipelineSplit{4}, 0);
   const TensorTable whole(shape, part, 1, 0), half(shape, part, 1, 0, 16, 2, 1);
   const TensorSpec& w = whole.get("h1.expert_fc_w");
   const TensorSpec& h = half.get("h1.expert_fc_w");
