@@ -4,7 +4,9 @@
 // original_context / low_freq_factor turns `factor` times slower, one below
 // original_context / high_freq_factor is kept, and the ones between blend the two with
 // smooth = (original_context / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor):
-// (1 - smooth) inv_freq / factor + smooth inv_freq (transformers' _compute_llama3_parameters, fp32).
+// (1 - smooth) inv_freq / factor + smooth inv_freq (transformers' _compute_llama3_parameters, fp32, in
+// its operations' order: PyTorch computes a scalar over a tensor as the tensor's reciprocal times the
+// scalar, so 2 pi / inv_freq is (1 / inv_freq) * 2 pi here too).
 #pragma once
 #include <cmath>
 
@@ -22,10 +24,10 @@ struct RopeFrequencies {
 DTRAIN_HOST_DEVICE inline float rope_inv_freq(const RopeFrequencies& f, int i, int R) {
   const float inv_freq = 1.0f / powf(f.base, static_cast<float>(2 * i) / static_cast<float>(R));
   if (f.factor == 0.0f) return inv_freq;
-  const float wavelength = 2.0f * 3.14159265358979323846f / inv_freq;
+  const float wavelength = (1.0f / inv_freq) * 6.28318530717958647692f;
   if (wavelength < f.original_context / f.high_freq_factor) return inv_freq;
   if (wavelength > f.original_context / f.low_freq_factor) return inv_freq / f.factor;
-  const float smooth = (f.original_context / wavelength - f.low_freq_factor) / (f.high_freq_factor - f.low_freq_factor);
+  const float smooth = ((1.0f / wavelength) * f.original_context - f.low_freq_factor) / (f.high_freq_factor - f.low_freq_factor);
   return (1.0f - smooth) * inv_freq / f.factor + smooth * inv_freq;
 }
 

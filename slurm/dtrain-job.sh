@@ -8,11 +8,12 @@
 # DTRAIN_MAX_RESTARTS times. Bad input (2) and a non-finite step (5) are never retried, and neither is a
 # failure that made no checkpoint since the last restart (it would only fail again).
 # The node of a failure is named by dtrain's last words (a rank stuck outside communication), by srun (a
-# task killed; "Node failure on N") or by Slurm's node state (down, drained, not responding). With
-# system.layout = auto the restart leaves it behind and the planner chooses a layout for the nodes left.
-# When the nodes left cannot run the job (a manual layout needs every node; no layout fits the nodes
-# left; Slurm took the node out of the allocation), the job requeues itself with the node added to its
-# ExcNodeList, and the requeued job runs on the nodes it is given then. The sbatch scripts ask for
+# task killed; "Node failure on N") or by Slurm (a node it took out of the allocation, or shows down,
+# drained or not responding). With system.layout = auto the restart leaves it behind when the planner
+# finds a layout for the nodes left. A node Slurm holds down or took away that the nodes left cannot do
+# without (a manual layout needs every node; no layout fits the rest) makes the job requeue itself with
+# the node added to its ExcNodeList; the requeued job runs on the nodes it is given then (at most
+# DTRAIN_MAX_REQUEUES times, and not again without a new checkpoint). The sbatch scripts ask for
 # --no-kill so that a node's failure does not end the allocation of the nodes left.
 # Exit status: dtrain's, or 6 when a rank or node was lost and the job script gave up.
 #
@@ -64,7 +65,10 @@ latest() { [ -n "$ckpt_dir" ] && cat "$ckpt_dir/latest" 2>/dev/null; }
 job_field() { scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p" | grep -v '^(null)$'; }
 unusable() { [ -n "$1" ] && sinfo -h -N -n "$1" -o '%N %t' 2>/dev/null |
                awk '$2 ~ /\*$/ || $2 ~ /^(down|drain|drng|fail|maint|boot|pow|inval|futr)/ {print $1}' | sort -u | paste -sd, -; }
-count_nodes() { [ -n "$1" ] && scontrol show hostnames "$1" | wc -l || echo 0; }
+hosts() { [ -n "$1" ] && scontrol show hostnames "$1" 2>/dev/null; true; }  # one node name per line
+count_nodes() { hosts "$1" | grep -c .; }
+# The nodes the steps run on: the allocation's at the start, less those left behind.
+placed() { hosts "${SLURM_JOB_NODELIST:-}" | grep -vxF -f <(tr ',' '\n' <<<"$excluded") | paste -sd, -; }
 attempt_log=$(mktemp "${TMPDIR:-/tmp}/dtrain-attempt.XXXXXX")
 restarts=0 wait_s=${DTRAIN_RESTART_WAIT_S:-5}
 nodes=${SLURM_JOB_NUM_NODES:-1} per_node=$(( ${SLURM_NTASKS:-1} / ${SLURM_JOB_NUM_NODES:-1} )) excluded="" requeue_without="" lost=0
@@ -102,40 +106,52 @@ while true; do
     failed=$(sed -n 's/^srun: error: \([^:]*\): tasks\{0,1\} [0-9-]*: \(Killed\|Segmentation\|Aborted\|Bus error\).*/\1/p' "$attempt_log" | head -1)
     [ -n "$failed" ] && class="rank lost (a task on $failed died: $(grep -ao "srun: error: $failed: tasks\{0,1\} [0-9-]*: [A-Za-z ]*" "$attempt_log" | head -1 | sed 's/^srun: error: [^:]*: //'))" lost=1
   fi
-  allocation=$(job_field NodeList)
-  if [ -z "$failed" ]; then
-    failed=$(unusable "$allocation")
-    [ -n "$failed" ] && class="$class; Slurm shows $failed unusable"
+  # Slurm's verdict on the nodes the step ran on: one it took out of the allocation (a --no-kill job
+  # keeps running without it), or one it shows down, drained or not responding.
+  on=$(placed)
+  missing=$(grep -vxF -f <(hosts "$(job_field NodeList)") <(hosts "$on") | paste -sd, -)
+  if [ -z "$failed" ] && [ -n "$missing" ]; then
+    failed=$missing class="$class; Slurm took $missing out of the allocation" lost=1
+  elif [ -z "$failed" ]; then
+    failed=$(unusable "$on")
+    [ -n "$failed" ] && class="$class; Slurm shows $failed unusable" lost=1
   fi
   [ -n "$node" ] || node=$(grep -ao 'rank [0-9]* on node [^:]*' "$attempt_log" | head -1)
   echo "dtrain job: step failed at $(date -d "@$failed_at" +%T.%1N): $class${node:+, reported by $node}${failed:+; failed node $failed}"
   if [ "$stop" -eq 1 ]; then echo "dtrain job: a stop signal came first: not restarted"; break; fi
+  # A node Slurm holds down or took away cannot run ranks again: the job goes on without it, on the
+  # nodes left when system.layout = auto finds a layout for them, else (a manual layout needs every
+  # node) in another allocation: the job requeues itself with the node in its ExcNodeList. That has its
+  # own budget (DTRAIN_MAX_REQUEUES) and is not repeated without a new checkpoint.
+  gone=""
+  if [ "${DTRAIN_EXCLUDE_FAILED:-1}" = 1 ] && [ -n "$failed" ]; then
+    gone=$( { hosts "$(unusable "$failed")"; hosts "$failed" | grep -xF -f <(tr ',' '\n' <<<"$missing"); } | sort -u | paste -sd, -)
+  fi
+  left=$(( nodes - $(count_nodes "$failed") ))
+  try_place=(-N "$left" -n $((left * per_node)) --exclude="${excluded:+$excluded,}$failed")
+  shrink=0
+  if [ -n "$failed" ] && [ "${DTRAIN_EXCLUDE_FAILED:-1}" = 1 ] && [ "$layout_mode" = auto ] && [ "$left" -ge 1 ]; then
+    # shellcheck disable=SC2086
+    if fit=$(srun "${srun_args[@]}" "${try_place[@]}" dtrain --dry-run "$input" ${DTRAIN_ARGS:-} 2>&1); then
+      shrink=1
+    else
+      echo "dtrain job: the $left node(s) left cannot run the job: $(grep -a 'error' <<<"$fit" | head -1)"
+    fi
+  fi
+  if [ -n "$gone" ] && [ "$shrink" -eq 0 ]; then
+    [ "$layout_mode" = auto ] || echo "dtrain job: node $gone is gone from Slurm's view and the layout (system.layout = $layout_mode) needs every node"
+    requeue_without=${excluded:+$excluded,}$gone
+    break
+  fi
   if [ "$restarts" -ge "${DTRAIN_MAX_RESTARTS:-3}" ]; then
     echo "dtrain job: DTRAIN_MAX_RESTARTS=${DTRAIN_MAX_RESTARTS:-3} restarts made: giving up"; break
   fi
   if [ "$restarts" -gt 0 ] && [ "$(latest)" = "$before" ]; then
     echo "dtrain job: no new checkpoint since the last restart: not restarting it again"; break
   fi
-  # Where the next step runs: the same nodes, the nodes left (layout auto, when a layout fits them), or,
-  # when the nodes left cannot run the job, another allocation without the failed node (requeue).
-  if [ "${DTRAIN_EXCLUDE_FAILED:-1}" = 1 ] && [ -n "$failed" ]; then
-    gone=$(unusable "$failed")   # a node Slurm holds down cannot run the layout's ranks again
-    left=$(( nodes - $(count_nodes "$failed") ))
-    if [ "$layout_mode" = auto ] && [ "$left" -ge 1 ]; then
-      try_place=(-N "$left" -n $((left * per_node)) --exclude="${excluded:+$excluded,}$failed")
-      # shellcheck disable=SC2086
-      if fit=$(srun "${srun_args[@]}" "${try_place[@]}" dtrain --dry-run "$input" ${DTRAIN_ARGS:-} 2>&1); then
-        nodes=$left excluded=${excluded:+$excluded,}$failed place=("${try_place[@]}")
-        echo "dtrain job: leaving node $failed behind: the restart runs on $nodes node(s), $((nodes * per_node)) ranks"
-      else
-        echo "dtrain job: the $left node(s) left cannot run the job: $(grep -a 'error' <<<"$fit" | head -1)"
-        requeue_without=${excluded:+$excluded,}$failed
-      fi
-    elif [ -n "$gone" ]; then
-      echo "dtrain job: node $gone is $(sinfo -h -N -n "$gone" -o %t | head -1) in Slurm and the layout (system.layout = $layout_mode) needs every node"
-      requeue_without=${excluded:+$excluded,}$failed
-    fi
-    [ -n "$requeue_without" ] && break
+  if [ "$shrink" -eq 1 ]; then
+    nodes=$left excluded=${excluded:+$excluded,}$failed place=("${try_place[@]}")
+    echo "dtrain job: leaving node $failed behind: the restart runs on $nodes node(s), $((nodes * per_node)) ranks"
   fi
   restarts=$((restarts + 1))
   echo "dtrain job: restart $restarts of ${DTRAIN_MAX_RESTARTS:-3} in ${wait_s} s from ${ckpt_dir:+$ckpt_dir/}$(latest || true)"
@@ -149,10 +165,16 @@ while true; do
   wait_s=$((wait_s * 2))
 done
 rm -f "$attempt_log"
+# The checkpoint the last requeue without a node resumed from (checkpoint.dir/.dtrain-requeued: job id
+# and checkpoint): a requeue that made nothing new since is not repeated.
+requeued_from() { [ -n "$ckpt_dir" ] && cat "$ckpt_dir/.dtrain-requeued" 2>/dev/null; }
 if [ -n "$requeue_without" ]; then
   if [ "${SLURM_RESTART_COUNT:-0}" -ge "${DTRAIN_MAX_REQUEUES:-10}" ]; then
     echo "dtrain job: DTRAIN_MAX_REQUEUES=${DTRAIN_MAX_REQUEUES:-10} requeues made: giving up"
+  elif [ -n "$(latest)" ] && [ "$(requeued_from)" = "$SLURM_JOB_ID $(latest)" ]; then
+    echo "dtrain job: no new checkpoint since the last requeue without a node: not requeueing again"
   else
+    [ -n "$ckpt_dir" ] && echo "$SLURM_JOB_ID $(latest)" > "$ckpt_dir/.dtrain-requeued"
     exclude=$(scontrol show hostlist "$({ job_field ExcNodeList | xargs -r scontrol show hostnames; scontrol show hostnames "$requeue_without"; } |
                                         sort -u | paste -sd, -)")
     echo "dtrain job: requeueing job $SLURM_JOB_ID without node(s) $requeue_without (ExcNodeList=$exclude); it resumes from ${ckpt_dir:+$ckpt_dir/}$(latest || true) on the nodes it is given"
@@ -168,7 +190,7 @@ if [ -n "$requeue_without" ]; then
         sleep 0.1
       done
     fi
-    [ -z "$out" ] || echo "dtrain job: the requeue without $requeue_without failed: $out"
+    [ -z "$out" ] || { echo "dtrain job: the requeue without $requeue_without failed: $out"; [ "$lost" -eq 1 ] && rc=6; }
     exit "$rc"
   fi
 fi
@@ -176,5 +198,5 @@ if [ "$rc" -eq 3 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt "${DTRAIN_MAX_REQUEUES:-
   echo "dtrain job: checkpoint saved on preemption; requeueing job $SLURM_JOB_ID"
   scontrol requeue "$SLURM_JOB_ID"
 fi
-[ "$lost" -eq 1 ] && rc=6
+[ "$lost" -eq 1 ] && [ "$rc" -ne 3 ] && rc=6
 exit "$rc"

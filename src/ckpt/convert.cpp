@@ -15,6 +15,7 @@
 #include "common/error.hpp"
 #include "config/load.hpp"
 #include "plan/layout_checks.hpp"
+#include "plan/pipeline_split.hpp"
 #include "plan/rank_layout.hpp"
 #include "plan/training_plan.hpp"
 
@@ -116,6 +117,12 @@ void reshard(HostComm comm, const CheckpointReader& reader, const ParallelLayout
   Config cfg = checkpoint_config(reader);
   // The new layout must fit the model as a run on it would have to (the same checks, the same words).
   set_parallel_layout(cfg.system, L);
+  // The saved run's uneven pipeline split where it fits the new stages, else the even one: which shard
+  // holds a piece does not change what any layout reads back.
+  if (!PipelineSplit::of(cfg, L.pp, L.v).errors().empty()) {
+    cfg.system.pipeline_first_stage_layers = cfg.system.pipeline_last_stage_layers = 0;
+    cfg.system.pipeline_account_for_embedding = cfg.system.pipeline_account_for_loss = false;
+  }
   cfg.system.sequence_parallel = false;
   cfg.model.micro_batch_size.automatic = true;  // the batch is the resuming run's business
   const int world = L.tp * L.pp * L.dp;  // bounded by parse_layout

@@ -74,7 +74,10 @@ void read_rope(const Json& j, const ConfigReader& r, ModelConfig& m) {
     const Json type = scaling.contains("rope_type") ? scaling["rope_type"] : scaling.contains("type") ? scaling["type"] : Json("default");
     if (scaling.contains("partial_rotary_factor") && scaling["partial_rotary_factor"] != Json(1.0))
       throw r.error("'" + std::string(key) + "' has a partial_rotary_factor; dtrain's Llama rotates whole heads");
-    if (type == "default") return;
+    if (type == "default") {
+      if (m.rope_scaling != RopeScaling::none) throw r.error("'rope_scaling' and 'rope_parameters' give different scalings");
+      return;
+    }
     if (type != "llama3")
       throw r.error("'" + std::string(key) + "' = " + scaling.dump(-1, ' ', false, Json::error_handler_t::replace) +
                     ": dtrain implements plain RoPE and Llama 3.1's scaling (rope_type llama3), not this one");

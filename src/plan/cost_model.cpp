@@ -132,7 +132,8 @@ std::vector<std::string> layout_overrides(const Layout& l, bool experts) {
   return o;
 }
 
-StepCost predict_step(const Config& cfg, const Layout& l, const ClusterSpec& cl) {
+StepCost predict_step(const Config& input, const Layout& l, const ClusterSpec& cl) {
+  const Config cfg = with_layout(input, l);  // the layout's own keys (its pipeline split) for what reads the configuration
   const Shapes s = shapes_of(cfg, l);
   const auto& sz = l.sizes;
   const double peak = cl.peak(cfg.system.precision), bw = cl.elementwise_rate();

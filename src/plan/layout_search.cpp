@@ -67,7 +67,7 @@ std::vector<std::pair<int, int>> stage_splits(const Config& cfg, int pp) {
 
 std::vector<Layout> enumerate(const Config& cfg, int world) {
   const auto& m = cfg.model;
-  const int L = m.num_layers, gb = m.global_batch_size, T = m.seq_length;
+  const int gb = m.global_batch_size, T = m.seq_length;
   std::vector<Layout> out;
   for (int tp : divisors(world)) {
     if (m.num_attention_heads % tp || m.kv_heads() % tp || m.vocab_size % tp || cfg.ffn_hidden() % tp) continue;
@@ -78,10 +78,13 @@ std::vector<Layout> enumerate(const Config& cfg, int world) {
         const int dp = world / (tp * cp * pp);
         if (gb % dp) continue;
         // Interleaving divides every stage's blocks into v equal chunks.
-        const int middle = first > 0 ? (pp > 2 ? (L - first - last) / (pp - 2) : first) : L / pp;
+        PipelineSplit split = PipelineSplit::of(cfg, pp, 1);
+        split.first = first, split.last = last;
+        int blocks = 0;
+        for (int stage = 0; stage < pp; ++stage) blocks = std::gcd(blocks, split.stage_blocks(stage));
         std::vector<int> vs{1};
         if (pp > 1)
-          for (int v : divisors(std::gcd(middle, std::gcd(first > 0 ? first : middle, last > 0 ? last : middle))))
+          for (int v : divisors(blocks))
             if (v > 1) vs.push_back(v);
         const std::vector<int> eps = m.num_experts > 0 ? divisors(m.num_experts) : std::vector<int>{1};
         for (int v : vs)

@@ -30,8 +30,8 @@ int PipelineSplit::stage_blocks(int stage) const {
     const int fixed = (first > 0) + (last > 0), others = pp - fixed;
     return others > 0 ? (num_layers - first - last) / others : 0;
   }
-  const int per_chunk = (num_layers + embedding_as_layer + loss_as_layer) / (pp * v);
-  return per_chunk * v - (stage == 0 && embedding_as_layer) - (stage == pp - 1 && loss_as_layer);
+  const long long per_chunk = (num_layers + embedding_as_layer + loss_as_layer) / (static_cast<long long>(pp) * v);
+  return static_cast<int>(per_chunk * v) - (stage == 0 && embedding_as_layer) - (stage == pp - 1 && loss_as_layer);
 }
 
 int PipelineSplit::chunk_begin(int stage, int chunk) const {
@@ -52,9 +52,10 @@ std::vector<std::string> PipelineSplit::errors() const {
   const std::string stages = "system.pipeline_model_parallel_size=" + s(pp) +
                              (v > 1 ? " x system.virtual_pipeline_model_parallel_size=" + s(v) : std::string());
   if (even()) {
-    if (num_layers % (pp * v) != 0)
+    const long long chunks = static_cast<long long>(pp) * v;  // each up to 2^20: no overflow in 64 bits
+    if (num_layers % chunks != 0)
       errs.push_back("model.num_layers=" + s(num_layers) + " is not divisible by " + stages + "; use num_layers a multiple of " +
-                     s(pp * v) + ", or set system.pipeline_first_stage_layers / pipeline_last_stage_layers for an uneven split");
+                     s(chunks) + ", or set system.pipeline_first_stage_layers / pipeline_last_stage_layers for an uneven split");
     return errs;
   }
   if ((first > 0 || last > 0) && (embedding_as_layer || loss_as_layer)) {

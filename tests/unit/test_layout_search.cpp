@@ -117,3 +117,20 @@ TEST_CASE("the search splits blocks that do not divide the stages unevenly, ligh
   CHECK(pipelined > 0);
   CHECK(r.refused.empty());  // every split tried is one dtrain accepts
 }
+
+TEST_CASE("a layout's own pipeline split is what the cost model prices", "[plan][search][uneven]") {
+  // 5 blocks as 3 + 2 on pp 2: the same seconds whether the split comes with the layout or with the
+  // configuration, and more than an even 2.5 blocks per stage could take (the first stage's 3 blocks).
+  const Config cfg = load_config("[model]\nnum_layers=5\nhidden_size=64\nnum_attention_heads=4\nseq_length=32\nvocab_size=128\n"
+                                 "global_batch_size=8\n", "t", {});
+  Layout l;
+  l.sizes = {1, 1, 2, 2};
+  l.micro_batch = 1;
+  l.first_stage_layers = 3, l.last_stage_layers = 2;
+  const ClusterSpec cl = host_cluster(1e9);
+  const double from_layout = predict_step(cfg, l, cl).step();
+  CHECK(from_layout == predict_step(with_layout(cfg, l), l, cl).step());
+  Layout two_and_three = l;
+  two_and_three.first_stage_layers = 2, two_and_three.last_stage_layers = 3;
+  CHECK(predict_step(cfg, two_and_three, cl).compute != predict_step(cfg, l, cl).compute);  // the head's stage matters
+}
