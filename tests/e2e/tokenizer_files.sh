@@ -7,6 +7,8 @@
 #   empty_merges      vocab.bpe of zero bytes
 #   missing_entry     encoder.json without one token: the error names the id nobody has, not <|endoftext|>
 #   sentencepiece_dir sentencepiece:DIR where DIR is a directory
+#   hf_sound          hf:DIR with Hugging Face's tokenizer.json of the small files (hf_tokenizer_json.py) tokenises
+#   hf_other_model    hf:DIR whose tokenizer.json holds a WordPiece model: refused, naming the file and the model
 set -u
 case_name=$1 tool=$2
 here=$(dirname "$0")
@@ -45,6 +47,16 @@ case $case_name in
     /usr/bin/python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); d.pop(next(k for k, v in d.items() if v == 100)); json.dump(d, open(p, 'w'))" \
       "$work/gpt2/encoder.json" || fail "python"
     file=$work/gpt2/encoder.json expected="no token has the id 100" ;;
+  hf_sound | hf_other_model)
+    /usr/bin/python3 "$here/hf_tokenizer_json.py" "$work/gpt2/encoder.json" "$work/gpt2/vocab.bpe" "$work/hf" > /dev/null || fail "tokenizer.json"
+    spec="hf:$work/hf" file=$work/hf/tokenizer.json expected='its model is "WordPiece", not BPE'
+    if [ "$case_name" = hf_sound ]; then
+      "$tool" --tokenizer "$spec" --out "$work/d" "$work/text.txt" > "$work/out.log" 2>&1 || { cat "$work/out.log"; fail "hf:DIR"; }
+      [ -s "$work/d.train.bin" ] || fail "no token file"
+      echo PASS; exit 0
+    fi
+    /usr/bin/python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); d['model']['type']='WordPiece'; json.dump(d, open(p, 'w'))" \
+      "$file" || fail "python" ;;
   sentencepiece_dir) mkdir -p "$work/sp.model"; spec="sentencepiece:$work/sp.model" file=$work/sp.model expected="is a directory, not a file" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

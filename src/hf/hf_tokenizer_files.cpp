@@ -1,0 +1,91 @@
+// write_hf_tokenizer_files: tokenizer.json built from the vocabulary and merges (the structure of
+// GPT-2's file on the Hugging Face Hub), the two source files copied as vocab.json and merges.txt, or a
+// SentencePiece model copied.
+#include "hf/hf_tokenizer_files.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "config/tokenizer_spec.hpp"
+#include "hf/hf_convert.hpp"
+#include "tokenizer/bpe_files.hpp"
+
+namespace dtrain {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError("cannot read the tokenizer file '" + path + "'");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string tokenizer_json(const ByteLevelBpeFiles& f) {
+  using Json = nlohmann::ordered_json;
+  const Json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  Json post = byte_level;
+  post["trim_offsets"] = false;
+  Json added = Json::array();
+  if (f.vocab.contains("<|endoftext|>"))
+    added.push_back({{"id", f.vocab["<|endoftext|>"]}, {"content", "<|endoftext|>"}, {"single_word", false}, {"lstrip", false},
+                     {"rstrip", false}, {"normalized", true}, {"special", true}});
+  Json merges = Json::array();
+  for (const std::string& m : f.merges)
+    if (m.find_first_not_of(" \t\r") != std::string::npos) merges.push_back(m);
+  Json model = {{"type", "BPE"},       {"dropout", nullptr},
+                {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
+                {"end_of_word_suffix", ""}, {"fuse_unk", false},
+                {"byte_fallback", false}, {"vocab", Json::object()},
+                {"merges", merges}};
+  // The vocabulary in id order, as the Hub's files list it.
+  std::vector<std::pair<std::uint64_t, std::string>> by_id;
+  for (const auto& [token, id] : f.vocab.items()) by_id.emplace_back(id.get<std::uint64_t>(), token);
+  std::sort(by_id.begin(), by_id.end());
+  for (const auto& [id, token] : by_id) model["vocab"][token] = id;
+  const Json j = {{"version", "1.0"},          {"truncation", nullptr}, {"padding", nullptr},
+                  {"added_tokens", added},     {"normalizer", nullptr}, {"pre_tokenizer", byte_level},
+                  {"post_processor", post},    {"decoder", byte_level}, {"model", model}};
+  return j.dump(2, ' ', false, Json::error_handler_t::strict) + "\n";
+}
+
+}  // namespace
+
+std::string write_hf_tokenizer_files(const std::string& spec_text, const std::string& dir) {
+  const TokenizerSpec spec = parse_tokenizer_spec(spec_text);
+  switch (spec.kind) {
+    case TokenizerKind::byte:
+      throw UserError("--tokenizer byte: the byte tokenizer (ids 0-255 are the bytes) has no Hugging Face tokenizer files; "
+                      "export without --tokenizer");
+    case TokenizerKind::sentencepiece:
+      write_text_file(dir + "/tokenizer.model", read_file(spec.arg));
+      return "tokenizer.model";
+    case TokenizerKind::gpt2:
+    case TokenizerKind::hf:
+      break;
+  }
+  std::error_code ec;
+  const bool json = spec.kind == TokenizerKind::hf && std::filesystem::exists(spec.arg + "/tokenizer.json", ec);
+  const std::string vocab = spec.arg + (spec.kind == TokenizerKind::gpt2 ? "/encoder.json" : "/vocab.json");
+  const std::string merges = spec.arg + (spec.kind == TokenizerKind::gpt2 ? "/vocab.bpe" : "/merges.txt");
+  if (json) {  // Hugging Face's own file, as it is; the pair from it
+    const ByteLevelBpeFiles f = read_tokenizer_json(spec.arg + "/tokenizer.json");
+    write_text_file(dir + "/tokenizer.json", read_file(spec.arg + "/tokenizer.json"));
+    write_text_file(dir + "/vocab.json", f.vocab.dump() + "\n");
+    std::string text = "#version: 0.2\n";
+    for (const std::string& m : f.merges) text += m + "\n";
+    write_text_file(dir + "/merges.txt", text);
+  } else {
+    const ByteLevelBpeFiles f = read_vocab_and_merges(vocab, merges, "check data.tokenizer=" + spec_text);
+    write_text_file(dir + "/tokenizer.json", tokenizer_json(f));
+    write_text_file(dir + "/vocab.json", read_file(vocab));
+    write_text_file(dir + "/merges.txt", read_file(merges));
+  }
+  return "tokenizer.json, vocab.json, merges.txt";
+}
+
+}  // namespace dtrain

@@ -1,0 +1,86 @@
+// Reading byte-level BPE files: JSON through nlohmann::json, merges line by line; tokenizer.json's
+// model, pre-tokenizer, normalizer and decoder checked against what Gpt2Tokenizer implements.
+#include "tokenizer/bpe_files.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace dtrain {
+namespace {
+
+std::string read_text(const std::string& path, const std::string& hint) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw UserError("tokenizer file '" + path + "' is a directory, not a file; " + hint);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError("cannot read tokenizer file '" + path + "'; " + hint);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+nlohmann::json parse_json(const std::string& path, const std::string& hint) {
+  try {
+    return nlohmann::json::parse(read_text(path, hint));
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError("tokenizer file '" + path + "' is not valid JSON (" + e.what() + "); " + hint);
+  }
+}
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+}  // namespace
+
+ByteLevelBpeFiles read_vocab_and_merges(const std::string& vocab_json, const std::string& merges_txt, const std::string& hint) {
+  ByteLevelBpeFiles f;
+  f.vocab_file = vocab_json, f.merges_file = merges_txt, f.hint = hint;
+  f.vocab = parse_json(vocab_json, hint);
+  std::istringstream lines(read_text(merges_txt, hint));
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    if (number == 1 && line.rfind("#version", 0) == 0) continue;
+    f.merges.push_back(line);
+  }
+  return f;
+}
+
+ByteLevelBpeFiles read_tokenizer_json(const std::string& path) {
+  const std::string hint = "dtrain reads tokenizer.json files of GPT-2's byte-level BPE (model BPE, pre_tokenizer ByteLevel)";
+  const nlohmann::json j = parse_json(path, hint);
+  const auto refuse = [&](const std::string& what) { return UserError("tokenizer file '" + path + "': " + what + "; " + hint); };
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) throw refuse("no \"model\" object");
+  const nlohmann::json& m = j["model"];
+  if (m.value("type", std::string()) != "BPE") throw refuse("its model is " + dump(m.value("type", nlohmann::json())) + ", not BPE");
+  for (const char* flag : {"byte_fallback", "ignore_merges"})
+    if (m.value(flag, false)) throw refuse(std::string("its BPE model sets ") + flag + ", which dtrain does not implement");
+  if (m.contains("continuing_subword_prefix") && !m["continuing_subword_prefix"].is_null() && m["continuing_subword_prefix"] != "")
+    throw refuse("its BPE model has a continuing_subword_prefix");
+  if (j.contains("normalizer") && !j["normalizer"].is_null()) throw refuse("it has a normalizer " + dump(j["normalizer"]));
+  const nlohmann::json pre = j.value("pre_tokenizer", nlohmann::json());
+  if (!pre.is_object() || pre.value("type", std::string()) != "ByteLevel" || pre.value("add_prefix_space", false) ||
+      !pre.value("use_regex", true))
+    throw refuse("its pre_tokenizer is " + dump(pre) + ", not GPT-2's (ByteLevel, use_regex, no prefix space)");
+  if (!m.contains("vocab") || !m["vocab"].is_object()) throw refuse("its model has no vocab object");
+  if (!m.contains("merges") || !m["merges"].is_array()) throw refuse("its model has no merges array");
+  ByteLevelBpeFiles f;
+  f.vocab_file = f.merges_file = path, f.hint = hint;
+  f.vocab = m["vocab"];
+  for (const auto& merge : m["merges"]) {
+    // "LEFT RIGHT" (tokenizers < 0.20), or ["LEFT", "RIGHT"].
+    if (merge.is_string()) f.merges.push_back(merge.get<std::string>());
+    else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string())
+      f.merges.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
+    else throw refuse("its merges hold " + dump(merge) + ", not a pair of tokens");
+  }
+  // Added tokens (GPT-2's <|endoftext|>) must be vocabulary entries with their ids. Hugging Face splits
+  // them out of the text before the BPE runs; dtrain encodes such text as ordinary text (documented).
+  for (const auto& t : j.value("added_tokens", nlohmann::json::array()))
+    if (t.is_object() && t.contains("content") && t.contains("id") && (!f.vocab.contains(t["content"].get<std::string>()) ||
+                                                                       f.vocab[t["content"].get<std::string>()] != t["id"]))
+      throw refuse("its added token " + dump(t["content"]) + " is not in the vocabulary with its id");
+  return f;
+}
+
+}  // namespace dtrain

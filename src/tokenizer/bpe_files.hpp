@@ -1,0 +1,27 @@
+// The files of a byte-level BPE (GPT-2's scheme, which Hugging Face calls ByteLevel BPE), read into one
+// form: the vocabulary (token text in GPT-2's byte-to-unicode map -> id) and the merges in rank order.
+// Three sources: GPT-2's own encoder.json + vocab.bpe; Hugging Face's vocab.json + merges.txt (the same
+// formats); and Hugging Face's tokenizer.json, whose BPE model and GPT-2 pre-tokenizer (ByteLevel with
+// its regex, no prefix space, no normalizer) dtrain implements; other tokenizer.json models are refused
+// by name.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+struct ByteLevelBpeFiles {
+  nlohmann::json vocab;             // token text -> id
+  std::vector<std::string> merges;  // "LEFT RIGHT", rank order
+  std::string vocab_file, merges_file;  // where each came from, for errors
+  std::string hint;                     // how to get good files, for errors
+};
+
+// encoder.json + vocab.bpe, or vocab.json + merges.txt; UserError naming the file that cannot be read or parsed.
+ByteLevelBpeFiles read_vocab_and_merges(const std::string& vocab_json, const std::string& merges_txt, const std::string& hint);
+// A Hugging Face tokenizer.json; UserError naming the file and what dtrain does not implement.
+ByteLevelBpeFiles read_tokenizer_json(const std::string& path);
+
+}  // namespace dtrain
