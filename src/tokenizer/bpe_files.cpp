@@ -31,6 +31,22 @@ nlohmann::json parse_json(const std::string& path, const std::string& hint) {
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
+// Llama 3's pre-tokenizer: a Split on this pattern (isolated pieces), then ByteLevel without its regex.
+constexpr const char* kLlama3Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+bool is_llama3(const nlohmann::json& pre) {
+  if (!pre.is_object() || pre.value("type", std::string()) != "Sequence" || !pre.contains("pretokenizers")) return false;
+  const nlohmann::json& p = pre["pretokenizers"];
+  if (!p.is_array() || p.size() != 2 || !p[0].is_object() || !p[1].is_object()) return false;
+  const nlohmann::json& split = p[0];
+  const nlohmann::json& bytes = p[1];
+  return split.value("type", std::string()) == "Split" && split.contains("pattern") && split["pattern"].is_object() &&
+         split["pattern"].value("Regex", std::string()) == kLlama3Pattern && split.value("behavior", std::string()) == "Isolated" &&
+         !split.value("invert", false) && bytes.value("type", std::string()) == "ByteLevel" && !bytes.value("add_prefix_space", false) &&
+         !bytes.value("use_regex", true);
+}
+
 }  // namespace
 
 ByteLevelBpeFiles read_vocab_and_merges(const std::string& vocab_json, const std::string& merges_txt, const std::string& hint) {
@@ -47,25 +63,27 @@ ByteLevelBpeFiles read_vocab_and_merges(const std::string& vocab_json, const std
 }
 
 ByteLevelBpeFiles read_tokenizer_json(const std::string& path) {
-  const std::string hint = "dtrain reads tokenizer.json files of GPT-2's byte-level BPE (model BPE, pre_tokenizer ByteLevel)";
+  const std::string hint = "dtrain reads tokenizer.json files of byte-level BPE with GPT-2's or Llama 3's pre-tokenizer";
   const nlohmann::json j = parse_json(path, hint);
   const auto refuse = [&](const std::string& what) { return UserError("tokenizer file '" + path + "': " + what + "; " + hint); };
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) throw refuse("no \"model\" object");
   const nlohmann::json& m = j["model"];
   if (m.value("type", std::string()) != "BPE") throw refuse("its model is " + dump(m.value("type", nlohmann::json())) + ", not BPE");
-  for (const char* flag : {"byte_fallback", "ignore_merges"})
-    if (m.value(flag, false)) throw refuse(std::string("its BPE model sets ") + flag + ", which dtrain does not implement");
+  if (m.value("byte_fallback", false)) throw refuse("its BPE model sets byte_fallback, which dtrain does not implement");
   if (m.contains("continuing_subword_prefix") && !m["continuing_subword_prefix"].is_null() && m["continuing_subword_prefix"] != "")
     throw refuse("its BPE model has a continuing_subword_prefix");
   if (j.contains("normalizer") && !j["normalizer"].is_null()) throw refuse("it has a normalizer " + dump(j["normalizer"]));
   const nlohmann::json pre = j.value("pre_tokenizer", nlohmann::json());
-  if (!pre.is_object() || pre.value("type", std::string()) != "ByteLevel" || pre.value("add_prefix_space", false) ||
-      !pre.value("use_regex", true))
-    throw refuse("its pre_tokenizer is " + dump(pre) + ", not GPT-2's (ByteLevel, use_regex, no prefix space)");
+  const bool gpt2 = pre.is_object() && pre.value("type", std::string()) == "ByteLevel" && !pre.value("add_prefix_space", false) &&
+                    pre.value("use_regex", true);
+  if (!gpt2 && !is_llama3(pre))
+    throw refuse("its pre_tokenizer is " + dump(pre) + ", neither GPT-2's (ByteLevel with its regex, no prefix space) nor Llama 3's");
   if (!m.contains("vocab") || !m["vocab"].is_object()) throw refuse("its model has no vocab object");
   if (!m.contains("merges") || !m["merges"].is_array()) throw refuse("its model has no merges array");
   ByteLevelBpeFiles f;
   f.vocab_file = f.merges_file = path, f.hint = hint;
+  f.llama3_split = !gpt2;
+  f.ignore_merges = m.value("ignore_merges", false);
   f.vocab = m["vocab"];
   for (const auto& merge : m["merges"]) {
     // "LEFT RIGHT" (tokenizers < 0.20), or ["LEFT", "RIGHT"].
@@ -74,12 +92,18 @@ ByteLevelBpeFiles read_tokenizer_json(const std::string& path) {
       f.merges.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
     else throw refuse("its merges hold " + dump(merge) + ", not a pair of tokens");
   }
-  // Added tokens (GPT-2's <|endoftext|>) must be vocabulary entries with their ids. Hugging Face splits
-  // them out of the text before the BPE runs; dtrain encodes such text as ordinary text (documented).
-  for (const auto& t : j.value("added_tokens", nlohmann::json::array()))
-    if (t.is_object() && t.contains("content") && t.contains("id") && (!f.vocab.contains(t["content"].get<std::string>()) ||
-                                                                       f.vocab[t["content"].get<std::string>()] != t["id"]))
-      throw refuse("its added token " + dump(t["content"]) + " is not in the vocabulary with its id");
+  // Added tokens (GPT-2's <|endoftext|>, Llama 3's 256 special tokens) join the vocabulary with their
+  // ids when they are not in it already. Hugging Face splits them out of the text before the BPE runs;
+  // dtrain encodes such text as ordinary text (documented).
+  if (!f.vocab.is_object()) return f;
+  for (const auto& t : j.value("added_tokens", nlohmann::json::array())) {
+    if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id") || !t["id"].is_number_unsigned())
+      throw refuse("an added token " + dump(t) + " has no content or id");
+    const std::string content = t["content"].get<std::string>();
+    if (f.vocab.contains(content) && f.vocab[content] != t["id"])
+      throw refuse("its added token " + dump(t["content"]) + " has the id " + dump(t["id"]) + " and the vocabulary another");
+    if (!f.vocab.contains(content)) f.vocab[content] = t["id"];
+  }
   return f;
 }
 

@@ -1,9 +1,9 @@
 // The files of a byte-level BPE (GPT-2's scheme, which Hugging Face calls ByteLevel BPE), read into one
 // form: the vocabulary (token text in GPT-2's byte-to-unicode map -> id) and the merges in rank order.
 // Three sources: GPT-2's own encoder.json + vocab.bpe; Hugging Face's vocab.json + merges.txt (the same
-// formats); and Hugging Face's tokenizer.json, whose BPE model and GPT-2 pre-tokenizer (ByteLevel with
-// its regex, no prefix space, no normalizer) dtrain implements; other tokenizer.json models are refused
-// by name.
+// formats); and Hugging Face's tokenizer.json, whose BPE model with GPT-2's pre-tokenizer (ByteLevel
+// with its regex, no prefix space, no normalizer) or Llama 3's (a Split on its regex, then ByteLevel
+// without one; ignore_merges) dtrain implements; other tokenizer.json models are refused by name.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -17,6 +17,8 @@ struct ByteLevelBpeFiles {
   std::vector<std::string> merges;  // "LEFT RIGHT", rank order
   std::string vocab_file, merges_file;  // where each came from, for errors
   std::string hint;                     // how to get good files, for errors
+  bool llama3_split = false;   // pre-tokenise with Llama 3's pattern, not GPT-2's
+  bool ignore_merges = false;  // a piece that is a token as a whole is that token (Llama 3's BPE)
 };
 
 // encoder.json + vocab.bpe, or vocab.json + merges.txt; UserError naming the file that cannot be read or parsed.

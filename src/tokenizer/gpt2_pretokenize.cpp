@@ -1,10 +1,11 @@
-// gpt2_pretokenize: the text as classified characters, then the pattern's alternatives tried in order
-// at each match start, exactly as a backtracking regex engine would take them.
+// gpt2_pretokenize and llama3_pretokenize: the text as classified characters, then the pattern's
+// alternatives tried in order at each match start, exactly as a backtracking regex engine takes them.
 #include "tokenizer/gpt2_pretokenize.hpp"
 
 #include <unicode/uchar.h>
 #include <unicode/utf8.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -25,15 +26,18 @@ bool js_space(UChar32 c) {
          c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000 || c == 0xFEFF;
 }
 
-Class classify(UChar32 c) {
-  if (js_space(c)) return Class::space;
+// Unicode's White_Space: \s of the Oniguruma patterns Hugging Face's Split pre-tokenizer runs.
+bool unicode_space(UChar32 c) { return u_isUWhiteSpace(c); }
+
+Class classify(UChar32 c, bool (*space)(UChar32)) {
+  if (space(c)) return Class::space;
   const std::uint32_t mask = U_GET_GC_MASK(c);
   if (mask & U_GC_L_MASK) return Class::letter;
   if (mask & U_GC_N_MASK) return Class::number;
   return Class::other;
 }
 
-std::vector<Char> characters(std::string_view text) {
+std::vector<Char> characters(std::string_view text, bool (*space)(UChar32)) {
   std::vector<Char> chars;
   chars.reserve(text.size());
   const auto* s = reinterpret_cast<const std::uint8_t*>(text.data());
@@ -47,13 +51,13 @@ std::vector<Char> characters(std::string_view text) {
       c = 0xFFFD;
       i = begin + 1;  // one invalid byte per character
     }
-    chars.push_back({static_cast<std::size_t>(begin), c, classify(c)});
+    chars.push_back({static_cast<std::size_t>(begin), c, classify(c, space)});
   }
   return chars;
 }
 
-// The end (character index) of the match that starts at character i.
-std::size_t match_end(const std::vector<Char>& chars, std::size_t i) {
+// The end (character index) of GPT-2's match that starts at character i.
+std::size_t gpt2_match_end(const std::vector<Char>& chars, std::size_t i) {
   const std::size_t n = chars.size();
   const auto cp = [&](std::size_t k) { return k < n ? chars[k].cp : UChar32{-1}; };
   const auto run = [&](std::size_t k, Class c) {
@@ -72,16 +76,61 @@ std::size_t match_end(const std::vector<Char>& chars, std::size_t i) {
   return end - 1;                            // \s+(?!\S): leave the last space to the next piece
 }
 
-}  // namespace
+// The end of Llama 3's match at character i:
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+std::size_t llama3_match_end(const std::vector<Char>& chars, std::size_t i) {
+  const std::size_t n = chars.size();
+  const auto cp = [&](std::size_t k) { return k < n ? chars[k].cp : UChar32{-1}; };
+  const auto is = [&](std::size_t k, Class c) { return k < n && chars[k].cls == c; };
+  const auto run = [&](std::size_t k, Class c) {
+    while (k < n && chars[k].cls == c) ++k;
+    return k;
+  };
+  const auto lower = [](UChar32 c) { return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c; };  // ASCII case folding
+  const auto newline = [&](std::size_t k) { return cp(k) == '\r' || cp(k) == '\n'; };
+  if (cp(i) == '\'') {
+    const UChar32 a = lower(cp(i + 1)), b = lower(cp(i + 2));
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+  }
+  // [^\r\n\p{L}\p{N}]?\p{L}+: one character of neither kind (a space too) before letters, or letters.
+  if (!newline(i) && !is(i, Class::letter) && !is(i, Class::number) && is(i + 1, Class::letter)) return run(i + 1, Class::letter);
+  if (is(i, Class::letter)) return run(i, Class::letter);
+  if (is(i, Class::number)) return std::min(run(i, Class::number), i + 3);  // \p{N}{1,3}
+  // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+  const std::size_t other = cp(i) == ' ' && is(i + 1, Class::other) ? i + 1 : i;
+  if (is(other, Class::other)) {
+    std::size_t end = run(other, Class::other);
+    while (newline(end)) ++end;
+    return end;
+  }
+  const std::size_t end = run(i, Class::space);  // chars[i] is a space: the rest begin with \s
+  // \s*[\r\n]+: the whitespace up to its last line break, and that one.
+  for (std::size_t k = end; k-- > i;)
+    if (newline(k)) return k + 1;
+  if (end == n || end - i == 1) return end;  // \s+(?!\S) to the end of the text, or \s+ of one character
+  return end - 1;                            // \s+(?!\S): leave the last space to the next piece
+}
 
-void gpt2_pretokenize(std::string_view text, const std::function<void(std::string_view)>& piece) {
-  const std::vector<Char> chars = characters(text);
+void pretokenize(std::string_view text, bool (*space)(UChar32), std::size_t (*match_end)(const std::vector<Char>&, std::size_t),
+                 const std::function<void(std::string_view)>& piece) {
+  const std::vector<Char> chars = characters(text, space);
   for (std::size_t i = 0; i < chars.size();) {
     const std::size_t end = match_end(chars, i);
     const std::size_t from = chars[i].begin, to = end < chars.size() ? chars[end].begin : text.size();
     piece(text.substr(from, to - from));
     i = end;
   }
+}
+
+}  // namespace
+
+void gpt2_pretokenize(std::string_view text, const std::function<void(std::string_view)>& piece) {
+  pretokenize(text, js_space, gpt2_match_end, piece);
+}
+
+void llama3_pretokenize(std::string_view text, const std::function<void(std::string_view)>& piece) {
+  pretokenize(text, unicode_space, llama3_match_end, piece);
 }
 
 }  // namespace dtrain

@@ -44,7 +44,8 @@ bool unmap_token(const std::string& mapped, const std::unordered_map<char32_t, s
 
 }  // namespace
 
-Gpt2Tokenizer::Gpt2Tokenizer(const ByteLevelBpeFiles& files, std::string identity) : Tokenizer(std::move(identity)) {
+Gpt2Tokenizer::Gpt2Tokenizer(const ByteLevelBpeFiles& files, std::string identity)
+    : Tokenizer(std::move(identity)), llama3_split_(files.llama3_split), ignore_merges_(files.ignore_merges) {
   load_vocab(files);
   load_merges(files);
 }
@@ -103,6 +104,8 @@ void Gpt2Tokenizer::load_merges(const ByteLevelBpeFiles& files) {
 }
 
 std::vector<std::uint32_t> Gpt2Tokenizer::bpe(std::string_view piece) const {
+  if (ignore_merges_)
+    if (const auto whole = id_of_.find(std::string(piece)); whole != id_of_.end()) return {whole->second};
   std::vector<std::uint32_t> word(piece.size());
   for (std::size_t i = 0; i < piece.size(); ++i) word[i] = byte_id_[static_cast<unsigned char>(piece[i])];
   while (word.size() > 1) {
@@ -128,11 +131,13 @@ std::vector<std::uint32_t> Gpt2Tokenizer::bpe(std::string_view piece) const {
 std::vector<std::uint32_t> Gpt2Tokenizer::encode(const std::string& text) {
   std::vector<std::uint32_t> ids;
   ids.reserve(text.size() / 3);
-  gpt2_pretokenize(text, [&](std::string_view piece) {
+  const auto encode_piece = [&](std::string_view piece) {
     auto it = cache_.find(std::string(piece));
     if (it == cache_.end()) it = cache_.emplace(std::string(piece), bpe(piece)).first;
     ids.insert(ids.end(), it->second.begin(), it->second.end());
-  });
+  };
+  if (llama3_split_) llama3_pretokenize(text, encode_piece);
+  else gpt2_pretokenize(text, encode_piece);
   return ids;
 }
 

@@ -1,8 +1,9 @@
 // GPT-2's byte-level BPE (the vocabulary of GPT-2 and GPT-3's r50k, and any Hugging Face tokenizer of
 // the same scheme): the vocabulary maps each token's text (bytes written through GPT-2's byte-to-unicode
 // map) to its id, the merges come by rank (tokenizer/bpe_files reads them from GPT-2's or Hugging
-// Face's files). Encoding pre-tokenises the text (gpt2_pretokenize), then merges each piece's bytes by
-// rank, with a cache of the pieces seen; decoding concatenates the tokens' bytes.
+// Face's files). Encoding pre-tokenises the text (gpt2_pretokenize, or llama3_pretokenize for Llama 3's
+// tokenizer.json), then merges each piece's bytes by rank (with ignore_merges, a piece that is a token
+// as a whole is that token), with a cache of the pieces seen; decoding concatenates the tokens' bytes.
 #pragma once
 #include <string>
 #include <unordered_map>
@@ -36,6 +37,7 @@ class Gpt2Tokenizer : public Tokenizer {
   std::unordered_map<std::string, std::uint32_t> id_of_;        // token bytes -> id
   std::unordered_map<std::uint64_t, Merge> merges_;             // (left, right) -> rank, result
   std::unordered_map<std::string, std::vector<std::uint32_t>> cache_;  // piece -> ids
+  bool llama3_split_ = false, ignore_merges_ = false;
 };
 
 }  // namespace dtrain

@@ -7,6 +7,11 @@
 #                       and vocab.json + merges.txt; written from GPT-2's files by hf_tokenizer_json.py): the
 #                       ids of all of Moby Dick equal those of @huggingface/tokenizers (Hugging Face's own
 #                       JavaScript reader of tokenizer.json) and of gpt2:DIR
+#   llama3_matches_js   hf:DIR on Llama 3's tokenizer.json (written by llama3_tokenizer_json.mjs from the vocabulary
+#                       and merges llama3-tokenizer-js bakes in): the ids of all of Moby Dick equal those of
+#                       @huggingface/tokenizers and of llama3-tokenizer-js's own encoder, and on a text of
+#                       edge cases (CRLF, tabs, Unicode spaces and digits, contractions in capitals) those
+#                       of @huggingface/tokenizers
 #   gpt2_trains         dtrain-data --tokenizer gpt2 makes files dtrain trains on; generate decodes; the trained
 #                       weights export to Hugging Face with their tokenizer's files (--tokenizer), which
 #                       read back as hf:DIR, and by @huggingface/tokenizers, to GPT-2's ids; another
@@ -70,6 +75,23 @@ case $case_name in
     "$check" "gpt2:$gpt2_dir" "$text" "$work/gpt2.ids" > /dev/null || fail "tokenizer_check gpt2"
     cmp "$work/pair.ids" "$work/js.ids" && cmp "$work/gpt2.ids" "$work/js.ids" || fail "vocab.json + merges.txt or gpt2:DIR give other ids"
     echo "vocab.json + merges.txt and gpt2:DIR: the same ids" ;;
+  llama3_matches_js)
+    need_fetched
+    node "$here/llama3_tokenizer_json.mjs" "$src/data/tokenizers/llama3-tokenizer-js" "$work/l3" "$text" "$work/l3js.ids" ||
+      fail "writing Llama 3's tokenizer.json"
+    "$check" "hf:$work/l3" "$text" "$work/ours.ids" > "$work/check.log" || { cat "$work/check.log"; fail "tokenizer_check on Llama 3"; }
+    cat "$work/check.log"
+    node "$here/hf_tokenizer_reference.mjs" "$src/data/tokenizers/hf-tokenizers-js" "$work/l3/tokenizer.json" "$text" "$work/hf.ids" ||
+      fail "the @huggingface/tokenizers reference"
+    cmp "$work/ours.ids" "$work/hf.ids" || fail "ids differ from @huggingface/tokenizers' ($(wc -l <"$work/ours.ids") vs $(wc -l <"$work/hf.ids"))"
+    cmp "$work/ours.ids" "$work/l3js.ids" || fail "ids differ from llama3-tokenizer-js's"
+    echo "Llama 3: ids identical to @huggingface/tokenizers' and llama3-tokenizer-js's: $(wc -l <"$work/ours.ids") tokens"
+    printf 'HELLO I'"'"'M here, YOU'"'"'RE 12345 67.89\r\n\r\n  \tTabs\t\there\n\n\n   spaces   end \xc2\xa0nbsp \xe3\x80\x80ideo caf\xc3\xa9 \xf0\x9f\x98\x80 emoji!!! ...\n'"'"'q'"'"' it'"'"'S '"'"'Sam x'"'"'Saachah x'"'"'REaachah x'"'"'VEaachah x'"'"'LLaachah x'"'"'Dabandonm x'"'"'Tabandonm x'"'"'REabandonm (y) \xe2\x80\x83em 1\xef\xbc\x92\xef\xbc\x93 \xd9\xa1\xd9\xa2\xd9\xa3\xd9\xa4\n\xc2\x85nel  \n  \r\n x' > "$work/edge.txt"
+    "$check" "hf:$work/l3" "$work/edge.txt" "$work/edge.ids" > /dev/null || fail "tokenizer_check on the edge cases"
+    node "$here/hf_tokenizer_reference.mjs" "$src/data/tokenizers/hf-tokenizers-js" "$work/l3/tokenizer.json" "$work/edge.txt" \
+      "$work/edge_hf.ids" > /dev/null || fail "@huggingface/tokenizers on the edge cases"
+    cmp "$work/edge.ids" "$work/edge_hf.ids" || { paste "$work/edge.ids" "$work/edge_hf.ids" | head -40; fail "the edge cases give other ids"; }
+    echo "edge cases: $(wc -l <"$work/edge.ids") ids identical" ;;
   gpt2_trains)
     need_fetched
     "$tool" --tokenizer "gpt2:$gpt2_dir" --out "$work/g" "$text" || fail "dtrain-data"
