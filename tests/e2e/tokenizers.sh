@@ -57,7 +57,7 @@ case $case_name in
     cat "$work/check.log"
     seconds=$(sed -n 's/.* tokens in \([0-9.]*\) s$/\1/p' "$work/check.log")
     [ "$(echo "$seconds < 10" | bc)" -eq 1 ] || fail "encoding Moby Dick took $seconds s"
-    node "$here/gpt2_reference.js" "$gpt2_dir" "$text" "$work/node.ids" || fail "node reference"
+    node "$here/gpt2_reference.mjs" "$gpt2_dir" "$text" "$work/node.ids" || fail "node reference"
     cmp "$work/ours.ids" "$work/node.ids" || fail "ids differ from gpt-3-encoder's ($(wc -l <"$work/ours.ids") vs $(wc -l <"$work/node.ids"))"
     echo "ids identical: $(wc -l <"$work/ours.ids") tokens" ;;
   hf_matches_js)
