@@ -82,22 +82,22 @@ std::optional<h5::Stored> parse_dtype(const std::string& word) {
 
 void export_command(HostComm comm, int rank, const ModelWeights& weights, const std::string& dir, std::optional<h5::Stored> dtype,
                     std::uint64_t max_shard_bytes, const std::string& tokenizer_spec) {
-  // The tokenizer's files go beside the weights; it must be the one the weights were trained with.
+  HfExportOptions options;
+  // The tokenizer's files go beside the weights (written with config.json, and removed with the rest on
+  // a failure); it must be the one the weights were trained with. Rank 0 reads them before anything is written.
   collective_check(comm, [&] {
     if (rank != 0 || tokenizer_spec.empty()) return;
     const std::string identity = make_tokenizer(tokenizer_spec)->identity();
     if (weights.tokenizer != kUnrecordedTokenizer) check_made_with(tokenizer_spec, identity, weights.tokenizer, weights.what);
+    options.extra_files = hf_tokenizer_files(tokenizer_spec);
   });
-  HfExportOptions options;
   options.max_shard_bytes = max_shard_bytes;
   const h5::Stored stored = dtype ? *dtype : weights.stored;
   options.dtype = stored == h5::Stored::bf16 ? safetensors::DType::bf16 : stored == h5::Stored::f16 ? safetensors::DType::f16
                                                                                                       : safetensors::DType::f32;
   export_hf(comm, weights, dir, options, make_progress(rank));
   std::string tokenizer_files;
-  collective_check(comm, [&] {
-    if (rank == 0 && !tokenizer_spec.empty()) tokenizer_files = write_hf_tokenizer_files(tokenizer_spec, dir);
-  });
+  for (const auto& f : options.extra_files) tokenizer_files += (tokenizer_files.empty() ? "" : ", ") + f.first;
   if (rank == 0)
     std::printf("export-hf: wrote %s (%s, %s) from %s%s\n", dir.c_str(), hf_class_name(hf_architecture(weights.cfg)),
                 h5::stored_name(stored), weights.what.c_str(), tokenizer_files.empty() ? "" : (", with " + tokenizer_files).c_str());

@@ -39,6 +39,7 @@ ModelWeights file_weights(const std::string& path);
 struct HfExportOptions {
   safetensors::DType dtype = safetensors::DType::f32;
   std::uint64_t max_shard_bytes = 5'000'000'000ull;  // transformers' default max_shard_size "5GB"
+  std::vector<std::pair<std::string, std::string>> extra_files;  // (name, contents) rank 0 writes beside config.json
 };
 
 // Collective over comm: writes DIR (created; it must not hold files already) with the safetensors
@@ -52,9 +53,6 @@ void export_hf(HostComm comm, const ModelWeights& weights, const std::string& di
 // kUnrecordedTokenizer. A missing tensor, a wrong shape or a tensor dtrain's model would not use is a
 // UserError naming the file and the tensor. Returns the model's configuration.
 Config import_hf(const std::string& dir, const std::string& out, const std::string& tokenizer, const Progress& progress);
-
-// Writes text to path through path.tmp, fsync'd and renamed; UserError naming the path.
-void write_text_file(const std::string& path, const std::string& text);
 
 // "5GB", "500MB", "2GiB", "1000000" (bytes) -> bytes; UserError otherwise.
 std::uint64_t parse_byte_size(const std::string& text, const std::string& option);

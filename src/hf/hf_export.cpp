@@ -24,6 +24,7 @@
 namespace fs = std::filesystem;
 
 namespace dtrain {
+namespace {
 
 // Writes text to path through path.tmp, fsync'd and renamed.
 void write_text_file(const std::string& path, const std::string& text) {
@@ -37,8 +38,6 @@ void write_text_file(const std::string& path, const std::string& text) {
     throw UserError("cannot write '" + path + "': " + std::strerror(err ? err : errno) + " (disk full?)");
   }
 }
-
-namespace {
 
 // Runs step with any library exception (nlohmann, std::filesystem, allocation) as a UserError, so a
 // collective step fails on every rank alike instead of ending one rank.
@@ -216,12 +215,14 @@ void export_hf(HostComm comm, const ModelWeights& w, const std::string& dir, con
                                 : options.dtype == safetensors::DType::f16 ? "float16"
                                                                            : "float32";
       write_text_file(dir + "/config.json", hf_config_json(w.cfg, torch_dtype, w.tokenizer));
+      for (const auto& [name, contents] : options.extra_files) write_text_file(dir + "/" + name, contents);
     }); });
   } catch (const UserError&) {
     barrier(comm);  // every writer has closed (and removed) its temporary
     if (rank == 0) {
       for (const auto& s : shards) std::remove((dir + "/" + s.file).c_str());
       for (const char* f : {"/model.safetensors.index.json", "/config.json"}) std::remove((dir + f).c_str());
+      for (const auto& extra : options.extra_files) std::remove((dir + "/" + extra.first).c_str());
     }
     throw;
   }

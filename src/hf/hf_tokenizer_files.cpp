@@ -1,4 +1,4 @@
-// write_hf_tokenizer_files: tokenizer.json built from the vocabulary and merges (the structure of
+// hf_tokenizer_files: tokenizer.json built from the vocabulary and merges (the structure of
 // GPT-2's file on the Hugging Face Hub), the two source files copied as vocab.json and merges.txt, or a
 // SentencePiece model copied.
 #include "hf/hf_tokenizer_files.hpp"
@@ -11,7 +11,6 @@
 
 #include "common/error.hpp"
 #include "config/tokenizer_spec.hpp"
-#include "hf/hf_convert.hpp"
 #include "tokenizer/bpe_files.hpp"
 
 namespace dtrain {
@@ -55,37 +54,30 @@ std::string tokenizer_json(const ByteLevelBpeFiles& f) {
 
 }  // namespace
 
-std::string write_hf_tokenizer_files(const std::string& spec_text, const std::string& dir) {
+std::vector<std::pair<std::string, std::string>> hf_tokenizer_files(const std::string& spec_text) {
   const TokenizerSpec spec = parse_tokenizer_spec(spec_text);
   switch (spec.kind) {
     case TokenizerKind::byte:
       throw UserError("--tokenizer byte: the byte tokenizer (ids 0-255 are the bytes) has no Hugging Face tokenizer files; "
                       "export without --tokenizer");
     case TokenizerKind::sentencepiece:
-      write_text_file(dir + "/tokenizer.model", read_file(spec.arg));
-      return "tokenizer.model";
+      return {{"tokenizer.model", read_file(spec.arg)}};
     case TokenizerKind::gpt2:
     case TokenizerKind::hf:
       break;
   }
   std::error_code ec;
-  const bool json = spec.kind == TokenizerKind::hf && std::filesystem::exists(spec.arg + "/tokenizer.json", ec);
+  if (spec.kind == TokenizerKind::hf && std::filesystem::exists(spec.arg + "/tokenizer.json", ec)) {
+    // Hugging Face's own file, as it is, and the pair from it.
+    const ByteLevelBpeFiles f = read_tokenizer_json(spec.arg + "/tokenizer.json");
+    std::string merges = "#version: 0.2\n";
+    for (const std::string& m : f.merges) merges += m + "\n";
+    return {{"tokenizer.json", read_file(spec.arg + "/tokenizer.json")}, {"vocab.json", f.vocab.dump() + "\n"}, {"merges.txt", merges}};
+  }
   const std::string vocab = spec.arg + (spec.kind == TokenizerKind::gpt2 ? "/encoder.json" : "/vocab.json");
   const std::string merges = spec.arg + (spec.kind == TokenizerKind::gpt2 ? "/vocab.bpe" : "/merges.txt");
-  if (json) {  // Hugging Face's own file, as it is; the pair from it
-    const ByteLevelBpeFiles f = read_tokenizer_json(spec.arg + "/tokenizer.json");
-    write_text_file(dir + "/tokenizer.json", read_file(spec.arg + "/tokenizer.json"));
-    write_text_file(dir + "/vocab.json", f.vocab.dump() + "\n");
-    std::string text = "#version: 0.2\n";
-    for (const std::string& m : f.merges) text += m + "\n";
-    write_text_file(dir + "/merges.txt", text);
-  } else {
-    const ByteLevelBpeFiles f = read_vocab_and_merges(vocab, merges, "check data.tokenizer=" + spec_text);
-    write_text_file(dir + "/tokenizer.json", tokenizer_json(f));
-    write_text_file(dir + "/vocab.json", read_file(vocab));
-    write_text_file(dir + "/merges.txt", read_file(merges));
-  }
-  return "tokenizer.json, vocab.json, merges.txt";
+  const ByteLevelBpeFiles f = read_vocab_and_merges(vocab, merges, "check data.tokenizer=" + spec_text);
+  return {{"tokenizer.json", tokenizer_json(f)}, {"vocab.json", read_file(vocab)}, {"merges.txt", read_file(merges)}};
 }
 
 }  // namespace dtrain

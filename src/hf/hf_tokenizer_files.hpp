@@ -4,11 +4,13 @@
 // model as tokenizer.model. The byte tokenizer has no Hugging Face form.
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dtrain {
 
-// Writes the files of the tokenizer `spec` (data.tokenizer syntax) into dir; returns their names
-// ("tokenizer.json, vocab.json, merges.txt"). UserError naming what cannot be read or written.
-std::string write_hf_tokenizer_files(const std::string& spec, const std::string& dir);
+// The files of the tokenizer `spec` (data.tokenizer syntax) as (name, contents), for the export to
+// write beside config.json. UserError naming what cannot be read, and for the byte tokenizer.
+std::vector<std::pair<std::string, std::string>> hf_tokenizer_files(const std::string& spec);
 
 }  // namespace dtrain

@@ -2,6 +2,7 @@
 // model, pre-tokenizer, normalizer and decoder checked against what Gpt2Tokenizer implements.
 #include "tokenizer/bpe_files.hpp"
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -47,7 +48,31 @@ bool is_llama3(const nlohmann::json& pre) {
          !bytes.value("use_regex", true);
 }
 
+// The text of raw bytes in GPT-2's byte-to-unicode map (UTF-8 of the mapped code points, all below U+0800).
+std::string byte_mapped(const std::string& raw) {
+  std::string out;
+  for (unsigned char b : raw) {
+    const char32_t c = gpt2_byte_unicode(b);
+    if (c < 0x80) out += static_cast<char>(c);
+    else out += static_cast<char>(0xC0 | (c >> 6)), out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+  return out;
+}
+
 }  // namespace
+
+char32_t gpt2_byte_unicode(unsigned char byte) {
+  static const auto map = [] {
+    std::array<char32_t, 256> m{};
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      m[static_cast<std::size_t>(b)] = printable ? static_cast<char32_t>(b) : next++;
+    }
+    return m;
+  }();
+  return map[byte];
+}
 
 ByteLevelBpeFiles read_vocab_and_merges(const std::string& vocab_json, const std::string& merges_txt, const std::string& hint) {
   ByteLevelBpeFiles f;
@@ -55,14 +80,21 @@ ByteLevelBpeFiles read_vocab_and_merges(const std::string& vocab_json, const std
   f.vocab = parse_json(vocab_json, hint);
   std::istringstream lines(read_text(merges_txt, hint));
   std::string line;
+  f.first_merge_line = 1;
   for (int number = 1; std::getline(lines, line); ++number) {
-    if (number == 1 && line.rfind("#version", 0) == 0) continue;
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // a file written with CRLF
+    if (number == 1 && line.rfind("#version", 0) == 0) {
+      f.first_merge_line = 2;
+      continue;
+    }
     f.merges.push_back(line);
   }
   return f;
 }
 
-ByteLevelBpeFiles read_tokenizer_json(const std::string& path) {
+namespace {
+
+ByteLevelBpeFiles read_tokenizer_json_checked(const std::string& path) {
   const std::string hint = "dtrain reads tokenizer.json files of byte-level BPE with GPT-2's or Llama 3's pre-tokenizer";
   const nlohmann::json j = parse_json(path, hint);
   const auto refuse = [&](const std::string& what) { return UserError("tokenizer file '" + path + "': " + what + "; " + hint); };
@@ -70,6 +102,11 @@ ByteLevelBpeFiles read_tokenizer_json(const std::string& path) {
   const nlohmann::json& m = j["model"];
   if (m.value("type", std::string()) != "BPE") throw refuse("its model is " + dump(m.value("type", nlohmann::json())) + ", not BPE");
   if (m.value("byte_fallback", false)) throw refuse("its BPE model sets byte_fallback, which dtrain does not implement");
+  if (m.contains("dropout") && !m["dropout"].is_null()) throw refuse("its BPE model has a dropout, which dtrain does not implement");
+  if (m.contains("end_of_word_suffix") && !m["end_of_word_suffix"].is_null() && m["end_of_word_suffix"] != "")
+    throw refuse("its BPE model has an end_of_word_suffix");
+  if (j.contains("decoder") && !j["decoder"].is_null() && j["decoder"].value("type", std::string()) != "ByteLevel")
+    throw refuse("its decoder is " + dump(j["decoder"]) + ", not ByteLevel");
   if (m.contains("continuing_subword_prefix") && !m["continuing_subword_prefix"].is_null() && m["continuing_subword_prefix"] != "")
     throw refuse("its BPE model has a continuing_subword_prefix");
   if (j.contains("normalizer") && !j["normalizer"].is_null()) throw refuse("it has a normalizer " + dump(j["normalizer"]));
@@ -99,12 +136,22 @@ ByteLevelBpeFiles read_tokenizer_json(const std::string& path) {
   for (const auto& t : j.value("added_tokens", nlohmann::json::array())) {
     if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id") || !t["id"].is_number_unsigned())
       throw refuse("an added token " + dump(t) + " has no content or id");
-    const std::string content = t["content"].get<std::string>();
+    const std::string content = byte_mapped(t["content"].get<std::string>());  // the vocabulary's keys are byte-mapped
     if (f.vocab.contains(content) && f.vocab[content] != t["id"])
       throw refuse("its added token " + dump(t["content"]) + " has the id " + dump(t["id"]) + " and the vocabulary another");
     if (!f.vocab.contains(content)) f.vocab[content] = t["id"];
   }
   return f;
+}
+
+}  // namespace
+
+ByteLevelBpeFiles read_tokenizer_json(const std::string& path) {
+  try {
+    return read_tokenizer_json_checked(path);
+  } catch (const nlohmann::json::exception& e) {  // a field of another type than the format's
+    throw UserError("tokenizer file '" + path + "': " + e.what() + "; a tokenizer.json as Hugging Face's tokenizers writes it is expected");
+  }
 }
 
 }  // namespace dtrain

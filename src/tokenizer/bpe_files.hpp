@@ -19,7 +19,12 @@ struct ByteLevelBpeFiles {
   std::string hint;                     // how to get good files, for errors
   bool llama3_split = false;   // pre-tokenise with Llama 3's pattern, not GPT-2's
   bool ignore_merges = false;  // a piece that is a token as a whole is that token (Llama 3's BPE)
+  int first_merge_line = 0;    // the text line of merges[0] (0: a JSON array), for errors
 };
+
+// GPT-2's byte-to-unicode map: printable Latin-1 bytes stand for themselves, the other 68 bytes for
+// U+0100 onwards in byte order, so every token is printable text.
+char32_t gpt2_byte_unicode(unsigned char byte);
 
 // encoder.json + vocab.bpe, or vocab.json + merges.txt; UserError naming the file that cannot be read or parsed.
 ByteLevelBpeFiles read_vocab_and_merges(const std::string& vocab_json, const std::string& merges_txt, const std::string& hint);

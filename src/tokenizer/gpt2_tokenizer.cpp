@@ -14,15 +14,10 @@
 namespace dtrain {
 namespace {
 
-// GPT-2's byte-to-unicode map: printable Latin-1 bytes stand for themselves, the other 68 bytes for
-// U+0100 onwards in byte order, so every token is printable text. Returns code point -> byte.
+// GPT-2's byte-to-unicode map inverted: code point -> byte.
 std::unordered_map<char32_t, std::uint8_t> unicode_to_byte() {
   std::unordered_map<char32_t, std::uint8_t> out;
-  char32_t next = 256;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    out[printable ? static_cast<char32_t>(b) : next++] = static_cast<std::uint8_t>(b);
-  }
+  for (int b = 0; b < 256; ++b) out[gpt2_byte_unicode(static_cast<unsigned char>(b))] = static_cast<std::uint8_t>(b);
   return out;
 }
 
@@ -85,6 +80,9 @@ void Gpt2Tokenizer::load_vocab(const ByteLevelBpeFiles& files) {
 
 void Gpt2Tokenizer::load_merges(const ByteLevelBpeFiles& files) {
   const auto bad = [&](const std::string& what) { return UserError("tokenizer file '" + files.merges_file + "' " + what + "; " + files.hint); };
+  const auto where = [&](std::size_t number) {
+    return files.first_merge_line > 0 ? "line " + std::to_string(files.first_merge_line + number) : "merge " + std::to_string(number + 1);
+  };
   const auto to_byte = unicode_to_byte();
   std::string left, right, a, b;
   std::uint32_t rank = 0;
@@ -93,10 +91,10 @@ void Gpt2Tokenizer::load_merges(const ByteLevelBpeFiles& files) {
     std::istringstream fields(line);
     if (!(fields >> left)) continue;
     if (!(fields >> right) || !unmap_token(left, to_byte, a) || !unmap_token(right, to_byte, b))
-      throw bad("merge " + std::to_string(number + 1) + " ('" + line + "') is not a merge 'LEFT RIGHT'");
+      throw bad(where(number) + " ('" + line + "') is not a merge 'LEFT RIGHT'");
     const auto l = id_of_.find(a), r = id_of_.find(b), m = id_of_.find(a + b);
     if (l == id_of_.end() || r == id_of_.end() || m == id_of_.end())
-      throw bad("merge " + std::to_string(number + 1) + " ('" + line + "') merges tokens the vocabulary (" + files.vocab_file +
+      throw bad(where(number) + " ('" + line + "') merges tokens the vocabulary (" + files.vocab_file +
                 ") lacks; the two do not belong together");
     merges_.emplace(pair_key(l->second, r->second), Merge{rank++, m->second});
   }

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,9 +19,10 @@ using namespace dtrain;
 
 namespace {
 
-std::vector<std::string> pieces(const std::string& text) {
+std::vector<std::string> pieces(const std::string& text,
+                                void (*pretokenize)(std::string_view, const std::function<void(std::string_view)>&) = gpt2_pretokenize) {
   std::vector<std::string> out;
-  gpt2_pretokenize(text, [&](std::string_view p) { out.emplace_back(p); });
+  pretokenize(text, [&](std::string_view p) { out.emplace_back(p); });
   return out;
 }
 
@@ -37,6 +39,22 @@ TEST_CASE("GPT-2 pre-tokenisation splits as the pattern does", "[tokenizer]") {
   CHECK(pieces("'hello") == V{"'", "hello"});
   CHECK(pieces("caf\xC3\xA9 \xE2\x80\x94 na\xC3\xAFve") == V{"caf\xC3\xA9", " \xE2\x80\x94", " na\xC3\xAFve"});  // é, —, ï
   CHECK(pieces("a\xFF" "b") == V{"a", "\xFF", "b"});         // an invalid byte is one piece of its own
+}
+
+// Llama 3's pattern, worked by hand through its alternatives in order:
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+TEST_CASE("Llama 3 pre-tokenisation splits as its pattern does", "[tokenizer]") {
+  using V = std::vector<std::string>;
+  const auto llama3 = [](const std::string& text) { return pieces(text, llama3_pretokenize); };
+  CHECK(llama3("it's HELLO I'M") == V{"it", "'s", " HELLO", " I", "'M"});
+  CHECK(llama3("x'Sam") == V{"x", "'S", "am"});  // contractions in either ASCII case, before the letters
+  CHECK(llama3("(hello") == V{"(hello"});        // one character of neither kind joins the letters
+  // Two spaces before digits: \s+(?!\S) leaves one, and the last is \s+ alone (digits are no letters);
+  // digits go three at a time; \s*[\r\n]+ ends at the last line break of a whitespace run.
+  CHECK(llama3("  12345\r\n\r\n  x") == V{" ", " ", "123", "45", "\r\n\r\n", " ", " x"});
+  CHECK(llama3("a!!\n\nb") == V{"a", "!!\n\n", "b"});     // punctuation keeps the line breaks after it
+  CHECK(llama3("a \xEF\xBB\xBF" "b") == V{"a", " \xEF\xBB\xBF", "b"});  // U+FEFF is no White_Space
+  CHECK(llama3("x \xC2\x85y") == V{"x", " ", "\xC2\x85y"});               // U+0085 (NEL) is
 }
 
 TEST_CASE("the byte tokenizer round-trips every byte", "[tokenizer]") {
