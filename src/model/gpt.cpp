@@ -123,10 +123,9 @@ template <typename T>
 void GptModelImpl<T>::rope(T* x, bool backward) {
   const ActivationDims& d = dims();
   const ModelShape& m = plan_.shape;
-  const kernels::RopeFrequencies f{m.rotary_base, m.rope_factor, m.rope_low_freq_factor, m.rope_high_freq_factor, m.rope_original_context};
   for (const RowChunk& c : d.row_chunks())
     (backward ? k_.rope_backward : k_.rope_forward)(x + c.row * d.QKVl(), c.samples, c.rows, d.QKVl(), d.NHl + d.NKVl, d.HD(),
-                                                    m.rotary_dim, f, c.position);
+                                                    m.rotary_dim, m.rope_frequencies, c.position);
 }
 
 template <typename T>

@@ -16,12 +16,13 @@ ModelShape ModelShape::from(const Config& c) {
   s.tied = !m.untie_embeddings_and_output_weights;
   s.bias = m.add_bias_linear;
   s.norm_eps = static_cast<float>(m.norm_epsilon);
-  s.rotary_base = static_cast<float>(m.rotary_base);
+  kernels::RopeFrequencies& f = s.rope_frequencies;
+  f.base = static_cast<float>(m.rotary_base);
   if (s.rope && m.rope_scaling == RopeScaling::llama3) {
-    s.rope_factor = static_cast<float>(m.rope_scaling_factor);
-    s.rope_low_freq_factor = static_cast<float>(m.rope_scaling_low_freq_factor);
-    s.rope_high_freq_factor = static_cast<float>(m.rope_scaling_high_freq_factor);
-    s.rope_original_context = static_cast<float>(m.rope_scaling_original_max_position_embeddings);
+    f.factor = static_cast<float>(m.rope_scaling_factor);
+    f.low_freq_factor = static_cast<float>(m.rope_scaling_low_freq_factor);
+    f.high_freq_factor = static_cast<float>(m.rope_scaling_high_freq_factor);
+    f.original_context = static_cast<float>(m.rope_scaling_original_max_position_embeddings);
   }
   s.rotary_dim = s.rope ? c.rotary_dims() : 0;
   s.experts = m.num_experts;

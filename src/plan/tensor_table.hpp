@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "kernels/rope_frequencies.hpp"
 #include "plan/pipeline_split.hpp"
 
 namespace dtrain {
@@ -45,9 +46,7 @@ struct ModelShape {
   bool tied = true;       // the LM head is wte
   bool bias = true;       // biases of the linear layers
   float norm_eps = 1e-5f;
-  float rotary_base = 10000.0f;
-  // Llama 3.1's RoPE scaling: factor 0 = none (kernels/rope_frequencies.hpp)
-  float rope_factor = 0.0f, rope_low_freq_factor = 1.0f, rope_high_freq_factor = 4.0f, rope_original_context = 8192.0f;
+  kernels::RopeFrequencies rope_frequencies{};  // base theta, and Llama 3.1's scaling when it has one
   int rotary_dim = 0;     // dims of each head that RoPE turns
   int experts = 0;        // model.num_experts (0 = dense MLP everywhere)
   int moe_ffn = 0;        // width of each expert's MLP
