@@ -111,6 +111,17 @@ placement_ok() {  # ranks 0-1 on node1, 2-3 on node2 in a dry-run report
   for r in 2 3; do grep -q "rank $r: node node2 " "$1" || return 1; done
 }
 
+# submit ENV DTRAIN_ARGS: sbatch slurm/train_cpu.sbatch on inputs/tiny.ini from $run, with ENV (more
+# VAR=value exports, comma-separated, or empty) and DTRAIN_ARGS; prints the job id.
+submit() {
+  mkdir -p "$run/logs"
+  cd "$run" && sbatch --parsable --chdir="$run" --export="ALL,DTRAIN_HOME=$src${1:+,$1},DTRAIN_ARGS=$2" \
+    "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini"
+}
+# until_progress STEPS: waits (90 s at most) for a published checkpoint and STEPS logged steps.
+until_progress() {
+  for _ in $(seq 1 900); do [ -s "$run/ck/latest" ] && [ "$(grep -c '"step"' "$run/job.jsonl" 2>/dev/null || true)" -ge "$1" ] && break; sleep 0.1; done
+}
 # The cases that start a job (sbatch, preempt_requeue, kill_rank): outputs under $run, one directory
 # per attempt; fail() inside exits the attempt's subshell.
 job_case() {
@@ -129,9 +140,7 @@ job_case() {
       reference 6
       same_losses "$run/sbatch.jsonl" ;;
     preempt_requeue)
-      mkdir -p "$run/logs"
-      jid=$(cd "$run" && sbatch --parsable --chdir="$run" --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="$common --training.train_iters=20 --checkpoint.dir=$run/ck --logging.metrics_file=$run/job.jsonl" \
-            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+      jid=$(submit "" "$common --training.train_iters=20 --checkpoint.dir=$run/ck --logging.metrics_file=$run/job.jsonl") || fail "sbatch"
       for _ in $(seq 1 600); do [ "$(grep -c '"step"' "$run/job.jsonl" 2>/dev/null || true)" -ge 4 ] && break; sleep 0.1; done
       scancel --signal=USR1 "$jid" || fail "scancel --signal=USR1"
       st=$(wait_job "$jid")
@@ -146,10 +155,7 @@ job_case() {
       reference 20
       same_losses "$run/job.jsonl" ;;
     restart_hang)
-      mkdir -p "$run/logs"
-      jid=$(cd "$run" && sbatch --parsable --chdir="$run" \
-            --export=ALL,DTRAIN_HOME="$src",DTRAIN_RESTART_WAIT_S=1,DTRAIN_ARGS="$common --training.train_iters=10 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 --logging.metrics_file=$run/job.jsonl --debug.stall_rank=3 --debug.stall_at_step=5 --debug.stall_once_file=$run/stalled --system.step_timeout_s=4" \
-            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+      jid=$(submit "DTRAIN_RESTART_WAIT_S=1" "$common --training.train_iters=10 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 --logging.metrics_file=$run/job.jsonl --debug.stall_rank=3 --debug.stall_at_step=5 --debug.stall_once_file=$run/stalled --system.step_timeout_s=4") || fail "sbatch"
       st=$(wait_job "$jid")
       log=$run/logs/dtrain-cpu-$jid.out
       grep -av '^step\|^sample\|busy time' "$log" | tail -20
@@ -163,20 +169,16 @@ job_case() {
       reference 10
       same_losses "$run/job.jsonl"
       # Bad input is not retried: one attempt, exit 2.
-      jid=$(cd "$run" && sbatch --parsable --chdir="$run" --export=ALL,DTRAIN_HOME="$src",DTRAIN_ARGS="--training.no_such_key=1" \
-            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+      jid=$(submit "" "--training.no_such_key=1") || fail "sbatch"
       st=$(wait_job "$jid")
       log=$run/logs/dtrain-cpu-$jid.out
       [ "$st" = JobState=FAILED ] || fail "the bad-input job ended $st"
       grep -q "dtrain job: bad input (exit 2): not restarted" "$log" || { tail "$log"; fail "bad input was not refused once"; }
       [ "$(grep -c 'restart [0-9] of' "$log")" -eq 0 ] || fail "bad input was restarted" ;;
     node_lost | node_down)
-      mkdir -p "$run/logs"
       args="$common --training.train_iters=16 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 $smooth_adam --system.layout=auto --system.cluster_file=$src/inputs/clusters/cpu-2core.ini"
-      jid=$(cd "$run" && sbatch --parsable --chdir="$run" \
-            --export=ALL,DTRAIN_HOME="$src",DTRAIN_RESTART_WAIT_S=1,DTRAIN_ARGS="$args --logging.metrics_file=$run/job.jsonl" \
-            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
-      for _ in $(seq 1 900); do [ -s "$run/ck/latest" ] && [ "$(grep -c '"step"' "$run/job.jsonl" 2>/dev/null || true)" -ge 5 ] && break; sleep 0.1; done
+      jid=$(submit "DTRAIN_RESTART_WAIT_S=1" "$args --logging.metrics_file=$run/job.jsonl") || fail "sbatch"
+      until_progress 5
       victim=$(rank_pid "--logging.metrics_file=$run/job.jsonl" 2)
       [ -n "$victim" ] || fail "rank 2 not found"
       killed_at=$(grep -c '"step"' "$run/job.jsonl") saved=$(cat "$run/ck/latest") start=$(date +%s.%N)
@@ -201,11 +203,8 @@ job_case() {
       awk -v a="$got" -v b="$want" -v t="$tol" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "  last loss %s, uninterrupted %s: relative %.2e (bound %s)\n", a, b, d / b, t; exit !(d / b <= t) }' ||
         fail "the restarted run's last loss is beyond the reordering bound" ;;
     requeue_excluded)
-      mkdir -p "$run/logs"
-      jid=$(cd "$run" && sbatch --parsable --chdir="$run" \
-            --export=ALL,DTRAIN_HOME="$src",DTRAIN_RESTART_WAIT_S=1,DTRAIN_ARGS="$common --training.train_iters=12 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 --logging.metrics_file=$run/job.jsonl" \
-            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
-      for _ in $(seq 1 900); do [ -s "$run/ck/latest" ] && [ "$(grep -c '"step"' "$run/job.jsonl" 2>/dev/null || true)" -ge 5 ] && break; sleep 0.1; done
+      jid=$(submit "DTRAIN_RESTART_WAIT_S=1" "$common --training.train_iters=12 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 --logging.metrics_file=$run/job.jsonl") || fail "sbatch"
+      until_progress 5
       [ -n "$(rank_pid "--logging.metrics_file=$run/job.jsonl" 2)" ] || fail "rank 2 not found"
       start=$(date +%s.%N)
       node_stops node2
@@ -222,10 +221,7 @@ job_case() {
       reference 12
       same_losses "$run/job.jsonl" ;;
     crash_loop)
-      mkdir -p "$run/logs"
-      jid=$(cd "$run" && sbatch --parsable --chdir="$run" \
-            --export=ALL,DTRAIN_HOME="$src",DTRAIN_RESTART_WAIT_S=1,DTRAIN_MAX_RESTARTS=1,DTRAIN_ARGS="$common --training.train_iters=400 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 --logging.metrics_file=$run/job.jsonl" \
-            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+      jid=$(submit "DTRAIN_RESTART_WAIT_S=1,DTRAIN_MAX_RESTARTS=1" "$common --training.train_iters=400 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 --logging.metrics_file=$run/job.jsonl") || fail "sbatch"
       for kill in 1 2; do
         # After a checkpoint newer than the one this attempt resumed from.
         for _ in $(seq 1 900); do [ -s "$run/ck/latest" ] && [ "$(cat "$run/ck/latest")" \> "${seen:-}" ] && break; sleep 0.1; done
@@ -243,9 +239,7 @@ job_case() {
       grep -q "DTRAIN_MAX_RESTARTS=1 restarts made: giving up" "$log" || fail "the budget did not stop the loop"
       scontrol show job -o "$jid" | grep -q "ExitCode=6:0" || fail "exit status $(scontrol show job -o "$jid" | grep -o 'ExitCode=[^ ]*'), not 6 (a rank lost)"
       # No progress: the restart fails before publishing anything new, and there is no second one.
-      jid=$(cd "$run" && sbatch --parsable --chdir="$run" \
-            --export=ALL,DTRAIN_HOME="$src",DTRAIN_RESTART_WAIT_S=1,DTRAIN_ARGS="$common --training.train_iters=10 --checkpoint.dir=$run/ck2 --checkpoint.save_interval=2 --debug.stall_rank=3 --debug.stall_at_step=3 --system.step_timeout_s=3" \
-            "$src/slurm/train_cpu.sbatch" "$src/inputs/tiny.ini") || fail "sbatch"
+      jid=$(submit "DTRAIN_RESTART_WAIT_S=1" "$common --training.train_iters=10 --checkpoint.dir=$run/ck2 --checkpoint.save_interval=2 --debug.stall_rank=3 --debug.stall_at_step=3 --system.step_timeout_s=3") || fail "sbatch"
       st=$(wait_job "$jid")
       log=$run/logs/dtrain-cpu-$jid.out
       grep -a "dtrain job" "$log"
