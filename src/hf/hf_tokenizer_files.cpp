@@ -5,13 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "common/error.hpp"
 #include "config/tokenizer_spec.hpp"
 #include "tokenizer/bpe_files.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace dtrain {
 namespace {
@@ -61,21 +61,20 @@ std::vector<std::pair<std::string, std::string>> hf_tokenizer_files(const std::s
       throw UserError("--tokenizer byte: the byte tokenizer (ids 0-255 are the bytes) has no Hugging Face tokenizer files; "
                       "export without --tokenizer");
     case TokenizerKind::sentencepiece:
-      return {{"tokenizer.model", read_file(spec.arg)}};
+      return {{"tokenizer.model", read_file(tokenizer_files(spec_text).front())}};
     case TokenizerKind::gpt2:
     case TokenizerKind::hf:
       break;
   }
-  std::error_code ec;
-  if (spec.kind == TokenizerKind::hf && std::filesystem::exists(spec.arg + "/tokenizer.json", ec)) {
-    // Hugging Face's own file, as it is, and the pair from it.
-    const ByteLevelBpeFiles f = read_tokenizer_json(spec.arg + "/tokenizer.json");
+  const std::vector<std::string> files = tokenizer_files(spec_text);  // the ones data.tokenizer reads
+  if (files.size() == 1) {  // Hugging Face's own tokenizer.json, as it is, and the pair from it
+    const ByteLevelBpeFiles f = read_tokenizer_json(files[0]);
     std::string merges = "#version: 0.2\n";
     for (const std::string& m : f.merges) merges += m + "\n";
-    return {{"tokenizer.json", read_file(spec.arg + "/tokenizer.json")}, {"vocab.json", f.vocab.dump() + "\n"}, {"merges.txt", merges}};
+    return {{"tokenizer.json", read_file(files[0])}, {"vocab.json", f.vocab.dump() + "\n"}, {"merges.txt", merges}};
   }
-  const std::string vocab = spec.arg + (spec.kind == TokenizerKind::gpt2 ? "/encoder.json" : "/vocab.json");
-  const std::string merges = spec.arg + (spec.kind == TokenizerKind::gpt2 ? "/vocab.bpe" : "/merges.txt");
+  const std::string& vocab = files[0];
+  const std::string& merges = files[1];
   const ByteLevelBpeFiles f = read_vocab_and_merges(vocab, merges, "check data.tokenizer=" + spec_text);
   return {{"tokenizer.json", tokenizer_json(f)}, {"vocab.json", read_file(vocab)}, {"merges.txt", read_file(merges)}};
 }

@@ -19,23 +19,7 @@ struct Spec {
   std::vector<std::string> files;  // what the identity hashes
 };
 
-Spec parse_spec(const std::string& value) {
-  const TokenizerSpec spec = parse_tokenizer_spec(value);
-  switch (spec.kind) {
-    case TokenizerKind::gpt2:
-      return {spec.kind, {spec.arg + "/encoder.json", spec.arg + "/vocab.bpe"}};
-    case TokenizerKind::hf: {
-      std::error_code ec;
-      if (std::filesystem::exists(spec.arg + "/tokenizer.json", ec)) return {spec.kind, {spec.arg + "/tokenizer.json"}};
-      return {spec.kind, {spec.arg + "/vocab.json", spec.arg + "/merges.txt"}};
-    }
-    case TokenizerKind::sentencepiece:
-      return {spec.kind, {spec.arg}};
-    case TokenizerKind::byte:
-      break;
-  }
-  return {spec.kind, {}};
-}
+Spec parse_spec(const std::string& value) { return {parse_tokenizer_spec(value).kind, tokenizer_files(value)}; }
 
 // Where a tokenizer's files are named, for errors about them.
 std::string where(TokenizerKind kind) {
@@ -66,6 +50,24 @@ std::string identity_of(const Spec& s) {
 }
 
 }  // namespace
+
+std::vector<std::string> tokenizer_files(const std::string& value) {
+  const TokenizerSpec spec = parse_tokenizer_spec(value);
+  switch (spec.kind) {
+    case TokenizerKind::gpt2:
+      return {spec.arg + "/encoder.json", spec.arg + "/vocab.bpe"};
+    case TokenizerKind::hf: {
+      std::error_code ec;
+      if (std::filesystem::exists(spec.arg + "/tokenizer.json", ec)) return {spec.arg + "/tokenizer.json"};
+      return {spec.arg + "/vocab.json", spec.arg + "/merges.txt"};
+    }
+    case TokenizerKind::sentencepiece:
+      return {spec.arg};
+    case TokenizerKind::byte:
+      break;
+  }
+  return {};
+}
 
 void check_vocab_fits(const Tokenizer& tokenizer, int vocab_size, const std::string& what) {
   if (tokenizer.vocab_size() <= vocab_size) return;

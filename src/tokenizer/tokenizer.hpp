@@ -2,6 +2,8 @@
 //   byte                  each byte is a token (vocabulary 256)
 //   gpt2[:DIR]            GPT-2's byte-level BPE from DIR/encoder.json and DIR/vocab.bpe
 //                         (default DIR data/tokenizers/gpt2, fetched by tools/fetch-data)
+//   hf:DIR                Hugging Face's DIR/tokenizer.json (byte-level BPE, GPT-2's or Llama 3's
+//                         pre-tokenizer), else DIR/vocab.json and DIR/merges.txt
 //   sentencepiece:MODEL   a SentencePiece model file (dtrain-data --train-tokenizer makes one)
 // A tokenizer's identity names its kind and the hash of its files ("byte", "gpt2@<16 hex digits>");
 // token files, checkpoints and model-final.h5 store it, and dtrain refuses to mix identities.
@@ -33,6 +35,9 @@ class Tokenizer {
 // Loads the tokenizer `spec` names; an unknown spec or an unreadable or malformed file is a UserError
 // naming it.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
+// The files data.tokenizer=`spec` reads, which its identity hashes (none for byte); UserError for an
+// unknown spec.
+std::vector<std::string> tokenizer_files(const std::string& spec);
 // UserError unless the tokenizer's vocabulary fits model.vocab_size (`vocab_size`); `what` names the
 // model ("weights file 'PATH'", "the run").
 void check_vocab_fits(const Tokenizer& tokenizer, int vocab_size, const std::string& what);
