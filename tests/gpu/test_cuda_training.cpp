@@ -183,7 +183,7 @@ TEST_CASE("parameter and optimizer offload keep the GPU's peak below the model s
   const std::string data = testing::make_test_data(MPI_COMM_WORLD);
   const Config cfg = load_config(
       "[model]\nnum_layers=24\nhidden_size=1024\nnum_attention_heads=16\nseq_length=256\nvocab_size=50304\n"
-      "global_batch_size=1\nmicro_batch_size=1\n[training]\ntrain_iters=2\neval_interval=0\n",
+      "global_batch_size=1\nmicro_batch_size=1\n[training]\ntrain_iters=2\neval_iters=1\n",
       "gpu memory test",
       {"--data.path=" + data, "--system.device=cuda", "--system.comm_backend=mpi", "--system.precision=bf16",
        "--system.use_distributed_optimizer=true", "--system.zero_stage=3", "--system.offload_optimizer=true",
