@@ -1,7 +1,7 @@
 // CUDA backend: softmax cross-entropy over a vocabulary that may be split across ranks, a warp per
 // row (a block per row for the backward). xent_loss adds the rows' losses in double in a fixed order (one block: each thread a strided
-// set of rows, then a tree over the threads) into a device variable and returns it: the same bits on
-// every run.
+// set of rows, then a tree over the threads) to the caller's device variable, which the host reads
+// when it needs it: the same bits on every run, and no wait.
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
 
@@ -10,8 +10,6 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kReduceThreads = 1024;
-
-__device__ double g_loss_sum;
 
 template <typename KT>
 __global__ void row_max_kernel(float* row_max, const KT* logits, long N, int V) {
@@ -42,7 +40,7 @@ __global__ void target_logit_kernel(float* target_logit, const KT* logits, const
   target_logit[i] = col >= 0 && col < V ? ld(logits[i * V + col]) : 0.0f;
 }
 
-__global__ void loss_kernel(float* lse, const float* row_max, const float* row_sum, const float* target_logit, long N) {
+__global__ void loss_kernel(double* loss_sum, float* lse, const float* row_max, const float* row_sum, const float* target_logit, long N) {
   __shared__ double part[kReduceThreads];
   double acc = 0.0;
   for (long i = threadIdx.x; i < N; i += kReduceThreads) {
@@ -56,7 +54,7 @@ __global__ void loss_kernel(float* lse, const float* row_max, const float* row_s
     if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
     __syncthreads();
   }
-  if (threadIdx.x == 0) g_loss_sum = part[0];
+  if (threadIdx.x == 0 && loss_sum) *loss_sum += part[0];
 }
 
 // dlogits[i,v] = (exp(logits[i,v] - lse[i]) - [v is target]) * dloss[i]; (p - 1) * dl on the target.
@@ -124,12 +122,9 @@ void xent_target_logit(float* t, const bf16* logits, const int* targets, int voc
 void xent_target_logit(float* t, const fp16* logits, const int* targets, int vocab_start, long N, int V) {
   target_logit(t, logits, targets, vocab_start, N, V);
 }
-double xent_loss(float* lse, const float* row_max_in, const float* row_sum, const float* target, long N) {
-  loss_kernel<<<1, kReduceThreads>>>(lse, row_max_in, row_sum, target, N);
+void xent_loss(double* loss_sum, float* lse, const float* row_max_in, const float* row_sum, const float* target, long N) {
+  loss_kernel<<<1, kReduceThreads>>>(loss_sum, lse, row_max_in, row_sum, target, N);
   DTRAIN_LAUNCH_CHECK();
-  double loss = 0.0;
-  CUDA_CHECK(cudaMemcpyFromSymbol(&loss, g_loss_sum, sizeof loss));  // waits for the kernel
-  return loss;
 }
 void xent_backward(float* dlogits, const float* logits, const float* lse, const int* targets, const float* dloss, int vocab_start,
                    long N, int V) {

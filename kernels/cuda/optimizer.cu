@@ -1,7 +1,8 @@
 // CUDA backend: the fused AdamW step (moments, bias correction, decoupled weight decay and, in bf16
 // and fp16 runs, the rounded compute copy in one pass, every tensor of an optimizer range in one
 // launch) and sum_squares accumulated in double in a fixed order (block partials into a device array,
-// then one block adds them in order): the same bits every run.
+// then one thread adds them in order to the caller's device variable): the same bits every run, and
+// nothing for the host to wait for.
 #include <cmath>
 
 #include "kernels/adamw_math.hpp"
@@ -14,7 +15,6 @@ namespace {
 constexpr int kReduceBlocks = 512;
 constexpr int kReduceThreads = 256;
 __device__ double g_partials[kReduceBlocks];
-__device__ double g_sum;
 
 // A thread per element of the runs laid end to end: the element's run by binary search over the runs'
 // first elements (a few cached loads), then the update.
@@ -54,11 +54,11 @@ __global__ void partial_squares_kernel(const float* x, long n) {
   if (threadIdx.x == 0) g_partials[blockIdx.x] = part[0];
 }
 
-__global__ void sum_partials_kernel() {
+__global__ void sum_partials_kernel(double* sum) {
   if (threadIdx.x != 0) return;
   double s = 0.0;
   for (int b = 0; b < kReduceBlocks; ++b) s += g_partials[b];
-  g_sum = s;
+  *sum += s;
 }
 
 template <typename KT>
@@ -72,14 +72,11 @@ void adamw(float* master, KT* copy, float* m, float* v, const float* grad, const
 
 }  // namespace
 
-double sum_squares(const float* x, long n) {
+void sum_squares(double* sum, const float* x, long n) {
   partial_squares_kernel<<<kReduceBlocks, kReduceThreads>>>(x, n);
   DTRAIN_LAUNCH_CHECK();
-  sum_partials_kernel<<<1, 32>>>();
+  sum_partials_kernel<<<1, 32>>>(sum);
   DTRAIN_LAUNCH_CHECK();
-  double s = 0.0;
-  CUDA_CHECK(cudaMemcpyFromSymbol(&s, g_sum, sizeof s));
-  return s;
 }
 
 void adamw_update(float* master, float* copy, float* m, float* v, const float* grad, const AdamRun* runs, int count, long elements,

@@ -32,14 +32,14 @@ void xent_target_logit(float* target_logit /*(N)*/, const float* logits /*(N,V)*
       });
 }
 
-double xent_loss(float* lse /*(N)*/, const float* row_max /*(N)*/, const float* row_sum /*(N)*/,
-                 const float* target_logit /*(N)*/, long N) {
+void xent_loss(double* loss_sum /*(1)*/, float* lse /*(N)*/, const float* row_max /*(N)*/, const float* row_sum /*(N)*/,
+               const float* target_logit /*(N)*/, long N) {
   double loss = 0.0;
   for (long i = 0; i < N; ++i) {
     lse[i] = row_max[i] + std::log(row_sum[i]);
     loss += static_cast<double>(lse[i]) - target_logit[i];
   }
-  return loss;
+  if (loss_sum) *loss_sum += loss;
 }
 
 void xent_backward(float* dlogits /*(N,V)*/, const float* logits /*(N,V)*/, const float* lse /*(N)*/,

@@ -10,7 +10,7 @@
 
 namespace dtrain::kernels::host {
 
-double sum_squares(const float* x /*(n)*/, long n) {
+void sum_squares(double* sum /*(1)*/, const float* x /*(n)*/, long n) {
   // Double accumulation in 8 interleaved lanes, lanes then added in order: one fixed summation order,
   // so the result is bit-reproducible (a plain loop: a threaded reduction would change the order).
   constexpr int kDLanes = 8;
@@ -27,7 +27,7 @@ double sum_squares(const float* x /*(n)*/, long n) {
   }
   double s = 0.0;
   for (int l = 0; l < kDLanes; ++l) s += acc[l];
-  return s;
+  *sum += s;
 }
 
 void scale(float* x /*(n)*/, float factor, long n) {

@@ -45,7 +45,7 @@ class GptModelImpl final : public GptModel {
     for (const auto& [begin, end] : plan.activations.recompute_groups()) replay_from_[static_cast<std::size_t>(end - 1)] = begin;
   }
 
-  double forward(int slot, int chunk, const MicroBatch& batch) override;
+  void forward(int slot, int chunk, const MicroBatch& batch) override;
   void backward(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad, void* input_grad) override;
   void* stage_input(int slot) override { return acts_.slot(slot).stage_input; }
   const void* stage_output(int slot, int) override { return block_input(acts_.slot(slot), blocks_per_chunk_); }
@@ -245,7 +245,7 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
 }
 
 template <typename T>
-double GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
+void GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
   SlotActs<T>& s = acts_.slot(slot);
   const ActivationDims& d = dims();
   const long N = d.N();
@@ -268,7 +268,7 @@ double GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
     block_forward(p_.blocks[base + i], block_input(s, i), s.blocks[i]);
     hook(layer, LayerPhase::after_forward);
   }
-  if (!(plan_.part.head && chunk == num_chunks() - 1)) return 0.0;
+  if (!(plan_.part.head && chunk == num_chunks() - 1)) return;
 
   hook(kHeadLayer, LayerPhase::before_forward);
 
@@ -285,7 +285,7 @@ double GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
     tp_->all_reduce(s.target_logit, N);
   }
   hook(kHeadLayer, LayerPhase::after_forward);
-  return k_.xent_loss(s.lse, s.row_max, s.row_sum, s.target_logit, N);
+  k_.xent_loss(batch.loss_sum, s.lse, s.row_max, s.row_sum, s.target_logit, N);
 }
 
 template <typename T>

@@ -36,9 +36,10 @@ class GptModel {
   GptModel& operator=(const GptModel&) = delete;
 
   // Forward of micro-batch `batch` (device memory) in `slot` through `chunk`. The first chunk of the
-  // first stage embeds batch.tokens; other chunks read stage_input(slot). Returns the sum of the token
-  // losses after the last chunk of the last stage, else 0 (the chunk's output is stage_output(slot, chunk)).
-  virtual double forward(int slot, int chunk, const MicroBatch& batch) = 0;
+  // first stage embeds batch.tokens; other chunks read stage_input(slot). The last chunk of the last
+  // stage adds the sum of the token losses to *batch.loss_sum (device memory; the host does not wait);
+  // the chunk's output is stage_output(slot, chunk).
+  virtual void forward(int slot, int chunk, const MicroBatch& batch) = 0;
   // Backward of that micro-batch through `chunk`. On the head, every token's loss is weighted by
   // loss_weight; elsewhere output_grad (Ns,C) is the gradient arriving from the next stage. Writes the
   // gradient of the chunk's input to input_grad (Ns,C), except on the first chunk of the first stage

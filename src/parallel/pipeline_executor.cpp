@@ -82,7 +82,7 @@ PipelineStepStats PipelineExecutor::run() {
       }
       {
         Trace::Span span(ps_.trace(), "F mb" + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk), "forward");
-        st.loss_sum += compute_.forward(slot, a.chunk, a.micro_batch);
+        compute_.forward(slot, a.chunk, a.micro_batch);
       }
       if (vs < last_virtual) {  // MPI work of a send (a copy, progress on earlier ones) is communication time too
         const auto t0 = Clock::now();

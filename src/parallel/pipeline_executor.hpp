@@ -20,7 +20,6 @@
 namespace dtrain {
 
 struct PipelineStepStats {
-  double loss_sum = 0.0;       // summed token losses (last stage; 0 elsewhere)
   double wait_seconds = 0.0;   // blocked on receives and send completions
   double total_seconds = 0.0;  // whole step on this stage
 };

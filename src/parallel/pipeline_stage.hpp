@@ -18,9 +18,9 @@ class PipelineStage {
   virtual std::size_t message_count() const = 0;    // elements of one activation or gradient
   virtual Device& device() const = 0;               // where the slots and messages live
   virtual void* input(int slot) = 0;                // where a chunk's input from the previous stage goes
-  // Forward of `micro_batch` through `chunk` in `slot`; the summed token loss on the last virtual
-  // stage, else 0.
-  virtual double forward(int slot, int chunk, int micro_batch) = 0;
+  // Forward of `micro_batch` through `chunk` in `slot` (the last virtual stage adds the summed token
+  // loss where the stage keeps it, on the device).
+  virtual void forward(int slot, int chunk, int micro_batch) = 0;
   virtual const void* output(int slot, int chunk) = 0;  // the chunk's output after its forward
   // Backward; output_grad is null on the last virtual stage, input_grad null on the first.
   virtual void backward(int slot, int chunk, int micro_batch, const void* output_grad, void* input_grad) = 0;

@@ -81,21 +81,28 @@ class CudaDevice final : public Device {
   }
   void release_pinned(void* p) noexcept override { cudaFreeHost(p); }
   void copy(void* dst, const void* src, std::size_t bytes) override {
+    count_host_wait();
     if (dst != src && bytes > 0) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  }
+  void upload_queued(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes > 0) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, 0));
   }
   // After the compute stream's queued work (an event it records), on the copy stream; done at its event.
   CopyInFlight copy_async(void* dst, const void* src, std::size_t bytes) override {
     if (dst == src || bytes == 0) return {};
     if (!copy_stream_) CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     struct Copy final : CopyInFlight::Impl {
+      explicit Copy(std::atomic<std::uint64_t>& c) : waits(c) {}
+      std::atomic<std::uint64_t>& waits;
       cudaEvent_t done = nullptr;
       void wait() override {
+        waits.fetch_add(1, std::memory_order_relaxed);
         CUDA_CHECK(cudaEventSynchronize(done));
         cudaEventDestroy(done);
       }
     };
     cudaEvent_t queued = nullptr;
-    auto c = std::make_unique<Copy>();
+    auto c = std::make_unique<Copy>(host_wait_counter());
     CUDA_CHECK(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventRecord(queued, 0));
@@ -117,13 +124,17 @@ class CudaDevice final : public Device {
     if (d.unback.empty()) return;
     // Unmapping memory the GPU may still use is undefined: the queued work (on every stream: NCCL's
     // collectives on the range were waited for by the caller) finishes first.
+    count_host_wait();
     CUDA_CHECK(cudaDeviceSynchronize());
     for (const auto& run : d.unback) {
       vmm_.unmap(base + run.first * region.unit(), run.count * region.unit());
       in_use_ -= run.count * region.unit();
     }
   }
-  void synchronize() override { CUDA_CHECK(cudaDeviceSynchronize()); }
+  void synchronize() override {
+    count_host_wait();
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
   std::size_t held_bytes() const override { return in_use_; }
   std::size_t peak_bytes() const override { return peak_; }
 

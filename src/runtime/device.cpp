@@ -60,11 +60,19 @@ class HostDevice final : public Device {
   void* allocate_pinned(std::size_t bytes) override { return allocate(bytes); }
   void release_pinned(void* p) noexcept override { release(p); }
   void copy(void* dst, const void* src, std::size_t bytes) override {
-    if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+    count_host_wait();
+    move(dst, src, bytes);
   }
+  void upload_queued(void* dst, const void* src, std::size_t bytes) override { move(dst, src, bytes); }
+  // Copied now; its wait() counts as the GPU's would.
   CopyInFlight copy_async(void* dst, const void* src, std::size_t bytes) override {
-    copy(dst, src, bytes);
-    return {};
+    move(dst, src, bytes);
+    struct Done final : CopyInFlight::Impl {
+      explicit Done(std::atomic<std::uint64_t>& c) : waits(c) {}
+      std::atomic<std::uint64_t>& waits;
+      void wait() override { waits.fetch_add(1, std::memory_order_relaxed); }
+    };
+    return CopyInFlight(std::make_unique<Done>(host_wait_counter()));
   }
   void zero(void* p, std::size_t bytes) override { std::memset(p, 0, bytes); }
   void discard(void* p, std::size_t bytes) override {
@@ -74,6 +82,7 @@ class HostDevice final : public Device {
         auto& [base, region] = *found;
         const OnDemandRegion::Discard d = region.discard(static_cast<char*>(p) - base, bytes);
         for (const auto& span : d.zero) zero(base + span.offset, span.bytes);
+        if (!d.unback.empty()) count_host_wait();  // a GPU waits for its queue before unmapping
         for (const auto& run : d.unback) {
           char* first = base + run.first * region.unit();
           const std::size_t n = run.count * region.unit();
@@ -95,11 +104,14 @@ class HostDevice final : public Device {
     if (madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0)
       fatal(std::string("madvise(MADV_DONTNEED) failed: ") + std::strerror(errno));
   }
-  void synchronize() override {}
+  void synchronize() override { count_host_wait(); }
   std::size_t held_bytes() const override { return 0; }
   std::size_t peak_bytes() const override { return 0; }
 
  private:
+  static void move(void* dst, const void* src, std::size_t bytes) {
+    if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+  }
   static std::size_t page_size() {
     static const std::size_t size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     return size;

@@ -4,7 +4,9 @@
 // the host reads or writes (checkpoints, token batches, the final weights) is copied through host
 // buffers, pinned on a GPU.
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "kernels/backend.hpp"
@@ -52,8 +54,13 @@ class Device {
   virtual void release(void* p) noexcept = 0;
   virtual void* allocate_pinned(std::size_t bytes) = 0;  // host memory the device copies fastest
   virtual void release_pinned(void* p) noexcept = 0;
-  // Copies bytes between any two of the device's and the host's memory; done when it returns.
+  // Copies bytes between any two of the device's and the host's memory; done when it returns (the host
+  // waits for the device's queued work first).
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  // Host memory to device memory in the order of the device's queued work, without the host waiting:
+  // kernels queued after it see the data. src (pinned on a GPU) must stay unchanged until the host next
+  // waits for the device (copy, synchronize). The host copies now.
+  virtual void upload_queued(void* dst, const void* src, std::size_t bytes) = 0;
   // The same copy, after the work queued on the device so far, on a copy stream of its own, so that
   // it overlaps with later work; host memory on the other side must be pinned. The host copies now.
   virtual CopyInFlight copy_async(void* dst, const void* src, std::size_t bytes) = 0;
@@ -68,6 +75,17 @@ class Device {
   // held at most (0 on the host).
   virtual std::size_t held_bytes() const = 0;
   virtual std::size_t peak_bytes() const = 0;
+  // How many times the host has waited for the device so far: copy, synchronize, a CopyInFlight's
+  // wait, a discard that gives on-demand memory back. The host device counts the same calls as a GPU,
+  // where each one drains the device's queue, so a CPU run shows what a GPU run would wait for.
+  std::uint64_t host_waits() const { return host_waits_.load(std::memory_order_relaxed); }
+
+ protected:
+  void count_host_wait() { host_waits_.fetch_add(1, std::memory_order_relaxed); }
+  std::atomic<std::uint64_t>& host_wait_counter() { return host_waits_; }
+
+ private:
+  std::atomic<std::uint64_t> host_waits_{0};
 };
 
 Device& host_device();

@@ -3,21 +3,23 @@
 
 namespace dtrain {
 
-void ModelStage::bind(const int* tokens, const int* targets, float loss_weight, std::function<void(int)> before_forward) {
+void ModelStage::bind(const int* tokens, const int* targets, double* loss_sum, float loss_weight,
+                      std::function<void(int)> before_forward) {
   tokens_ = tokens;
   targets_ = targets;
+  loss_sum_ = loss_sum;
   loss_weight_ = loss_weight;
   before_forward_ = std::move(before_forward);
 }
 
 MicroBatch ModelStage::batch(int micro_batch) const {
   const long offset = static_cast<long>(micro_batch) * model_.dims().N();
-  return {tokens_ + offset, targets_ + offset};
+  return {tokens_ + offset, targets_ + offset, loss_sum_};
 }
 
-double ModelStage::forward(int slot, int chunk, int micro_batch) {
+void ModelStage::forward(int slot, int chunk, int micro_batch) {
   if (before_forward_) before_forward_(micro_batch);
-  return model_.forward(slot, chunk, batch(micro_batch));
+  model_.forward(slot, chunk, batch(micro_batch));
 }
 
 void ModelStage::backward(int slot, int chunk, int micro_batch, const void* output_grad, void* input_grad) {

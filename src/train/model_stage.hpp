@@ -12,17 +12,18 @@ class ModelStage final : public PipelineStage {
  public:
   explicit ModelStage(GptModel& model) : model_(model) {}
 
-  // The micro-batches of the next run: tokens and targets, each (m, B, T) in device memory; every token
-  // loss is weighted by loss_weight (1 / the global batch's tokens, times the loss scale of an fp16 run).
+  // The micro-batches of the next run: tokens and targets, each (m, B, T) in device memory; the last
+  // stage adds their summed token losses to *loss_sum (device memory); every token loss's gradient is
+  // weighted by loss_weight (1 / the global batch's tokens, times the loss scale of an fp16 run).
   // before_forward(micro_batch), when set, runs before each forward (fault injection).
-  void bind(const int* tokens, const int* targets, float loss_weight, std::function<void(int)> before_forward = {});
+  void bind(const int* tokens, const int* targets, double* loss_sum, float loss_weight, std::function<void(int)> before_forward = {});
 
   int slots() const override { return model_.num_slots(); }
   DType message_type() const override { return model_.compute_type(); }
   std::size_t message_count() const override { return model_.message_count(); }
   Device& device() const override { return model_.device(); }
   void* input(int slot) override { return model_.stage_input(slot); }
-  double forward(int slot, int chunk, int micro_batch) override;
+  void forward(int slot, int chunk, int micro_batch) override;
   const void* output(int slot, int chunk) override { return model_.stage_output(slot, chunk); }
   void backward(int slot, int chunk, int micro_batch, const void* output_grad, void* input_grad) override;
 
@@ -31,6 +32,7 @@ class ModelStage final : public PipelineStage {
   GptModel& model_;
   const int* tokens_ = nullptr;
   const int* targets_ = nullptr;
+  double* loss_sum_ = nullptr;
   float loss_weight_ = 0.0f;
   std::function<void(int)> before_forward_;
 };

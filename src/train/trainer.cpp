@@ -53,6 +53,7 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       batch_elements_(static_cast<std::size_t>(plan.num_micro_batches) * static_cast<std::size_t>(model_->dims().N())),
       host_batch_(model_->device(), 2 * batch_elements_ * sizeof(int)),
       batch_(model_->device().is_host() ? Arena() : Arena(model_->device(), 2 * batch_elements_ * sizeof(int))),
+      sums_(model_->device(), 2 * sizeof(double)),
       stage_(*model_),
       train_exec_(stage_, ps, schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v, ps.coords().pp),
                   plan.num_micro_batches, plan.sizes.v),
@@ -86,7 +87,7 @@ void Trainer::init_weights(std::uint64_t seed) {
     }
 }
 
-void Trainer::load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step) {
+void Trainer::load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step, bool queued) {
   const ActivationDims& d = model_->dims();
   const long per_micro_batch = d.N();
   const int seq = cfg_.model.seq_length;
@@ -107,7 +108,13 @@ void Trainer::load_batches(const DataBlend& data, const std::string& stream, std
     fill_samples(data, cfg_.training.seed, stream, step, first, plan_.micro_batch, seq, whole.data(), whole_targets);
     keep_own_chunks(d, plan_.micro_batch, seq, whole.data(), whole_targets, mb_tokens, mb_targets);
   }
-  if (batch_.data()) model_->device().copy(batch_.data(), tokens, 2 * batch_elements_ * sizeof(int));
+  // To the device (on the host the same memory: nothing moves, and the host device counts what a GPU
+  // would wait for).
+  Device& device = model_->device();
+  if (queued)
+    device.upload_queued(device_batch(), tokens, 2 * batch_elements_ * sizeof(int));
+  else
+    device.copy(device_batch(), tokens, 2 * batch_elements_ * sizeof(int));
 }
 
 double Trainer::sum_over_world(double v) const {
@@ -137,12 +144,10 @@ void Trainer::for_each_counted_run(const std::function<void(std::size_t, std::si
   }
 }
 
-double Trainer::counted_sum_squares() {
-  // One reduction (on a GPU, one read-back) per contiguous run rather than per tensor.
+void Trainer::add_counted_sum_squares(double* sum) {
+  // One reduction per contiguous run rather than per tensor, added up on the device.
   const float* grads = model_->grads().as<float>();
-  double sq = 0.0;
-  for_each_counted_run([&](std::size_t lo, std::size_t hi) { sq += k32_.sum_squares(grads + lo, static_cast<long>(hi - lo)); });
-  return sq;
+  for_each_counted_run([&](std::size_t lo, std::size_t hi) { k32_.sum_squares(sum, grads + lo, static_cast<long>(hi - lo)); });
 }
 
 void Trainer::inject_nonfinite_gradient() {
@@ -174,7 +179,13 @@ StepResult Trainer::train_step(int step) {
   grad_sync_.start_step();
   MoeStats& moe = model_->moe_stats();
   moe.reset();  // from this step's forward passes only (not validation's)
-  load_batches(*train_data_, "train", static_cast<std::uint64_t>(step));
+  // The step's sums on the device, (2): the summed token loss (the last stage's forwards add to it) and
+  // the squared gradient norm; the host reads both once, after the gradients are complete.
+  Device& device = model_->device();
+  double* sums = sums_.as<double>();
+  device.zero(sums, 2 * sizeof(double));
+  // Queued: the pinned batch is rewritten only after this step's read-back has waited for the device.
+  load_batches(*train_data_, "train", static_cast<std::uint64_t>(step), /*queued=*/true);
   // Fault injection (debug.stall_*): this rank stops making progress in its first forward of the
   // step, as a wedged GPU or node would.
   bool stall = ps_.world_rank() == cfg_.debug.stall_rank && step + 1 == cfg_.debug.stall_at_step;
@@ -185,7 +196,7 @@ StepResult Trainer::train_step(int step) {
   }
   // fp16: the backward pass starts from the loss times the scale, so the gradients carry it too.
   const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
-  stage_.bind(batch_tokens(), batch_targets(), static_cast<float>(loss_scale / tokens), [stall](int) {
+  stage_.bind(batch_tokens(), batch_targets(), sums, static_cast<float>(loss_scale / tokens), [stall](int) {
     while (stall) std::this_thread::sleep_for(std::chrono::seconds(1));
   });
   const PipelineStepStats st = train_exec_.run();
@@ -195,8 +206,14 @@ StepResult Trainer::train_step(int step) {
   }
   if (step + 1 == cfg_.debug.nonfinite_grad_at_step && ps_.world_rank() == 0) inject_nonfinite_gradient();
 
+  add_counted_sum_squares(sums + 1);
+  // The step's one wait for the device: its loss and norm, summed over the world on the host.
+  double totals[2];
+  device.copy(totals, sums, sizeof totals);
+  if (!loss_owner) totals[0] = 0.0;  // tp > 0 computed the same loss; other stages none
+  ps_.world().all_reduce(totals, 2, DType::f64, ReduceOp::sum, {"allreduce (loss/norm)"});
   StepResult r;
-  r.loss = sum_over_world(loss_owner ? st.loss_sum : 0.0) / tokens;
+  r.loss = totals[0] / tokens;
   if (!moe.tokens.empty()) {
     // Every tp rank holds the same statistics: tp rank 0 reports them (with context parallelism each cp
     // rank its own tokens per expert, and cp rank 0 the micro-batch's load-balancing loss).
@@ -208,7 +225,7 @@ StepResult Trainer::train_step(int step) {
     r.moe_tokens.assign(sums.begin() + 1, sums.end());
   }
   // The scale is a power of two unless configured otherwise, so dividing it out is exact.
-  r.grad_norm = std::sqrt(sum_over_world(counted_sum_squares())) / loss_scale;
+  r.grad_norm = std::sqrt(totals[1]) / loss_scale;
   const RankPlan& rp = model_->plan();
   // Every rank holds the same loss and norm: all decide here together, before the optimizer step. A
   // non-finite loss stops training (the forward pass overflowed or diverged: no scale cures that); a
@@ -358,12 +375,16 @@ double Trainer::evaluate() {
   if (!val_data_) fatal("evaluate() without a validation file (training.eval_interval = 0)");
   grad_sync_.wait_all_params();
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
-  double loss_sum = 0.0;
+  Device& device = model_->device();
+  double* sum = sums_.as<double>();  // the summed token loss of every batch, on the device
+  device.zero(sum, sizeof(double));
   for (int it = 0; it < cfg_.training.eval_iters; ++it) {
-    load_batches(*val_data_, "val", static_cast<std::uint64_t>(it));
-    stage_.bind(batch_tokens(), batch_targets(), 0.0f);
-    loss_sum += eval_exec_.run().loss_sum;
+    load_batches(*val_data_, "val", static_cast<std::uint64_t>(it), /*queued=*/false);  // the pinned batch is reused at once
+    stage_.bind(batch_tokens(), batch_targets(), sum, 0.0f);
+    eval_exec_.run();
   }
+  double loss_sum = 0.0;
+  device.copy(&loss_sum, sum, sizeof loss_sum);
   const double tokens = static_cast<double>(cfg_.training.eval_iters) * cfg_.model.global_batch_size * cfg_.model.seq_length;
   return sum_over_world(loss_owner ? loss_sum : 0.0) / tokens;
 }

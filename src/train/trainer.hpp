@@ -106,16 +106,17 @@ class Trainer {
   LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }
 
  private:
-  // The rank's micro-batches of `step` of a data stream, on the device (batch_tokens(), batch_targets()).
-  void load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step);
+  // The rank's micro-batches of `step` of a data stream, on the device (batch_tokens(), batch_targets()):
+  // queued (Device::upload_queued: the host must wait for the device before the next load) or copied.
+  void load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step, bool queued);
   const int* batch_tokens() { return device_batch(); }
   const int* batch_targets() { return device_batch() + batch_elements_; }
   int* device_batch() { return batch_.data() ? batch_.as<int>() : host_batch_.as<int>(); }
   double sum_over_world(double v) const;
   // The arena runs [lo, hi) of the gradients this rank counts (each element on one rank only), and
-  // their squared norm.
+  // their squared norm added to *sum (device memory).
   void for_each_counted_run(const std::function<void(std::size_t, std::size_t)>& visit) const;
-  double counted_sum_squares();
+  void add_counted_sum_squares(double* sum);
   // debug.nonfinite_grad_at_step: inf into the first gradient element world rank 0 counts.
   void inject_nonfinite_gradient();
   // The initial weights of the ranges the rank keeps, a bounded piece at a time (no full-size copy).
@@ -144,6 +145,7 @@ class Trainer {
   std::size_t batch_elements_;
   PinnedBuffer host_batch_;
   Arena batch_;
+  Arena sums_;  // (2) doubles on the device: a step's summed token loss and squared gradient norm
   // Host copies of the state for checkpoints on a GPU (fp32 views of bf16 weights on any device).
   PinnedBuffer staged_params_, staged_master_, staged_moments_[2];
   ModelStage stage_;

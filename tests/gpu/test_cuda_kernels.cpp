@@ -404,8 +404,12 @@ void check_all_kernels() {
       h.xent_target_logit(tgt.data(), logits.data(), tokens.data(), vocab_start, N, Vx);
       g.xent_target_logit(tgt_d.data(), logits_d.data(), tokens_d.data(), vocab_start, N, Vx);
       expect_close("xent_target_logit" + what, tgt_d.get(), tgt);
-      const double loss_h = h.xent_loss(lse.data(), mx.data(), sum.data(), tgt.data(), N);
-      const double loss_g = g.xent_loss(lse_d.data(), mx_d.data(), sum_d.data(), tgt_d.data(), N);
+      // Both add to a sum already holding 0.25 (the loss of earlier micro-batches), on the device for cuda.
+      double loss_h = 0.25;
+      OnGpu<double> loss_d(std::vector<double>{0.25});
+      h.xent_loss(&loss_h, lse.data(), mx.data(), sum.data(), tgt.data(), N);
+      g.xent_loss(loss_d.data(), lse_d.data(), mx_d.data(), sum_d.data(), tgt_d.data(), N);
+      const double loss_g = loss_d.get()[0];
       expect_close("xent_loss lse" + what, lse_d.get(), lse, tolerance<float>(Vx));
       expect_close("xent_loss sum" + what, std::vector<float>{static_cast<float>(loss_g)}, std::vector<float>{static_cast<float>(loss_h)},
                    tolerance<float>(N + Vx));  // N rows, each a sum over V
@@ -456,7 +460,11 @@ void check_all_kernels() {
     std::vector<KT> copy(n);
     OnGpu<float> grad_d(grad), master_d(master), m_d(m), v_d(v);
     OnGpu<KT> copy_d(copy);
-    const double sq_h = h.sum_squares(grad.data(), n), sq_g = g.sum_squares(grad_d.data(), n);
+    double sq_h = 0.0;
+    OnGpu<double> sq_d(std::vector<double>{0.0});
+    h.sum_squares(&sq_h, grad.data(), n);
+    g.sum_squares(sq_d.data(), grad_d.data(), n);
+    const double sq_g = sq_d.get()[0];
     INFO("sum_squares host " << sq_h << " cuda " << sq_g);
     // Both add the exact squares (positive terms) in double, each within n 2^-53 of the exact sum.
     CHECK(std::abs(sq_g - sq_h) <= 2.0 * n * 0x1p-53 * sq_h);

@@ -59,11 +59,14 @@ OneStep one_step(const Config& cfg, kernels::Backend backend) {
     device.copy(on_device.data(), batch.data(), batch.size() * sizeof(int));
     tokens = on_device.as<int>();
   }
-  const MicroBatch mb{tokens, tokens + model->dims().N()};
+  Arena loss_sum(device, sizeof(double));  // zero-filled, where the model's forward adds the loss
+  const MicroBatch mb{tokens, tokens + model->dims().N(), loss_sum.as<double>()};
   model->grads().zero();
   OneStep r;
   r.initial = w;
-  r.loss = model->forward(0, 0, mb) / static_cast<double>(model->dims().N());
+  model->forward(0, 0, mb);
+  device.copy(&r.loss, loss_sum.data(), sizeof r.loss);
+  r.loss /= static_cast<double>(model->dims().N());
   model->backward(0, 0, mb, 1.0f / static_cast<float>(model->dims().N()), nullptr, nullptr);
   adamw.step(model->params(), model->grads(), 1e-3, 1);
   r.weights.resize(plan.arena_size);

@@ -915,12 +915,20 @@ TEST_CASE("host sum_squares and scale", "[kernels]") {
   const Vec x = random_vec(rng, n, -3.0f, 3.0f);
   double ref = 0.0;
   for (float v : x) ref += static_cast<double>(v) * v;
+  // sum_squares adds to the caller's sum (here from zero).
+  auto squares = [&](long count) {
+    double s = 0.0;
+    k::sum_squares(&s, x.data(), count);
+    return s;
+  };
   // Double accumulation of exact float squares (positive terms): both sums within n u_double (u_double
   // = 2^-53) of the exact one relative, so within 2 n 2^-53 = 2.2e-12 of each other.
-  CHECK(std::fabs(k::sum_squares(x.data(), n) - ref) <= 2.0 * n * 0x1p-53 * ref);
-  CHECK(k::sum_squares(x.data(), 0) == 0.0);
-  CHECK(k::sum_squares(x.data(), 3) == static_cast<double>(x[0]) * x[0] + static_cast<double>(x[1]) * x[1] +
-                                           static_cast<double>(x[2]) * x[2]);
+  CHECK(std::fabs(squares(n) - ref) <= 2.0 * n * 0x1p-53 * ref);
+  CHECK(squares(0) == 0.0);
+  CHECK(squares(3) == static_cast<double>(x[0]) * x[0] + static_cast<double>(x[1]) * x[1] + static_cast<double>(x[2]) * x[2]);
+  double running = 0.5;  // added to, not overwritten
+  k::sum_squares(&running, x.data(), 1);
+  CHECK(running == 0.5 + static_cast<double>(x[0]) * x[0]);
 
   Vec y = x;
   k::scale(y.data(), 0.37f, n);

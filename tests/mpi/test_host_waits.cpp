@@ -1,0 +1,49 @@
+// How often a training step makes the host wait for the device (Device::host_waits: copies,
+// synchronisations, waits on asynchronous copies, on-demand memory given back). The host device counts
+// the same calls a GPU waits at, so this runs without one: a step waits once, when it reads its loss
+// and gradient norm together after the backward pass, however many micro-batches it has and with data
+// or tensor parallelism, fp32 or bf16. A loss read back per micro-batch, a norm read back per run of
+// gradients, or a token upload the host waits for would each add at least one wait per step.
+#include <catch2/catch.hpp>
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/load.hpp"
+#include "mpi/training_fixture.hpp"
+#include "runtime/device.hpp"
+
+using namespace dtrain;
+
+TEST_CASE("a training step waits for the device once", "[mpi][training][host_waits]") {
+  const std::string data = testing::make_test_data(MPI_COMM_WORLD);
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  // 8 samples of micro-batch 1: 8 / dp micro-batches per rank and step.
+  const std::string ini = "[model]\nnum_layers=2\nhidden_size=32\nnum_attention_heads=4\nseq_length=16\nvocab_size=64\n"
+                          "global_batch_size=8\nmicro_batch_size=1\n[training]\ntrain_iters=4\neval_iters=2\n";
+  std::vector<std::vector<std::string>> layouts = {{}, {"--system.use_distributed_optimizer=true"}, {"--system.precision=bf16"}};
+  if (world == 2 || world == 4) layouts.push_back({"--system.tensor_model_parallel_size=" + std::to_string(world)});
+  Device& device = host_device();
+  for (std::vector<std::string> layout : layouts) {
+    const std::string name = layout.empty() ? "data parallel" : layout.front();
+    layout.push_back("--data.path=" + data);
+    const Config cfg = load_config(ini, "host waits test", layout);
+    std::uint64_t at_start = 0, through_validation = 0, validation = 0;
+    testing::train(
+        MPI_COMM_WORLD, cfg,
+        [&](Trainer& t) {  // after the steps and the fixture's validation: one more validation alone
+          through_validation = device.host_waits() - at_start;
+          const std::uint64_t before = device.host_waits();
+          t.evaluate();
+          validation = device.host_waits() - before;
+        },
+        kernels::Backend::host, [&](Trainer&) { at_start = device.host_waits(); });
+    INFO(name << " on " << world << " rank(s): " << through_validation - validation << " waits in "
+                   << cfg.training.train_iters << " steps");
+    CHECK(through_validation - validation == static_cast<std::uint64_t>(cfg.training.train_iters));
+  }
+  testing::remove_test_data(MPI_COMM_WORLD, data);
+}
