@@ -16,6 +16,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <random>
 
@@ -23,6 +24,7 @@
 #include "model/gpt.hpp"
 #include "mpi/training_fixture.hpp"
 #include "optim/adamw.hpp"
+#include "runtime/device.hpp"
 
 using namespace dtrain;
 
@@ -175,6 +177,31 @@ TEST_CASE("bf16 loss curve stays within 2% of fp32 on the GPU", "[gpu][bf16]") {
 }
 
 // ZeRO-3 with the optimizer and the parameter slices offloaded on one GPU, the 355M GPT of
+// The host device's count of host waits (tests/mpi/test_host_waits.cpp) is what a GPU run waits at: on
+// one GPU, bf16, 4 micro-batches a step, a step waits once (its loss and gradient norm).
+TEST_CASE("a training step on the GPU waits for it once", "[gpu][host_waits]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world != 1) return;
+  const std::string data = testing::make_test_data(MPI_COMM_WORLD);
+  const Config cfg = layout_config(data, 1, 1, 0, "bf16");
+  Device& device = cuda_device();
+  std::uint64_t at_start = 0, through_validation = 0, validation = 0;
+  testing::train(
+      MPI_COMM_WORLD, cfg,
+      [&](Trainer& t) {
+        through_validation = device.host_waits() - at_start;
+        const std::uint64_t before = device.host_waits();
+        t.evaluate();
+        validation = device.host_waits() - before;
+      },
+      kernels::Backend::cuda, [&](Trainer&) { at_start = device.host_waits(); });
+  std::printf("one GPU, bf16: %llu host waits in %d steps\n", static_cast<unsigned long long>(through_validation - validation),
+              cfg.training.train_iters);
+  CHECK(through_validation - validation == static_cast<std::uint64_t>(cfg.training.train_iters));
+  testing::remove_test_data(MPI_COMM_WORLD, data);
+}
+
 // tools/bench/memory (24 layers, d=1024, vocabulary 50304) in bf16: the GPU holds the gradients, the
 // gathered buckets (two blocks, or the tied embedding) and the activations, far below the model state
 // it would hold without ZeRO-3 and offload (2 + 4 + 12 bytes per parameter); the measured device peak
