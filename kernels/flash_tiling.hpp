@@ -28,6 +28,10 @@ DTRAIN_HOST_DEVICE constexpr int key_tiles_seen(int query_tile, int T) {
 DTRAIN_HOST_DEVICE constexpr int first_query_tile(int key_tile) { return key_tile; }
 // Whether query row q (global) attends to key k (global) of a sequence of T rows.
 DTRAIN_HOST_DEVICE constexpr bool visible(int q, int k, int T) { return k <= q && k < T && q < T; }
+// Whether every row of query tile qt is a real row (below T) that sees every key of key tile kt: then
+// the kernels skip the causal mask for the pair (a key tile below the diagonal of a full query tile);
+// the diagonal and the last, ragged query tile keep it.
+DTRAIN_HOST_DEVICE constexpr bool unmasked_tile_pair(int qt, int kt, int T) { return kt < qt && (qt + 1) * kTile <= T; }
 
 // Shared memory of each kernel, bytes, for padded head dim D.
 // bf16 and fp16 (tensor cores, kernels/cuda/attention_16bit.cu): 16-bit element tiles of kTile rows

@@ -42,15 +42,49 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kScoreTiles = kTile / 8;  // 8-column C tiles across one key (or query) tile
 
-// One warp: acc (16 x 8 NT) += A B^T, A (16 x K) and B (8 NT x K) row-major tiles in shared memory
-// (row strides lda, ldb): the "Q K^T" product, B's rows being keys (or queries).
+// A warp's A operand (16 rows x K, row-major in shared memory) that stays the same for a whole walk
+// over tiles (the block's fixed Q, dO, K or V rows): its fragments are read from shared memory once
+// and kept in registers where they fit (K <= 64: 16 registers), else read at every use (K = 128, where
+// the accumulators already fill the registers). Call load() once the tile has landed.
+template <int K, typename KT>
+struct FixedA {
+  static constexpr bool kInRegisters = K <= 64;
+  std::uint32_t f[kInRegisters ? K / 16 : 1][4];
+  const KT* A = nullptr;
+  int lda = 0;
+  __device__ __forceinline__ void load(const KT* a, int ld) {
+    A = a, lda = ld;
+    if constexpr (kInRegisters) {
+#pragma unroll
+      for (int k = 0; k < K / 16; ++k) read(f[k], k);
+    }
+  }
+  // The fragment of columns [16 k, 16 k + 16).
+  __device__ __forceinline__ void fragment(std::uint32_t (&a)[4], int k) const {
+    if constexpr (kInRegisters) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) a[r] = f[k][r];
+    } else {
+      read(a, k);
+    }
+  }
+
+ private:
+  __device__ __forceinline__ void read(std::uint32_t (&a)[4], int k) const {
+    const int lane = threadIdx.x % 32;
+    ldsm_x4(a, A + frag::ldm_row_a(lane) * lda + 16 * k + frag::ldm_col_a(lane));
+  }
+};
+
+// One warp: acc (16 x 8 NT) += A B^T, A (16 x K) the warp's fixed operand and B (8 NT x K) a row-major
+// tile in shared memory (row stride ldb): the "Q K^T" product, B's rows being keys (or queries).
 template <int K, int NT, typename KT>
-__device__ __forceinline__ void mma_a_bt(float (&acc)[NT][4], const KT* A, int lda, const KT* B, int ldb) {
+__device__ __forceinline__ void mma_a_bt(float (&acc)[NT][4], const FixedA<K, KT>& A, const KT* B, int ldb) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int k = 0; k < K; k += 16) {
     std::uint32_t a[4];
-    ldsm_x4(a, A + frag::ldm_row_a(lane) * lda + k + frag::ldm_col_a(lane));
+    A.fragment(a, k / 16);
 #pragma unroll
     for (int n = 0; n < NT; n += 2) {
       std::uint32_t b[4];
@@ -119,29 +153,31 @@ __global__ void __launch_bounds__(kBlockThreads) forward_kernel(KT* out /*(B,T,N
   const int qrow[2] = {q0 + r0 + frag::c_row(lane, 0), q0 + r0 + frag::c_row(lane, 2)};  // this lane's two rows
 
   load_tile<KT, D, LD>(Qs, at.rows + at.h * HD, at.W, q0, T, HD);
+  FixedA<D, KT> q;                                  // this warp's 16 query rows
   float o[DT][4] = {};                              // (16, D) unnormalised output
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {};   // running maximum (log2 units) and this lane's part of the sum
   walk_tiles<2>(
       key_tiles_seen(at.qt, T),
       [&](int kt, int buf) { at.template load_key_values<D, LD>(Kb + buf * kTile * LD, Vb + buf * kTile * LD, kt, T, NKV, HD); },
       [&](int kt, int buf) {
-        float s[kScoreTiles][4] = {};  // (16, kTile) scores
-        mma_a_bt<D, kScoreTiles>(s, Qs + r0 * LD, LD, Kb + buf * kTile * LD, LD);
+        if (kt == 0) q.load(Qs + r0 * LD, LD);  // Q landed with the first key tile
+        float s[kScoreTiles][4] = {};  // (16, kTile) scores, unscaled
+        mma_a_bt<D, kScoreTiles>(s, q, Kb + buf * kTile * LD, LD);
+        const bool masked = !unmasked_tile_pair(at.qt, kt, T);
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int k = kt * kTile + n * 8 + frag::c_col(lane, e);
-            s[n][e] = visible(qrow[e / 2], k, T) ? s[n][e] * scale_log2 : -INFINITY;
+            if (masked && !visible(qrow[e / 2], kt * kTile + n * 8 + frag::c_col(lane, e), T)) s[n][e] = -INFINITY;
             mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
           }
         float mu[2];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {  // the row's four lanes agree on its maximum
+        for (int r = 0; r < 2; ++r) {  // the row's four lanes agree on its maximum (scale_log2 > 0 keeps it one)
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFull, mx[r], 1));
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFull, mx[r], 2));
-          const float m_new = fmaxf(m[r], mx[r]);
+          const float m_new = fmaxf(m[r], mx[r] * scale_log2);
           mu[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row past T sees no key: all zeros
           const float alpha = exp2f(m[r] - mu[r]);
           m[r] = m_new;
@@ -153,7 +189,7 @@ __global__ void __launch_bounds__(kBlockThreads) forward_kernel(KT* out /*(B,T,N
         for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            s[n][e] = exp2f(s[n][e] - mu[e / 2]);
+            s[n][e] = exp2f(fmaf(s[n][e], scale_log2, -mu[e / 2]));
             l[e / 2] += s[n][e];
           }
         std::uint32_t p[kScoreTiles / 2][4];
@@ -198,6 +234,7 @@ __global__ void __launch_bounds__(kBlockThreads) dkv_kernel(KT* dqkv /*(B,T,W)*/
 
   load_tile<KT, D, LD>(Ks, rows + C + g * HD, W, k0, T, HD);
   load_tile<KT, D, LD>(Vs, rows + C + NKV * HD + g * HD, W, k0, T, HD);
+  FixedA<D, KT> k_rows, v_rows;          // this warp's 16 key rows of K and of V
   float dk[DT][4] = {}, dv[DT][4] = {};  // (16, D) each
   // Step i: query head g*group + i / query_tiles, query tile first_query_tile(kt) + i % query_tiles.
   auto head_of = [&](int i) { return g * group + i / query_tiles; };
@@ -218,15 +255,18 @@ __global__ void __launch_bounds__(kBlockThreads) dkv_kernel(KT* dqkv /*(B,T,W)*/
         const float* lse_s = lse_b + buf * kTile;
         const float* D_s = D_b + buf * kTile;
         const int q0 = tile_of(i) * kTile;
+        if (i == 0) k_rows.load(Ks + r0 * LD, LD), v_rows.load(Vs + r0 * LD, LD);  // landed with the first tile
         float s[kScoreTiles][4] = {}, dp[kScoreTiles][4] = {};  // (16 keys, kTile queries)
-        mma_a_bt<D, kScoreTiles>(s, Ks + r0 * LD, LD, Qs, LD);
-        mma_a_bt<D, kScoreTiles>(dp, Vs + r0 * LD, LD, dOs, LD);
+        mma_a_bt<D, kScoreTiles>(s, k_rows, Qs, LD);
+        mma_a_bt<D, kScoreTiles>(dp, v_rows, dOs, LD);
+        const bool masked = !unmasked_tile_pair(tile_of(i), kt, T);
 #pragma unroll
         for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int c = n * 8 + frag::c_col(lane, e);
-            const float p = visible(q0 + c, krow[e / 2], T) ? exp2f(s[n][e] * scale_log2 - lse_s[c] * kLog2e) : 0.0f;
+            const bool seen = !masked || visible(q0 + c, krow[e / 2], T);
+            const float p = seen ? exp2f(fmaf(s[n][e], scale_log2, -lse_s[c] * kLog2e)) : 0.0f;
             s[n][e] = p;
             dp[n][e] = p * (dp[n][e] - D_s[c]) * scale;
           }
@@ -266,21 +306,24 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(KT* dqkv /*(B,T,W)*/,
 
   load_tile<KT, D, LD>(Qs, at.rows + at.h * HD, at.W, q0, T, HD);
   load_tile<KT, D, LD>(dOs, dout + static_cast<long>(at.b) * T * at.C + at.h * HD, at.C, q0, T, HD);
+  FixedA<D, KT> q, d_o;  // this warp's 16 rows of Q and of dO
   float dq[DT][4] = {};  // (16, D)
   walk_tiles<2>(
       key_tiles_seen(at.qt, T),
       [&](int kt, int buf) { at.template load_key_values<D, LD>(Kb + buf * kTile * LD, Vb + buf * kTile * LD, kt, T, NKV, HD); },
       [&](int kt, int buf) {
+        if (kt == 0) q.load(Qs + r0 * LD, LD), d_o.load(dOs + r0 * LD, LD);  // landed with the first key tile
         const KT* Ks = Kb + buf * kTile * LD;
         float s[kScoreTiles][4] = {}, dp[kScoreTiles][4] = {};  // (16 queries, kTile keys)
-        mma_a_bt<D, kScoreTiles>(s, Qs + r0 * LD, LD, Ks, LD);
-        mma_a_bt<D, kScoreTiles>(dp, dOs + r0 * LD, LD, Vb + buf * kTile * LD, LD);
+        mma_a_bt<D, kScoreTiles>(s, q, Ks, LD);
+        mma_a_bt<D, kScoreTiles>(dp, d_o, Vb + buf * kTile * LD, LD);
+        const bool masked = !unmasked_tile_pair(at.qt, kt, T);
 #pragma unroll
         for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int k = kt * kTile + n * 8 + frag::c_col(lane, e);
-            const float p = visible(qrow[e / 2], k, T) ? exp2f(s[n][e] * scale_log2 - lse2[e / 2]) : 0.0f;
+            const bool seen = !masked || visible(qrow[e / 2], kt * kTile + n * 8 + frag::c_col(lane, e), T);
+            const float p = seen ? exp2f(fmaf(s[n][e], scale_log2, -lse2[e / 2])) : 0.0f;
             dp[n][e] = p * (dp[n][e] - dsum[e / 2]) * scale;
           }
         std::uint32_t da[kScoreTiles / 2][4];

@@ -218,16 +218,21 @@ TEST_CASE("parameter and optimizer offload keep the GPU's peak below the model s
       {"--data.path=" + data, "--system.device=cuda", "--system.comm_backend=mpi", "--system.precision=bf16",
        "--system.use_distributed_optimizer=true", "--system.zero_stage=3", "--system.offload_optimizer=true",
        "--system.offload_params=true"});
-  std::size_t peak = 0, predicted = 0, parameters = 0;
+  std::size_t peak = 0, predicted = 0, parameters = 0, held = 0;
+  MemoryEstimate terms;
   const auto losses = testing::train(MPI_COMM_SELF, cfg, [&](Trainer& t) {
                         peak = t.model().device().peak_bytes();
-                        predicted = t.rank_plan().memory().total();
+                        held = t.model().device().held_bytes();
+                        terms = t.rank_plan().memory();
+                        predicted = terms.total();
                         parameters = t.rank_plan().table.total();
                       }, kernels::Backend::cuda).losses;
   const double state = 18.0 * static_cast<double>(parameters);
-  std::printf("355M GPT, ZeRO-3 + optimizer and parameter offload on one GPU: device peak %.0f MiB, predicted %.0f MiB, model "
-              "state %.0f MiB\n",
-              peak / 1048576.0, predicted / 1048576.0, state / 1048576.0);
+  constexpr double MiB = 1048576.0;
+  std::printf("355M GPT, ZeRO-3 + optimizer and parameter offload on one GPU: device peak %.0f MiB (%.0f held at the end), "
+              "predicted %.0f MiB (params %.0f, grads %.0f, optimizer %.0f, activations %.0f, buffers %.0f), model state %.0f MiB\n",
+              peak / MiB, held / MiB, predicted / MiB, terms.params / MiB, terms.grads / MiB, terms.optimizer / MiB,
+              terms.activations / MiB, terms.buffers / MiB, state / MiB);
   CHECK(std::isfinite(losses.front()));
   CHECK(static_cast<double>(peak) < state);
   CHECK(std::abs(static_cast<double>(peak) - static_cast<double>(predicted)) <= 0.15 * static_cast<double>(predicted));

@@ -1,6 +1,7 @@
 // The tiling of the CUDA backend's fused attention (kernels/flash_tiling.hpp), checked on the host: the
-// tiles the forward, dK/dV and dQ kernels visit cover every causal (query, key) pair exactly once, and
-// every kernel's shared memory fits a Hopper block.
+// tiles the forward, dK/dV and dQ kernels visit cover every causal (query, key) pair exactly once, the
+// tile pairs they leave unmasked hold only visible pairs, and every kernel's shared memory fits a
+// Hopper block.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -51,6 +52,20 @@ TEST_CASE("flash tiling: each kernel's tiles cover every causal pair exactly onc
         wrong += dkv[static_cast<std::size_t>(q) * T + k] != want;
       }
     CHECK(wrong == 0);
+    // A pair the kernels leave unmasked has every (query, key) visible, and only the diagonal and the
+    // last query tile of a ragged sequence are masked.
+    int unmasked_but_hidden = 0, masked = 0;
+    for (int qt = 0; qt < tiles(T); ++qt)
+      for (int kt = 0; kt <= qt; ++kt) {
+        if (!unmasked_tile_pair(qt, kt, T)) {
+          masked += kt < qt;
+          continue;
+        }
+        for (int q = qt * kTile; q < (qt + 1) * kTile; ++q)
+          for (int k = kt * kTile; k < (kt + 1) * kTile; ++k) unmasked_but_hidden += !visible(q, k, T);
+      }
+    CHECK(unmasked_but_hidden == 0);
+    CHECK(masked == (T % kTile == 0 ? 0 : tiles(T) - 1));  // below the diagonal: the ragged last tile's
     CHECK(!visible(T, 0, T));  // rows past the sequence see nothing
     CHECK(!visible(0, T, T));
   }
