@@ -218,5 +218,21 @@ void gemm(bool transa, bool transb, int m, int n, int k, float alpha, const TA* 
 // and alignments (said on stderr for the first such shapes): the caller then adds the bias itself.
 template <typename TA, typename TD>
 bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, const TA* bias, TD* D);
+// Column-major fp32 D (m x n, ldd = m) += op(A) op(B) with bias_grad (n values) += the sums of op(B)
+// over k (the bias gradient of a linear layer, from the same pass over its output gradient) in
+// cuBLASLt's BGRADB epilogue; false, with nothing done, where cuBLASLt has no algorithm (said on
+// stderr for the first such shapes): the caller then runs the GEMM and sums the columns itself.
+template <typename TA>
+bool gemm_bias_grad(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, float* bias_grad,
+                    float* D);
+// Column-major D (m x n, ldd = m) = gelu(op(A) op(B) + bias) with pre (m x n, ld m) = op(A) op(B) + bias
+// (bias null: none),
+// in cuBLASLt's GELU_AUX_BIAS epilogue (tanh GELU from the fp32 accumulator); and D = (op(A) op(B)) *
+// gelu'(pre) in its DGELU epilogue. false, with nothing done, where the bias or pre is not 16-byte
+// aligned, m is not a multiple of 8, or cuBLASLt has no algorithm: the caller then makes the passes itself.
+template <typename T>
+bool gemm_bias_gelu(bool transa, bool transb, int m, int n, int k, const T* A, int lda, const T* B, int ldb, const T* bias, T* D, T* pre);
+template <typename T>
+bool gemm_dgelu(bool transa, bool transb, int m, int n, int k, const T* A, int lda, const T* B, int ldb, const T* pre, T* D);
 
 }  // namespace dtrain::kernels::cuda

@@ -1,8 +1,11 @@
-// CUDA backend: the GEMM with the bias added in cuBLASLt's epilogue (gemm_bias, device_math.cuh), so
-// that a linear layer writes its output once instead of filling bias rows and reading them back. Each
-// shape's descriptors and algorithm are made once (cuBLASLt's heuristic, the first call) and kept. The
-// bias has the output's type (cuBLASLt takes no 16-bit bias with an fp32 output: a bf16 or fp16 bias is
-// widened).
+// CUDA backend: GEMMs with an epilogue of cuBLASLt (device_math.cuh): the forward's bias added
+// (gemm_bias), so that a linear layer writes its output once instead of filling bias rows and reading
+// them back; the backward's bias gradient summed while the weight gradient is formed (gemm_bias_grad),
+// instead of a separate column sum over the output gradient; and the MLP's GELU applied on the way out
+// of its first layer (gemm_bias_gelu) and its gradient on the way out of the second layer's input
+// gradient (gemm_dgelu), instead of passes of their own. Each shape's descriptors
+// and algorithm are made once (cuBLASLt's heuristic, the first call) and kept. The bias has the
+// output's type (cuBLASLt takes no 16-bit bias with an fp32 output: a bf16 or fp16 bias is widened).
 #include <cublasLt.h>
 
 #include <array>
@@ -51,7 +54,7 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
   bool found = false;
 };
-using PlanKey = std::array<long, 12>;  // transa, transb, m, n, k, lda, ldb, A type, D type, A/B/D alignments
+using PlanKey = std::array<long, 13>;  // epilogue, transa, transb, m, n, k, lda, ldb, A type, D type, A/B/D alignments
 
 template <typename T>
 void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
@@ -62,20 +65,31 @@ void set(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t a
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof value));
 }
 
+const char* epilogue_name(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS             ? "bias"
+         : e == CUBLASLT_EPILOGUE_BGRADB        ? "dbias"
+         : e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? "bias+gelu"
+         : e == CUBLASLT_EPILOGUE_GELU_AUX      ? "gelu"
+                                                : "dgelu";
+}
+
 template <typename T>
 constexpr const char* type_name() {
   return std::is_same_v<T, float> ? "fp32" : std::is_same_v<T, bf16> ? "bf16" : "fp16";
 }
 
 template <typename TA, typename TD>
-Plan make_plan(bool transa, bool transb, int m, int n, int k, int lda, int ldb, std::uint32_t align_a, std::uint32_t align_b,
-               std::uint32_t align_d) {
+Plan make_plan(cublasLtEpilogue_t epilogue, bool transa, bool transb, int m, int n, int k, int lda, int ldb, std::uint32_t align_a,
+               std::uint32_t align_b, std::uint32_t align_d) {
   Plan p;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));  // fp32 accumulation, no TF32
   set(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, transa ? CUBLAS_OP_T : CUBLAS_OP_N);
   set(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, transb ? CUBLAS_OP_T : CUBLAS_OP_N);
-  set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+  set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
   set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, cuda_type<TD>());  // cuBLASLt takes no 16-bit bias with an fp32 output
+  // The GELU epilogues' auxiliary matrix (the pre-activation) has D's type and layout.
+  if (epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_DGELU)
+    set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, static_cast<std::int64_t>(m));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, cuda_type<TA>(), transa ? k : m, transa ? m : k, lda));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, cuda_type<TA>(), transb ? n : k, transb ? k : n, ldb));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, cuda_type<TD>(), m, n, m));
@@ -99,9 +113,9 @@ Plan make_plan(bool transa, bool transb, int m, int n, int k, int lda, int ldb, 
     p.algo = result.algo;
   else if (warned++ < 8)
     std::fprintf(stderr,
-                 "dtrain: warning: cuBLASLt offers no bias-epilogue GEMM for m=%d n=%d k=%d (%s inputs, %s output): %s; "
-                 "this layer adds its bias in a separate pass%s\n",
-                 m, n, k, type_name<TA>(), type_name<TD>(),
+                 "dtrain: warning: cuBLASLt offers no %s-epilogue GEMM for m=%d n=%d k=%d (%s inputs, %s output): %s; "
+                 "this layer does that in a separate pass%s\n",
+                 epilogue_name(epilogue), m, n, k, type_name<TA>(), type_name<TD>(),
                  rc == CUBLAS_STATUS_SUCCESS ? "no algorithm" : cublasGetStatusString(rc),
                  warned == 8 ? " (further shapes are not reported)" : "");
   return p;
@@ -126,6 +140,23 @@ const float* widened_bias(const KT* bias, int m) {
   return copy;
 }
 
+// The bias gradient of one GEMM (cuBLASLt writes it; the caller's gradient accumulates): one buffer,
+// grown when a layer is wider.
+float* bias_grad_buffer(int n) {
+  static float* grad = nullptr;
+  static int capacity = 0;
+  if (n > capacity) {
+    CUDA_CHECK(cudaFree(grad));
+    CUDA_CHECK(cudaMalloc(&grad, sizeof(float) * n));
+    capacity = n;
+  }
+  return grad;
+}
+__global__ void add_into_kernel(float* out, const float* in, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] += in[i];
+}
+
 void destroy(Plan& p) {
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p.a));
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p.b));
@@ -138,33 +169,32 @@ void destroy(Plan& p) {
 // heuristic picks the same algorithm for a shape either way, so results do not depend on the cache.
 constexpr std::size_t kMaxPlans = 64;
 
-}  // namespace
-
-template <typename TA, typename TD>
-bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, const TA* bias, TD* D) {
-  constexpr bool kWidened = sizeof(TA) < sizeof(TD);  // a 16-bit bias widened into an aligned fp32 copy
-  if (!kWidened && !aligned16(bias)) return false;
+// D = op(A) op(B) + beta D with `epilogue`; pointers(desc) sets the call's bias and auxiliary
+// pointers once the plan is known to exist. false, with nothing done, where cuBLASLt has no algorithm.
+template <typename TA, typename TD, typename Pointers>
+bool lt_matmul(cublasLtEpilogue_t epilogue, float beta, bool transa, bool transb, int m, int n, int k, const TA* A, int lda,
+               const TA* B, int ldb, TD* D, Pointers pointers) {
   static std::map<PlanKey, Plan> plans;  // per instantiation: the key's types are this one's
   const std::uint32_t align_a = alignment_of(A), align_b = alignment_of(B), align_d = alignment_of(D);
-  const PlanKey key{transa, transb, m, n, k, lda, ldb, static_cast<long>(sizeof(TA)), static_cast<long>(sizeof(TD)), align_a, align_b, align_d};
+  const PlanKey key{static_cast<long>(epilogue), transa, transb, m, n, k, lda, ldb, static_cast<long>(sizeof(TA)),
+                    static_cast<long>(sizeof(TD)), align_a, align_b, align_d};
   Plan once;  // a plan not kept
   auto it = plans.find(key);
   if (it == plans.end() && plans.size() < kMaxPlans)
-    it = plans.emplace(key, make_plan<TA, TD>(transa, transb, m, n, k, lda, ldb, align_a, align_b, align_d)).first;
+    it = plans.emplace(key, make_plan<TA, TD>(epilogue, transa, transb, m, n, k, lda, ldb, align_a, align_b, align_d)).first;
   else if (it == plans.end())
-    once = make_plan<TA, TD>(transa, transb, m, n, k, lda, ldb, align_a, align_b, align_d);
+    once = make_plan<TA, TD>(epilogue, transa, transb, m, n, k, lda, ldb, align_a, align_b, align_d);
   Plan& p = it != plans.end() ? it->second : once;
   bool ran = false;
   if (p.found) {
-    const void* epilogue_bias = bias;
-    if constexpr (kWidened) epilogue_bias = widened_bias(bias, m);
-    set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_bias);
-    const float alpha = 1.0f, beta = 0.0f;
+    pointers(p.desc);
+    const float alpha = 1.0f;
     CUBLAS_CHECK(
         cublasLtMatmul(lt(), p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.d, D, p.d, &p.algo, workspace(), kWorkspaceBytes, 0));
     if (launch_checks_wait()) {  // name it by its shape in the profile, as gemm does
       char what[96];
-      std::snprintf(what, sizeof what, "gemm+bias %c%c m=%d n=%d k=%d", transa ? 'T' : 'N', transb ? 'T' : 'N', m, n, k);
+      std::snprintf(what, sizeof what, "gemm+%s %c%c m=%d n=%d k=%d", epilogue_name(epilogue), transa ? 'T' : 'N', transb ? 'T' : 'N',
+                    m, n, k);
       check_launch(what, __FILE__, __LINE__);
     }
     ran = true;
@@ -173,10 +203,64 @@ bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int l
   return ran;
 }
 
+}  // namespace
+
+template <typename TA, typename TD>
+bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, const TA* bias, TD* D) {
+  constexpr bool kWidened = sizeof(TA) < sizeof(TD);  // a 16-bit bias widened into an aligned fp32 copy
+  if (!kWidened && !aligned16(bias)) return false;
+  return lt_matmul(CUBLASLT_EPILOGUE_BIAS, 0.0f, transa, transb, m, n, k, A, lda, B, ldb, D, [&](cublasLtMatmulDesc_t desc) {
+    const void* epilogue_bias = bias;
+    if constexpr (kWidened) epilogue_bias = widened_bias(bias, m);
+    set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_bias);
+  });
+}
+
+template <typename T>
+bool gemm_bias_gelu(bool transa, bool transb, int m, int n, int k, const T* A, int lda, const T* B, int ldb, const T* bias, T* D, T* pre) {
+  if (!aligned16(bias) || !aligned16(pre) || m % 8 != 0) return false;  // the auxiliary output's alignment and row stride
+  const cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  return lt_matmul(epilogue, 0.0f, transa, transb, m, n, k, A, lda, B, ldb, D, [&](cublasLtMatmulDesc_t desc) {
+    if (bias) set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+    set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(pre));
+  });
+}
+
+template <typename T>
+bool gemm_dgelu(bool transa, bool transb, int m, int n, int k, const T* A, int lda, const T* B, int ldb, const T* pre, T* D) {
+  if (!aligned16(pre) || m % 8 != 0) return false;
+  return lt_matmul(CUBLASLT_EPILOGUE_DGELU, 0.0f, transa, transb, m, n, k, A, lda, B, ldb, D, [&](cublasLtMatmulDesc_t desc) {
+    set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(pre));
+  });
+}
+
+template <typename TA>
+bool gemm_bias_grad(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, float* bias_grad,
+                    float* D) {
+  float* grad = nullptr;
+  if (!lt_matmul(CUBLASLT_EPILOGUE_BGRADB, 1.0f, transa, transb, m, n, k, A, lda, B, ldb, D, [&](cublasLtMatmulDesc_t desc) {
+        grad = bias_grad_buffer(n);
+        set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(grad));
+      }))
+    return false;
+  add_into_kernel<<<blocks_for(n), kThreads>>>(bias_grad, grad, n);
+  DTRAIN_LAUNCH_CHECK();
+  return true;
+}
+
 template bool gemm_bias(bool, bool, int, int, int, const float*, int, const float*, int, const float*, float*);
 template bool gemm_bias(bool, bool, int, int, int, const bf16*, int, const bf16*, int, const bf16*, bf16*);
 template bool gemm_bias(bool, bool, int, int, int, const bf16*, int, const bf16*, int, const bf16*, float*);
 template bool gemm_bias(bool, bool, int, int, int, const fp16*, int, const fp16*, int, const fp16*, fp16*);
 template bool gemm_bias(bool, bool, int, int, int, const fp16*, int, const fp16*, int, const fp16*, float*);
+#define DTRAIN_GELU_GEMMS(T)                                                                                  \
+  template bool gemm_bias_gelu(bool, bool, int, int, int, const T*, int, const T*, int, const T*, T*, T*); \
+  template bool gemm_dgelu(bool, bool, int, int, int, const T*, int, const T*, int, const T*, T*);
+DTRAIN_GELU_GEMMS(bf16)
+DTRAIN_GELU_GEMMS(fp16)
+#undef DTRAIN_GELU_GEMMS
+template bool gemm_bias_grad(bool, bool, int, int, int, const float*, int, const float*, int, float*, float*);
+template bool gemm_bias_grad(bool, bool, int, int, int, const bf16*, int, const bf16*, int, float*, float*);
+template bool gemm_bias_grad(bool, bool, int, int, int, const fp16*, int, const fp16*, int, float*, float*);
 
 }  // namespace dtrain::kernels::cuda

@@ -1,8 +1,11 @@
 // CUDA backend: dense layers (matmul_forward/backward and their wide-output forms) on cuBLAS, and the
 // process's cuBLAS handle. Row-major (N,IC) x (OC,IC)^T is the column-major product
 // weight^T-as-stored x inp, as in llm.c. The bias is added in cuBLASLt's epilogue (gemm_bias.cu), or
-// where it cannot be, bias rows are filled first and the GEMM adds (beta = 1); the bias gradient is a
-// deterministic column sum.
+// where it cannot be, bias rows are filled first and the GEMM adds (beta = 1); the bias gradient comes
+// from the weight gradient's GEMM epilogue (BGRADB), or where it cannot, a deterministic column sum. The
+// MLP's GELU and its gradient ride on the epilogues of the layers beside them (matmul_*_gelu).
+#include <type_traits>
+
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
 
@@ -51,11 +54,55 @@ void matmul_bw(DT* dinp /*(N,IC) or null*/, float* dweight /*(OC,IC)*/, float* d
               const KT* inp /*(N,IC)*/, const KT* weight /*(OC,IC)*/, long N, int IC, int OC) {
   const int n = static_cast<int>(N);
   if (dinp) gemm(false, false, IC, n, OC, 1.0f, weight, IC, 0, dout, OC, 0, 0.0f, dinp, IC, 0);
+  // dweight += inp^T dout, and dbias += dout's column sums in the same GEMM's epilogue where cuBLASLt can.
+  if (dbias && gemm_bias_grad(false, true, IC, OC, n, inp, IC, dout, OC, dbias, dweight)) return;
   gemm(false, true, IC, OC, n, 1.0f, inp, IC, 0, dout, OC, 0, 1.0f, dweight, IC, 0);
   if (dbias) column_sum(dbias, N, OC, ColumnOf<KT>{dout, OC});
 }
 
+// fp32 runs keep the GELU's own passes: cuBLASLt's GELU is not the host's to fp32 rounding (its
+// derivative was 9.6e-6 of the largest output off on an H100, beyond the 9.5e-6 of reordered sums); a
+// 16-bit run's storage rounding (2^-8, 2^-11) is far above that.
+template <typename KT>
+constexpr bool kGeluEpilogue = !std::is_same_v<KT, float>;
+
+// The MLP's first layer and GELU: in one cuBLASLt call where it can, else the layer, then the GELU.
+template <typename KT>
+void matmul_fw_gelu(KT* out, KT* pre, const KT* inp, const KT* weight, const KT* bias, long N, int IC, int OC) {
+  if constexpr (kGeluEpilogue<KT>)
+    if (gemm_bias_gelu(true, false, OC, static_cast<int>(N), IC, weight, IC, inp, IC, bias, out, pre)) return;
+  matmul_fw(pre, inp, weight, bias, N, IC, OC);
+  gelu_forward(out, pre, N * OC);
+}
+
+// The MLP's second layer's backward through the GELU: the input gradient times gelu'(pre) in one
+// cuBLASLt call where it can (dact unused), else dact = dout @ weight, then the GELU's gradient.
+template <typename KT>
+void matmul_bw_gelu(KT* dpre, KT* dact, float* dweight, float* dbias, const KT* dout, const KT* act, const KT* weight, const KT* pre,
+                    long N, int IC, int OC) {
+  if constexpr (kGeluEpilogue<KT>)
+    if (gemm_dgelu(false, false, IC, static_cast<int>(N), OC, weight, IC, dout, OC, pre, dpre)) {
+      matmul_bw(static_cast<KT*>(nullptr), dweight, dbias, dout, act, weight, N, IC, OC);
+      return;
+    }
+  matmul_bw(dact, dweight, dbias, dout, act, weight, N, IC, OC);
+  gelu_backward(dpre, pre, dact, N * IC);
+}
+
 }  // namespace
+
+#define DTRAIN_MATMUL_GELU(KT)                                                                                                   \
+  void matmul_forward_gelu(KT* out, KT* pre, const KT* inp, const KT* weight, const KT* bias, long N, int IC, int OC) {         \
+    matmul_fw_gelu(out, pre, inp, weight, bias, N, IC, OC);                                                                     \
+  }                                                                                                                              \
+  void matmul_backward_gelu(KT* dpre, KT* dact, float* dweight, float* dbias, const KT* dout, const KT* act, const KT* weight,  \
+                            const KT* pre, long N, int IC, int OC) {                                                             \
+    matmul_bw_gelu(dpre, dact, dweight, dbias, dout, act, weight, pre, N, IC, OC);                                              \
+  }
+DTRAIN_MATMUL_GELU(float)
+DTRAIN_MATMUL_GELU(bf16)
+DTRAIN_MATMUL_GELU(fp16)
+#undef DTRAIN_MATMUL_GELU
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, long N, int IC, int OC) {
   matmul_fw(out, inp, weight, bias, N, IC, OC);

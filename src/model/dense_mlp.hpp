@@ -17,8 +17,12 @@ class DenseMlp {
 
   // out (N,C) (=): fcproj(act(fc(a.ln2))), the bias added on tp rank 0 (partial sums over tp, or rows).
   void forward(LinearOutput<T> out, const BlockParams<T>& p, BlockActs<T>& a) const {
-    k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, d_.N(), d_.C, d_.Hl());
-    activation(a);
+    if (swiglu_) {
+      k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, d_.N(), d_.C, d_.Hl());
+      activation(a);
+    } else {  // fch and gelu(fch) in one pass where the backend can (cuBLASLt's epilogue)
+      k_.matmul_forward_gelu(a.fch_gelu, a.fch, a.ln2, p.fc_w, p.fc_b, d_.N(), d_.C, d_.Hl());
+    }
     linear_forward(k_, out, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, d_.N(), d_.Fl, d_.C);
   }
 
@@ -28,11 +32,12 @@ class DenseMlp {
                 Scratch<T>& sc) const {
     const long N = d_.N();
     if (selective_) activation(a);
-    k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, p.fcproj_w, N, d_.Fl, d_.C);
-    if (swiglu_)
+    if (swiglu_) {
+      k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, p.fcproj_w, N, d_.Fl, d_.C);
       k_.swiglu_backward(sc.dfch, a.fch, sc.dfch2, N, d_.Fl);
-    else
-      k_.gelu_backward(sc.dfch, a.fch, sc.dfch2, N * d_.Fl);
+    } else {  // through the GELU in the same pass where the backend can (sc.dfch2 is its scratch otherwise)
+      k_.matmul_backward_gelu(sc.dfch, sc.dfch2, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, p.fcproj_w, a.fch, N, d_.Fl, d_.C);
+    }
     linear_backward(k_, dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d_.C, d_.Hl());
   }
 

@@ -121,6 +121,20 @@ constexpr double attention_product_tolerance(long longest_sum) {
     return 2 * 0x1p-10 + tolerance<float>(longest_sum);
 }
 
+// A layer and its GELU fused on the GPU (cuBLASLt's epilogue, bf16 and fp16) round once where the host's
+// two kernels round twice (the layer's output to KT, then the GELU's): one more rounding step of the
+// largest output, 2^-8 (bf16) or 2^-10 (fp16), beyond a plain output's tolerance. fp32 runs the two
+// kernels on both sides (cuBLASLt's GELU derivative was 9.6e-6 off, beyond fp32's reordered sums).
+template <typename T>
+constexpr double fused_gelu_tolerance(long longest_sum) {
+  if constexpr (std::is_same_v<T, float>)
+    return tolerance<float>(longest_sum);
+  else if constexpr (std::is_same_v<T, bf16>)
+    return tolerance<bf16>() + 0x1p-8;
+  else
+    return tolerance<fp16>(longest_sum) + 0x1p-10;
+}
+
 // Sizes: B samples of T tokens, C channels in NH heads, F MLP width, V vocabulary rows.
 constexpr int B = 2, T = 64, NH = 4, HD = 16, C = NH * HD, F = 4 * C, V = 100;
 constexpr long N = static_cast<long>(B) * T;
@@ -228,6 +242,34 @@ void check_all_kernels() {
     g.matmul_backward_wide(dwide_d.data(), dw_d.data(), nullptr, dout_d.data(), x_d.data(), w_d.data(), N, C, F);
     expect_close("matmul_backward_wide dinp", dwide_d.get(), dwide, tolerance<float>(F));
     expect_close("matmul_backward_wide dweight (2nd call)", dw_d.get(), dw, tolerance<float>(2 * N));
+    // Another micro-batch's gradients add to the earlier ones, the bias's too (cuBLASLt's epilogue
+    // writes a GEMM's bias sums into a buffer of its own, which is then added).
+    h.matmul_backward(nullptr, dw.data(), db.data(), dout.data(), x.data(), w.data(), N, C, F);
+    g.matmul_backward(nullptr, dw_d.data(), db_d.data(), dout_d.data(), x_d.data(), w_d.data(), N, C, F);
+    expect_close("matmul_backward dweight (3rd call)", dw_d.get(), dw, tolerance<float>(3 * N));
+    expect_close("matmul_backward dbias (2nd call)", db_d.get(), db, tolerance<float>(2 * N));
+    // The MLP: its first layer with the GELU (C -> F), its second layer's backward through the GELU
+    // (F -> C, weights w read as C x F, x as the output gradient); then widths off the epilogue's
+    // alignment (F - 8 and C - 8 are multiples of 8, F - 3 is not).
+    for (const auto& [f, c] : {std::pair<int, int>{F, C}, std::pair<int, int>{F - 8, C}, std::pair<int, int>{F - 3, C}}) {
+      const std::string what = f == F ? "" : " (width " + std::to_string(f) + ")";
+      std::vector<KT> act(N * f), pre(N * f), dpre(N * f), dact(N * f);
+      std::vector<float> dw2(static_cast<std::size_t>(c) * f, 0.01f), db2(c, 0.02f);
+      OnGpu<KT> act_d(act), pre_d(pre), dpre_d(dpre), dact_d(dact);
+      OnGpu<float> dw2_d(dw2), db2_d(db2);
+      h.matmul_forward_gelu(act.data(), pre.data(), x.data(), w.data(), b.data(), N, c, f);
+      g.matmul_forward_gelu(act_d.data(), pre_d.data(), x_d.data(), w_d.data(), b_d.data(), N, c, f);
+      expect_close("matmul_forward_gelu pre" + what, pre_d.get(), pre);
+      expect_close("matmul_forward_gelu out" + what, act_d.get(), act, fused_gelu_tolerance<KT>(c));
+      // Both sides go on from the host's forward, so that the backward is checked on its own.
+      OnGpu<KT> act_h(act), pre_h(pre);
+      h.matmul_backward_gelu(dpre.data(), dact.data(), dw2.data(), db2.data(), x.data(), act.data(), w.data(), pre.data(), N, f, c);
+      g.matmul_backward_gelu(dpre_d.data(), dact_d.data(), dw2_d.data(), db2_d.data(), x_d.data(), act_h.data(), w_d.data(), pre_h.data(),
+                             N, f, c);
+      expect_close("matmul_backward_gelu dpre" + what, dpre_d.get(), dpre, fused_gelu_tolerance<KT>(c));  // sums over the c outputs
+      expect_close("matmul_backward_gelu dweight" + what, dw2_d.get(), dw2, tolerance<float>(N));
+      expect_close("matmul_backward_gelu dbias" + what, db2_d.get(), db2, tolerance<float>(N));
+    }
   }
   SECTION("attention") {
     // The model's shape, then lengths that are not a multiple of the 64-row tile (several tiles, a
