@@ -9,15 +9,29 @@ ShardedParams::ShardedParams(const RankPlan& plan, Arena& params, const Parallel
   const auto slices = plan.packed_owned_slices();
   for (std::size_t i = 0; i < plan.buckets.size(); ++i)
     buckets_.push_back({plan.buckets[i].range, slices[i].owned, slices[i].packed, &ps.grad_group(plan.buckets[i]), {}, false});
-  if (plan.offload_params) host_ = PinnedBuffer(params.device(), plan.optimizer_elements() * plan.compute_type_bytes());
-  // The arena is on-demand memory: the owned slices are backed from the start (offloaded, until the
-  // initial weights go to host memory).
-  commit_owned();
-}
-
-void ShardedParams::commit_owned() {
+  if (plan.offload_params) {
+    host_ = PinnedBuffer(params.device(), plan.optimizer_elements() * plan.compute_type_bytes());
+    return;  // nothing of the arena is backed until a gather (or write_owned) needs it
+  }
+  // The arena is on-demand memory: the owned slices are backed from the start, and stay.
   const std::size_t each = plan_.compute_type_bytes();
   for (const Bucket& b : buckets_) params_.commit(each * b.owned.begin, each * b.owned.end);
+}
+
+void ShardedParams::write_owned(const std::function<void(const ArenaRange&)>& write) {
+  const std::size_t each = plan_.compute_type_bytes();
+  for (Bucket& b : buckets_) {
+    if (b.owned.begin >= b.owned.end) continue;
+    if (!plan_.offload_params) {
+      write(b.owned);
+      continue;
+    }
+    b.gather.wait();
+    params_.commit(each * b.owned.begin, each * b.owned.end);
+    write(b.owned);
+    slice_to_host(b);
+    params_.discard(each * b.owned.begin, each * b.owned.end);
+  }
 }
 
 void ShardedParams::slice_to_device(const Bucket& b) {

@@ -9,9 +9,12 @@
 // Parameter offload (plan.offload_params): between uses the owned slices live in host memory (pinned on
 // a GPU; on the host backend a second host buffer stands in, so the bookkeeping runs in CI), back to
 // back in bucket order, and the whole bucket is discarded after a use. A gather first copies the slice
-// to its place in the bucket. Code that reads or writes the owned slices in the arena (initial weights,
-// the optimizer step, checkpoints) brackets itself with owned_to_device() and owned_to_host().
+// to its place in the bucket. New values of the owned slices (initial weights, a loaded checkpoint) go
+// through write_owned(), a bucket at a time, so the device never holds more than one bucket's slice for
+// them; code that reads or updates the slices in the arena (the optimizer step, checkpoints) brackets
+// itself with owned_to_device() and owned_to_host().
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "comm/parallel_state.hpp"
@@ -37,9 +40,10 @@ class ShardedParams {
   // arena's slices discarded). No-ops without offload.
   void owned_to_device();
   void owned_to_host();
-  // The owned slices backed in the arena (on-demand memory), their values not copied: before writing
-  // new ones there (loading a checkpoint).
-  void commit_owned();
+  // New values for the owned slices: write(owned) sets the arena's elements of `owned` (a bucket's slice).
+  // With parameter offload one bucket at a time: its slice backed, written, copied to host memory and
+  // discarded; without, in place.
+  void write_owned(const std::function<void(const ArenaRange& owned)>& write);
   // Parameter offload: the owned slices in host memory, compute type, back to back in bucket order (the
   // packing of the optimizer ranges); null without offload.
   void* host_slices() { return host_.as<void>(); }

@@ -62,7 +62,6 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
                  plan.num_micro_batches, plan.sizes.v) {
   skipped_batches_.insert(cfg.training.iterations_to_skip.steps.begin(), cfg.training.iterations_to_skip.steps.end());
   init_weights(cfg.training.seed);
-  if (sharded_) sharded_->owned_to_host();  // parameter offload: the initial slices to host memory
   if (model_->plan().offload_optimizer)
     grad_sync_.on_final([this](ArenaRange mine) { adamw_.gradients_final(model_->grads(), mine); });
   const bool wait_gather = cfg.system.use_distributed_optimizer && cfg.system.overlap_param_gather;
@@ -77,7 +76,7 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
 void Trainer::init_weights(std::uint64_t seed) {
   constexpr std::size_t kPiece = std::size_t{1} << 22;  // elements per piece: 16 MiB of fp32
   std::vector<float> values;
-  for (const ArenaRange& range : model_->plan().param_ranges())
+  write_kept_parameters([&](const ArenaRange& range) {
     for (std::size_t at = range.begin; at < range.end; at += kPiece) {
       const ArenaRange piece{at, std::min(range.end, at + kPiece)};
       values.resize(piece.end - piece.begin);
@@ -85,6 +84,12 @@ void Trainer::init_weights(std::uint64_t seed) {
       model_->set_parameters(piece, values.data());
       adamw_.set_master(piece, values.data());  // bf16: the exact fp32 initial values, not their rounding
     }
+  });
+}
+
+void Trainer::write_kept_parameters(const std::function<void(const ArenaRange&)>& write) {
+  if (sharded_) return sharded_->write_owned(write);  // ZeRO-3: a bucket's slice at a time (offloaded: then to host memory)
+  for (const ArenaRange& range : model_->plan().param_ranges()) write(range);
 }
 
 void Trainer::load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step, bool queued) {
@@ -358,11 +363,8 @@ RankState Trainer::state_to_save() {
 RankState Trainer::state_to_load() { return host_state(); }
 
 void Trainer::load_state(const RankState& st) {
-  if (st.params != model_->params().data()) {
-    if (sharded_) sharded_->commit_owned();  // parameter offload: room for the loaded slices, which then go to host memory
-    for (const ArenaRange& r : model_->plan().param_ranges()) model_->set_parameters(r, st.params + r.begin);
-    if (sharded_) sharded_->owned_to_host();
-  }
+  if (st.params != model_->params().data())
+    write_kept_parameters([&](const ArenaRange& r) { model_->set_parameters(r, st.params + r.begin); });
   Device& device = model_->device();
   if (!device.is_host()) {
     if (st.master) device.copy(adamw_.master().data(), st.master, adamw_.master().bytes());

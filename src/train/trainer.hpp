@@ -121,6 +121,10 @@ class Trainer {
   void inject_nonfinite_gradient();
   // The initial weights of the ranges the rank keeps, a bounded piece at a time (no full-size copy).
   void init_weights(std::uint64_t seed);
+  // New values for the parameter ranges the rank keeps: write(range) sets them in the arena, range by
+  // range (ZeRO-3: bucket slice by bucket slice; with parameter offload each then goes to host memory,
+  // so the device holds one slice at a time).
+  void write_kept_parameters(const std::function<void(const ArenaRange&)>& write);
   // Host views of the state (the arenas themselves on the host, else staged copies).
   RankState host_state();
 
