@@ -3,8 +3,9 @@
 # the same on a GPU machine), from the build tree:
 #   no_gpu      the default stages: exit 77 after the preflight alone, within 30 s, saying there is no GPU
 #   cpu_stages  --stages torch,hf (the stages that need no GPU), /usr/bin's python3 (PyTorch): the torch
-#               script ran at its tiny shape on the CPU; the hf stage trained and exported both models (its
-#               log holds the config.json of a GPT2LMHeadModel and of a LlamaForCausalLM), and without
+#               script ran at its tiny shape on the CPU; the hf stage trained and exported its three models
+#               (its log holds the config.json of a GPT2LMHeadModel and of two LlamaForCausalLM, one with
+#               Llama 3.1's rope_scaling), and without
 #               transformers the stage is skipped (exit 77), not failed, in summary.json and the exit code
 #   gpu_visit.sh CASE SOURCE_DIR BUILD_DIR
 set -u
@@ -53,12 +54,15 @@ if transformers:
     assert h["passed"], h
 else:
     assert h == {**h, "passed": False, "skipped": True, "exit": 77}, h
-# Both exports' config.json, as the stage printed them.
+# The exports' config.json, as the stage printed them.
 log = open(os.path.join(out, "hf.log")).read()
-found = []
+found, scaled = [], 0
 for m in re.finditer(r"^\{$.*?^\}$", log, re.S | re.M):
-    found += json.loads(m.group(0)).get("architectures", [])
-assert sorted(found) == ["GPT2LMHeadModel", "LlamaForCausalLM"], found
+    config = json.loads(m.group(0))
+    found += config.get("architectures", [])
+    scaled += (config.get("rope_scaling") or {}).get("rope_type") == "llama3"
+assert sorted(found) == ["GPT2LMHeadModel", "LlamaForCausalLM", "LlamaForCausalLM"], found
+assert scaled == 1, scaled
 print("torch: %d run(s) on the CPU; hf: %s, exported %s" % (len(t["runs"]), "passed" if h["passed"] else "skipped (no transformers)", found))
 PY
     ;;
