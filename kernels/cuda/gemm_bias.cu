@@ -121,36 +121,36 @@ Plan make_plan(cublasLtEpilogue_t epilogue, bool transa, bool transb, int m, int
   return p;
 }
 
-// An fp32 copy of a 16-bit bias, for the epilogue of a GEMM with an fp32 output: one buffer for both
-// 16-bit types, grown when a layer is wider.
-float* widened_bias_buffer(int m) {
-  static float* copy = nullptr;
-  static int capacity = 0;
-  if (m > capacity) {
-    CUDA_CHECK(cudaFree(copy));
-    CUDA_CHECK(cudaMalloc(&copy, sizeof(float) * m));
-    capacity = m;
+// A device buffer of floats for one epilogue operand at a time, grown when a layer is wider.
+class GrowingFloats {
+ public:
+  float* at_least(int n) {
+    if (n > capacity_) {
+      CUDA_CHECK(cudaFree(p_));
+      CUDA_CHECK(cudaMalloc(&p_, sizeof(float) * n));
+      capacity_ = n;
+    }
+    return p_;
   }
-  return copy;
-}
+
+ private:
+  float* p_ = nullptr;
+  int capacity_ = 0;
+};
+
+// An fp32 copy of a 16-bit bias, for the epilogue of a GEMM with an fp32 output (both 16-bit types).
 template <typename KT>
 const float* widened_bias(const KT* bias, int m) {
-  float* copy = widened_bias_buffer(m);
-  widen(copy, bias, m);
-  return copy;
+  static GrowingFloats copy;
+  float* p = copy.at_least(m);
+  widen(p, bias, m);
+  return p;
 }
 
-// The bias gradient of one GEMM (cuBLASLt writes it; the caller's gradient accumulates): one buffer,
-// grown when a layer is wider.
+// The bias gradient of one GEMM (cuBLASLt writes it; the caller's gradient accumulates).
 float* bias_grad_buffer(int n) {
-  static float* grad = nullptr;
-  static int capacity = 0;
-  if (n > capacity) {
-    CUDA_CHECK(cudaFree(grad));
-    CUDA_CHECK(cudaMalloc(&grad, sizeof(float) * n));
-    capacity = n;
-  }
-  return grad;
+  static GrowingFloats grad;
+  return grad.at_least(n);
 }
 __global__ void add_into_kernel(float* out, const float* in, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
