@@ -3,7 +3,8 @@
 // weight^T-as-stored x inp, as in llm.c. The bias is added in cuBLASLt's epilogue (gemm_bias.cu), or
 // where it cannot be, bias rows are filled first and the GEMM adds (beta = 1); the bias gradient comes
 // from the weight gradient's GEMM epilogue (BGRADB), or where it cannot, a deterministic column sum. The
-// MLP's GELU and its gradient ride on the epilogues of the layers beside them (matmul_*_gelu).
+// MLP's GELU and its gradient ride on the epilogues of the layers beside them in bf16 and fp16
+// (matmul_*_gelu; fp32 keeps the GELU's own passes).
 #include <type_traits>
 
 #include "kernels/cuda/device_math.cuh"

@@ -20,7 +20,10 @@ class DenseMlp {
     if (swiglu_) {
       k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, d_.N(), d_.C, d_.Hl());
       activation(a);
-    } else {  // fch and gelu(fch) in one pass where the backend can (cuBLASLt's epilogue)
+    } else if (selective_) {  // the backward recomputes gelu(fch) from the stored fch: the forward does the same
+      k_.matmul_forward(a.fch, a.ln2, p.fc_w, p.fc_b, d_.N(), d_.C, d_.Hl());
+      activation(a);
+    } else {  // fch and gelu(fch) in one pass where the backend can (cuBLASLt's epilogue, from the unrounded fch)
       k_.matmul_forward_gelu(a.fch_gelu, a.fch, a.ln2, p.fc_w, p.fc_b, d_.N(), d_.C, d_.Hl());
     }
     linear_forward(k_, out, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, d_.N(), d_.Fl, d_.C);

@@ -54,8 +54,9 @@ class Device {
   virtual void release(void* p) noexcept = 0;
   virtual void* allocate_pinned(std::size_t bytes) = 0;  // host memory the device copies fastest
   virtual void release_pinned(void* p) noexcept = 0;
-  // Copies bytes between any two of the device's and the host's memory; done when it returns (the host
-  // waits for the device's queued work first).
+  // Copies bytes between any two of the device's and the host's memory; done when it returns: a copy to
+  // or from host memory waits for the device's queued work first (one from device to device, on a GPU,
+  // is queued and does not make the host wait).
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
   // Host memory to device memory in the order of the device's queued work, without the host waiting:
   // kernels queued after it see the data. src (pinned on a GPU) must stay unchanged until the host next
@@ -77,7 +78,9 @@ class Device {
   virtual std::size_t peak_bytes() const = 0;
   // How many times the host has waited for the device so far: copy, synchronize, a CopyInFlight's
   // wait, a discard that gives on-demand memory back. The host device counts the same calls as a GPU,
-  // where each one drains the device's queue, so a CPU run shows what a GPU run would wait for.
+  // so a CPU run shows what a GPU run would wait for: an upper bound, since a GPU's device-to-device
+  // copy is counted but does not wait. The MPI backend's staging of GPU buffers through host memory
+  // happens on a GPU only, so the host device has nothing of it to count.
   std::uint64_t host_waits() const { return host_waits_.load(std::memory_order_relaxed); }
 
  protected:
