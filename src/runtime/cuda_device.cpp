@@ -137,6 +137,7 @@ class CudaDevice final : public Device {
   }
   std::size_t held_bytes() const override { return in_use_; }
   std::size_t peak_bytes() const override { return peak_; }
+  void reset_peak() override { peak_ = in_use_; }
 
  private:
   void add_in_use(std::size_t bytes) {

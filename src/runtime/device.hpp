@@ -72,10 +72,13 @@ class Device {
   // on-demand memory: the whole units inside lose their memory until committed again.
   virtual void discard(void* p, std::size_t bytes) = 0;
   virtual void synchronize() = 0;  // all work queued on the device is done
-  // Bytes of device memory this process holds now (allocations and committed on-demand memory) and
-  // held at most (0 on the host).
+  // Bytes of device memory this process holds now (allocations and committed on-demand memory, not
+  // pinned host memory) and held at most since the start or reset_peak(). The host device counts the
+  // same calls (its on-demand unit is a page where a GPU's is 2 MiB), so CPU tests see what a GPU
+  // would hold.
   virtual std::size_t held_bytes() const = 0;
   virtual std::size_t peak_bytes() const = 0;
+  virtual void reset_peak() = 0;  // the peak from now on starts at what is held
   // How many times the host has waited for the device so far: copy, synchronize, a CopyInFlight's
   // wait, a discard that gives on-demand memory back. The host device counts the same calls as a GPU,
   // so a CPU run shows what a GPU run would wait for: an upper bound, since a GPU's device-to-device

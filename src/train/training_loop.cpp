@@ -188,7 +188,8 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
       rec.mfu = rec.tokens_per_s * flops_per_token / (compute.job_peak_gflops * 1e9);
       rec.elapsed_s = std::chrono::duration<double>(clock::now() - start).count();
       rec.eta_s = rec.elapsed_s / (step + 1 - first_step) * (total - step - 1);
-      gather_memory_peaks(ps.world(), trainer.model().device().peak_bytes(), rec);
+      const Device& device = trainer.model().device();
+      gather_memory_peaks(ps.world(), device.is_host() ? 0 : device.peak_bytes(), rec);  // a GPU's, in the step line
       log.step_line(rec);
       if (rec.val_loss) log.message("step " + std::to_string(step + 1) + "/" + std::to_string(total) + " | val loss " + std::to_string(*rec.val_loss));
       log.metrics(rec);
