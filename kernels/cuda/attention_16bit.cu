@@ -27,6 +27,7 @@
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/flash_tiles.cuh"
+#include "kernels/cuda/warp_mma.cuh"
 #include "kernels/flash_tiling.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/mma_fragments.hpp"
@@ -41,102 +42,6 @@ namespace frag = ::dtrain::kernels::mma;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kScoreTiles = kTile / 8;  // 8-column C tiles across one key (or query) tile
-
-// A warp's A operand (16 rows x K, row-major in shared memory) that stays the same for a whole walk
-// over tiles (the block's fixed Q, dO, K or V rows): its fragments are read from shared memory once
-// and kept in registers where they fit (K <= 64: 16 registers), else read at every use (K = 128, where
-// the accumulators already fill the registers). Call load() once the tile has landed.
-template <int K, typename KT>
-struct FixedA {
-  static constexpr bool kInRegisters = K <= 64;
-  std::uint32_t f[kInRegisters ? K / 16 : 1][4];
-  const KT* A = nullptr;
-  int lda = 0;
-  __device__ __forceinline__ void load(const KT* a, int ld) {
-    A = a, lda = ld;
-    if constexpr (kInRegisters) {
-#pragma unroll
-      for (int k = 0; k < K / 16; ++k) read(f[k], k);
-    }
-  }
-  // The fragment of columns [16 k, 16 k + 16).
-  __device__ __forceinline__ void fragment(std::uint32_t (&a)[4], int k) const {
-    if constexpr (kInRegisters) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) a[r] = f[k][r];
-    } else {
-      read(a, k);
-    }
-  }
-
- private:
-  __device__ __forceinline__ void read(std::uint32_t (&a)[4], int k) const {
-    const int lane = threadIdx.x % 32;
-    ldsm_x4(a, A + frag::ldm_row_a(lane) * lda + 16 * k + frag::ldm_col_a(lane));
-  }
-};
-
-// One warp: acc (16 x 8 NT) += A B^T, A (16 x K) the warp's fixed operand and B (8 NT x K) a row-major
-// tile in shared memory (row stride ldb): the "Q K^T" product, B's rows being keys (or queries).
-template <int K, int NT, typename KT>
-__device__ __forceinline__ void mma_a_bt(float (&acc)[NT][4], const FixedA<K, KT>& A, const KT* B, int ldb) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int k = 0; k < K; k += 16) {
-    std::uint32_t a[4];
-    A.fragment(a, k / 16);
-#pragma unroll
-    for (int n = 0; n < NT; n += 2) {
-      std::uint32_t b[4];
-      ldsm_x4(b, B + (n * 8 + frag::ldm_row_bt(lane)) * ldb + k + frag::ldm_col_bt(lane));
-      mma_16816<KT>(acc[n], a, b[0], b[1]);
-      mma_16816<KT>(acc[n + 1], a, b[2], b[3]);
-    }
-  }
-}
-
-// One warp: acc (16 x 8 NT) += P B, P (16 x 16 KC) given as A fragments in registers, B (16 KC x 8 NT)
-// a row-major tile in shared memory (row stride ldb): the "P V" product.
-template <int KC, int NT, typename KT>
-__device__ __forceinline__ void mma_p_b(float (&acc)[NT][4], const std::uint32_t (&p)[KC][4], const KT* B, int ldb) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int kc = 0; kc < KC; ++kc)
-#pragma unroll
-    for (int n = 0; n < NT; n += 2) {
-      std::uint32_t b[4];
-      ldsm_x4_trans(b, B + (kc * 16 + frag::ldm_row_a(lane)) * ldb + n * 8 + frag::ldm_col_a(lane));
-      mma_16816<KT>(acc[n], p[kc], b[0], b[1]);
-      mma_16816<KT>(acc[n + 1], p[kc], b[2], b[3]);
-    }
-}
-
-// The A fragments (16 x 8 NT, KT) of a warp's C tiles (16 x 8 NT, fp32).
-template <typename KT, int NT>
-__device__ __forceinline__ void a_fragments(std::uint32_t (&a)[NT / 2][4], const float (&c)[NT][4]) {
-#pragma unroll
-  for (int j = 0; j < NT / 2; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const float* t = c[2 * j + frag::a_from_c_tile(r)];
-      a[j][r] = pack2<KT>(t[frag::a_from_c_value(r)], t[frag::a_from_c_value(r) + 1]);
-    }
-}
-
-// Writes a warp's C tiles (16 rows x D head-dim columns, fp32, times `scale`) into global rows
-// first_row + warp row (row stride ld), columns [0, HD); rows at or past T are skipped.
-template <int DT, typename KT>
-__device__ __forceinline__ void store_c_rows(KT* dst, long ld, const float (&c)[DT][4], int first_row, int T, int HD,
-                                             const float (&scale)[2]) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int d = 0; d < DT; ++d)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = first_row + frag::c_row(lane, e), col = d * 8 + frag::c_col(lane, e);
-      if (row < T && col < HD) dst[static_cast<long>(row) * ld + col] = st<KT>(c[d][e] * scale[e / 2]);
-    }
-}
 
 // ---- forward: grid (query tiles, B*NH).
 template <typename KT, int D>
