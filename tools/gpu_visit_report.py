@@ -17,7 +17,7 @@ import re
 import statistics
 import sys
 
-STAGES = ["preflight", "tests", "sanitizer", "dtrain", "torch", "hf", "ncu"]
+STAGES = ["preflight", "tests", "sanitizer", "dtrain", "torch", "hf", "ncu", "attention"]
 
 
 def dtrain(work, mbs, warmup, log):
