@@ -1,8 +1,9 @@
 // The tiling of the CUDA backend's fused attention (kernels/cuda/attention_16bit.cu, attention_fp32.cu),
 // as plain functions that compile for the host too, so that the index math is tested without a GPU
-// (tests/unit/test_flash_tiling.cpp). Square tiles of kTile query rows by kTile keys; four warps per
-// thread block, each owning 16 rows of a tile; the head dim padded to the next of 16/32/64/128 (the
-// tensor-core fragments are 16 wide; padded columns are loaded as zeros and never stored).
+// (tests/unit/test_flash_tiling.cpp). Tiles of kTile keys and of kTile query rows (kWideRows in the
+// 16-bit forward); four warps per thread block, each owning 16 rows of a tile (32 in the 16-bit
+// forward); the head dim padded to the next of 16/32/64/128 (the tensor-core fragments are 16 wide;
+// padded columns are loaded as zeros and never stored).
 #pragma once
 #include <cstddef>
 
@@ -14,24 +15,34 @@ constexpr int kTile = 64;        // query rows and keys per tile
 constexpr int kWarps = 4;        // warps per thread block
 constexpr int kWarpRows = 16;    // rows of a tile each warp owns (kTile / kWarps)
 constexpr int kMaxHeadDim = 128;
+// Query rows of a block of the 16-bit forward kernel: each warp owns two 16-row tensor-core tiles (32
+// rows), so that every K and V fragment it reads from shared memory feeds two products instead of one.
+constexpr int kWideRows = 2 * kTile;
 
 // The padded head dim the kernels are instantiated for, or 0 when HD is above kMaxHeadDim.
 DTRAIN_HOST_DEVICE constexpr int padded_head_dim(int HD) {
   return HD <= 16 ? 16 : HD <= 32 ? 32 : HD <= 64 ? 64 : HD <= kMaxHeadDim ? 128 : 0;
 }
-DTRAIN_HOST_DEVICE constexpr int tiles(int T) { return (T + kTile - 1) / kTile; }
-// Causal: query tile i sees key tiles 0..i (the tiles are square, so tile i's last key is its last row).
-DTRAIN_HOST_DEVICE constexpr int key_tiles_seen(int query_tile, int T) {
-  return query_tile + 1 < tiles(T) ? query_tile + 1 : tiles(T);
+// Tiles of `rows` rows (kTile: key tiles, and query tiles outside the 16-bit forward) over T rows.
+DTRAIN_HOST_DEVICE constexpr int tiles(int T, int rows = kTile) { return (T + rows - 1) / rows; }
+// Causal: query tile i of `rows` rows sees the key tiles up to the one holding its last row (with
+// rows = kTile, tiles 0..i).
+DTRAIN_HOST_DEVICE constexpr int key_tiles_seen(int query_tile, int T, int rows = kTile) {
+  return ((query_tile + 1) * rows - 1) / kTile + 1 < tiles(T) ? ((query_tile + 1) * rows - 1) / kTile + 1 : tiles(T);
 }
 // Key tile j is seen by query tiles j..tiles(T)-1.
 DTRAIN_HOST_DEVICE constexpr int first_query_tile(int key_tile) { return key_tile; }
 // Whether query row q (global) attends to key k (global) of a sequence of T rows.
 DTRAIN_HOST_DEVICE constexpr bool visible(int q, int k, int T) { return k <= q && k < T && q < T; }
-// Whether every row of query tile qt is a real row (below T) that sees every key of key tile kt: then
-// the kernels skip the causal mask for the pair (a key tile below the diagonal of a full query tile);
-// the diagonal and the last, ragged query tile keep it.
-DTRAIN_HOST_DEVICE constexpr bool unmasked_tile_pair(int qt, int kt, int T) { return kt < qt && (qt + 1) * kTile <= T; }
+// Whether every row of query tile qt (of `rows` rows) is a real row (below T) that sees every key of key
+// tile kt: then the kernels skip the causal mask for the pair (a key tile wholly below the diagonal of a
+// full query tile); the diagonal's and the last, ragged query tile's pairs keep it.
+DTRAIN_HOST_DEVICE constexpr bool unmasked_tile_pair(int qt, int kt, int T, int rows = kTile) {
+  return (kt + 1) * kTile <= qt * rows && (qt + 1) * rows <= T;
+}
+// Whether any of query rows [first_row, first_row + n) sees a key of key tile kt (a warp whose rows see
+// none of a diagonal key tile skips its products: they would add nothing).
+DTRAIN_HOST_DEVICE constexpr bool rows_see_key_tile(int first_row, int n, int kt) { return kt * kTile <= first_row + n - 1; }
 
 // Shared memory of each kernel, bytes, for padded head dim D.
 // bf16 and fp16 (tensor cores, kernels/cuda/attention_16bit.cu): 16-bit element tiles of kTile rows
@@ -42,8 +53,8 @@ DTRAIN_HOST_DEVICE constexpr bool unmasked_tile_pair(int qt, int kt, int T) { re
 // scores, probabilities and every accumulator stay in registers.
 DTRAIN_HOST_DEVICE constexpr int mma_row_stride(int D) { return D + 8; }
 DTRAIN_HOST_DEVICE constexpr std::size_t mma_tile_bytes(int D) { return static_cast<std::size_t>(kTile) * mma_row_stride(D) * 2; }
-// Q, 2 x (K, V).
-DTRAIN_HOST_DEVICE constexpr std::size_t mma_forward_smem(int D) { return 5 * mma_tile_bytes(D); }
+// Q (kWideRows rows), 2 x (K, V).
+DTRAIN_HOST_DEVICE constexpr std::size_t mma_forward_smem(int D) { return (kWideRows / kTile + 4) * mma_tile_bytes(D); }
 // Q, dO, 2 x (K, V).
 DTRAIN_HOST_DEVICE constexpr std::size_t mma_dq_smem(int D) { return 6 * mma_tile_bytes(D); }
 // K, V, 2 x (Q, dO), 2 x (lse, Dsum) of the query tile (fp32).

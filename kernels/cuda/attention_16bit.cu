@@ -43,75 +43,89 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kScoreTiles = kTile / 8;  // 8-column C tiles across one key (or query) tile
 
-// ---- forward: grid (query tiles, B*NH).
+// ---- forward: grid (query tiles of kWideRows rows, B*NH). Each warp owns M = 2 row tiles of 16 rows:
+// every K and V fragment it reads from shared memory feeds both.
 template <typename KT, int D>
 __global__ void __launch_bounds__(kBlockThreads) forward_kernel(KT* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/,
                                                                 const KT* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
                                                                 float scale_log2) {
-  constexpr int LD = mma_row_stride(D), DT = D / 8;
+  constexpr int LD = mma_row_stride(D), DT = D / 8, M = kWideRows / (kWarps * 16);
   extern __shared__ __align__(128) unsigned char smem[];
-  const QueryTileBlock<KT> at(qkv, T, NH, NKV, HD);
-  KT* Qs = reinterpret_cast<KT*>(smem);  // (kTile,LD)
-  KT* Kb = Qs + kTile * LD;              // 2 x (kTile,LD)
+  const QueryTileBlock<KT, kWideRows> at(qkv, T, NH, NKV, HD);
+  KT* Qs = reinterpret_cast<KT*>(smem);  // (kWideRows,LD)
+  KT* Kb = Qs + kWideRows * LD;          // 2 x (kTile,LD)
   KT* Vb = Kb + 2 * kTile * LD;          // 2 x (kTile,LD)
-  const int lane = threadIdx.x % 32, r0 = (threadIdx.x / 32) * kWarpRows, q0 = at.qt * kTile;
-  const int qrow[2] = {q0 + r0 + frag::c_row(lane, 0), q0 + r0 + frag::c_row(lane, 2)};  // this lane's two rows
+  const int lane = threadIdx.x % 32, r0 = (threadIdx.x / 32) * M * 16, q0 = at.qt * kWideRows;
+  int qrow[M][2];  // this lane's two rows of each row tile
+#pragma unroll
+  for (int t = 0; t < M; ++t) qrow[t][0] = q0 + r0 + 16 * t + frag::c_row(lane, 0), qrow[t][1] = q0 + r0 + 16 * t + frag::c_row(lane, 2);
 
-  load_tile<KT, D, LD>(Qs, at.rows + at.h * HD, at.W, q0, T, HD);
-  FixedA<D, KT> q;                                  // this warp's 16 query rows
-  float o[DT][4] = {};                              // (16, D) unnormalised output
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {};   // running maximum (log2 units) and this lane's part of the sum
+  load_tile<KT, D, LD, kWideRows>(Qs, at.rows + at.h * HD, at.W, q0, T, HD);
+  FixedA<D, KT> q[M];                                  // this warp's query rows
+  float o[M][DT][4] = {};                              // (16, D) unnormalised output of each row tile
+  float m[M][2], l[M][2] = {};                         // running maximum (log2 units) and this lane's part of the sum
+#pragma unroll
+  for (int t = 0; t < M; ++t) m[t][0] = m[t][1] = -INFINITY;
   walk_tiles<2>(
-      key_tiles_seen(at.qt, T),
+      key_tiles_seen(at.qt, T, kWideRows),
       [&](int kt, int buf) { at.template load_key_values<D, LD>(Kb + buf * kTile * LD, Vb + buf * kTile * LD, kt, T, NKV, HD); },
       [&](int kt, int buf) {
-        if (kt == 0) q.load(Qs + r0 * LD, LD);  // Q landed with the first key tile
-        float s[kScoreTiles][4] = {};  // (16, kTile) scores, unscaled
+        if (kt == 0)  // Q landed with the first key tile
+#pragma unroll
+          for (int t = 0; t < M; ++t) q[t].load(Qs + (r0 + 16 * t) * LD, LD);
+        if (!rows_see_key_tile(q0 + r0, M * 16, kt)) return;  // a diagonal key tile wholly after this warp's rows
+        float s[M][kScoreTiles][4] = {};  // (16, kTile) scores of each row tile, unscaled
         mma_a_bt<D, kScoreTiles>(s, q, Kb + buf * kTile * LD, LD);
-        const bool masked = !unmasked_tile_pair(at.qt, kt, T);
-        float mx[2] = {-INFINITY, -INFINITY};
+        const bool masked = !unmasked_tile_pair(at.qt, kt, T, kWideRows);
+        std::uint32_t p[M][kScoreTiles / 2][4];
 #pragma unroll
-        for (int n = 0; n < kScoreTiles; ++n)
+        for (int t = 0; t < M; ++t) {
+          float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            if (masked && !visible(qrow[e / 2], kt * kTile + n * 8 + frag::c_col(lane, e), T)) s[n][e] = -INFINITY;
-            mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
+          for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              if (masked && !visible(qrow[t][e / 2], kt * kTile + n * 8 + frag::c_col(lane, e), T)) s[t][n][e] = -INFINITY;
+              mx[e / 2] = fmaxf(mx[e / 2], s[t][n][e]);
+            }
+          float mu[2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {  // the row's four lanes agree on its maximum (scale_log2 > 0 keeps it one)
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFull, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFull, mx[r], 2));
+            const float m_new = fmaxf(m[t][r], mx[r] * scale_log2);
+            mu[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row past T (or before this tile's keys) sees no key: zeros
+            const float alpha = exp2f(m[t][r] - mu[r]);
+            m[t][r] = m_new;
+            l[t][r] *= alpha;
+#pragma unroll
+            for (int d = 0; d < DT; ++d) o[t][d][2 * r] *= alpha, o[t][d][2 * r + 1] *= alpha;
           }
-        float mu[2];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {  // the row's four lanes agree on its maximum (scale_log2 > 0 keeps it one)
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFull, mx[r], 1));
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFull, mx[r], 2));
-          const float m_new = fmaxf(m[r], mx[r] * scale_log2);
-          mu[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row past T sees no key: all zeros
-          const float alpha = exp2f(m[r] - mu[r]);
-          m[r] = m_new;
-          l[r] *= alpha;
+          for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
-          for (int d = 0; d < DT; ++d) o[d][2 * r] *= alpha, o[d][2 * r + 1] *= alpha;
+            for (int e = 0; e < 4; ++e) {
+              s[t][n][e] = exp2f(fmaf(s[t][n][e], scale_log2, -mu[e / 2]));
+              l[t][e / 2] += s[t][n][e];
+            }
+          a_fragments<KT, kScoreTiles>(p[t], s[t]);
         }
-#pragma unroll
-        for (int n = 0; n < kScoreTiles; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            s[n][e] = exp2f(fmaf(s[n][e], scale_log2, -mu[e / 2]));
-            l[e / 2] += s[n][e];
-          }
-        std::uint32_t p[kScoreTiles / 2][4];
-        a_fragments<KT, kScoreTiles>(p, s);
         mma_p_b<kScoreTiles / 2, DT>(o, p, Vb + buf * kTile * LD, LD);  // O += P V
       });
-  float inv[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(kFull, l[r], 1);
-    l[r] += __shfl_xor_sync(kFull, l[r], 2);
-    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+  for (int t = 0; t < M; ++t) {
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l[t][r] += __shfl_xor_sync(kFull, l[t][r], 1);
+      l[t][r] += __shfl_xor_sync(kFull, l[t][r], 2);
+      inv[r] = l[t][r] > 0.0f ? 1.0f / l[t][r] : 0.0f;
+    }
+    store_c_rows<DT>(out + static_cast<long>(at.b) * T * at.C + at.h * HD, at.C, o[t], q0 + r0 + 16 * t, T, HD, inv);
+    if (lane % 4 == 0)
+      for (int r = 0; r < 2; ++r)
+        if (qrow[t][r] < T) lse[(static_cast<long>(at.b) * NH + at.h) * T + qrow[t][r]] = (m[t][r] + log2f(l[t][r])) / kLog2e;
   }
-  store_c_rows<DT>(out + static_cast<long>(at.b) * T * at.C + at.h * HD, at.C, o, q0 + r0, T, HD, inv);
-  if (lane % 4 == 0)
-    for (int r = 0; r < 2; ++r)
-      if (qrow[r] < T) lse[(static_cast<long>(at.b) * NH + at.h) * T + qrow[r]] = (m[r] + log2f(l[r])) / kLog2e;
 }
 
 // ---- backward: dK and dV of one key tile of one key/value group: grid (key tiles, B*NKV). Sums over the
@@ -246,7 +260,7 @@ void attention_forward_tensor_cores(KT* out, float* lse, const KT* qkv, int B, i
   static const bool ready = (allow_smem(forward_kernel<KT, D>, smem, "forward", HD), true);
   (void)ready;
   const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(HD));
-  forward_kernel<KT, D><<<dim3(tiles(T), B * NH), kBlockThreads, smem>>>(out, lse, qkv, T, NH, NKV, HD, scale_log2);
+  forward_kernel<KT, D><<<dim3(tiles(T, kWideRows), B * NH), kBlockThreads, smem>>>(out, lse, qkv, T, NH, NKV, HD, scale_log2);
   DTRAIN_LAUNCH_CHECK();
 }
 

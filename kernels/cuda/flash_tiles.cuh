@@ -56,22 +56,22 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
-// The whole block: dst (kTile x D, row stride LD elements) <- rows [r0, r0 + kTile) of src (row stride
+// The whole block: dst (Rows x D, row stride LD elements) <- rows [r0, r0 + Rows) of src (row stride
 // ld elements), columns [0, HD); zeros for rows at or past T and columns at or past HD. Whole rows of
 // 16-byte vectors go as asynchronous copies (complete at the next cp_async_wait); anything else is
 // loaded at once.
-template <typename KT, int D, int LD = D>
+template <typename KT, int D, int LD = D, int Rows = kTile>
 __device__ void load_tile(KT* dst, const KT* src, long ld, int r0, int T, int HD) {
   constexpr int V = 16 / sizeof(KT);
   if (HD == D && ld % V == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {
-    for (int e = threadIdx.x; e < kTile * D / V; e += kBlockThreads) {
+    for (int e = threadIdx.x; e < Rows * D / V; e += kBlockThreads) {
       const int r = e / (D / V), c = (e % (D / V)) * V;
       const bool valid = r0 + r < T;
       cp_async16(dst + r * LD + c, src + static_cast<long>(valid ? r0 + r : 0) * ld + c, valid);
     }
     return;
   }
-  for (int e = threadIdx.x; e < kTile * D; e += kBlockThreads) {
+  for (int e = threadIdx.x; e < Rows * D; e += kBlockThreads) {
     const int r = e / D, c = e % D;
     dst[r * LD + c] = (r0 + r < T && c < HD) ? src[static_cast<long>(r0 + r) * ld + c] : st<KT>(0.0f);
   }
@@ -211,15 +211,15 @@ __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
   }
 }
 
-// What a forward or dQ block works on, from its grid position (query tiles, B*NH): its query tile (the
-// heaviest, most keys, first), sample, query head and that head's key/value group, the packed qkv's row
-// width W and the attention output's width C, and the sample's qkv rows.
-template <typename KT>
+// What a forward or dQ block works on, from its grid position (query tiles of Rows rows, B*NH): its
+// query tile (the heaviest, most keys, first), sample, query head and that head's key/value group, the
+// packed qkv's row width W and the attention output's width C, and the sample's qkv rows.
+template <typename KT, int Rows = kTile>
 struct QueryTileBlock {
   int qt, b, h, g, W, C;
   const KT* rows;  // (T,W)
   __device__ QueryTileBlock(const KT* qkv, int T, int NH, int NKV, int HD)
-      : qt(tiles(T) - 1 - static_cast<int>(blockIdx.x)), b(blockIdx.y / NH), h(blockIdx.y % NH), g(h / (NH / NKV)),
+      : qt(tiles(T, Rows) - 1 - static_cast<int>(blockIdx.x)), b(blockIdx.y / NH), h(blockIdx.y % NH), g(h / (NH / NKV)),
         W((NH + 2 * NKV) * HD), C(NH * HD), rows(qkv + static_cast<long>(b) * T * W) {}
   // The whole block: key tile kt of the head's key/value group into K and V (kTile,D; row stride LD).
   template <int D, int LD = D>
@@ -229,26 +229,41 @@ struct QueryTileBlock {
   }
 };
 
-// ---- backward, first step: Dsum[b,h,t] = rowsum(dout * out) over the head's HD columns; a warp per row
-// and head.
-template <typename KT>
-__global__ void row_dot_kernel(float* Dsum /*(B,NH,T)*/, const KT* dout /*(B,T,C)*/, const KT* out /*(B,T,C)*/, int B, int T, int NH,
-                               int HD) {
-  const long w = (static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (w >= static_cast<long>(B) * T * NH) return;
-  const int h = static_cast<int>(w % NH);
+// ---- backward, first step: Dsum[b,h,t] = rowsum(dout * out) over the head's HD columns. G lanes (a
+// power of two, up to 32) per row and head, each summing its 16-byte packs of the two rows (G lanes
+// cover a row of HD = 64 bf16 in one 16-byte load each), then a shuffle tree over the G lanes.
+template <bool kVector, typename KT>
+__global__ void row_dot_kernel(float* Dsum /*(B,NH,T)*/, const KT* dout /*(B,T,C)*/, const KT* out /*(B,T,C)*/, long rows_heads, int T,
+                               int NH, int HD, int G) {
+  constexpr int P = kPack<KT>;
+  const long t = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long w = t / G;  // the (row, head) pair, row-major: row w / NH, head w % NH
+  const int lane = static_cast<int>(t % G), h = static_cast<int>(w % NH);
   const long bt = w / NH;
-  const KT* a = dout + bt * NH * HD + h * HD;
-  const KT* o = out + bt * NH * HD + h * HD;
   float s = 0.0f;
-  for (int d = threadIdx.x % 32; d < HD; d += 32) s += ld(a[d]) * ld(o[d]);
-  s = warp_sum(s);
-  if (threadIdx.x % 32 == 0) Dsum[(bt / T * NH + h) * T + bt % T] = s;
+  if (w < rows_heads) {
+    const KT* a = dout + bt * NH * HD + h * HD;
+    const KT* o = out + bt * NH * HD + h * HD;
+    for (int d = lane * P; d < HD; d += G * P) {
+      float x[P], y[P];
+      load_n<kVector>(x, a, d, HD);
+      load_n<kVector>(y, o, d, HD);
+#pragma unroll
+      for (int k = 0; k < P; ++k) s += x[k] * y[k];
+    }
+  }
+  for (int offset = G / 2; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);  // every lane of the warp takes part
+  if (w < rows_heads && lane == 0) Dsum[(bt / T * NH + h) * T + bt % T] = s;
 }
 template <typename KT>
 void row_dot(float* Dsum, const KT* dout, const KT* out, int B, int T, int NH, int HD) {
-  const long rows = static_cast<long>(B) * T * NH;
-  row_dot_kernel<KT><<<blocks_for(rows * 32), kThreads>>>(Dsum, dout, out, B, T, NH, HD);
+  const long rows_heads = static_cast<long>(B) * T * NH;
+  int G = 1;
+  while (G < 32 && G * kPack<KT> < HD) G *= 2;
+  if (packs_fit<KT>(HD, dout, out))
+    row_dot_kernel<true, KT><<<blocks_for(rows_heads * G), kThreads>>>(Dsum, dout, out, rows_heads, T, NH, HD, G);
+  else
+    row_dot_kernel<false, KT><<<blocks_for(rows_heads * G), kThreads>>>(Dsum, dout, out, rows_heads, T, NH, HD, G);
   DTRAIN_LAUNCH_CHECK();
 }
 

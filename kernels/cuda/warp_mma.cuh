@@ -1,6 +1,6 @@
 // One warp's tensor-core products over tiles in shared memory, for the bf16 and fp16 fused attention
 // (kernels/cuda/attention_16bit.cu): a fixed A operand held for a whole walk (FixedA), A B^T and P B
-// with m16n8k16 (mma_16816, flash_tiles.cuh), a product's C tiles turned into the next one's A
+// over one or more 16-row tiles with m16n8k16 (mma_16816, flash_tiles.cuh), a product's C tiles turned into the next one's A
 // fragments, and C tiles stored as global rows. Fragment layouts: kernels/mma_fragments.hpp.
 #pragma once
 
@@ -46,29 +46,40 @@ struct FixedA {
   }
 };
 
-// One warp: acc (16 x 8 NT) += A B^T, A (16 x K) the warp's fixed operand and B (8 NT x K) a row-major
-// tile in shared memory (row stride ldb): the "Q K^T" product, B's rows being keys (or queries).
-template <int K, int NT, typename KT>
-__device__ __forceinline__ void mma_a_bt(float (&acc)[NT][4], const FixedA<K, KT>& A, const KT* B, int ldb) {
+// One warp, M row tiles: acc[m] (16 x 8 NT) += A[m] B^T, A[m] (16 x K) the warp's fixed operands and B
+// (8 NT x K) a row-major tile in shared memory (row stride ldb): the "Q K^T" product, B's rows being
+// keys (or queries). Each B fragment is read from shared memory once for the M products.
+template <int K, int NT, int M, typename KT>
+__device__ __forceinline__ void mma_a_bt(float (&acc)[M][NT][4], const FixedA<K, KT> (&A)[M], const KT* B, int ldb) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int k = 0; k < K; k += 16) {
-    std::uint32_t a[4];
-    A.fragment(a, k / 16);
+    std::uint32_t a[M][4];
+#pragma unroll
+    for (int m = 0; m < M; ++m) A[m].fragment(a[m], k / 16);
 #pragma unroll
     for (int n = 0; n < NT; n += 2) {
       std::uint32_t b[4];
       ldsm_x4(b, B + (n * 8 + frag::ldm_row_bt(lane)) * ldb + k + frag::ldm_col_bt(lane));
-      mma_16816<KT>(acc[n], a, b[0], b[1]);
-      mma_16816<KT>(acc[n + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        mma_16816<KT>(acc[m][n], a[m], b[0], b[1]);
+        mma_16816<KT>(acc[m][n + 1], a[m], b[2], b[3]);
+      }
     }
   }
 }
+// One row tile.
+template <int K, int NT, typename KT>
+__device__ __forceinline__ void mma_a_bt(float (&acc)[NT][4], const FixedA<K, KT>& A, const KT* B, int ldb) {
+  mma_a_bt<K, NT, 1>(reinterpret_cast<float(&)[1][NT][4]>(acc), reinterpret_cast<const FixedA<K, KT>(&)[1]>(A), B, ldb);
+}
 
-// One warp: acc (16 x 8 NT) += P B, P (16 x 16 KC) given as A fragments in registers, B (16 KC x 8 NT)
-// a row-major tile in shared memory (row stride ldb): the "P V" product.
-template <int KC, int NT, typename KT>
-__device__ __forceinline__ void mma_p_b(float (&acc)[NT][4], const std::uint32_t (&p)[KC][4], const KT* B, int ldb) {
+// One warp, M row tiles: acc[m] (16 x 8 NT) += P[m] B, P[m] (16 x 16 KC) given as A fragments in
+// registers, B (16 KC x 8 NT) a row-major tile in shared memory (row stride ldb): the "P V" product.
+// Each B fragment is read once for the M products.
+template <int KC, int NT, int M, typename KT>
+__device__ __forceinline__ void mma_p_b(float (&acc)[M][NT][4], const std::uint32_t (&p)[M][KC][4], const KT* B, int ldb) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int kc = 0; kc < KC; ++kc)
@@ -76,9 +87,17 @@ __device__ __forceinline__ void mma_p_b(float (&acc)[NT][4], const std::uint32_t
     for (int n = 0; n < NT; n += 2) {
       std::uint32_t b[4];
       ldsm_x4_trans(b, B + (kc * 16 + frag::ldm_row_a(lane)) * ldb + n * 8 + frag::ldm_col_a(lane));
-      mma_16816<KT>(acc[n], p[kc], b[0], b[1]);
-      mma_16816<KT>(acc[n + 1], p[kc], b[2], b[3]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        mma_16816<KT>(acc[m][n], p[m][kc], b[0], b[1]);
+        mma_16816<KT>(acc[m][n + 1], p[m][kc], b[2], b[3]);
+      }
     }
+}
+// One row tile.
+template <int KC, int NT, typename KT>
+__device__ __forceinline__ void mma_p_b(float (&acc)[NT][4], const std::uint32_t (&p)[KC][4], const KT* B, int ldb) {
+  mma_p_b<KC, NT, 1>(reinterpret_cast<float(&)[1][NT][4]>(acc), reinterpret_cast<const std::uint32_t(&)[1][KC][4]>(p), B, ldb);
 }
 
 // The A fragments (16 x 8 NT, KT) of a warp's C tiles (16 x 8 NT, fp32).

@@ -24,34 +24,68 @@ TEST_CASE("flash tiling: padded head dims and tile counts") {
   CHECK(tiles(64) == 1);
   CHECK(tiles(65) == 2);
   CHECK(tiles(1024) == 16);
+  CHECK(tiles(1024, kWideRows) == 8);
+  CHECK(tiles(1000, kWideRows) == 8);
+  CHECK(tiles(129, kWideRows) == 2);
+  // A 128-row query tile i sees key tiles 0..2i+1 (cut at the sequence's last).
+  CHECK(key_tiles_seen(0, 1024, kWideRows) == 2);
+  CHECK(key_tiles_seen(7, 1024, kWideRows) == 16);
+  CHECK(key_tiles_seen(1, 130, kWideRows) == 3);
+  CHECK(key_tiles_seen(0, 64, kWideRows) == 1);
+  // The warps of the first wide tile: rows 0-31 and 32-63 see nothing of key tile 1 (keys 64-127), rows
+  // 64-95 do.
+  CHECK(!rows_see_key_tile(0, 32, 1));
+  CHECK(!rows_see_key_tile(32, 32, 1));
+  CHECK(rows_see_key_tile(64, 32, 1));
+  CHECK(rows_see_key_tile(32, 32, 0));
 }
 
 TEST_CASE("flash tiling: each kernel's tiles cover every causal pair exactly once") {
-  for (int T : {1, 2, 63, 64, 65, 130, 200}) {
+  for (int T : {1, 2, 63, 64, 65, 127, 128, 129, 130, 200, 257}) {
     INFO("T=" << T);
-    // How often each (query, key) pair falls in a visited tile pair, over the pairs it sees.
-    auto coverage = [&](bool by_query_tile) {
+    // How often each (query, key) pair falls in a visited tile pair, over the pairs it sees: by query
+    // tiles of `rows` rows (the forward: kWideRows; dQ: kTile), each warp of the 16-bit forward (32 rows)
+    // skipping the key tiles its rows do not see, or by key tiles (dK/dV).
+    auto coverage = [&](bool by_query_tile, int rows) {
       std::vector<int> seen(static_cast<std::size_t>(T) * T, 0);
-      for (int a = 0; a < tiles(T); ++a) {
-        const int begin = by_query_tile ? 0 : first_query_tile(a), end = by_query_tile ? key_tiles_seen(a, T) : tiles(T);
+      for (int a = 0; a < (by_query_tile ? tiles(T, rows) : tiles(T)); ++a) {
+        const int begin = by_query_tile ? 0 : first_query_tile(a), end = by_query_tile ? key_tiles_seen(a, T, rows) : tiles(T);
         for (int b = begin; b < end; ++b) {
           const int qt = by_query_tile ? a : b, kt = by_query_tile ? b : a;
-          for (int q = qt * kTile; q < (qt + 1) * kTile; ++q)
+          for (int q = qt * rows; q < (qt + 1) * rows; ++q) {
+            const int warp_first = qt * rows + (q - qt * rows) / (rows / kWarps) * (rows / kWarps);
+            if (by_query_tile && rows == kWideRows && !rows_see_key_tile(warp_first, rows / kWarps, kt)) continue;
             for (int k = kt * kTile; k < (kt + 1) * kTile; ++k)
               if (visible(q, k, T)) ++seen[static_cast<std::size_t>(q) * T + k];
+          }
         }
       }
       return seen;
     };
-    const std::vector<int> forward_and_dq = coverage(true), dkv = coverage(false);
+    const std::vector<int> forward = coverage(true, kWideRows), dq = coverage(true, kTile), dkv = coverage(false, kTile);
     int wrong = 0;
     for (int q = 0; q < T; ++q)
       for (int k = 0; k < T; ++k) {
         const int want = k <= q ? 1 : 0;
-        wrong += forward_and_dq[static_cast<std::size_t>(q) * T + k] != want;
+        wrong += forward[static_cast<std::size_t>(q) * T + k] != want;
+        wrong += dq[static_cast<std::size_t>(q) * T + k] != want;
         wrong += dkv[static_cast<std::size_t>(q) * T + k] != want;
       }
     CHECK(wrong == 0);
+    // The forward's wide query tiles: an unmasked pair holds only visible pairs; below the diagonal, only
+    // a ragged last query tile is masked.
+    int wide_unmasked_but_hidden = 0, wide_masked_below = 0;
+    for (int qt = 0; qt < tiles(T, kWideRows); ++qt)
+      for (int kt = 0; kt < key_tiles_seen(qt, T, kWideRows); ++kt) {
+        if (!unmasked_tile_pair(qt, kt, T, kWideRows)) {
+          wide_masked_below += (kt + 1) * kTile <= qt * kWideRows;
+          continue;
+        }
+        for (int q = qt * kWideRows; q < (qt + 1) * kWideRows; ++q)
+          for (int k = kt * kTile; k < (kt + 1) * kTile; ++k) wide_unmasked_but_hidden += !visible(q, k, T);
+      }
+    CHECK(wide_unmasked_but_hidden == 0);
+    CHECK(wide_masked_below == (T % kWideRows == 0 ? 0 : (tiles(T, kWideRows) - 1) * kWideRows / kTile));
     // A pair the kernels leave unmasked has every (query, key) visible, and only the diagonal and the
     // last query tile of a ragged sequence are masked.
     int unmasked_but_hidden = 0, masked = 0;
@@ -74,8 +108,8 @@ TEST_CASE("flash tiling: each kernel's tiles cover every causal pair exactly onc
 TEST_CASE("flash tiling: shared memory per block, by hand, fits a Hopper block for every head dim") {
   // bf16, head dim 64: rows padded to 72 elements (144 bytes), a tile 64 x 144 = 9216 bytes.
   CHECK(mma_row_stride(64) == 72);
-  // Forward: Q + 2 x (K, V).
-  CHECK(mma_forward_smem(64) == 5 * 9216);
+  // Forward: Q (128 rows, two tiles' worth) + 2 x (K, V).
+  CHECK(mma_forward_smem(64) == 6 * 9216);
   // dQ: Q, dO + 2 x (K, V).
   CHECK(mma_dq_smem(64) == 6 * 9216);
   // dK/dV at head dim 128 (rows of 136 elements, 17408 bytes a tile): K, V + 2 x (Q, dO), 2 x (lse, Dsum).
