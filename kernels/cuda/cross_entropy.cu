@@ -32,6 +32,37 @@ __global__ void row_sum_exp_kernel(float* row_sum, const KT* logits, const float
   if (threadIdx.x == 0) row_sum[i] = s;
 }
 
+// Both in one pass: each lane keeps a running maximum over its 16-byte packs and rescales its sum when
+// the maximum grows; the lanes' (maximum, sum) pairs combine at the end. A lane whose elements are all
+// -inf so far has sum 0 (its terms are exp(-inf) = 0); a NaN logit makes the maximum NaN, as in row_max.
+template <bool kVector, typename KT>
+__global__ void row_max_sum_exp_kernel(float* row_max, float* row_sum, const KT* logits, long N, int V) {
+  constexpr int P = kPack<KT>;
+  const long i = static_cast<long>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
+  if (i >= N) return;
+  const KT* x = logits + i * V;
+  float m = -INFINITY, s = 0.0f;
+#pragma unroll 4
+  for (int v = threadIdx.x * P; v < V; v += 32 * P) {
+    float f[P];
+    load_n<kVector>(f, x, v, V);
+    float pm = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      if (!kVector && v + k >= V) f[k] = -INFINITY;  // past the row: no term
+      pm = max_keep_nan(pm, f[k]);
+    }
+    if (pm > m) s *= expf(m - pm), m = pm;  // a NaN maximum stays (no comparison with it holds)
+    const float mu = m == -INFINITY ? 0.0f : m;
+#pragma unroll
+    for (int k = 0; k < P; ++k) s += expf(f[k] - mu);
+  }
+  const float M = warp_max_keep_nan(m);
+  s = s == 0.0f ? 0.0f : s * expf(m - M);
+  s = warp_sum(s);
+  if (threadIdx.x == 0) row_max[i] = M, row_sum[i] = s;
+}
+
 template <typename KT>
 __global__ void target_logit_kernel(float* target_logit, const KT* logits, const int* targets, int vocab_start, long N, int V) {
   const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -91,6 +122,16 @@ void row_sum_exp(float* out, const KT* logits, const float* m, long N, int V) {
   DTRAIN_LAUNCH_CHECK();
 }
 template <typename KT>
+void row_max_sum_exp(float* m, float* s, const KT* logits, long N, int V) {
+  if (N <= 0) return;
+  const dim3 grid(blocks_for(N, kWarpsPerBlock)), block(32, kWarpsPerBlock);
+  if (packs_fit<KT>(V, logits))
+    row_max_sum_exp_kernel<true><<<grid, block>>>(m, s, logits, N, V);
+  else
+    row_max_sum_exp_kernel<false><<<grid, block>>>(m, s, logits, N, V);
+  DTRAIN_LAUNCH_CHECK();
+}
+template <typename KT>
 void target_logit(float* out, const KT* logits, const int* targets, int vocab_start, long N, int V) {
   target_logit_kernel<<<blocks_for(N), kThreads>>>(out, logits, targets, vocab_start, N, V);
   DTRAIN_LAUNCH_CHECK();
@@ -113,6 +154,9 @@ void xent_row_max(float* row_max_out, const fp16* logits, long N, int V) { row_m
 void xent_row_sum_exp(float* row_sum, const float* logits, const float* m, long N, int V) { row_sum_exp(row_sum, logits, m, N, V); }
 void xent_row_sum_exp(float* row_sum, const bf16* logits, const float* m, long N, int V) { row_sum_exp(row_sum, logits, m, N, V); }
 void xent_row_sum_exp(float* row_sum, const fp16* logits, const float* m, long N, int V) { row_sum_exp(row_sum, logits, m, N, V); }
+void xent_row_max_sum_exp(float* m, float* s, const float* logits, long N, int V) { row_max_sum_exp(m, s, logits, N, V); }
+void xent_row_max_sum_exp(float* m, float* s, const bf16* logits, long N, int V) { row_max_sum_exp(m, s, logits, N, V); }
+void xent_row_max_sum_exp(float* m, float* s, const fp16* logits, long N, int V) { row_max_sum_exp(m, s, logits, N, V); }
 void xent_target_logit(float* t, const float* logits, const int* targets, int vocab_start, long N, int V) {
   target_logit(t, logits, targets, vocab_start, N, V);
 }

@@ -1,5 +1,5 @@
 // Host backend: softmax cross-entropy over a vocabulary that may be split across ranks
-// (xent_row_max, xent_row_sum_exp, xent_target_logit, xent_loss, xent_backward). The exp is the vectorised
+// (xent_row_max, xent_row_sum_exp, both in xent_row_max_sum_exp, xent_target_logit, xent_loss, xent_backward). The exp is the vectorised
 // fast_exp of host_math.hpp: rows can be 50k wide.
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
@@ -21,6 +21,11 @@ void xent_row_sum_exp(float* row_sum /*(N)*/, const float* logits /*(N,V)*/, con
       "xent_row_sum_exp", HostRange(0, N), KOKKOS_LAMBDA(const long i) {
         row_sum[i] = lane_sum_exp(logits + i * V, row_max[i], V);
       });
+}
+
+void xent_row_max_sum_exp(float* row_max /*(N)*/, float* row_sum /*(N)*/, const float* logits /*(N,V)*/, long N, int V) {
+  xent_row_max(row_max, logits, N, V);
+  xent_row_sum_exp(row_sum, logits, row_max, N, V);
 }
 
 void xent_target_logit(float* target_logit /*(N)*/, const float* logits /*(N,V)*/, const int* targets /*(N)*/,

@@ -276,9 +276,13 @@ void GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
   k_.matmul_forward(s.logits, s.lnf, p_.head, nullptr, N, d.C, d.Vl);
   // Vocab-parallel softmax: global max, global sum of exponentials, and the target logit from the rank
   // whose vocabulary slice holds it; no rank ever holds full-vocabulary logits.
-  k_.xent_row_max(s.row_max, s.logits, N, d.Vl);
-  if (tp_) tp_->all_reduce_max(s.row_max, N);
-  k_.xent_row_sum_exp(s.row_sum, s.logits, s.row_max, N, d.Vl);
+  if (tp_) {
+    k_.xent_row_max(s.row_max, s.logits, N, d.Vl);
+    tp_->all_reduce_max(s.row_max, N);
+    k_.xent_row_sum_exp(s.row_sum, s.logits, s.row_max, N, d.Vl);
+  } else {
+    k_.xent_row_max_sum_exp(s.row_max, s.row_sum, s.logits, N, d.Vl);
+  }
   k_.xent_target_logit(s.target_logit, s.logits, batch.targets, vocab_start_, N, d.Vl);
   if (tp_) {
     tp_->all_reduce(s.row_sum, N);

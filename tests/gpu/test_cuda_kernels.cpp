@@ -443,6 +443,23 @@ void check_all_kernels() {
       h.xent_row_sum_exp(sum.data(), logits.data(), mx.data(), N, Vx);
       g.xent_row_sum_exp(sum_d.data(), logits_d.data(), mx_d.data(), N, Vx);
       expect_close("xent_row_sum_exp" + what, sum_d.get(), sum, tolerance<float>(Vx));
+      // One pass: the same maximum; each sum term rounded as in row_sum_exp, then once more (a multiply
+      // and an expf, 3 u) at each growth of its lane's maximum, at most once per pack the lane reads
+      // (V / (32 P), 1 here, 32 in the long rows below): far inside tolerance<float>(V)'s 2 (V + 16) u,
+      // which covers the sum's other order.
+      for (const int Vr : {Vx, 4096 + Vx}) {
+        auto rows = Vr == Vx ? logits : random_vec<KT>(gen, N * Vr, 4.0f);
+        if (Vr != Vx)  // the first row ascending: the lanes' maximum grows at every pack
+          for (int v = 0; v < Vr; ++v) rows[v] = from_float<KT>(-8.0f + 16.0f * v / Vr);
+        std::vector<float> mx1(N), sum1(N);
+        OnGpu<KT> rows_d(rows);
+        OnGpu<float> mx1_d(mx1), sum1_d(sum1);
+        h.xent_row_max_sum_exp(mx1.data(), sum1.data(), rows.data(), N, Vr);
+        g.xent_row_max_sum_exp(mx1_d.data(), sum1_d.data(), rows_d.data(), N, Vr);
+        const std::string w = " (V=" + std::to_string(Vr) + ")";
+        expect_close("xent_row_max_sum_exp max" + w, mx1_d.get(), mx1);
+        expect_close("xent_row_max_sum_exp sum" + w, sum1_d.get(), sum1, tolerance<float>(Vr));
+      }
       h.xent_target_logit(tgt.data(), logits.data(), tokens.data(), vocab_start, N, Vx);
       g.xent_target_logit(tgt_d.data(), logits_d.data(), tokens_d.data(), vocab_start, N, Vx);
       expect_close("xent_target_logit" + what, tgt_d.get(), tgt);
