@@ -1,5 +1,6 @@
-// CUDA backend: RMS normalisation over the last dim (Llama's norm), a warp per row (the backward's input
-// gradient in norm_backward.cuh); the weight gradient is a deterministic block column sum.
+// CUDA backend: RMS normalisation over the last dim (Llama's norm), a warp per row (the backward in
+// norm_backward.cuh: rows up to kFusedColumns wide in one pass with the weight gradient; wider rows, the
+// input gradient, then the weight gradient as a deterministic block column sum).
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/norm_backward.cuh"
 #include "kernels/kernels.hpp"
@@ -39,6 +40,9 @@ void rmsnorm_fw(KT* out, float* rstd, const KT* inp, const KT* weight, long N, i
 
 template <typename KT>
 void rmsnorm_bw(KT* dinp, float* dweight, const KT* dout, const KT* inp, const KT* weight, const float* rstd, long N, int C) {
+  if (norm_backward_with_columns<false>(dinp, dweight, static_cast<float*>(nullptr), dout, inp, weight, static_cast<const float*>(nullptr),
+                                       rstd, N, C))
+    return;
   launch_norm_backward<false>(dinp, dout, inp, weight, static_cast<const float*>(nullptr), rstd, N, C);
   DTRAIN_LAUNCH_CHECK();
   column_sum(dweight, N, C, DoutTimesXhat<KT>{dout, inp, rstd, C});

@@ -186,10 +186,12 @@ void check_all_kernels() {
     }
   }
   SECTION("layernorm") {
-    // The test's rows, then 3000 rows of 40 columns: the weight and bias gradients' column sums split
-    // the rows (6 splits of 500) and the columns fill part of a 32-column block; then rows of 30
-    // columns, not a whole number of 16-byte packs: the backward's element-by-element path.
-    for (const auto& [rows, cols] : {std::pair<long, int>{N, C}, std::pair<long, int>{3000, 40}, std::pair<long, int>{500, 30}}) {
+    // The test's rows, then 3000 rows of 40 columns (the backward's 94 splits of 32 rows, a part-filled
+    // last one); rows of 30 columns, not a whole number of 16-byte packs: the element-by-element path;
+    // 3000 rows of 768 (several packs a lane, GPT-2's width); rows of 1100, wider than the fused
+    // backward takes: the input gradient, then the column sums (6 splits of 500 rows).
+    for (const auto& [rows, cols] : {std::pair<long, int>{N, C}, std::pair<long, int>{3000, 40}, std::pair<long, int>{500, 30},
+                                     std::pair<long, int>{3000, 768}, std::pair<long, int>{3000, 1100}}) {
       auto x = random_vec<KT>(gen, rows * cols, 2.0f), w = random_vec<KT>(gen, cols), b = random_vec<KT>(gen, cols);
       auto dout = random_vec<KT>(gen, rows * cols), dinp = random_vec<KT>(gen, rows * cols);  // dinp: accumulated into
       std::vector<KT> out(rows * cols);
@@ -347,8 +349,10 @@ void check_all_kernels() {
     }
   }
   SECTION("rmsnorm") {
-    // The test's rows, then rows of 30 columns (the backward's element-by-element path, as for LayerNorm).
-    for (const auto& [rows, cols] : {std::pair<long, int>{N, C}, std::pair<long, int>{500, 30}}) {
+    // The test's rows, then rows of 30 columns (the backward's element-by-element path), of 768 and of
+    // 1100 (wider than the fused backward takes), as for LayerNorm.
+    for (const auto& [rows, cols] : {std::pair<long, int>{N, C}, std::pair<long, int>{500, 30}, std::pair<long, int>{3000, 768},
+                                     std::pair<long, int>{3000, 1100}}) {
       auto x = random_vec<KT>(gen, rows * cols, 2.0f), w = random_vec<KT>(gen, cols), dout = random_vec<KT>(gen, rows * cols);
       auto dinp = random_vec<KT>(gen, rows * cols);  // accumulated into
       std::vector<KT> out(rows * cols);
