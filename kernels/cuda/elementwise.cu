@@ -75,11 +75,6 @@ __global__ void fill_kernel(float* x, float value, long n) {
   x[i] = value;
 }
 
-__global__ void scale_kernel(float* x, float factor, long n) {
-  DTRAIN_FOR_EACH_ELEMENT;
-  x[i] *= factor;
-}
-
 // kN: the wider of the two types' packs (8 elements where one side is bf16 or fp16).
 template <bool kVector, int kN, typename To, typename From>
 __global__ void convert_kernel(To* out, const From* inp, long n) {
@@ -156,10 +151,6 @@ void zero(bf16* x, long n) { zero_n(x, n); }
 void zero(fp16* x, long n) { zero_n(x, n); }
 void fill(float* x, float value, long n) {
   fill_kernel<<<blocks_for(n), kThreads>>>(x, value, n);
-  DTRAIN_LAUNCH_CHECK();
-}
-void scale(float* x, float factor, long n) {
-  scale_kernel<<<blocks_for(n), kThreads>>>(x, factor, n);
   DTRAIN_LAUNCH_CHECK();
 }
 void narrow(float* out, const float* inp, long n) { convert(out, inp, n); }

@@ -1,4 +1,4 @@
-// Host backend: optimizer and precision kernels on float vectors (sum_squares, scale, fill,
+// Host backend: optimizer and precision kernels on float vectors (sum_squares, fill,
 // adamw_update, and the fp32 cases of narrow and widen). The bf16 compute copy of adamw_update is in
 // bf16.cpp.
 #include "kernels/adamw_math.hpp"
@@ -30,16 +30,6 @@ void sum_squares(double* sum /*(1)*/, const float* x /*(n)*/, long n) {
   *sum += s;
 }
 
-void scale(float* x /*(n)*/, float factor, long n) {
-  const long chunks = (n + kChunk - 1) / kChunk;
-  Kokkos::parallel_for(
-      "scale", HostRange(0, chunks), KOKKOS_LAMBDA(const long ch) {
-        const long begin = ch * kChunk;
-        const long end = begin + kChunk < n ? begin + kChunk : n;
-        for (long i = begin; i < end; ++i) x[i] *= factor;
-      });
-}
-
 void fill(float* x /*(n)*/, float value, long n) {
   for (long i = 0; i < n; ++i) x[i] = value;
 }
@@ -50,8 +40,8 @@ void narrow(float* out /*(n)*/, const float* inp /*(n)*/, long n) {
 
 void widen(float* out /*(n)*/, const float* inp /*(n)*/, long n) { narrow(out, inp, n); }
 
-void adamw_update(float* master, float* copy /*or null*/, float* m, float* v, const float* grad, const AdamRun* runs /*(count)*/,
-                  int count, long /*elements*/, float lr, float beta1, float beta2, float eps, int t) {
+void adamw_update(float* master, float* copy /*or null*/, float* m, float* v, const float* grad, float grad_factor,
+                  const AdamRun* runs /*(count)*/, int count, long /*elements*/, float lr, float beta1, float beta2, float eps, int t) {
   const AdamStep s = adam_step(lr, beta1, beta2, eps, t);
   for (int r = 0; r < count; ++r) {
     const long n = runs[r].count;
@@ -65,7 +55,7 @@ void adamw_update(float* master, float* copy /*or null*/, float* m, float* v, co
         "adamw_update", HostRange(0, chunks), KOKKOS_LAMBDA(const long ch) {
           const long begin = ch * kChunk;
           const long end = begin + kChunk < n ? begin + kChunk : n;
-          for (long i = begin; i < end; ++i) p[i] = adamw_element(p[i], g[i], mm[i], vv[i], weight_decay, s);
+          for (long i = begin; i < end; ++i) p[i] = adamw_element(p[i], g[i] * grad_factor, mm[i], vv[i], weight_decay, s);
         });
     if (copy && copy != master) narrow(copy + runs[r].offset, p, n);
   }

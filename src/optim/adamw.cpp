@@ -89,16 +89,14 @@ void AdamW::step_as(Arena& params, Arena& grads, double lr, int t, float grad_fa
   const auto f = [](double x) { return static_cast<float>(x); };
   if (offloaded()) return offloaded_step(params, grads, lr, t, grad_factor, host_params);
   const auto& k = kernels::kernel_table<S>(backend_);
-  const auto& k32 = kernels::kernel_table<float>(backend_);
   for (const RangeRuns& r : ranges_) {
     float* m = m_.as<float>() + r.packed;
     float* v = v_.as<float>() + r.packed;
     float* master = kCopy ? master_.as<float>() + r.packed : nullptr;
     float* g = grads.as<float>() + r.begin;
     S* p = params.as<S>() + r.begin;
-    if (grad_factor != 1.0f) k32.scale(g, grad_factor, static_cast<long>(r.length));
     const kernels::AdamRun* runs = runs_.as<kernels::AdamRun>() + r.first_run;
-    k.adamw_update(kCopy ? master : reinterpret_cast<float*>(p), kCopy ? p : nullptr, m, v, g, runs, r.count, r.elements, f(lr),
+    k.adamw_update(kCopy ? master : reinterpret_cast<float*>(p), kCopy ? p : nullptr, m, v, g, grad_factor, runs, r.count, r.elements, f(lr),
                    f(cfg_.beta1), f(cfg_.beta2), f(cfg_.eps), t);
   }
 }
