@@ -179,6 +179,61 @@ void column_sum(float* out, long N, int C, F f) {
   column_sums<1>(ColumnOutputs<1>{{out}}, N, C, f);
 }
 
+// out[c] += the sum over rows of x (N, C), a matrix in memory (a layer's bias gradient): each lane sums
+// one 16-byte pack of columns (element by element where the row or x do not fit packs) over every 8th
+// row of its split, the block's 8 warps add theirs in warp order, then column_total_kernel the splits
+// in order; no atomics, the same bits every run. About kMatrixColumnBlocks blocks whatever C is (the
+// split count depends only on N, C and the type).
+constexpr int kMatrixColumnWarps = 8;
+constexpr int kMatrixColumnBlocks = 528;
+template <typename KT, bool kVector>
+__global__ void __launch_bounds__(32 * kMatrixColumnWarps)
+    matrix_column_partial_kernel(float* partials /*(splits,C)*/, const KT* x, long N, int C, long rows_per_split) {
+  constexpr int P = kPack<KT>;
+  __shared__ float part[kMatrixColumnWarps][32 * P];
+  const int lane = threadIdx.x, warp = threadIdx.y, c0 = (blockIdx.x * 32 + lane) * P;
+  const long begin = blockIdx.y * rows_per_split, end = begin + rows_per_split < N ? begin + rows_per_split : N;
+  float acc[P] = {};
+  if (c0 < C)
+#pragma unroll 4
+    for (long r = begin + warp; r < end; r += kMatrixColumnWarps) {
+      float v[P];
+      load_n<kVector>(v, x + r * C, c0, C);
+#pragma unroll
+      for (int k = 0; k < P; ++k) acc[k] += v[k];
+    }
+#pragma unroll
+  for (int k = 0; k < P; ++k) part[warp][lane * P + k] = acc[k];
+  __syncthreads();
+  for (int e = warp * 32 + lane; e < 32 * P; e += 32 * kMatrixColumnWarps) {
+    const int c = blockIdx.x * 32 * P + e;
+    if (c >= C) continue;
+    float s = 0.0f;
+    for (int w = 0; w < kMatrixColumnWarps; ++w) s += part[w][e];
+    partials[static_cast<long>(blockIdx.y) * C + c] = s;
+  }
+}
+template <typename KT>
+void matrix_column_sums(float* out /*(C), added to*/, const KT* x /*(N,C)*/, long N, int C) {
+  if (N <= 0 || C <= 0) return;
+  if (C > kColumnPartials)
+    fatal("matrix_column_sums: " + std::to_string(C) + " columns exceed the partials buffer of " + std::to_string(kColumnPartials) + " floats");
+  constexpr int P = kPack<KT>;
+  const long column_blocks = (C + 32 * P - 1) / (32 * P);
+  const long splits = std::clamp(std::min((kMatrixColumnBlocks + column_blocks - 1) / column_blocks, (N + kMatrixColumnWarps - 1) / kMatrixColumnWarps),
+                                 1L, kColumnPartials / C);
+  const long rows_per_split = (N + splits - 1) / splits;
+  float* partials = column_partials();
+  const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(splits)), block(32, kMatrixColumnWarps);
+  if (packs_fit<KT>(C, x))
+    matrix_column_partial_kernel<KT, true><<<grid, block>>>(partials, x, N, C, rows_per_split);
+  else
+    matrix_column_partial_kernel<KT, false><<<grid, block>>>(partials, x, N, C, rows_per_split);
+  DTRAIN_LAUNCH_CHECK();
+  column_total_kernel<1><<<dim3(blocks_for(C), 1), kThreads>>>(ColumnOutputs<1>{{out}}, partials, static_cast<int>(splits), C);
+  DTRAIN_LAUNCH_CHECK();
+}
+
 // The cuBLAS handle of this process (created on first use, on the current device, default stream).
 cublasHandle_t cublas();
 
@@ -218,13 +273,6 @@ void gemm(bool transa, bool transb, int m, int n, int k, float alpha, const TA* 
 // and alignments (said on stderr for the first such shapes): the caller then adds the bias itself.
 template <typename TA, typename TD>
 bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, const TA* bias, TD* D);
-// Column-major fp32 D (m x n, ldd = m) += op(A) op(B) with bias_grad (n values) += the sums of op(B)
-// over k (the bias gradient of a linear layer, from the same pass over its output gradient) in
-// cuBLASLt's BGRADB epilogue; false, with nothing done, where cuBLASLt has no algorithm (said on
-// stderr for the first such shapes): the caller then runs the GEMM and sums the columns itself.
-template <typename TA>
-bool gemm_bias_grad(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, float* bias_grad,
-                    float* D);
 // Column-major D (m x n, ldd = m) = gelu(op(A) op(B) + bias) with pre (m x n, ld m) = op(A) op(B) + bias
 // (bias null: none),
 // in cuBLASLt's GELU_AUX_BIAS epilogue (tanh GELU from the fp32 accumulator); and D = (op(A) op(B)) *

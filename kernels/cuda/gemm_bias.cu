@@ -1,7 +1,6 @@
 // CUDA backend: GEMMs with an epilogue of cuBLASLt (device_math.cuh): the forward's bias added
 // (gemm_bias), so that a linear layer writes its output once instead of filling bias rows and reading
-// them back; the backward's bias gradient summed while the weight gradient is formed (gemm_bias_grad),
-// instead of a separate column sum over the output gradient; and the MLP's GELU applied on the way out
+// them back; and the MLP's GELU applied on the way out
 // of its first layer (gemm_bias_gelu) and its gradient on the way out of the second layer's input
 // gradient (gemm_dgelu), instead of passes of their own. Each shape's descriptors
 // and algorithm are made once (cuBLASLt's heuristic, the first call) and kept. The bias has the
@@ -67,7 +66,6 @@ void set(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t a
 
 const char* epilogue_name(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_BIAS             ? "bias"
-         : e == CUBLASLT_EPILOGUE_BGRADB        ? "dbias"
          : e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? "bias+gelu"
          : e == CUBLASLT_EPILOGUE_GELU_AUX      ? "gelu"
                                                 : "dgelu";
@@ -147,16 +145,6 @@ const float* widened_bias(const KT* bias, int m) {
   return p;
 }
 
-// The bias gradient of one GEMM (cuBLASLt writes it; the caller's gradient accumulates).
-float* bias_grad_buffer(int n) {
-  static GrowingFloats grad;
-  return grad.at_least(n);
-}
-__global__ void add_into_kernel(float* out, const float* in, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] += in[i];
-}
-
 void destroy(Plan& p) {
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p.a));
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p.b));
@@ -234,19 +222,6 @@ bool gemm_dgelu(bool transa, bool transb, int m, int n, int k, const T* A, int l
   });
 }
 
-template <typename TA>
-bool gemm_bias_grad(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, float* bias_grad,
-                    float* D) {
-  float* grad = nullptr;
-  if (!lt_matmul(CUBLASLT_EPILOGUE_BGRADB, 1.0f, transa, transb, m, n, k, A, lda, B, ldb, D, [&](cublasLtMatmulDesc_t desc) {
-        grad = bias_grad_buffer(n);
-        set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(grad));
-      }))
-    return false;
-  add_into_kernel<<<blocks_for(n), kThreads>>>(bias_grad, grad, n);
-  DTRAIN_LAUNCH_CHECK();
-  return true;
-}
 
 template bool gemm_bias(bool, bool, int, int, int, const float*, int, const float*, int, const float*, float*);
 template bool gemm_bias(bool, bool, int, int, int, const bf16*, int, const bf16*, int, const bf16*, bf16*);
@@ -259,8 +234,5 @@ template bool gemm_bias(bool, bool, int, int, int, const fp16*, int, const fp16*
 DTRAIN_GELU_GEMMS(bf16)
 DTRAIN_GELU_GEMMS(fp16)
 #undef DTRAIN_GELU_GEMMS
-template bool gemm_bias_grad(bool, bool, int, int, int, const float*, int, const float*, int, float*, float*);
-template bool gemm_bias_grad(bool, bool, int, int, int, const bf16*, int, const bf16*, int, float*, float*);
-template bool gemm_bias_grad(bool, bool, int, int, int, const fp16*, int, const fp16*, int, float*, float*);
 
 }  // namespace dtrain::kernels::cuda
