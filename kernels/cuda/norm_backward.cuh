@@ -104,8 +104,7 @@ __global__ void __launch_bounds__(32 * kColumnWarps)
     const KT* x = inp + row * C;
     const KT* dy = dout + row * C;
     const float m = kCentered ? mean[row] : 0.0f, r = rstd[row];
-    KT* dx = dinp + row * C;
-    float xhat[kPacks][P], g[kPacks][P], dxv[kPacks][P];  // dinp's row is read with the others: one round trip a row
+    float xhat[kPacks][P], g[kPacks][P];
     float sg = 0.0f, sgx = 0.0f;
 #pragma unroll
     for (int j = 0; j < kPacks; ++j) {
@@ -114,7 +113,6 @@ __global__ void __launch_bounds__(32 * kColumnWarps)
       load_pack<kVector>(xhat[j], x, i, C);
       load_pack<kVector>(dyv, dy, i, C);
       load_pack<kVector>(wv, weight, i, C);
-      load_pack<kVector>(dxv[j], dx, i, C);
 #pragma unroll
       for (int k = 0; k < P; ++k) {  // past C every load is 0: no term
         xhat[j][k] = (xhat[j][k] - m) * r;
@@ -125,13 +123,16 @@ __global__ void __launch_bounds__(32 * kColumnWarps)
       }
     }
     const float mean_g = kCentered ? warp_sum(sg) / C : 0.0f, mean_gx = warp_sum(sgx) / C;
+    KT* dx = dinp + row * C;
 #pragma unroll
     for (int j = 0; j < kPacks; ++j) {
       const int i = (j * 32 + lane) * P;
       if (i >= C) break;  // this lane's later packs are past the row too
+      float dxv[P];
+      load_n<kVector>(dxv, dx, i, C);
 #pragma unroll
-      for (int k = 0; k < P; ++k) dxv[j][k] += r * (g[j][k] - mean_g - xhat[j][k] * mean_gx);
-      store_n<kVector>(dx, dxv[j], i, C);
+      for (int k = 0; k < P; ++k) dxv[k] += r * (g[j][k] - mean_g - xhat[j][k] * mean_gx);
+      store_n<kVector>(dx, dxv, i, C);
     }
   }
   for (int w = 0; w < kColumnWarps; ++w) {  // the warps' sums, added in warp order
