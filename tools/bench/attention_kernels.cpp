@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <random>
 #include <string>
@@ -81,15 +82,12 @@ int run(int argc, char** argv) {
     return 77;
   }
   select_cuda_device(0, 1, "local", false);
-  std::FILE* json = std::fopen(json_path.c_str(), "w");
-  if (!json) throw UserError("attention_kernels: cannot write " + json_path);
   const auto& k = kernels::kernel_table<bf16>(kernels::Backend::cuda);
   std::mt19937 gen(1234);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::printf("%-24s %10s %10s %9s %10s %10s %9s\n", "shape (bf16, causal)", "fwd ms min", "median", "TFLOP/s", "bwd ms min",
               "median", "TFLOP/s");
-  std::fprintf(json, "{\"precision\": \"bf16\", \"repeats\": %d, \"shapes\": [", repeats);
-  bool first = true;
+  std::vector<std::string> objects;  // one JSON object per shape
   for (const Shape& s : kShapes) {
     if (!only.empty() && only != s.name) continue;
     const long rows = static_cast<long>(s.B) * s.T, W = static_cast<long>(s.NH + 2 * s.NKV) * s.HD, C = static_cast<long>(s.NH) * s.HD;
@@ -112,17 +110,20 @@ int run(int argc, char** argv) {
     const double fmin = *std::min_element(fwd.begin(), fwd.end()), bmin = *std::min_element(bwd.begin(), bwd.end());
     std::printf("%-24s %10.3f %10.3f %9.1f %10.3f %10.3f %9.1f\n", s.name, fmin, median(fwd), fwd_flops / fmin / 1e9, bmin, median(bwd),
                 bwd_flops / bmin / 1e9);
-    std::fprintf(json,
-                 "%s\n {\"name\": \"%s\", \"B\": %d, \"T\": %d, \"NH\": %d, \"NKV\": %d, \"HD\": %d, \"forward_ms_min\": %.4f, "
-                 "\"forward_ms_median\": %.4f, \"forward_tflops\": %.2f, \"backward_ms_min\": %.4f, \"backward_ms_median\": %.4f, "
-                 "\"backward_tflops\": %.2f}",
-                 first ? "" : ",", s.name, s.B, s.T, s.NH, s.NKV, s.HD, fmin, median(fwd), fwd_flops / fmin / 1e9, bmin, median(bwd),
-                 bwd_flops / bmin / 1e9);
-    first = false;
+    char row[512];
+    std::snprintf(row, sizeof row,
+                  "{\"name\": \"%s\", \"B\": %d, \"T\": %d, \"NH\": %d, \"NKV\": %d, \"HD\": %d, \"forward_ms_min\": %.4f, "
+                  "\"forward_ms_median\": %.4f, \"forward_tflops\": %.2f, \"backward_ms_min\": %.4f, \"backward_ms_median\": %.4f, "
+                  "\"backward_tflops\": %.2f}",
+                  s.name, s.B, s.T, s.NH, s.NKV, s.HD, fmin, median(fwd), fwd_flops / fmin / 1e9, bmin, median(bwd), bwd_flops / bmin / 1e9);
+    objects.push_back(row);
   }
-  std::fprintf(json, "]}\n");
-  std::fclose(json);
-  std::printf("wrote %s\n", json_path.c_str());
+  std::ofstream json(json_path);
+  json << "{\"precision\": \"bf16\", \"repeats\": " << repeats << ", \"shapes\": [";
+  for (std::size_t i = 0; i < objects.size(); ++i) json << (i ? ",\n " : "\n ") << objects[i];
+  json << "]}\n";
+  if (!json) throw UserError("attention_kernels: cannot write " + json_path);
+  std::cout << "wrote " << json_path << "\n";
   return 0;
 }
 
