@@ -18,6 +18,19 @@ inline AdamStep adam_step(float lr, float beta1, float beta2, float eps, int t) 
           static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta2), t)))};
 }
 
+// The factor an optimizer step takes its gradients by, from the step's summed token loss and squared
+// gradient norm (each summed over the ranks; the gradients carry the loss scale, 1 outside fp16):
+// 1 / loss_scale, times clip / (norm + 1e-6) when clip > 0 and the norm sqrt(squares) / loss_scale is
+// above clip; NaN when the mean loss loss_sum / tokens or the norm is not finite, which skips the update
+// (adamw_update). In double, rounded once: every backend, and the host deciding, get the same bits.
+DTRAIN_HOST_DEVICE inline float step_grad_factor(double loss_sum, double squares, double tokens, double loss_scale, double clip) {
+  const double loss = loss_sum / tokens, norm = std::sqrt(squares) / loss_scale;
+  if (!std::isfinite(loss) || !std::isfinite(norm)) return NAN;
+  double factor = 1.0 / loss_scale;
+  if (clip > 0 && norm > clip) factor *= clip / (norm + 1e-6);
+  return static_cast<float>(factor);
+}
+
 // Updates the moments m and v of one element with gradient g and returns its new weight from p.
 DTRAIN_HOST_DEVICE inline float adamw_element(float p, float g, float& m, float& v, float weight_decay, const AdamStep& s) {
   const float mi = s.beta1 * m + (1.0f - s.beta1) * g;

@@ -19,10 +19,11 @@ __device__ double g_partials[kReduceBlocks];
 // A thread per element of the runs laid end to end: the element's run by binary search over the runs'
 // first elements (a few cached loads), then the update.
 template <typename KT>
-__global__ void adamw_kernel(float* master, KT* copy, float* m, float* v, const float* grad, float grad_factor, const AdamRun* runs,
-                             int count, long elements, AdamStep s) {
+__global__ void adamw_kernel(float* master, KT* copy, float* m, float* v, const float* grad, const float* grad_factor_p,
+                             const AdamRun* runs, int count, long elements, AdamStep s) {
   const long j = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= elements) return;
+  const float grad_factor = *grad_factor_p;
+  if (j >= elements || !isfinite(grad_factor)) return;  // a non-finite factor: the step's update is skipped
   int lo = 0, hi = count - 1;  // the last run whose first element is at or before j
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -36,6 +37,10 @@ __global__ void adamw_kernel(float* master, KT* copy, float* m, float* v, const 
   const float updated = adamw_element(master[i], grad[i] * grad_factor, m[i], v[i], run.weight_decay, s);
   master[i] = updated;
   if (copy) copy[i] = st<KT>(updated);
+}
+
+__global__ void step_factor_kernel(float* factor, const double* sums, double tokens, double loss_scale, double clip) {
+  *factor = step_grad_factor(sums[0], sums[1], tokens, loss_scale, clip);
 }
 
 __global__ void partial_squares_kernel(const float* x, long n) {
@@ -62,8 +67,8 @@ __global__ void sum_partials_kernel(double* sum) {
 }
 
 template <typename KT>
-void adamw(float* master, KT* copy, float* m, float* v, const float* grad, float grad_factor, const AdamRun* runs, int count, long elements,
-           float lr, float beta1, float beta2, float eps, int t) {
+void adamw(float* master, KT* copy, float* m, float* v, const float* grad, const float* grad_factor, const AdamRun* runs, int count,
+           long elements, float lr, float beta1, float beta2, float eps, int t) {
   if (count <= 0 || elements <= 0) return;
   adamw_kernel<<<blocks_for(elements), kThreads>>>(master, copy, m, v, grad, grad_factor, runs, count, elements,
                                                    adam_step(lr, beta1, beta2, eps, t));
@@ -79,15 +84,20 @@ void sum_squares(double* sum, const float* x, long n) {
   DTRAIN_LAUNCH_CHECK();
 }
 
-void adamw_update(float* master, float* copy, float* m, float* v, const float* grad, float grad_factor, const AdamRun* runs, int count,
+void step_factor(float* factor, const double* sums, double tokens, double loss_scale, double clip) {
+  step_factor_kernel<<<1, 1>>>(factor, sums, tokens, loss_scale, clip);
+  DTRAIN_LAUNCH_CHECK();
+}
+
+void adamw_update(float* master, float* copy, float* m, float* v, const float* grad, const float* grad_factor, const AdamRun* runs, int count,
                   long elements, float lr, float beta1, float beta2, float eps, int t) {
   adamw(master, copy == master ? static_cast<float*>(nullptr) : copy, m, v, grad, grad_factor, runs, count, elements, lr, beta1, beta2, eps, t);
 }
-void adamw_update(float* master, bf16* copy, float* m, float* v, const float* grad, float grad_factor, const AdamRun* runs, int count,
+void adamw_update(float* master, bf16* copy, float* m, float* v, const float* grad, const float* grad_factor, const AdamRun* runs, int count,
                   long elements, float lr, float beta1, float beta2, float eps, int t) {
   adamw(master, copy, m, v, grad, grad_factor, runs, count, elements, lr, beta1, beta2, eps, t);
 }
-void adamw_update(float* master, fp16* copy, float* m, float* v, const float* grad, float grad_factor, const AdamRun* runs, int count,
+void adamw_update(float* master, fp16* copy, float* m, float* v, const float* grad, const float* grad_factor, const AdamRun* runs, int count,
                   long elements, float lr, float beta1, float beta2, float eps, int t) {
   adamw(master, copy, m, v, grad, grad_factor, runs, count, elements, lr, beta1, beta2, eps, t);
 }

@@ -1,4 +1,4 @@
-// Host backend: optimizer and precision kernels on float vectors (sum_squares, fill,
+// Host backend: optimizer and precision kernels on float vectors (sum_squares, step_factor, fill,
 // adamw_update, and the fp32 cases of narrow and widen). The bf16 compute copy of adamw_update is in
 // bf16.cpp.
 #include "kernels/adamw_math.hpp"
@@ -30,6 +30,10 @@ void sum_squares(double* sum /*(1)*/, const float* x /*(n)*/, long n) {
   *sum += s;
 }
 
+void step_factor(float* factor, const double* sums, double tokens, double loss_scale, double clip) {
+  *factor = step_grad_factor(sums[0], sums[1], tokens, loss_scale, clip);
+}
+
 void fill(float* x /*(n)*/, float value, long n) {
   for (long i = 0; i < n; ++i) x[i] = value;
 }
@@ -40,8 +44,10 @@ void narrow(float* out /*(n)*/, const float* inp /*(n)*/, long n) {
 
 void widen(float* out /*(n)*/, const float* inp /*(n)*/, long n) { narrow(out, inp, n); }
 
-void adamw_update(float* master, float* copy /*or null*/, float* m, float* v, const float* grad, float grad_factor,
+void adamw_update(float* master, float* copy /*or null*/, float* m, float* v, const float* grad, const float* grad_factor_p,
                   const AdamRun* runs /*(count)*/, int count, long /*elements*/, float lr, float beta1, float beta2, float eps, int t) {
+  const float grad_factor = *grad_factor_p;
+  if (!std::isfinite(grad_factor)) return;  // the step's loss or gradient norm was not finite: no update
   const AdamStep s = adam_step(lr, beta1, beta2, eps, t);
   for (int r = 0; r < count; ++r) {
     const long n = runs[r].count;

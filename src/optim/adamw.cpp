@@ -3,6 +3,7 @@
 #include "optim/adamw.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 #include <type_traits>
 
@@ -23,7 +24,10 @@ AdamW::AdamW(const RankPlan& plan, const OptimizerConfig& cfg, kernels::Backend 
       // Offloaded parameters (ZeRO-3) are updated where they live: no staging for them.
       params_staged_(plan.offload_optimizer && !plan.offload_params
                          ? PinnedBuffer(device_for(backend), plan.optimizer_elements() * plan.compute_type_bytes())
-                         : PinnedBuffer()) {
+                         : PinnedBuffer()),
+      unit_factor_(device_for(backend_), sizeof(float)) {
+  const float one = 1.0f;
+  unit_factor_.device().copy(unit_factor_.data(), &one, sizeof one);
   std::vector<kernels::AdamRun> runs;
   std::size_t packed = 0;  // offset of the current range in the moments (and master weights)
   for (const auto& r : plan_.optimizer_ranges) {
@@ -71,7 +75,7 @@ void AdamW::drop_early_copies() {
   std::fill(early_covered_.begin(), early_covered_.end(), 0);
 }
 
-void AdamW::step(Arena& params, Arena& grads, double lr, int t, float grad_factor, void* host_params) {
+void AdamW::step(Arena& params, Arena& grads, double lr, int t, const float* grad_factor, void* host_params) {
   if (host_params && !offloaded()) fatal("internal error: AdamW given host parameters without an offloaded optimizer");
   switch (plan_.precision) {
     case Precision::fp32: step_as<float>(params, grads, lr, t, grad_factor, static_cast<float*>(host_params)); break;
@@ -82,12 +86,18 @@ void AdamW::step(Arena& params, Arena& grads, double lr, int t, float grad_facto
 }
 
 template <typename S>
-void AdamW::step_as(Arena& params, Arena& grads, double lr, int t, float grad_factor, S* host_params) {
+void AdamW::step_as(Arena& params, Arena& grads, double lr, int t, const float* grad_factor, S* host_params) {
   // S: the compute weights' storage. A 16-bit run updates its master weights and rounds them into the
   // compute copy; an fp32 run updates the parameters themselves.
   constexpr bool kCopy = !std::is_same_v<S, float>;
   const auto f = [](double x) { return static_cast<float>(x); };
-  if (offloaded()) return offloaded_step(params, grads, lr, t, grad_factor, host_params);
+  if (offloaded()) {
+    float factor = 1.0f;
+    if (grad_factor) grads.device().copy(&factor, grad_factor, sizeof factor);  // the host updates: it waits for the factor
+    if (!std::isfinite(factor)) return drop_early_copies();  // the step's loss or gradient norm was not finite
+    return offloaded_step(params, grads, lr, t, factor, host_params);
+  }
+  if (!grad_factor) grad_factor = unit_factor_.as<float>();
   const auto& k = kernels::kernel_table<S>(backend_);
   for (const RangeRuns& r : ranges_) {
     float* m = m_.as<float>() + r.packed;

@@ -32,11 +32,13 @@ class AdamW {
   void set_master(ArenaRange r, const float* values);
   void set_master(const float* values) { set_master({0, plan_.arena_size}, values); }
   // One update of the owned ranges with learning rate lr; t is the 1-based step count. params holds
-  // plan.precision elements, grads fp32, which the update takes times grad_factor (the clipping and the
-  // loss scale divided out; on the device they are scaled in place). host_params (offloaded optimizer
-  // only): the owned ranges' compute weights in host memory, back to back (ZeRO-3's offloaded parameter
-  // slices), updated in place of the ranges of params, which the update then does not touch.
-  void step(Arena& params, Arena& grads, double lr, int t, float grad_factor = 1.0f, void* host_params = nullptr);
+  // plan.precision elements, grads fp32, which the update takes times *grad_factor (the clipping and the
+  // loss scale divided out: step_factor's output, in the memory of grads' device; null: 1); a
+  // non-finite factor skips the update. host_params (offloaded optimizer only): the owned ranges'
+  // compute weights in host memory, back to back (ZeRO-3's offloaded parameter slices), updated in place
+  // of the ranges of params, which the update then does not touch; the offloaded update reads the factor
+  // back first.
+  void step(Arena& params, Arena& grads, double lr, int t, const float* grad_factor = nullptr, void* host_params = nullptr);
   // Offloaded: the gradients of `owned` (arena elements) are final for this step, so their copy to the
   // host starts now, overlapping the rest of the backward pass (GradSync's hook). The step waits for
   // it; drop_early_copies() forgets them (a step skipped for overflow).
@@ -61,7 +63,7 @@ class AdamW {
 
   // step() for compute weights stored as S (float, bf16 or fp16), on the device or offloaded.
   template <typename S>
-  void step_as(Arena& params, Arena& grads, double lr, int t, float grad_factor, S* host_params);
+  void step_as(Arena& params, Arena& grads, double lr, int t, const float* grad_factor, S* host_params);
   template <typename S>
   void offloaded_step(Arena& params, const Arena& grads, double lr, int t, float grad_factor, S* host_params);
   // The offloaded update of one range: its elements cut into host_threads_ spans of about equal length;
@@ -77,6 +79,7 @@ class AdamW {
   // Offloaded: host copies of the owned gradients and weights (packed), in the model device's pinned
   // memory, which it copies fastest.
   PinnedBuffer grads_staged_, params_staged_;
+  Arena unit_factor_;  // (1) float 1 on the update's device: the factor of a step given none
   std::vector<RangeRuns> ranges_;
   Arena runs_;  // kernels::AdamRun entries of every range, in the memory of the device the update runs on
   int host_threads_ = 1;

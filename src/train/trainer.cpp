@@ -50,10 +50,12 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       sharded_(model_->plan().shards_params() ? std::make_unique<ShardedParams>(model_->plan(), model_->params(), ps) : nullptr),
       adamw_(model_->plan(), cfg.optimizer, backend),
       scaler_(cfg.system.precision == Precision::fp16 ? std::optional<LossScaler>(std::in_place, cfg.optimizer) : std::nullopt),
+      deferred_(!scaler_ && !model_->plan().offload_optimizer),
+      window_(deferred_ ? std::clamp(cfg.logging.log_interval, 1, kMaxPendingSteps) : 1),
       batch_elements_(static_cast<std::size_t>(plan.num_micro_batches) * static_cast<std::size_t>(model_->dims().N())),
-      host_batch_(model_->device(), 2 * batch_elements_ * sizeof(int)),
       batch_(model_->device().is_host() ? Arena() : Arena(model_->device(), 2 * batch_elements_ * sizeof(int))),
-      sums_(model_->device(), 2 * sizeof(double)),
+      sums_(model_->device(), 2 * static_cast<std::size_t>(window_) * sizeof(double)),
+      factor_(model_->device(), sizeof(float)),
       stage_(*model_),
       train_exec_(stage_, ps, schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v, ps.coords().pp),
                   plan.num_micro_batches, plan.sizes.v),
@@ -61,6 +63,8 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
                  forward_only(schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v, ps.coords().pp)),
                  plan.num_micro_batches, plan.sizes.v) {
   skipped_batches_.insert(cfg.training.iterations_to_skip.steps.begin(), cfg.training.iterations_to_skip.steps.end());
+  // On the host a queued copy is done at once: one pinned batch serves every step.
+  for (int i = 0; i < (model_->device().is_host() ? 1 : window_); ++i) host_batches_.emplace_back(model_->device(), 2 * batch_elements_ * sizeof(int));
   init_weights(cfg.training.seed);
   if (model_->plan().offload_optimizer)
     grad_sync_.on_final([this](ArenaRange mine) { adamw_.gradients_final(model_->grads(), mine); });
@@ -96,7 +100,7 @@ void Trainer::load_batches(const DataBlend& data, const std::string& stream, std
   const ActivationDims& d = model_->dims();
   const long per_micro_batch = d.N();
   const int seq = cfg_.model.seq_length;
-  int* tokens = host_batch_.as<int>();
+  int* tokens = host_batches_[batch_slot_].as<int>();
   int* targets = tokens + batch_elements_;
   // Under context parallelism whole samples are read, and the rank keeps its two chunks of each.
   std::vector<int> whole(d.cp > 1 ? 2 * static_cast<std::size_t>(plan_.micro_batch) * seq : 0);
@@ -120,6 +124,11 @@ void Trainer::load_batches(const DataBlend& data, const std::string& stream, std
     device.upload_queued(device_batch(), tokens, 2 * batch_elements_ * sizeof(int));
   else
     device.copy(device_batch(), tokens, 2 * batch_elements_ * sizeof(int));
+}
+
+void Trainer::sum_over_world_on_device(double* sums) {
+  for (Axis a : {Axis::tp, Axis::cp, Axis::dp, Axis::pp})
+    if (ps_.group(a).size() > 1) ps_.group(a).all_reduce(sums, 2, DType::f64, ReduceOp::sum, {"allreduce (loss/norm)"});
 }
 
 double Trainer::sum_over_world(double v) const {
@@ -163,7 +172,55 @@ void Trainer::inject_nonfinite_gradient() {
   });
 }
 
+void Trainer::read_pending() {
+  if (pending_.empty()) return;
+  std::vector<PendingStep> steps;
+  steps.swap(pending_);  // read or thrown away: a rollback goes on without them
+  std::vector<double> sums(2 * steps.size());
+  model_->device().copy(sums.data(), sums_.data(), sums.size() * sizeof(double));  // the one wait for the device
+  const double tokens = static_cast<double>(cfg_.model.global_batch_size) * cfg_.model.seq_length;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const PendingStep& p = steps[i];
+    // The same values on every rank (summed over the world): all decide alike. The scale is a power of
+    // two unless configured otherwise, so dividing it out is exact.
+    const StepLoss s{p.step, sums[2 * i] / tokens, std::sqrt(sums[2 * i + 1]) / p.loss_scale};
+    // A non-finite loss stops training (the forward pass overflowed or diverged: no scale cures that); a
+    // non-finite gradient norm skips the update in an fp16 run (the scale was too large) and stops
+    // training otherwise. The device skipped the step's update in both cases (step_factor).
+    const bool overflow = scaler_ && std::isfinite(s.loss) && !std::isfinite(s.grad_norm);
+    if (!overflow && (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm))) {
+      settled_.clear();
+      const int last = steps.back().step + 1;
+      char buf[640];
+      std::snprintf(buf, sizeof buf,
+                    "step %d: the loss is %g and the gradient norm %g; its optimizer update was skipped and training stops%s, "
+                    "and nothing from it is saved (the last checkpoint, if any, is untouched); lower optimizer.lr, set "
+                    "optimizer.clip_grad, check the data, or let training.on_nonfinite=rollback go back to the last checkpoint "
+                    "and skip this step's batch",
+                    p.step + 1, s.loss, s.grad_norm,
+                    last == p.step + 1 ? "" : (" at step " + std::to_string(last) + ", where it was read back").c_str());
+      throw NonFiniteStep(p.step + 1, buf);
+    }
+    if (scaler_) {
+      scaler_->update(overflow);
+      if (overflow) {
+        ++skipped_steps_;
+        adamw_.drop_early_copies();
+      }
+    }
+    settled_.push_back(s);
+  }
+}
+
+std::vector<StepLoss> Trainer::settle() {
+  read_pending();
+  std::vector<StepLoss> done;
+  done.swap(settled_);
+  return done;
+}
+
 void Trainer::abandon_step() {
+  pending_.clear(), settled_.clear();
   grad_sync_.wait_all_params();
   if (sharded_) sharded_->discard_all();
   adamw_.drop_early_copies();
@@ -184,12 +241,15 @@ StepResult Trainer::train_step(int step) {
   grad_sync_.start_step();
   MoeStats& moe = model_->moe_stats();
   moe.reset();  // from this step's forward passes only (not validation's)
-  // The step's sums on the device, (2): the summed token loss (the last stage's forwards add to it) and
-  // the squared gradient norm; the host reads both once, after the gradients are complete.
+  // The step's sums on the device, (2), in its pending slot: the summed token loss (the last stage's
+  // forwards add to it) and the squared gradient norm; read back by settle().
   Device& device = model_->device();
-  double* sums = sums_.as<double>();
+  if (static_cast<int>(pending_.size()) == window_) read_pending();  // a full window (kMaxPendingSteps)
+  const std::size_t slot = pending_.size();
+  double* sums = sums_.as<double>() + 2 * slot;
   device.zero(sums, 2 * sizeof(double));
-  // Queued: the pinned batch is rewritten only after this step's read-back has waited for the device.
+  // Queued: the step's pinned batch is rewritten only after a settle has waited for the device.
+  batch_slot_ = slot % host_batches_.size();
   load_batches(*train_data_, "train", static_cast<std::uint64_t>(step), /*queued=*/true);
   // Fault injection (debug.stall_*): this rank stops making progress in its first forward of the
   // step, as a wedged GPU or node would.
@@ -212,13 +272,13 @@ StepResult Trainer::train_step(int step) {
   if (step + 1 == cfg_.debug.nonfinite_grad_at_step && ps_.world_rank() == 0) inject_nonfinite_gradient();
 
   add_counted_sum_squares(sums + 1);
-  // The step's one wait for the device: its loss and norm, summed over the world on the host.
-  double totals[2];
-  device.copy(totals, sums, sizeof totals);
-  if (!loss_owner) totals[0] = 0.0;  // tp > 0 computed the same loss; other stages none
-  ps_.world().all_reduce(totals, 2, DType::f64, ReduceOp::sum, {"allreduce (loss/norm)"});
+  if (!loss_owner) device.zero(sums, sizeof(double));  // tp > 0 computed the same loss; other stages none
+  sum_over_world_on_device(sums);
+  // The update's factor from the sums, on the device: the loss scale divided out and the clipping, or
+  // NaN, which skips the update, for a non-finite loss or norm.
+  k32_.step_factor(factor_.as<float>(), sums, tokens, loss_scale, cfg_.optimizer.clip_grad);
+  pending_.push_back({step, loss_scale});
   StepResult r;
-  r.loss = totals[0] / tokens;
   if (!moe.tokens.empty()) {
     // Every tp rank holds the same statistics: tp rank 0 reports them (with context parallelism each cp
     // rank its own tokens per expert, and cp rank 0 the micro-batch's load-balancing loss).
@@ -229,44 +289,24 @@ StepResult Trainer::train_step(int step) {
     r.moe_aux = sums[0] / (static_cast<double>(plan_.num_micro_batches) * plan_.sizes.dp);
     r.moe_tokens.assign(sums.begin() + 1, sums.end());
   }
-  // The scale is a power of two unless configured otherwise, so dividing it out is exact.
-  r.grad_norm = std::sqrt(totals[1]) / loss_scale;
   const RankPlan& rp = model_->plan();
-  // Every rank holds the same loss and norm: all decide here together, before the optimizer step. A
-  // non-finite loss stops training (the forward pass overflowed or diverged: no scale cures that); a
-  // non-finite gradient norm skips the step in an fp16 run (the scale was too large) and stops
-  // training otherwise.
-  const bool overflow = scaler_ && std::isfinite(r.loss) && !std::isfinite(r.grad_norm);
-  if (!overflow && (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))) {
-    char buf[480];
-    std::snprintf(buf, sizeof buf,
-                  "step %d: the loss is %g and the gradient norm %g; training stops before the optimizer step, and "
-                  "nothing from this step is saved (the last checkpoint, if any, is untouched); lower optimizer.lr, set "
-                  "optimizer.clip_grad, check the data, or let training.on_nonfinite=rollback go back to the last checkpoint "
-                  "and skip this step's batch",
-                  step + 1, r.loss, r.grad_norm);
-    throw NonFiniteStep(step + 1, buf);
-  }
-  if (scaler_) scaler_->update(overflow);
-  // The update takes the gradients times one factor: the loss scale divided out and the clipping.
-  double factor = 1.0 / loss_scale;
-  if (cfg_.optimizer.clip_grad > 0 && r.grad_norm > cfg_.optimizer.clip_grad) factor *= cfg_.optimizer.clip_grad / (r.grad_norm + 1e-6);
-  if (overflow) {
-    ++skipped_steps_;
-    r.skipped = true;
-    adamw_.drop_early_copies();
-  }
-  if (scaler_) r.loss_scale = scaler_->scale();
   const int updates = step - static_cast<int>(skipped_steps_);  // updates taken before this step's
   r.lr = learning_rate(cfg_.optimizer, updates, cfg_.training.train_iters);
-  if (!overflow) {
+  {
     Trace::Span span(ps_.trace(), "optimizer", "optimizer");
     // Parameter offload: an offloaded optimizer updates the slices in host memory where they live;
     // AdamW on the device needs them in the arena for the update.
     const bool on_host = sharded_ && rp.offload_params && rp.offload_optimizer;
     if (sharded_ && !on_host) sharded_->owned_to_device();
-    adamw_.step(model_->params(), grads, r.lr, updates + 1, static_cast<float>(factor), on_host ? sharded_->host_slices() : nullptr);
+    adamw_.step(model_->params(), grads, r.lr, updates + 1, factor_.as<float>(), on_host ? sharded_->host_slices() : nullptr);
     if (sharded_ && !on_host) sharded_->owned_to_host();
+  }
+  if (!deferred_) {
+    // fp16: the scaler takes the step's overflow before the next step; the scale and skip are the step's.
+    const std::int64_t skipped_before = skipped_steps_;
+    read_pending();
+    r.skipped = skipped_steps_ > skipped_before;
+    if (scaler_) r.loss_scale = scaler_->scale();
   }
   grad_sync_.gather_params(cfg_.system.overlap_param_gather);
   if (sharded_) sharded_->discard_all();  // ZeRO-3: the gathered copies are stale now
@@ -345,6 +385,7 @@ void Trainer::gather_full_model(float* whole) {
 }
 
 RankState Trainer::state_to_save() {
+  if (!pending_.empty()) fatal("internal error: a checkpoint of steps whose loss was not read back (Trainer::settle first)");
   RankState st = host_state();
   if (st.params != model_->params().data()) {
     if (sharded_) sharded_->owned_to_device();  // parameter offload: the slices, for this copy only
@@ -375,6 +416,7 @@ void Trainer::load_state(const RankState& st) {
 
 double Trainer::evaluate() {
   if (!val_data_) fatal("evaluate() without a validation file (training.eval_interval = 0)");
+  read_pending();  // sums_ is reused below
   grad_sync_.wait_all_params();
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
   Device& device = model_->device();

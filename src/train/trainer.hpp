@@ -32,9 +32,15 @@
 
 namespace dtrain {
 
-struct StepResult {
+// What a step's read-back gives (Trainer::settle): its loss and gradient norm, summed over the ranks.
+struct StepLoss {
+  int step = 0;            // 0-based
   double loss = 0.0;       // mean token loss over the global batch
   double grad_norm = 0.0;  // before clipping, every parameter counted once
+};
+
+// What the host knows of a step when train_step returns (the loss and norm come with settle).
+struct StepResult {
   double lr = 0.0;
   double bubble = 0.0;     // measured: mean over stages of the fraction of the step spent waiting
   double all_to_all_s = 0.0;  // expert parallelism: mean over ranks of the seconds in the token all-to-alls
@@ -43,8 +49,9 @@ struct StepResult {
   // ((num_layers, E), summed over the global batch); empty tokens without MoE.
   double moe_aux = 0.0;
   std::vector<double> moe_tokens;
-  // fp16 runs: the loss scale after this step's update of it (what the next step uses), and whether the
-  // step's gradients overflowed, so that its optimizer update was skipped. 0 and false otherwise.
+  // fp16 runs (read back at every step): the loss scale after this step's update of it (what the next
+  // step uses), and whether the step's gradients overflowed, so that its optimizer update was skipped. 0
+  // and false otherwise.
   double loss_scale = 0.0;
   bool skipped = false;
   // The step's batch is skipped (training.iterations_to_skip, or a rollback's bad step): nothing ran,
@@ -62,8 +69,20 @@ class Trainer {
   Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, kernels::Backend backend,
           const std::string& tokenizer);
 
-  StepResult train_step(int step);  // 0-based step
-  double evaluate();                // mean validation loss over training.eval_iters global batches
+  // One step (0-based). Its loss and gradient norm stay on the device, summed over the ranks there, and
+  // the update takes its clipping factor from them there (step_factor; a non-finite loss or norm skips
+  // the update): the host does not wait for the step. settle() reads them back.
+  StepResult train_step(int step);
+  // Collective: the loss and gradient norm of every step trained since the last settle, in order, read
+  // back in one copy (the run's one wait for the device in those steps). Throws NonFiniteStep, naming
+  // the first step whose loss or norm is not finite (its update was skipped; the later ones were not and
+  // are dropped with the run, or with a rollback, before anything is saved). fp16 runs (the loss scaler
+  // needs each step's overflow) and an offloaded optimizer (its update runs on the host) read back every
+  // step inside train_step; so does any run whose training.log_interval steps' sums would exceed
+  // kMaxPendingSteps (settle still returns them).
+  std::vector<StepLoss> settle();
+  static constexpr int kMaxPendingSteps = 64;
+  double evaluate();  // mean validation loss over training.eval_iters global batches (settles first)
   GptModel& model() { return *model_; }
   const RankPlan& rank_plan() const { return model_->plan(); }
   Watchdog* watchdog() const { return ps_.watchdog(); }
@@ -106,12 +125,18 @@ class Trainer {
   LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }
 
  private:
-  // The rank's micro-batches of `step` of a data stream, on the device (batch_tokens(), batch_targets()):
-  // queued (Device::upload_queued: the host must wait for the device before the next load) or copied.
+  // The rank's micro-batches of `step` of a data stream, on the device (batch_tokens(), batch_targets()),
+  // through pinned batch batch_slot_: queued (Device::upload_queued, in the device's queue: that pinned
+  // batch is rewritten only after a settle) or copied.
   void load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step, bool queued);
   const int* batch_tokens() { return device_batch(); }
   const int* batch_targets() { return device_batch() + batch_elements_; }
-  int* device_batch() { return batch_.data() ? batch_.as<int>() : host_batch_.as<int>(); }
+  int* device_batch() { return batch_.data() ? batch_.as<int>() : host_batches_[batch_slot_].as<int>(); }
+  // The pending steps' sums, read back in one copy into settled_ (NonFiniteStep as settle() says).
+  void read_pending();
+  // The step's two sums (device memory) summed over every rank, on the device: over tp, cp, dp and pp
+  // in turn (the world is their product; NCCL groups need no host staging).
+  void sum_over_world_on_device(double* sums);
   double sum_over_world(double v) const;
   // The arena runs [lo, hi) of the gradients this rank counts (each element on one rank only), and
   // their squared norm added to *sum (device memory).
@@ -144,12 +169,25 @@ class Trainer {
   std::int64_t skipped_steps_ = 0;
   std::set<std::int64_t> skipped_batches_;
   Validations validations_;
-  // This rank's share of the step's global batch: tokens then targets, each (m, B, T); read into the
-  // pinned host buffer and copied to the device (the same memory on the host).
+  // Steps trained and not read back: their sums are in sums_ (slot = position), at most window_ of them.
+  // deferred_: only settle() and a full window read them; else every step is read back as it ends.
+  struct PendingStep {
+    int step;
+    double loss_scale;
+  };
+  bool deferred_;
+  int window_;
+  std::vector<PendingStep> pending_;
+  std::vector<StepLoss> settled_;  // read back, not yet returned by settle()
+  // This rank's share of the step's global batch: tokens then targets, each (m, B, T); read into a
+  // pinned host buffer and copied to the device (the same memory on the host). On a GPU each pending
+  // step has its own pinned batch, whose queued copy may not have run yet; the host needs one.
   std::size_t batch_elements_;
-  PinnedBuffer host_batch_;
+  std::vector<PinnedBuffer> host_batches_;
+  std::size_t batch_slot_ = 0;
   Arena batch_;
-  Arena sums_;  // (2) doubles on the device: a step's summed token loss and squared gradient norm
+  Arena sums_;    // (window_, 2) doubles on the device: each pending step's summed token loss and squared gradient norm
+  Arena factor_;  // (1) float on the device: the step's gradient factor (step_factor), which its update reads
   // Host copies of the state for checkpoints on a GPU (fp32 views of bf16 weights on any device).
   PinnedBuffer staged_params_, staged_master_, staged_moments_[2];
   ModelStage stage_;

@@ -120,9 +120,20 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
     const auto t0 = clock::now();
     watchdog.take_comm_seconds();  // communication outside the step (evaluation, saves) is not the step's
     watchdog.step_begin(step);
+    const bool last = step + 1 == total;
+    const bool eval_now = cfg.training.eval_interval > 0 && ((step + 1) % cfg.training.eval_interval == 0 || last);
     StepResult r;
+    std::vector<StepLoss> read;  // the steps read back here: at a log line, a validation, a save or a stop
+    int sig = 0;
     try {
       r = trainer.train_step(step);
+      // Preemption: every rank learns here whether any rank was signalled, so all stop at the same step.
+      sig = all_reduce(world, received_stop_signal(), HostOp::max);
+      // The steps' losses and norms come back (one wait for the device) where the host needs them: for a
+      // step line, before a validation, and before a save, which must not publish a step whose loss or
+      // norm is not finite (settle throws for it, naming it).
+      if ((step + 1) % cfg.logging.log_interval == 0 || last || eval_now || sig || checkpoints.due(step + 1, last, eval_now))
+        read = trainer.settle();
     } catch (const NonFiniteStep& e) {
       // Every rank threw it at the same point: all stop, or all roll back together.
       watchdog.step_end();
@@ -144,18 +155,15 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
                   " | batch skipped (training.iterations_to_skip or a rollback): no update");
     const double step_seconds = std::chrono::duration<double>(clock::now() - t0).count();
     const double busy_seconds = step_seconds - watchdog.take_comm_seconds();
-    const bool last = step + 1 == total;
     StepRecord rec;
     rec.step = step + 1;
     rec.total_steps = total;
-    if (cfg.training.eval_interval > 0 && ((step + 1) % cfg.training.eval_interval == 0 || last)) {
+    if (eval_now) {
       rec.val_loss = trainer.evaluate();
       if (!std::isfinite(*rec.val_loss))  // the same value on every rank: all stop here
         throw NonFiniteStep(step + 1, "step " + std::to_string(step + 1) + ": the validation loss is " + std::to_string(*rec.val_loss) +
                                           "; training stops (the last checkpoint, if any, is untouched)");
     }
-    // Preemption: every rank learns here whether any rank was signalled, so all stop at the same step.
-    const int sig = all_reduce(world, received_stop_signal(), HostOp::max);
     checkpoints.poll();  // a background save is published once every rank's write has finished
     // Early stopping: a validation that is not a new best counts against training.early_stop_patience.
     // The record is the trainer's, so checkpoints carry it through a resume or a rollback.
@@ -177,9 +185,10 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
     if (!r.batch_skipped) window.add(step_seconds, busy_seconds, r, checkpoints.take_times());
     const bool log_now = !r.batch_skipped && ((step + 1) % cfg.logging.log_interval == 0 || last || rec.val_loss);
     if (log_now) {
-      rec.loss = r.loss;
+      if (read.empty() || read.back().step != step) fatal("internal error: step " + std::to_string(step + 1) + " logged without its loss");
+      rec.loss = read.back().loss;
       rec.lr = r.lr;
-      rec.grad_norm = r.grad_norm;
+      rec.grad_norm = read.back().grad_norm;
       rec.pipelined = plan.sizes.pp > 1;
       rec.predicted_bubble = plan.bubble;
       const double busy = window.busy_seconds();

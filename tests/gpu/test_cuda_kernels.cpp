@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -540,14 +541,38 @@ void check_all_kernels() {
     const std::vector<kernels::AdamRun> runs{{0, 50000, 0, 0.1f}, {50030, 20000, 50000, 0.0f}, {70030, n - 70030, 70000, 0.1f}};
     const long elements = runs.back().first + runs.back().count;
     OnGpu<kernels::AdamRun> runs_d(runs);
-    // The gradients scaled by 0.61 in the update (clipping, unscaling).
-    h.adamw_update(master.data(), copy_h, m.data(), v.data(), grad.data(), 0.61f, runs.data(), 3, elements, 1e-3f, 0.9f, 0.95f, 1e-8f, 3);
-    g.adamw_update(master_d.data(), copy_g, m_d.data(), v_d.data(), grad_d.data(), 0.61f, runs_d.data(), 3, elements, 1e-3f, 0.9f, 0.95f,
-                   1e-8f, 3);
+    // The gradients scaled by 0.61 in the update (clipping, unscaling), the factor in the device's memory
+    // as step_factor leaves it.
+    const float factor = 0.61f;
+    OnGpu<float> factor_d(std::vector<float>{factor});
+    h.adamw_update(master.data(), copy_h, m.data(), v.data(), grad.data(), &factor, runs.data(), 3, elements, 1e-3f, 0.9f, 0.95f, 1e-8f, 3);
+    g.adamw_update(master_d.data(), copy_g, m_d.data(), v_d.data(), grad_d.data(), factor_d.data(), runs_d.data(), 3, elements, 1e-3f, 0.9f,
+                   0.95f, 1e-8f, 3);
     expect_close("adamw_update master", master_d.get(), master);
     expect_close("adamw_update m", m_d.get(), m);
     expect_close("adamw_update v", v_d.get(), v);
     if (copy_h) expect_close(std::string("adamw_update ") + type_name<KT>() + " copy", copy_d.get(), copy);
+    // A NaN factor (a non-finite loss or norm) leaves every element as it was, on both.
+    OnGpu<float> nan_d(std::vector<float>{NAN});
+    const auto master_before = master_d.get(), m_before = m_d.get();
+    g.adamw_update(master_d.data(), copy_g, m_d.data(), v_d.data(), grad_d.data(), nan_d.data(), runs_d.data(), 3, elements, 1e-3f, 0.9f,
+                   0.95f, 1e-8f, 4);
+    CHECK(master_d.get() == master_before);
+    CHECK(m_d.get() == m_before);
+    // step_factor: the same double arithmetic on both (kernels/adamw_math.hpp), so the same bits: below
+    // the clip, clipped, unscaled, and NaN for an infinite norm.
+    for (const auto& [squares, scale, clip] : {std::tuple{0.25, 1.0, 1.0}, std::tuple{16.0, 1.0, 1.0}, std::tuple{16.0 * 1024 * 1024, 1024.0, 2.0},
+                                               std::tuple{static_cast<double>(INFINITY), 1.0, 1.0}}) {
+      const std::vector<double> sums{20.0, squares};
+      OnGpu<double> sums_d(sums);
+      OnGpu<float> out_d(std::vector<float>{0.0f});
+      float out_h = 0.0f;
+      h.step_factor(&out_h, sums.data(), 10.0, scale, clip);
+      g.step_factor(out_d.data(), sums_d.data(), 10.0, scale, clip);
+      const float got = out_d.get()[0];
+      INFO("squares " << squares << " scale " << scale << " clip " << clip << ": cuda " << got << " host " << out_h);
+      CHECK((got == out_h || (std::isnan(got) && std::isnan(out_h))));
+    }
   }
 }
 

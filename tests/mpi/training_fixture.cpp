@@ -63,7 +63,12 @@ RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trai
   Trainer trainer(cfg, plan, ps, backend, "byte");
   if (before) before(trainer);
   RunResult r;
-  for (int s = 0; s < cfg.training.train_iters; ++s) r.losses.push_back(trainer.train_step(s).loss);
+  // Read back as the step loop does: every logging.log_interval steps and at the end.
+  for (int s = 0; s < cfg.training.train_iters; ++s) {
+    trainer.train_step(s);
+    if ((s + 1) % cfg.logging.log_interval == 0 || s + 1 == cfg.training.train_iters)
+      for (const StepLoss& done : trainer.settle()) r.losses.push_back(done.loss);
+  }
   r.losses.push_back(trainer.evaluate());
   if (inspect) inspect(trainer);
   return r;

@@ -940,7 +940,8 @@ TEST_CASE("host adamw_update: one and two steps vs double reference", "[kernels]
   for (int t = 1; t <= 2; ++t) {
     const Vec g = random_vec(rng, n);
     const dtrain::kernels::AdamRun whole{0, n, 0, wd};
-    k::adamw_update(p.data(), static_cast<float*>(nullptr), m.data(), v.data(), g.data(), 1.0f, &whole, 1, n, lr, b1, b2, eps, t);
+    const float one = 1.0f;
+    k::adamw_update(p.data(), static_cast<float*>(nullptr), m.data(), v.data(), g.data(), &one, &whole, 1, n, lr, b1, b2, eps, t);
     for (long i = 0; i < n; ++i) {
       const double gi = g[i];
       md[i] = double(b1) * md[i] + (1.0 - double(b1)) * gi;
@@ -966,11 +967,39 @@ TEST_CASE("host adamw_update: grad_factor is the gradients scaled first, bit for
   for (float& x : scaled) x *= factor;
   const dtrain::kernels::AdamRun whole{0, n, 0, 0.1f};
   Vec p1 = p0, m1(n, 0.1f), v1(n, 0.2f), p2 = p0, m2(n, 0.1f), v2(n, 0.2f);
-  k::adamw_update(p1.data(), static_cast<float*>(nullptr), m1.data(), v1.data(), g.data(), factor, &whole, 1, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 2);
-  k::adamw_update(p2.data(), static_cast<float*>(nullptr), m2.data(), v2.data(), scaled.data(), 1.0f, &whole, 1, n, 1e-3f, 0.9f, 0.95f, 1e-8f,
+  const float one = 1.0f;
+  k::adamw_update(p1.data(), static_cast<float*>(nullptr), m1.data(), v1.data(), g.data(), &factor, &whole, 1, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 2);
+  k::adamw_update(p2.data(), static_cast<float*>(nullptr), m2.data(), v2.data(), scaled.data(), &one, &whole, 1, n, 1e-3f, 0.9f, 0.95f, 1e-8f,
                   2);
   CHECK(p1 == p2);
   CHECK(m1 == m2);
   CHECK(v1 == v2);
   CHECK(p1 != p0);
+  // A non-finite factor (step_factor's mark of a non-finite loss or norm) leaves everything as it was.
+  const Vec p_before = p1, m_before = m1, v_before = v1;
+  for (const float bad : {NAN, INFINITY}) {
+    k::adamw_update(p1.data(), static_cast<float*>(nullptr), m1.data(), v1.data(), g.data(), &bad, &whole, 1, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 3);
+    CHECK(p1 == p_before);
+    CHECK(m1 == m_before);
+    CHECK(v1 == v_before);
+  }
+}
+
+TEST_CASE("host step_factor: the clipping and unscaling factor, NaN for a non-finite loss or norm", "[kernels]") {
+  // sums: summed token loss, squared gradient norm (of gradients carrying the loss scale).
+  auto factor = [](double loss_sum, double squares, double tokens, double scale, double clip) {
+    const double sums[2] = {loss_sum, squares};
+    float f = -1.0f;
+    k::step_factor(&f, sums, tokens, scale, clip);
+    return f;
+  };
+  CHECK(factor(20.0, 0.25, 10.0, 1.0, 1.0) == 1.0f);                                     // norm 0.5: below the clip
+  CHECK(factor(20.0, 16.0, 10.0, 1.0, 1.0) == static_cast<float>(1.0 / (4.0 + 1e-6)));   // norm 4: clipped to 1
+  CHECK(factor(20.0, 16.0, 10.0, 1.0, 0.0) == 1.0f);                                     // clip 0: never
+  CHECK(factor(20.0, 16.0 * 1024 * 1024, 10.0, 1024.0, 8.0) == 1.0f / 1024);             // scale divided out: norm 4 < 8
+  CHECK(factor(20.0, 16.0 * 1024 * 1024, 10.0, 1024.0, 2.0) == static_cast<float>(2.0 / (4.0 + 1e-6) / 1024));
+  CHECK(std::isnan(factor(INFINITY, 0.25, 10.0, 1.0, 1.0)));  // loss
+  CHECK(std::isnan(factor(NAN, 0.25, 10.0, 1.0, 1.0)));
+  CHECK(std::isnan(factor(20.0, INFINITY, 10.0, 1.0, 1.0)));  // norm
+  CHECK(std::isnan(factor(20.0, NAN, 10.0, 1.0, 0.0)));
 }
