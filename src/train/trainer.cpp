@@ -127,6 +127,9 @@ void Trainer::load_batches(const DataBlend& data, const std::string& stream, std
 }
 
 void Trainer::sum_over_world_on_device(double* sums) {
+  // Every member of a group gets the same bits from it; groups of one axis with the same inputs (the
+  // tp ranks' cp groups, say) are taken to sum alike, as the gradient reductions of parameters
+  // replicated over tp already take: they have the same size and span the same kind of links.
   for (Axis a : {Axis::tp, Axis::cp, Axis::dp, Axis::pp})
     if (ps_.group(a).size() > 1) ps_.group(a).all_reduce(sums, 2, DType::f64, ReduceOp::sum, {"allreduce (loss/norm)"});
 }
@@ -237,6 +240,8 @@ StepResult Trainer::train_step(int step) {
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
   Arena& grads = model_->grads();
   const double all_to_all_before = ps_.ep().all_to_all_seconds();
+  // A full window (kMaxPendingSteps) is read back before the step touches anything (it may throw).
+  if (static_cast<int>(pending_.size()) == window_) read_pending();
   grad_sync_.wait_params(-1);
   grad_sync_.start_step();
   MoeStats& moe = model_->moe_stats();
@@ -244,7 +249,6 @@ StepResult Trainer::train_step(int step) {
   // The step's sums on the device, (2), in its pending slot: the summed token loss (the last stage's
   // forwards add to it) and the squared gradient norm; read back by settle().
   Device& device = model_->device();
-  if (static_cast<int>(pending_.size()) == window_) read_pending();  // a full window (kMaxPendingSteps)
   const std::size_t slot = pending_.size();
   double* sums = sums_.as<double>() + 2 * slot;
   device.zero(sums, 2 * sizeof(double));
