@@ -158,7 +158,7 @@ void AdamW::update_on_host(const RangeRuns& r, float* master, S* copy, float* m,
       const long lo = std::max(from, run.first), hi = std::min(to, run.first + run.count);
       for (long j = lo; j < hi; ++j) {
         const long i = run.offset + (j - run.first);
-        // g x factor in float: the rounding of the scale kernel the device path clips with.
+        // g x factor in float, as adamw_update forms it on the device.
         master[i] = kernels::adamw_element(master[i], g[i] * grad_factor, m[i], v[i], run.weight_decay, s);
         if (copy) copy[i] = from_float<S>(master[i]);
       }
