@@ -4,7 +4,9 @@ JSON, the lines the visit prints, and OUT_DIR/summary.json with its verdict. Onl
 
   gpu_visit_report.py dtrain WORK MICRO_BATCHES WARMUP DTRAIN_LOG   JSON of the timed runs and the profile
   gpu_visit_report.py ncu WORK                                      JSON of the ncu.*.csv files
-  gpu_visit_report.py show-dtrain JSON | show-ncu JSON              the lines the visit prints
+  gpu_visit_report.py variants WORK                                 JSON of the variants (WORK/var/NAME.json) and
+                                                                    this tree's step time over each's
+  gpu_visit_report.py show-dtrain JSON | show-ncu JSON | show-variants JSON   the lines the visit prints
   gpu_visit_report.py summary WORK OUT_DIR                          writes OUT_DIR/summary.json
   gpu_visit_report.py verdict SUMMARY                               prints it; exit 1 if a stage failed
 """
@@ -17,7 +19,7 @@ import re
 import statistics
 import sys
 
-STAGES = ["preflight", "tests", "sanitizer", "dtrain", "torch", "hf", "ncu", "attention"]
+STAGES = ["preflight", "tests", "sanitizer", "dtrain", "torch", "hf", "ncu", "attention", "variants"]
 
 
 def dtrain(work, mbs, warmup, log):
@@ -106,6 +108,42 @@ def ncu(work):
     print(json.dumps({"kernels": kern[:20], "seconds_total": sum(k["seconds"] for k in kern)}))
 
 
+def variants(work):
+    """Each variant's runs and profile (WORK/var/NAME.json, as dtrain() writes them), and the step time of
+    this tree (WORK/dtrain.json) over each variant's at the micro-batch both ran."""
+    main = {}
+    if os.path.exists(os.path.join(work, "dtrain.json")):
+        try:
+            main = {r["micro_batch"]: r for r in json.load(open(os.path.join(work, "dtrain.json")))["runs"]}
+        except ValueError:
+            pass
+    res = {"variants": {}, "main_over_variant": {}}
+    for path in sorted(glob.glob(os.path.join(work, "var", "*.json"))):
+        name = os.path.basename(path)[:-len(".json")]
+        try:
+            v = json.load(open(path))
+        except ValueError:
+            continue
+        res["variants"][name] = v
+        for r in v.get("runs", []):
+            if r["micro_batch"] in main:
+                m = main[r["micro_batch"]]
+                res["main_over_variant"][name] = {"micro_batch": r["micro_batch"],
+                                                  "step_ms_median": m["step_ms_median"] / r["step_ms_median"],
+                                                  "step_ms_min": m["step_ms_min"] / r["step_ms_min"]}
+    print(json.dumps(res))
+
+
+def show_variants(path):
+    d = json.load(open(path))
+    for name, v in d["variants"].items():
+        for r in v.get("runs", []):
+            print("   variant %s mb %d: %.1f ms/step median (min %.1f)" % (name, r["micro_batch"], r["step_ms_median"], r["step_ms_min"]))
+    for name, q in d["main_over_variant"].items():
+        print("   this tree over %s at mb %d: step time x%.3f (median), x%.3f (min)" % (name, q["micro_batch"], q["step_ms_median"],
+                                                                                        q["step_ms_min"]))
+
+
 def show_dtrain(path):
     d = json.load(open(path))
     for r in d["runs"]:
@@ -176,7 +214,8 @@ def verdict(path):
     return 0 if all(v["passed"] or v["skipped"] for v in s["stages"].values()) else 1
 
 
-COMMANDS = {"dtrain": (dtrain, 4), "ncu": (ncu, 1), "show-dtrain": (show_dtrain, 1), "show-ncu": (show_ncu, 1),
+COMMANDS = {"dtrain": (dtrain, 4), "ncu": (ncu, 1), "variants": (variants, 1), "show-dtrain": (show_dtrain, 1), "show-ncu": (show_ncu, 1),
+            "show-variants": (show_variants, 1),
             "summary": (summary, 2), "verdict": (verdict, 1)}
 
 if __name__ == "__main__":

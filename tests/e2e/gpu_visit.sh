@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tools/gpu-visit on a machine without a GPU (nvidia-smi is replaced by one that fails, so the test means
 # the same on a GPU machine), from the build tree:
-#   no_gpu      the default stages: exit 77 after the preflight alone, within 30 s, saying there is no GPU
+#   no_gpu      the default stages: exit 77 after the preflight alone, within 30 s, saying there is no GPU;
+#               --variants with a missing folder: exit 2, naming it; the report's variants step: this
+#               tree's step time over a variant's, from their JSON (hand-made here: the timing needs a GPU)
 #   cpu_stages  --stages torch,hf (the stages that need no GPU), /usr/bin's python3 (PyTorch): the torch
 #               script ran at its tiny shape on the CPU; the hf stage trained and exported its three models
 #               (its log holds the config.json of a GPT2LMHeadModel and of two LlamaForCausalLM, one with
@@ -33,6 +35,22 @@ s = json.load(open(sys.argv[1]))["stages"]
 assert list(s) == ["preflight"] and s["preflight"]["passed"], s
 PY
     echo "exit 77 after ${seconds}s, only the preflight ran"
+    "$src/tools/gpu-visit" --build "$build" --variants "$work/none" "$out" > "$work/variants.log" 2>&1
+    rc=$?
+    [ $rc = 2 ] && grep -q "no variants folder at $work/none" "$work/variants.log" || { cat "$work/variants.log"; fail "--variants of a missing folder: exit $rc"; }
+    mkdir -p "$work/report/var"
+    echo '{"runs": [{"micro_batch": 16, "step_ms_median": 36.0, "step_ms_min": 35.0}]}' > "$work/report/dtrain.json"
+    echo '{"runs": [{"micro_batch": 16, "step_ms_median": 40.0, "step_ms_min": 37.5}]}' > "$work/report/var/old.json"
+    python3 "$src/tools/gpu_visit_report.py" variants "$work/report" > "$work/report/variants.json" || fail "the report's variants step"
+    python3 - "$work/report/variants.json" <<'PY' || fail "the variants' ratios"
+import json, sys
+d = json.load(open(sys.argv[1]))
+q = d["main_over_variant"]["old"]
+assert q == {"micro_batch": 16, "step_ms_median": 0.9, "step_ms_min": 35.0 / 37.5}, q
+assert d["variants"]["old"]["runs"][0]["step_ms_median"] == 40.0
+PY
+    python3 "$src/tools/gpu_visit_report.py" show-variants "$work/report/variants.json" | grep -q "this tree over old at mb 16: step time x0.900" ||
+      fail "show-variants"
     ;;
   cpu_stages)
     "$src/tools/gpu-visit" --build "$build" --stages torch,hf "$out" > "$work/visit.log" 2>&1
