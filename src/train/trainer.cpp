@@ -311,6 +311,9 @@ StepResult Trainer::train_step(int step) {
     read_pending();
     r.skipped = skipped_steps_ > skipped_before;
     if (scaler_) r.loss_scale = scaler_->scale();
+    // The step line's rate: the schedule at the updates taken, this step's skip counted (as before the
+    // factor moved to the device; the update itself used the rate before it, and for a skip none).
+    r.lr = learning_rate(cfg_.optimizer, step - static_cast<int>(skipped_steps_), cfg_.training.train_iters);
   }
   grad_sync_.gather_params(cfg_.system.overlap_param_gather);
   if (sharded_) sharded_->discard_all();  // ZeRO-3: the gathered copies are stale now
