@@ -12,10 +12,12 @@
 #include "common/error.hpp"
 #include "kernels/kernels.hpp"
 #include "model/activations.hpp"
+#include "model/device_values.hpp"
 #include "model/dense_mlp.hpp"
 #include "model/linear_output.hpp"
 #include "model/param_views.hpp"
 #include "model/ring_attention.hpp"
+#include "model/vocab_parallel_softmax.hpp"
 
 namespace dtrain {
 namespace {
@@ -274,20 +276,7 @@ void GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
 
   norm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, block_input(s, blocks_per_chunk_), p_.lnf_w, p_.lnf_b);
   k_.matmul_forward(s.logits, s.lnf, p_.head, nullptr, N, d.C, d.Vl);
-  // Vocab-parallel softmax: global max, global sum of exponentials, and the target logit from the rank
-  // whose vocabulary slice holds it; no rank ever holds full-vocabulary logits.
-  if (tp_) {
-    k_.xent_row_max(s.row_max, s.logits, N, d.Vl);
-    tp_->all_reduce_max(s.row_max, N);
-    k_.xent_row_sum_exp(s.row_sum, s.logits, s.row_max, N, d.Vl);
-  } else {
-    k_.xent_row_max_sum_exp(s.row_max, s.row_sum, s.logits, N, d.Vl);
-  }
-  k_.xent_target_logit(s.target_logit, s.logits, batch.targets, vocab_start_, N, d.Vl);
-  if (tp_) {
-    tp_->all_reduce(s.row_sum, N);
-    tp_->all_reduce(s.target_logit, N);
-  }
+  vocab_parallel_softmax_stats(k_, tp_, s.row_max, s.row_sum, s.target_logit, s.logits, batch.targets, vocab_start_, N, d.Vl);
   hook(kHeadLayer, LayerPhase::after_forward);
   k_.xent_loss(batch.loss_sum, s.lse, s.row_max, s.row_sum, s.target_logit, N);
 }
@@ -366,36 +355,17 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
 
 template <typename T>
 void GptModelImpl<T>::logits_row(int slot, long row, float* out) {
-  const int V = dims().Vl;
-  std::vector<T> staged(static_cast<std::size_t>(V));
-  device().copy(staged.data(), acts_.slot(slot).logits + row * V, sizeof(T) * staged.size());
-  kernels::host::widen(out, staged.data(), V);
+  read_values(device(), out, acts_.slot(slot).logits + row * dims().Vl, dims().Vl);
 }
 
 template <typename T>
 void GptModelImpl<T>::set_parameters(ArenaRange r, const float* values) {
-  const long n = static_cast<long>(r.end - r.begin);
-  T* dest = params_.as<T>() + r.begin;
-  if (device().is_host()) {
-    kernels::host::narrow(dest, values, n);
-    return;
-  }
-  std::vector<T> staged(static_cast<std::size_t>(n));
-  kernels::host::narrow(staged.data(), values, n);
-  device().copy(dest, staged.data(), sizeof(T) * staged.size());
+  write_values(device(), params_.as<T>() + r.begin, values, static_cast<long>(r.end - r.begin));
 }
 
 template <typename T>
 void GptModelImpl<T>::get_parameters(ArenaRange r, float* values) {
-  const long n = static_cast<long>(r.end - r.begin);
-  const T* src = params_.as<T>() + r.begin;
-  if (device().is_host()) {
-    kernels::host::widen(values, src, n);
-    return;
-  }
-  std::vector<T> staged(static_cast<std::size_t>(n));
-  device().copy(staged.data(), src, sizeof(T) * staged.size());
-  kernels::host::widen(values, staged.data(), n);
+  read_values(device(), values, params_.as<T>() + r.begin, static_cast<long>(r.end - r.begin));
 }
 
 }  // namespace
