@@ -25,12 +25,13 @@ here=$(dirname "$0")
 source "$here/lib.sh"
 make_small_data "$tool"
 
-# train NP METRICS CKPT_DIR ARGS...: the small model, 4 steps, saves at 2 and 4; every rank must exit 0.
+# train NP METRICS CKPT_DIR ARGS...: the small model, 4 steps, saves at 2 and 4, no text sample (ARGS may ask
+# for one); every rank must exit 0.
 train() {
   local np=$1 metrics=$2 dir=$3; shift 3
   timeout -k 5 240 mpirun -np "$np" "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --model.global_batch_size=8 \
     --model.micro_batch_size=2 --training.train_iters=4 --training.eval_interval=0 --logging.log_interval=1 "$smooth_adam" \
-    "--logging.metrics_file=$metrics" "--checkpoint.dir=$dir" --checkpoint.save_interval=2 "$@" > "$work/last.log" 2>&1
+    "--logging.metrics_file=$metrics" "--checkpoint.dir=$dir" --checkpoint.save_interval=2 "$no_sample" "$@" > "$work/last.log" 2>&1
   local rc=$?
   [ $rc -eq 0 ] || { cat "$work/last.log"; fail "training exited $rc"; }
 }
@@ -83,7 +84,7 @@ case $case_name in
   large_model_memory)
     big=(--model.vocab_size=16384 --model.hidden_size=1024 --model.num_attention_heads=8 --model.num_layers=6 --model.seq_length=32
          --model.global_batch_size=4 --model.micro_batch_size=1 --training.train_iters=1 --checkpoint.save_interval=1
-         --system.zero_stage=3 --system.memory_budget_gb=1)
+         --system.zero_stage=3 --system.memory_budget_gb=1 --logging.sample_tokens=240)
     train 4 "$work/big.jsonl" "$work/ckB" "${tp2dp2[@]}" "${big[@]}"
     line=$(grep -a '^memory: ' "$work/last.log") || { cat "$work/last.log"; fail "no memory line"; }
     echo "  $line"

@@ -32,6 +32,9 @@ losses() { grep -o '"loss": [0-9.e+-]*' "$1" | awk '{print $2}'; }
 # step 4 follows one update (S = 1), so compare_tail uses reorder_tol N 1.
 reorder_tol() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.3e", (s + 1) * 2 * n / 16777216 }'; }
 smooth_adam=--optimizer.eps=1e-4
+# No text sample after training where a test does not read it: the sample is 240 forward passes on
+# rank 0, about 0.9 s of every tiny run (165 runs of the suite printed one).
+no_sample=--logging.sample_tokens=0
 # bf16's unit roundoff, 2^-8: two runs that store values in bf16 agree to it (testing::kBf16Resolution).
 bf16_resolution=0.00390625
 # compare_tail RESUMED_METRICS TOLERANCE [REFERENCE_METRICS]: the 2 steps of a resumed run (steps 3-4)

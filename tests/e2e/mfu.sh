@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 make_small_data "$tool" 200
 args=("$src/inputs/tiny.ini" "--data.path=$work/d" --model.seq_length=1024 --model.hidden_size=32 --model.num_attention_heads=2
       --model.num_layers=4 --model.global_batch_size=4 --model.micro_batch_size=1 --training.train_iters=12 --training.eval_interval=0
-      --checkpoint.dir= --logging.log_interval=1)
+      --checkpoint.dir= --logging.log_interval=1 "$no_sample")
 check() {  # check NAME: every logged MFU in (0, 1]
   local n
   n=$(grep -o '"mfu": [0-9.e+-]*' "$work/$1.jsonl" | awk '{ if ($2 <= 0 || $2 > 1) bad++; n++ } END { print (bad ? -1 : n) }')
