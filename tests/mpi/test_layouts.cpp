@@ -453,7 +453,8 @@ TEST_CASE("optimizer and parameter offload train bit-identically", "[mpi][layout
 // the step's tokens (a lost or doubled micro-batch is 1e-2; bf16 within kBf16Resolution). At every layout with dp in {2, 4}
 // and tp, pp in {1, 2} the job's size allows: GPT-2 blocking and overlapped; overlapped also Llama, bf16,
 // full recomputation (a replayed group needs its parameters again) and a model of realistic message
-// sizes. ZeRO-1 matches one rank.
+// sizes, at every layout of 4 ranks and at tp=2 pp=2 dp=2 of 8 (dp=4 with tp or pp: GPT-2 only; these
+// models change what is gathered, not how dp slices it). ZeRO-1 matches one rank.
 TEST_CASE("ZeRO-2 and ZeRO-3 train exactly as ZeRO-1", "[mpi][layouts][zero]") {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -478,7 +479,7 @@ TEST_CASE("ZeRO-2 and ZeRO-3 train exactly as ZeRO-1", "[mpi][layouts][zero]") {
   for (Variant v : layouts)
     for (bool overlap : {false, true})
       for (const auto& model : models) {
-        if (!overlap && &model != &models.front()) continue;
+        if (&model != &models.front() && (!overlap || (world == 8 && v.dp == 4))) continue;
         v.overlap = overlap;
         std::vector<float> init;  // the initial weights, the same at every stage
         auto run_stage = [&](int stage, std::vector<float>& weights) {
