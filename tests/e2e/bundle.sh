@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The portable bundle as a user on another machine meets it: tools/make-bundle, the xz archive (under 45
-# MiB, so that it and the repository fit a 64 MiB transfer to a GPU machine with room for a few
-# variant binaries; both sizes printed) unpacked into another directory, then one case, with a cleared environment:
-#   runs_elsewhere  LD_LIBRARY_PATH only the machine's CUDA libraries (as `module load cuda` gives them):
+# The portable bundle as a user on another machine meets it: tools/make-bundle into one directory, then
+# one case in another directory, with a cleared environment:
+#   runs_elsewhere  the xz archive (under 45 MiB, so that it and the repository fit a 64 MiB transfer to a
+#     GPU machine with room for a few variant binaries; both sizes printed), unpacked; LD_LIBRARY_PATH
+#     only the machine's CUDA libraries (as `module load cuda` gives them):
 #     - ldd of every executable and library of the bundle resolves nothing outside it except glibc,
 #       libstdc++/libgcc and the CUDA libraries;
 #     - mpirun -np 4 dtrain inputs/tiny.ini trains and checkpoints, and every shared object the ranks and
 #       mpirun load (plugins included, as the loader reports them: LD_DEBUG=files) comes from the bundle
 #       or that same list; ckpt-consolidate --verify of the checkpoint passes;
-#   wheel_libs  CUDA only as NVIDIA's python wheels lay it out (site-packages/nvidia/cu13/lib,
+#   wheel_libs  the directory moved (make-bundle --no-archive); CUDA only as NVIDIA's python wheels lay it out (site-packages/nvidia/cu13/lib,
 #     site-packages/nvidia/nccl/lib, made here from the machine's libraries, on PYTHONPATH), nothing on
 #     LD_LIBRARY_PATH, no CUDA_HOME, DTRAIN_CUDA_DIRS pointing nowhere: env.sh says each GPU library came
 #     from the wheels, and the loader without its cache (this machine's ld.so.cache knows the CUDA install)
@@ -31,14 +32,20 @@ outside() {  # outside BUNDLE: reads "name path" lines, prints those resolved ou
     print }'
 }
 
-"$src/tools/make-bundle" --build "$build" "$work/dtrain-bundle" || fail "make-bundle"
-archive=$work/dtrain-bundle.tar.xz
-size=$(stat -c %s "$archive")
-echo "archive $(( size / 1048576 )) MiB, unpacked $(du -sm "$work/dtrain-bundle" | cut -f1) MiB"
-[ "$size" -lt $(( 45 * 1048576 )) ] || fail "the archive is $(( size / 1048576 )) MiB, more than 45"
 mkdir "$work/elsewhere"
-tar -C "$work/elsewhere" -xJf "$archive" || fail "unpacking"
-rm -rf "$work/dtrain-bundle"  # nothing may refer to where it was built
+if [ "$case" = runs_elsewhere ]; then
+  "$src/tools/make-bundle" --build "$build" "$work/dtrain-bundle" || fail "make-bundle"
+  archive=$work/dtrain-bundle.tar.xz
+  size=$(stat -c %s "$archive")
+  echo "archive $(( size / 1048576 )) MiB, unpacked $(du -sm "$work/dtrain-bundle" | cut -f1) MiB"
+  [ "$size" -lt $(( 45 * 1048576 )) ] || fail "the archive is $(( size / 1048576 )) MiB, more than 45"
+  tar -C "$work/elsewhere" -xJf "$archive" || fail "unpacking"
+  rm -rf "$work/dtrain-bundle"  # nothing may refer to where it was built
+else
+  "$src/tools/make-bundle" --build "$build" --no-archive "$work/dtrain-bundle" || fail "make-bundle"
+  [ ! -e "$work/dtrain-bundle.tar.xz" ] || fail "make-bundle --no-archive wrote an archive"
+  mv "$work/dtrain-bundle" "$work/elsewhere/" || fail "moving the bundle"
+fi
 b=$work/elsewhere/dtrain-bundle
 # CUDA builds: the CUDA libraries come from the machine, as `module load cuda` would provide them.
 cuda_libs=$(ldconfig -p | awk '/libcudart.so/ {print $NF; exit}' | xargs -r dirname)
