@@ -469,10 +469,11 @@ TEST_CASE("ZeRO-2 and ZeRO-3 train exactly as ZeRO-1", "[mpi][layouts][zero]") {
   const std::vector<std::string> llama = {"--model.normalization=RMSNorm", "--model.position_embedding_type=rope", "--model.swiglu=true",
                                           "--model.group_query_attention=true", "--model.num_query_groups=2"};
   // The last model has 3 MiB buckets and 256 KiB activations, with synchronous pipeline sends: the
-  // prefetched gathers meet the pipeline's transfers above every eager limit.
+  // prefetched gathers meet the pipeline's transfers above every eager limit. 4 layers of 3 MiB (two
+  // buckets a stage at pp=2) keep those sizes at half the arithmetic of 8.
   const std::vector<std::vector<std::string>> models = {
       {}, llama, {"--system.precision=bf16"}, {"--model.recompute_granularity=full", "--model.recompute_num_layers=2"},
-      {"--model.hidden_size=256", "--model.seq_length=64", "--model.micro_batch_size=4", "--model.global_batch_size=16",
+      {"--model.hidden_size=256", "--model.num_layers=4", "--model.seq_length=64", "--model.micro_batch_size=4", "--model.global_batch_size=16",
        "--training.train_iters=3", "--debug.synchronous_sends=true"}};
   // Blocking and overlapped reductions and gathers on the first model; the other models, which change
   // what is gathered and when (another block, bf16 copies, replayed groups, realistic sizes), overlapped.
