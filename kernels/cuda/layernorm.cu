@@ -1,9 +1,11 @@
 // CUDA backend: layer normalisation over the last dim (biased variance, two passes), a warp per row, the
-// row held in registers when at most kFusedColumns wide (the backward in norm_backward.cuh: rows up to kFusedColumns wide in one pass with the weight and bias
-// gradients; wider rows, the input gradient, then the weight and bias gradients as deterministic block
-// column sums, both in one pass over the rows).
+// row held in registers when at most kFusedColumns wide (norm_forward.cuh, which also takes the residual
+// add before the norm: residual_layernorm_forward). The backward in norm_backward.cuh: rows up to
+// kFusedColumns wide in one pass with the weight and bias gradients; wider rows, the input gradient, then
+// the weight and bias gradients as deterministic block column sums, both in one pass over the rows.
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/norm_backward.cuh"
+#include "kernels/cuda/norm_forward.cuh"
 #include "kernels/kernels.hpp"
 
 namespace dtrain::kernels::cuda {
@@ -35,53 +37,6 @@ __global__ void layernorm_forward_kernel(KT* out, float* mean, float* rstd, cons
   }
 }
 
-// Rows of at most kFusedColumns: the row is read once, in 16-byte packs, into registers (kPacks packs a
-// lane; zeros past C: load_pack), and the mean, the variance about it and the output come from there; the same two
-// passes of arithmetic as above, in another order of the sums.
-template <typename KT, bool kVector, int kPacks>
-__global__ void layernorm_forward_packs_kernel(KT* out, float* mean, float* rstd, const KT* inp, const KT* weight, const KT* bias, long N,
-                                               int C, float eps) {
-  constexpr int P = kPack<KT>;
-  const long row = static_cast<long>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
-  if (row >= N) return;
-  const int lane = threadIdx.x;
-  const KT* x = inp + row * C;
-  float xv[kPacks][P];
-  float s = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kPacks; ++j) {
-    load_pack<kVector>(xv[j], x, (j * 32 + lane) * P, C);
-#pragma unroll
-    for (int k = 0; k < P; ++k) s += xv[j][k];
-  }
-  const float m = warp_sum(s) / C;
-  float v = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kPacks; ++j)
-#pragma unroll
-    for (int k = 0; k < P; ++k) {
-      const float d = (j * 32 + lane) * P + k < C ? xv[j][k] - m : 0.0f;
-      v += d * d;
-    }
-  const float r = rsqrtf(warp_sum(v) / C + eps);
-  KT* o = out + row * C;
-#pragma unroll
-  for (int j = 0; j < kPacks; ++j) {
-    const int i = (j * 32 + lane) * P;
-    if (i >= C) break;  // this lane's later packs are past the row too
-    float wv[P], bv[P];
-    load_n<kVector>(wv, weight, i, C);
-    load_n<kVector>(bv, bias, i, C);
-#pragma unroll
-    for (int k = 0; k < P; ++k) xv[j][k] = (xv[j][k] - m) * r * wv[k] + bv[k];
-    store_n<kVector>(o, xv[j], i, C);
-  }
-  if (lane == 0) {
-    mean[row] = m;
-    rstd[row] = r;
-  }
-}
-
 // The weight and bias gradients' terms of row r, column c: dout * xhat and dout.
 template <typename KT>
 struct WeightAndBiasTerms {
@@ -97,23 +52,22 @@ struct WeightAndBiasTerms {
 
 template <typename KT>
 void layernorm_fw(KT* out, float* mean, float* rstd, const KT* inp, const KT* weight, const KT* bias, long N, int C, float eps) {
-  constexpr int P = kPack<KT>;
-  const dim3 grid(blocks_for(N, kWarpsPerBlock)), block(32, kWarpsPerBlock);
-  const bool vector = packs_fit<KT>(C, out, inp, weight, bias);
-  auto packs_kernel = [&](auto packs_c) {
-    constexpr int kP = decltype(packs_c)::value;
-    if constexpr (kP * 32 * P <= kFusedColumns) {
-      if (vector)
-        layernorm_forward_packs_kernel<KT, true, kP><<<grid, block>>>(out, mean, rstd, inp, weight, bias, N, C, eps);
-      else
-        layernorm_forward_packs_kernel<KT, false, kP><<<grid, block>>>(out, mean, rstd, inp, weight, bias, N, C, eps);
-    }
-  };
-  if (C <= kFusedColumns)
-    with_lane_packs((C + 32 * P - 1) / (32 * P), packs_kernel);
-  else
-    layernorm_forward_kernel<<<grid, block>>>(out, mean, rstd, inp, weight, bias, N, C, eps);
+  if (!launch_norm_forward_packs<true>(static_cast<KT*>(nullptr), out, mean, rstd, inp, static_cast<const KT*>(nullptr), weight, bias, N,
+                                       C, eps))
+    layernorm_forward_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(out, mean, rstd, inp, weight, bias, N, C, eps);
   DTRAIN_LAUNCH_CHECK();
+}
+
+// The residual add and the norm in one pass where the row fits registers, else the two kernels.
+template <typename KT>
+void residual_layernorm_fw(KT* res, KT* out, float* mean, float* rstd, const KT* inp1, const KT* inp2, const KT* weight, const KT* bias,
+                           long N, int C, float eps) {
+  if (launch_norm_forward_packs<true>(res, out, mean, rstd, inp1, inp2, weight, bias, N, C, eps)) {
+    DTRAIN_LAUNCH_CHECK();
+    return;
+  }
+  residual_forward(res, inp1, inp2, N * C);
+  layernorm_fw(out, mean, rstd, res, weight, bias, N, C, eps);
 }
 
 template <typename KT>
@@ -138,6 +92,18 @@ void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, con
 void layernorm_forward(fp16* out, float* mean, float* rstd, const fp16* inp, const fp16* weight, const fp16* bias, long N, int C,
                        float eps) {
   layernorm_fw(out, mean, rstd, inp, weight, bias, N, C, eps);
+}
+void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* inp1, const float* inp2, const float* weight,
+                                const float* bias, long N, int C, float eps) {
+  residual_layernorm_fw(res, out, mean, rstd, inp1, inp2, weight, bias, N, C, eps);
+}
+void residual_layernorm_forward(bf16* res, bf16* out, float* mean, float* rstd, const bf16* inp1, const bf16* inp2, const bf16* weight,
+                                const bf16* bias, long N, int C, float eps) {
+  residual_layernorm_fw(res, out, mean, rstd, inp1, inp2, weight, bias, N, C, eps);
+}
+void residual_layernorm_forward(fp16* res, fp16* out, float* mean, float* rstd, const fp16* inp1, const fp16* inp2, const fp16* weight,
+                                const fp16* bias, long N, int C, float eps) {
+  residual_layernorm_fw(res, out, mean, rstd, inp1, inp2, weight, bias, N, C, eps);
 }
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                         const float* mean, const float* rstd, long N, int C) {

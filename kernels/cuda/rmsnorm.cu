@@ -1,8 +1,11 @@
-// CUDA backend: RMS normalisation over the last dim (Llama's norm), a warp per row (the backward in
-// norm_backward.cuh: rows up to kFusedColumns wide in one pass with the weight gradient; wider rows, the
-// input gradient, then the weight gradient as a deterministic block column sum).
+// CUDA backend: RMS normalisation over the last dim (Llama's norm), a warp per row, the row held in
+// registers when at most kFusedColumns wide (norm_forward.cuh, which also takes the residual add before
+// the norm: residual_rmsnorm_forward). The backward in norm_backward.cuh: rows up to kFusedColumns wide in
+// one pass with the weight gradient; wider rows, the input gradient, then the weight gradient as a
+// deterministic block column sum.
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/norm_backward.cuh"
+#include "kernels/cuda/norm_forward.cuh"
 #include "kernels/kernels.hpp"
 
 namespace dtrain::kernels::cuda {
@@ -34,8 +37,22 @@ struct DoutTimesXhat {
 
 template <typename KT>
 void rmsnorm_fw(KT* out, float* rstd, const KT* inp, const KT* weight, long N, int C, float eps) {
-  rmsnorm_forward_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(out, rstd, inp, weight, N, C, eps);
+  if (!launch_norm_forward_packs<false>(static_cast<KT*>(nullptr), out, static_cast<float*>(nullptr), rstd, inp,
+                                        static_cast<const KT*>(nullptr), weight, static_cast<const KT*>(nullptr), N, C, eps))
+    rmsnorm_forward_kernel<<<blocks_for(N, kWarpsPerBlock), dim3(32, kWarpsPerBlock)>>>(out, rstd, inp, weight, N, C, eps);
   DTRAIN_LAUNCH_CHECK();
+}
+
+// The residual add and the norm in one pass where the row fits registers, else the two kernels.
+template <typename KT>
+void residual_rmsnorm_fw(KT* res, KT* out, float* rstd, const KT* inp1, const KT* inp2, const KT* weight, long N, int C, float eps) {
+  if (launch_norm_forward_packs<false>(res, out, static_cast<float*>(nullptr), rstd, inp1, inp2, weight, static_cast<const KT*>(nullptr),
+                                       N, C, eps)) {
+    DTRAIN_LAUNCH_CHECK();
+    return;
+  }
+  residual_forward(res, inp1, inp2, N * C);
+  rmsnorm_fw(out, rstd, res, weight, N, C, eps);
 }
 
 template <typename KT>
@@ -58,6 +75,18 @@ void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight
 }
 void rmsnorm_forward(fp16* out, float* rstd, const fp16* inp, const fp16* weight, long N, int C, float eps) {
   rmsnorm_fw(out, rstd, inp, weight, N, C, eps);
+}
+void residual_rmsnorm_forward(float* res, float* out, float* rstd, const float* inp1, const float* inp2, const float* weight, long N, int C,
+                              float eps) {
+  residual_rmsnorm_fw(res, out, rstd, inp1, inp2, weight, N, C, eps);
+}
+void residual_rmsnorm_forward(bf16* res, bf16* out, float* rstd, const bf16* inp1, const bf16* inp2, const bf16* weight, long N, int C,
+                              float eps) {
+  residual_rmsnorm_fw(res, out, rstd, inp1, inp2, weight, N, C, eps);
+}
+void residual_rmsnorm_forward(fp16* res, fp16* out, float* rstd, const fp16* inp1, const fp16* inp2, const fp16* weight, long N, int C,
+                              float eps) {
+  residual_rmsnorm_fw(res, out, rstd, inp1, inp2, weight, N, C, eps);
 }
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd, long N,
                       int C) {

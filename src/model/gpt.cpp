@@ -77,6 +77,13 @@ class GptModelImpl final : public GptModel {
                           long rows);
   // The norm of Ns rows into the full (N,C) `out` (all-gathered over the sequence when sharded).
   void norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b);
+  // The residual add before a norm, then the norm: res (Ns,C) += add, norm_forward of res, in one pass
+  // where the backend fuses them (the same values as residual_forward, then norm_forward).
+  void residual_norm_forward(T* res, const T* add, T* out, float* mean, float* rstd, const T* w, const T* b);
+  // norm_rows_into(dst, rows) writes the norm of the rows this rank holds; into `out` directly, or with
+  // sequence parallelism into the shard scratch, then all-gathered into `out`.
+  template <typename F>
+  void gathered_norm(T* out, F norm_rows_into);
   // The gradient of a norm's output (N,C fp32 partial sums over tp; or, dout_partial null, already
   // rounded into sc.dln: without tensor parallelism the GEMMs write it there) into the residual-stream
   // gradient.
@@ -166,15 +173,32 @@ void GptModelImpl<T>::norm_rows_backward(T* dres, float* dw, float* db, const T*
 }
 
 template <typename T>
-void GptModelImpl<T>::norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b) {
+template <typename F>
+void GptModelImpl<T>::gathered_norm(T* out, F norm_rows_into) {
   const ActivationDims& d = dims();
   if (!sp()) {
-    norm_rows(out, mean, rstd, x, w, b, d.N());
+    norm_rows_into(out, d.N());
     return;
   }
   T* shard = acts_.scratch().rows_shard;
-  norm_rows(shard, mean, rstd, x, w, b, d.Ns());
+  norm_rows_into(shard, d.Ns());
   tp_->all_gather_rows(out, shard, d.Ns(), d.C);
+}
+
+template <typename T>
+void GptModelImpl<T>::norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b) {
+  gathered_norm(out, [&](T* dst, long rows) { norm_rows(dst, mean, rstd, x, w, b, rows); });
+}
+
+template <typename T>
+void GptModelImpl<T>::residual_norm_forward(T* res, const T* add, T* out, float* mean, float* rstd, const T* w, const T* b) {
+  const ModelShape& m = plan_.shape;
+  gathered_norm(out, [&](T* dst, long rows) {
+    if (m.rmsnorm)
+      k_.residual_rmsnorm_forward(res, dst, rstd, res, add, w, rows, dims().C, m.norm_eps);
+    else
+      k_.residual_layernorm_forward(res, dst, mean, rstd, res, add, w, b, rows, dims().C, m.norm_eps);
+  });
 }
 
 template <typename T>
@@ -234,8 +258,7 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
   const LinearOutput<T> proj = output_rows(a.res1);
   linear_forward(k_, proj, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
   reduce_rows(a.res1, proj.partial);
-  k_.residual_forward(a.res1, a.res1, x, d.Ns() * d.C);
-  norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, p.ln2_w, p.ln2_b);
+  residual_norm_forward(a.res1, x, a.ln2, a.ln2_mean, a.ln2_rstd, p.ln2_w, p.ln2_b);
   // MoE layers always leave fp32 partial sums.
   const LinearOutput<T> mlp = p.moe.router_w ? LinearOutput<T>{nullptr, partial_for(a.res2)} : output_rows(a.res2);
   if (p.moe.router_w)

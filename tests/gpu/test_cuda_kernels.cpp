@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <tuple>
@@ -88,6 +89,15 @@ constexpr double tolerance(long longest_sum = 64) {
 template <typename T>
 const char* type_name() {
   return std::is_same_v<T, float> ? "fp32" : std::is_same_v<T, bf16> ? "bf16" : "fp16";
+}
+
+// Two outputs of the same arithmetic: equal bit for bit.
+template <typename T>
+void expect_same_bits(const std::string& what, const std::vector<T>& got, const std::vector<T>& want) {
+  const bool same = got.size() == want.size() && std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0;
+  std::printf("cuda vs cuda %-40s %s bit-identical: %s\n", what.c_str(), type_name<T>(), same ? "yes" : "NO");
+  INFO(what << " " << type_name<T>());
+  CHECK(same);
 }
 
 // Checks one output and reports the error (the note of every GPU run quotes these lines).
@@ -211,6 +221,27 @@ void check_all_kernels() {
       expect_close("layernorm_backward dinp" + what, dinp_d.get(), dinp);
       expect_close("layernorm_backward dweight" + what, dw_d.get(), dw, tolerance<float>(rows));  // column sums over the rows
       expect_close("layernorm_backward dbias" + what, db_d.get(), db, tolerance<float>(rows));
+      // The residual add before the norm, in place (res = x + y into x): against the host's two kernels,
+      // and bit for bit against this GPU's own residual_forward, then layernorm_forward (the one-pass
+      // kernel rounds the sum to KT before the norm reads it, as the two kernels do through memory).
+      auto y = random_vec<KT>(gen, rows * cols);
+      std::vector<KT> res = x;
+      OnGpu<KT> y_d(y), res_d(x), res2_d(x), out2_d(out);
+      OnGpu<float> mean2_d(mean), rstd2_d(rstd);
+      h.residual_layernorm_forward(res.data(), out.data(), mean.data(), rstd.data(), res.data(), y.data(), w.data(), b.data(), rows, cols,
+                                   1e-5f);
+      g.residual_layernorm_forward(res_d.data(), out_d.data(), mean_d.data(), rstd_d.data(), res_d.data(), y_d.data(), w_d.data(),
+                                   b_d.data(), rows, cols, 1e-5f);
+      expect_close("residual_layernorm_forward res" + what, res_d.get(), res);
+      expect_close("residual_layernorm_forward out" + what, out_d.get(), out);
+      expect_close("residual_layernorm_forward mean" + what, mean_d.get(), mean);
+      expect_close("residual_layernorm_forward rstd" + what, rstd_d.get(), rstd);
+      g.residual_forward(res2_d.data(), res2_d.data(), y_d.data(), rows * cols);
+      g.layernorm_forward(out2_d.data(), mean2_d.data(), rstd2_d.data(), res2_d.data(), w_d.data(), b_d.data(), rows, cols, 1e-5f);
+      expect_same_bits("residual_layernorm_forward res" + what, res_d.get(), res2_d.get());
+      expect_same_bits("residual_layernorm_forward out" + what, out_d.get(), out2_d.get());
+      expect_same_bits("residual_layernorm_forward mean" + what, mean_d.get(), mean2_d.get());
+      expect_same_bits("residual_layernorm_forward rstd" + what, rstd_d.get(), rstd2_d.get());
     }
   }
   SECTION("matmul") {
@@ -369,6 +400,21 @@ void check_all_kernels() {
       g.rmsnorm_backward(dinp_d.data(), dw_d.data(), dout_d.data(), x_d.data(), w_d.data(), rstd_d.data(), rows, cols);
       expect_close("rmsnorm_backward dinp" + what, dinp_d.get(), dinp);
       expect_close("rmsnorm_backward dweight" + what, dw_d.get(), dw, tolerance<float>(rows));  // column sums over the rows
+      // The residual add before the norm, as for LayerNorm.
+      auto y = random_vec<KT>(gen, rows * cols);
+      std::vector<KT> res = x;
+      OnGpu<KT> y_d(y), res_d(x), res2_d(x), out2_d(out);
+      OnGpu<float> rstd2_d(rstd);
+      h.residual_rmsnorm_forward(res.data(), out.data(), rstd.data(), res.data(), y.data(), w.data(), rows, cols, 1e-6f);
+      g.residual_rmsnorm_forward(res_d.data(), out_d.data(), rstd_d.data(), res_d.data(), y_d.data(), w_d.data(), rows, cols, 1e-6f);
+      expect_close("residual_rmsnorm_forward res" + what, res_d.get(), res);
+      expect_close("residual_rmsnorm_forward out" + what, out_d.get(), out);
+      expect_close("residual_rmsnorm_forward rstd" + what, rstd_d.get(), rstd);
+      g.residual_forward(res2_d.data(), res2_d.data(), y_d.data(), rows * cols);
+      g.rmsnorm_forward(out2_d.data(), rstd2_d.data(), res2_d.data(), w_d.data(), rows, cols, 1e-6f);
+      expect_same_bits("residual_rmsnorm_forward res" + what, res_d.get(), res2_d.get());
+      expect_same_bits("residual_rmsnorm_forward out" + what, out_d.get(), out2_d.get());
+      expect_same_bits("residual_rmsnorm_forward rstd" + what, rstd_d.get(), rstd2_d.get());
     }
   }
   SECTION("rope and swiglu") {
