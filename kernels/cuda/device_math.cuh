@@ -115,7 +115,7 @@ __device__ __forceinline__ float warp_max_keep_nan(float v) {
 // fills v[0..K) (a norm's weight and bias gradients read their rows once), for c < C, in two launches:
 // a grid of (32 columns) x (splits of the rows) thread blocks of 32 x 32 threads, each thread summing
 // every 32nd row of its split and the block adding its 32 partial sums in a fixed order into partials
-// (K, splits, C); then one thread per (k, column) adding the splits in order. The number of splits
+// (K, splits, C); then column_total_kernel adding each column's splits in a fixed order. The number of splits
 // depends only on N, C and K (column_splits), so the result is the same bits on every run and every
 // GPU; no atomics. The partials live in one device buffer of kColumnPartials floats (column_sum.cu).
 constexpr long kColumnPartials = 1L << 20;
@@ -152,13 +152,31 @@ __global__ void column_partial_kernel(float* partials /*(K,splits,C)*/, long N, 
       partials[(static_cast<long>(k) * gridDim.y + blockIdx.y) * C + c] = s;
     }
 }
+// out[k][c] += the sum of partials[k][y][c] over the splits y: a block per (32 columns, k), lane = column,
+// warp w summing splits w, w + kTotalWarps, ... (a chain of splits / 32 dependent loads and adds, where
+// one thread per column walked all of them: 512 splits of a norm's 16384 rows), then warp 0 adding the
+// warps' sums in warp order. A fixed order: the same bits every run.
+constexpr int kTotalWarps = 32;
 template <int K>
-__global__ void column_total_kernel(ColumnOutputs<K> outputs, const float* partials /*(K,splits,C)*/, int splits, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
-  if (c >= C) return;
+__global__ void __launch_bounds__(32 * kTotalWarps)
+    column_total_kernel(ColumnOutputs<K> outputs, const float* partials /*(K,splits,C)*/, int splits, int C) {
+  __shared__ float part[kTotalWarps][33];
+  const int lane = threadIdx.x, warp = threadIdx.y, c = blockIdx.x * 32 + lane, k = blockIdx.y;
   float s = 0.0f;
-  for (int y = 0; y < splits; ++y) s += partials[(static_cast<long>(k) * splits + y) * C + c];
-  outputs.out[k][c] += s;
+  if (c < C)
+    for (int y = warp; y < splits; y += kTotalWarps) s += partials[(static_cast<long>(k) * splits + y) * C + c];
+  part[warp][lane] = s;
+  __syncthreads();
+  if (warp == 0 && c < C) {
+    float total = 0.0f;
+    for (int w = 0; w < kTotalWarps; ++w) total += part[w][lane];
+    outputs.out[k][c] += total;
+  }
+}
+// Launches column_total_kernel over C columns and the K outputs (the caller checks the launch).
+template <int K>
+void launch_column_total(ColumnOutputs<K> outputs, const float* partials /*(K,splits,C)*/, int splits, int C) {
+  column_total_kernel<K><<<dim3(blocks_for(C, 32), K), dim3(32, kTotalWarps)>>>(outputs, partials, splits, C);
 }
 template <int K, typename F>
 void column_sums(ColumnOutputs<K> outputs, long N, int C, F f) {
@@ -170,7 +188,7 @@ void column_sums(ColumnOutputs<K> outputs, long N, int C, F f) {
   float* partials = column_partials();
   column_partial_kernel<K><<<dim3(blocks_for(C, 32), splits), dim3(32, 32)>>>(partials, N, C, rows_per_split, f);
   DTRAIN_LAUNCH_CHECK();
-  column_total_kernel<K><<<dim3(blocks_for(C), K), kThreads>>>(outputs, partials, splits, C);
+  launch_column_total<K>(outputs, partials, splits, C);
   DTRAIN_LAUNCH_CHECK();
 }
 // One column sum, f(r, c, v) filling v[0].
@@ -230,7 +248,7 @@ void matrix_column_sums(float* out /*(C), added to*/, const KT* x /*(N,C)*/, lon
   else
     matrix_column_partial_kernel<KT, false><<<grid, block>>>(partials, x, N, C, rows_per_split);
   DTRAIN_LAUNCH_CHECK();
-  column_total_kernel<1><<<dim3(blocks_for(C), 1), kThreads>>>(ColumnOutputs<1>{{out}}, partials, static_cast<int>(splits), C);
+  launch_column_total<1>(ColumnOutputs<1>{{out}}, partials, static_cast<int>(splits), C);
   DTRAIN_LAUNCH_CHECK();
 }
 

@@ -180,7 +180,7 @@ bool norm_backward_with_columns(KT* dinp, float* dweight, float* dbias, const KT
   ColumnOutputs<K> outputs{};
   outputs.out[0] = dweight;
   if constexpr (kCentered) outputs.out[1] = dbias;
-  column_total_kernel<K><<<dim3(blocks_for(C), K), kThreads>>>(outputs, partials, static_cast<int>(splits), C);
+  launch_column_total<K>(outputs, partials, static_cast<int>(splits), C);
   DTRAIN_LAUNCH_CHECK();
   return true;
 }
