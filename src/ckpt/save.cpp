@@ -24,10 +24,12 @@ namespace fs = std::filesystem;
 namespace dtrain {
 namespace {
 
-// Test-only fault injection: DTRAIN_FAULT_KILL_IN_SAVE=<world rank>:<step> kills that rank right after
-// it wrote its shard of that step, before the agreement (a node failing in the middle of a save).
-void maybe_die_in_save(int rank, std::int64_t step) {
-  const char* v = std::getenv("DTRAIN_FAULT_KILL_IN_SAVE");
+// Test-only fault injection: VARIABLE=<world rank>:<step> kills that rank at a point of that step's save:
+// DTRAIN_FAULT_KILL_IN_SAVE right after it wrote its shard, before the agreement (a node failing in the
+// middle of a save); DTRAIN_FAULT_KILL_AFTER_PUBLISH right after rank 0 published the checkpoint (a node
+// failing just after a save).
+void maybe_die(const char* variable, int rank, std::int64_t step) {
+  const char* v = std::getenv(variable);
   if (!v) return;
   const std::string spec = v;
   const auto colon = spec.find(':');
@@ -86,7 +88,7 @@ ShardWrite write_shard_of_rank(const SaveTarget& target, int rank, const PieceSo
                             pause_s > 0 ? std::function<void()>(pause) : std::function<void()>());
     out.bytes = rec.bytes;
     out.hash = rec.hash;
-    maybe_die_in_save(rank, target.meta.step);
+    maybe_die("DTRAIN_FAULT_KILL_IN_SAVE", rank, target.meta.step);
   } catch (const std::exception& e) {  // UserError (a full disk, a non-finite value), or the library's own
     out.error = e.what();
     if (out.error.empty()) out.error = "unknown failure writing " + shard_file_name(rank);
@@ -125,6 +127,7 @@ IoStats finish_save(HostComm world, const SaveTarget& target, const ShardWrite& 
     remove_temporary(rank, target);
     throw UserError(failed(target.meta, " while publishing", e.what()));
   }
+  maybe_die("DTRAIN_FAULT_KILL_AFTER_PUBLISH", rank, target.meta.step);
   broadcast(world, &stats.bytes, 1, 0);
   for (double& s : stats.phases) s = all_reduce(world, s, HostOp::max);
   stats.path = target.dir + "/" + step_dir_name(target.meta.step);

@@ -176,11 +176,6 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
         early_stop = true;
       }
     }
-    // A stop or the end of training waits for its save (and for one still in flight) before going on.
-    if (sig && !cfg.checkpoint.dir.empty())
-      checkpoints.save(trainer, step + 1, /*wait=*/true, rec.val_loss);
-    else if (!sig && checkpoints.due(step + 1, last || early_stop, rec.val_loss.has_value()))
-      checkpoints.save(trainer, step + 1, /*wait=*/last || early_stop, rec.val_loss);
     // A skipped batch ran nothing: it stays out of the interval's averages and has no step line.
     if (!r.batch_skipped) window.add(step_seconds, busy_seconds, r, checkpoints.take_times());
     const bool log_now = !r.batch_skipped && ((step + 1) % cfg.logging.log_interval == 0 || last || rec.val_loss);
@@ -204,6 +199,14 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
       log.metrics(rec);
       log.stragglers(ps.world(), busy, node_of_rank);
     }
+    // The step's line and metrics come before its save: a published checkpoint is never the resume point
+    // of a step whose metrics line is missing (the publication needs every rank, and a job whose ranks are
+    // lost right after it could not write the line). A save's time is on the next line (its window).
+    // A stop or the end of training waits for its save (and for one still in flight) before going on.
+    if (sig && !cfg.checkpoint.dir.empty())
+      checkpoints.save(trainer, step + 1, /*wait=*/true, rec.val_loss);
+    else if (!sig && checkpoints.due(step + 1, last || early_stop, rec.val_loss.has_value()))
+      checkpoints.save(trainer, step + 1, /*wait=*/last || early_stop, rec.val_loss);
     if (sig) {
       log.message(std::string("dtrain: received ") + signal_name(sig) + " - " +
                   (cfg.checkpoint.dir.empty() ? "no checkpoint.dir set, so nothing was saved"

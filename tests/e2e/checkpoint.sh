@@ -30,7 +30,8 @@
 #   roundtrip            consolidate(reshard(C, Y)) == consolidate(C) bitwise for several Y; h5dump and
 #                        h5py read the consolidated tensors by name with their global shapes
 #   kill_during_save     a rank SIGKILLed inside the second save: the job ends, latest still names the
-#                        first checkpoint, it verifies, and the next run cleans up and resumes from it
+#                        first checkpoint, it verifies, and the next run cleans up and resumes from it;
+#                        a rank SIGKILLed right after a save is published: the metrics file has that step
 #   corrupt_byte | truncated_shard | missing_shard | foreign_manifest
 #                        a damaged checkpoint: resume and --verify fail with an error naming the file
 #   bad_hex_id | bad_hex_checksum
@@ -389,7 +390,12 @@ PY
     "$consolidate" "$work/ckK" --verify > /dev/null || fail "the last published checkpoint does not verify"
     train 8 "$work/k2.jsonl" "$work/ckK" "${big[@]}"
     grep -q "removed 1 unfinished save" "$work/last.log" || fail "the stale temporary was not cleaned"
-    grep -q "resumed from .*step_00000002 at step 2" "$work/last.log" || fail "did not resume from the last good checkpoint" ;;
+    grep -q "resumed from .*step_00000002 at step 2" "$work/last.log" || fail "did not resume from the last good checkpoint"
+    # A rank lost right after step 2's checkpoint is published (the others then wait for it): the
+    # metrics file still has step 2, the step a resume continues after.
+    DTRAIN_FAULT_KILL_AFTER_PUBLISH=3:2 ALLOW_FAIL=1 train 4 "$work/p.jsonl" "$work/ckP" && fail "the job survived a SIGKILLed rank"
+    [ "$(cat "$work/ckP/latest")" = step_00000002 ] || fail "latest is $(cat "$work/ckP/latest"), not step 2's checkpoint"
+    grep -q '^{"step": 2,' "$work/p.jsonl" || { cat "$work/p.jsonl"; fail "step 2 was published but its metrics line is missing"; } ;;
   corrupt_byte)
     damaged_copy
     f=$work/bad/step_00000004/shard_00001.h5
