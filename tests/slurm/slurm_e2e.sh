@@ -61,11 +61,13 @@ wait_job() {  # wait_job ID: until COMPLETED/FAILED/...; polls scontrol (sbatch 
 }
 # Open MPI 4.1.4's rare start-up race between two nodes: a rank segfaults at address (nil) inside
 # MPI_Init, before dtrain prints anything (about 1 launch in 250 here). A launch or a whole job case
-# that fails this way is run once more; any other failure stands.
-startup_race() {  # startup_race LOG...: the segfault, with no training step logged before it
+# that fails this way is run once more; any other failure stands. A job script's restart is a launch of
+# its own (restart_hang once met the race there, after the first launch's steps).
+startup_race() {  # startup_race LOG...: the segfault, with no training step logged before it in its launch
   local f
   for f in "$@"; do
-    [ -f "$f" ] && awk '/^step / { exit 1 } /Failing at address: \(nil\)/ { found = 1; exit 0 } END { exit !found }' "$f" && return 0
+    [ -f "$f" ] && awk '/^dtrain job: restarting/ { stepped = 0 } /^step / { stepped = 1 }
+      /Failing at address: \(nil\)/ && !stepped { found = 1 } END { exit !found }' "$f" && return 0
   done
   return 1
 }
