@@ -81,41 +81,22 @@ void layernorm_bw(KT* dinp, float* dweight, float* dbias, const KT* dout, const 
 
 }  // namespace
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, long N, int C,
-                       float eps) {
-  layernorm_fw(out, mean, rstd, inp, weight, bias, N, C, eps);
-}
-void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias, long N, int C,
-                       float eps) {
-  layernorm_fw(out, mean, rstd, inp, weight, bias, N, C, eps);
-}
-void layernorm_forward(fp16* out, float* mean, float* rstd, const fp16* inp, const fp16* weight, const fp16* bias, long N, int C,
-                       float eps) {
-  layernorm_fw(out, mean, rstd, inp, weight, bias, N, C, eps);
-}
-void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* inp1, const float* inp2, const float* weight,
-                                const float* bias, long N, int C, float eps) {
-  residual_layernorm_fw(res, out, mean, rstd, inp1, inp2, weight, bias, N, C, eps);
-}
-void residual_layernorm_forward(bf16* res, bf16* out, float* mean, float* rstd, const bf16* inp1, const bf16* inp2, const bf16* weight,
-                                const bf16* bias, long N, int C, float eps) {
-  residual_layernorm_fw(res, out, mean, rstd, inp1, inp2, weight, bias, N, C, eps);
-}
-void residual_layernorm_forward(fp16* res, fp16* out, float* mean, float* rstd, const fp16* inp1, const fp16* inp2, const fp16* weight,
-                                const fp16* bias, long N, int C, float eps) {
-  residual_layernorm_fw(res, out, mean, rstd, inp1, inp2, weight, bias, N, C, eps);
-}
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                        const float* mean, const float* rstd, long N, int C) {
-  layernorm_bw(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
-}
-void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
-                        const float* mean, const float* rstd, long N, int C) {
-  layernorm_bw(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
-}
-void layernorm_backward(fp16* dinp, float* dweight, float* dbias, const fp16* dout, const fp16* inp, const fp16* weight,
-                        const float* mean, const float* rstd, long N, int C) {
-  layernorm_bw(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
-}
+// The entries of kernel_api.inc, for each storage type.
+#define DTRAIN_LAYERNORM(KT)                                                                                                        \
+  void layernorm_forward(KT* out, float* mean, float* rstd, const KT* inp, const KT* weight, const KT* bias, long N, int C, float eps) { \
+    layernorm_fw(out, mean, rstd, inp, weight, bias, N, C, eps);                                                                     \
+  }                                                                                                                                  \
+  void residual_layernorm_forward(KT* res, KT* out, float* mean, float* rstd, const KT* inp1, const KT* inp2, const KT* weight,      \
+                                  const KT* bias, long N, int C, float eps) {                                                       \
+    residual_layernorm_fw(res, out, mean, rstd, inp1, inp2, weight, bias, N, C, eps);                                                \
+  }                                                                                                                                  \
+  void layernorm_backward(KT* dinp, float* dweight, float* dbias, const KT* dout, const KT* inp, const KT* weight, const float* mean, \
+                          const float* rstd, long N, int C) {                                                                       \
+    layernorm_bw(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);                                                         \
+  }
+DTRAIN_LAYERNORM(float)
+DTRAIN_LAYERNORM(bf16)
+DTRAIN_LAYERNORM(fp16)
+#undef DTRAIN_LAYERNORM
 
 }  // namespace dtrain::kernels::cuda

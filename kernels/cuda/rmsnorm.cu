@@ -67,38 +67,21 @@ void rmsnorm_bw(KT* dinp, float* dweight, const KT* dout, const KT* inp, const K
 
 }  // namespace
 
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, long N, int C, float eps) {
-  rmsnorm_fw(out, rstd, inp, weight, N, C, eps);
-}
-void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, long N, int C, float eps) {
-  rmsnorm_fw(out, rstd, inp, weight, N, C, eps);
-}
-void rmsnorm_forward(fp16* out, float* rstd, const fp16* inp, const fp16* weight, long N, int C, float eps) {
-  rmsnorm_fw(out, rstd, inp, weight, N, C, eps);
-}
-void residual_rmsnorm_forward(float* res, float* out, float* rstd, const float* inp1, const float* inp2, const float* weight, long N, int C,
-                              float eps) {
-  residual_rmsnorm_fw(res, out, rstd, inp1, inp2, weight, N, C, eps);
-}
-void residual_rmsnorm_forward(bf16* res, bf16* out, float* rstd, const bf16* inp1, const bf16* inp2, const bf16* weight, long N, int C,
-                              float eps) {
-  residual_rmsnorm_fw(res, out, rstd, inp1, inp2, weight, N, C, eps);
-}
-void residual_rmsnorm_forward(fp16* res, fp16* out, float* rstd, const fp16* inp1, const fp16* inp2, const fp16* weight, long N, int C,
-                              float eps) {
-  residual_rmsnorm_fw(res, out, rstd, inp1, inp2, weight, N, C, eps);
-}
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd, long N,
-                      int C) {
-  rmsnorm_bw(dinp, dweight, dout, inp, weight, rstd, N, C);
-}
-void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight, const float* rstd, long N,
-                      int C) {
-  rmsnorm_bw(dinp, dweight, dout, inp, weight, rstd, N, C);
-}
-void rmsnorm_backward(fp16* dinp, float* dweight, const fp16* dout, const fp16* inp, const fp16* weight, const float* rstd, long N,
-                      int C) {
-  rmsnorm_bw(dinp, dweight, dout, inp, weight, rstd, N, C);
-}
+// The entries of kernel_api.inc, for each storage type.
+#define DTRAIN_RMSNORM(KT)                                                                                                          \
+  void rmsnorm_forward(KT* out, float* rstd, const KT* inp, const KT* weight, long N, int C, float eps) {                          \
+    rmsnorm_fw(out, rstd, inp, weight, N, C, eps);                                                                                   \
+  }                                                                                                                                  \
+  void residual_rmsnorm_forward(KT* res, KT* out, float* rstd, const KT* inp1, const KT* inp2, const KT* weight, long N, int C,      \
+                                float eps) {                                                                                         \
+    residual_rmsnorm_fw(res, out, rstd, inp1, inp2, weight, N, C, eps);                                                              \
+  }                                                                                                                                  \
+  void rmsnorm_backward(KT* dinp, float* dweight, const KT* dout, const KT* inp, const KT* weight, const float* rstd, long N, int C) { \
+    rmsnorm_bw(dinp, dweight, dout, inp, weight, rstd, N, C);                                                                        \
+  }
+DTRAIN_RMSNORM(float)
+DTRAIN_RMSNORM(bf16)
+DTRAIN_RMSNORM(fp16)
+#undef DTRAIN_RMSNORM
 
 }  // namespace dtrain::kernels::cuda

@@ -75,15 +75,10 @@ class GptModelImpl final : public GptModel {
   void norm_rows(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, long rows);
   void norm_rows_backward(T* dres, float* dw, float* db, const T* dout, const T* x, const T* w, const float* mean, const float* rstd,
                           long rows);
-  // The norm of Ns rows into the full (N,C) `out` (all-gathered over the sequence when sharded).
-  void norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b);
-  // The residual add before a norm, then the norm: res (Ns,C) += add, norm_forward of res, in one pass
-  // where the backend fuses them (the same values as residual_forward, then norm_forward).
-  void residual_norm_forward(T* res, const T* add, T* out, float* mean, float* rstd, const T* w, const T* b);
-  // norm_rows_into(dst, rows) writes the norm of the rows this rank holds; into `out` directly, or with
-  // sequence parallelism into the shard scratch, then all-gathered into `out`.
-  template <typename F>
-  void gathered_norm(T* out, F norm_rows_into);
+  // The norm of Ns rows into the full (N,C) `out` (all-gathered over the sequence when sharded): of x,
+  // or with `add` of res = x + add, the residual add before the norm (x may be res), in one pass where
+  // the backend fuses them (the same values as residual_forward, then the norm).
+  void norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, T* res = nullptr, const T* add = nullptr);
   // The gradient of a norm's output (N,C fp32 partial sums over tp; or, dout_partial null, already
   // rounded into sc.dln: without tensor parallelism the GEMMs write it there) into the residual-stream
   // gradient.
@@ -173,32 +168,17 @@ void GptModelImpl<T>::norm_rows_backward(T* dres, float* dw, float* db, const T*
 }
 
 template <typename T>
-template <typename F>
-void GptModelImpl<T>::gathered_norm(T* out, F norm_rows_into) {
+void GptModelImpl<T>::norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, T* res, const T* add) {
   const ActivationDims& d = dims();
-  if (!sp()) {
-    norm_rows_into(out, d.N());
-    return;
-  }
-  T* shard = acts_.scratch().rows_shard;
-  norm_rows_into(shard, d.Ns());
-  tp_->all_gather_rows(out, shard, d.Ns(), d.C);
-}
-
-template <typename T>
-void GptModelImpl<T>::norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b) {
-  gathered_norm(out, [&](T* dst, long rows) { norm_rows(dst, mean, rstd, x, w, b, rows); });
-}
-
-template <typename T>
-void GptModelImpl<T>::residual_norm_forward(T* res, const T* add, T* out, float* mean, float* rstd, const T* w, const T* b) {
   const ModelShape& m = plan_.shape;
-  gathered_norm(out, [&](T* dst, long rows) {
-    if (m.rmsnorm)
-      k_.residual_rmsnorm_forward(res, dst, rstd, res, add, w, rows, dims().C, m.norm_eps);
-    else
-      k_.residual_layernorm_forward(res, dst, mean, rstd, res, add, w, b, rows, dims().C, m.norm_eps);
-  });
+  T* dst = sp() ? acts_.scratch().rows_shard : out;  // Ns = N without sequence parallelism
+  if (add && m.rmsnorm)
+    k_.residual_rmsnorm_forward(res, dst, rstd, x, add, w, d.Ns(), d.C, m.norm_eps);
+  else if (add)
+    k_.residual_layernorm_forward(res, dst, mean, rstd, x, add, w, b, d.Ns(), d.C, m.norm_eps);
+  else
+    norm_rows(dst, mean, rstd, x, w, b, d.Ns());
+  if (sp()) tp_->all_gather_rows(out, dst, d.Ns(), d.C);
 }
 
 template <typename T>
@@ -258,7 +238,7 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
   const LinearOutput<T> proj = output_rows(a.res1);
   linear_forward(k_, proj, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
   reduce_rows(a.res1, proj.partial);
-  residual_norm_forward(a.res1, x, a.ln2, a.ln2_mean, a.ln2_rstd, p.ln2_w, p.ln2_b);
+  norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, p.ln2_w, p.ln2_b, a.res1, x);
   // MoE layers always leave fp32 partial sums.
   const LinearOutput<T> mlp = p.moe.router_w ? LinearOutput<T>{nullptr, partial_for(a.res2)} : output_rows(a.res2);
   if (p.moe.router_w)
