@@ -33,6 +33,11 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SentencePiece REQUIRED IMPORTED_TARGET sentencepiece)
 
+# Corpora: simdjson parses JSON Lines, zlib and libzstd decompress .gz and .zst inputs.
+find_package(simdjson REQUIRED)
+find_package(ZLIB REQUIRED)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+
 if(DTRAIN_ENABLE_TESTING)
   find_package(Catch2 2 REQUIRED)
 endif()

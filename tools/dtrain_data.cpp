@@ -1,8 +1,12 @@
-// dtrain-data: turns text files into the token files dtrain trains on (PREFIX.train.bin and
-// PREFIX.val.bin, data.path = PREFIX), or into a Megatron indexed dataset (PREFIX.bin + PREFIX.idx,
-// data.format = megatron), with any tokenizer (optionally a SentencePiece model trained first). A plain
-// serial tool: it links dtrain_core but never starts MPI.
+// dtrain-data: turns corpora into the token files dtrain trains on (PREFIX.train.bin and
+// PREFIX.val.bin, data.path = PREFIX), or into Megatron indexed datasets (PREFIX.bin + PREFIX.idx,
+// data.format = megatron): text files (a document per paragraph) or JSON Lines (plain, .gz, .zst; a
+// document per line and --json-keys key, or with --sft a fine-tuning record per line with its loss
+// mask), tokenised by --workers threads with any tokenizer (optionally a SentencePiece model trained
+// first). A plain tool: it links dtrain_core but never starts MPI. Nothing is published unless
+// everything was written: outputs go to temporaries, renamed together at the end.
 #include <boost/program_options.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,8 +24,12 @@
 #include "config/choices.hpp"
 #include "config/cli.hpp"
 #include "config/tokenizer_spec.hpp"
+#include "data/corpus_ingest.hpp"
+#include "data/loss_mask_file.hpp"
+#include "data/megatron_dataset.hpp"
 #include "data/megatron_writer.hpp"
 #include "data/token_file.hpp"
+#include "runtime/machine.hpp"
 #include "tokenizer/sentencepiece_tokenizer.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -40,6 +48,11 @@ struct Args {
   std::string format_word = "dtrain";  // as given
   dtrain::DataFormat format = dtrain::DataFormat::dtrain;  // parsed from it
   std::vector<std::string> inputs;
+  std::vector<std::string> json_keys{"text"};
+  bool append_eod = false, skip_bad_lines = false, sft = false, truncate = false;
+  std::string chat_template = "auto";
+  int workers = 0;  // 0: every core
+  long long seq_length = 0;
   bool help = false;
 };
 
@@ -49,37 +62,64 @@ po::options_description visible_options(Args& a) {
       ("help,h", po::bool_switch(&a.help), "print this help and exit")
       ("out,o", po::value(&a.out)->value_name("PREFIX"),
        "output prefix: writes PREFIX.train.bin and PREFIX.val.bin, or PREFIX.bin and PREFIX.idx with --format "
-       "megatron (directories are created)")
+       "megatron (directories are created); JSON Lines with --json-keys give one output per key, named "
+       "PREFIX_KEY_document as Megatron's preprocess_data.py names them")
       ("val-fraction", po::value(&a.val_fraction)->value_name("F")->default_value(0.1, "0.1"),
-       "fraction of the tokens, taken from the end of the text, that goes to the val file; 0 < F < 1")
+       "fraction of the tokens, taken from the end of the input, that goes to the val file; 0 < F < 1")
       ("tokenizer", po::value(&a.tokenizer)->value_name("NAME")->default_value("byte"),
        "byte: each byte of the text is one token (vocabulary 256); gpt2: GPT-2's BPE (vocabulary 50257) from "
        "data/tokenizers/gpt2 (tools/fetch-data fetches it), gpt2:DIR from DIR/encoder.json and DIR/vocab.bpe; "
-       "sentencepiece:MODEL_FILE: a SentencePiece model")
+       "hf:DIR: a Hugging Face tokenizer.json (GPT-2's or Llama 3's scheme); sentencepiece:MODEL_FILE: a SentencePiece model")
       ("train-tokenizer", po::value(&a.train_tokenizer)->value_name("sentencepiece"),
        "first train a SentencePiece model of --vocab-size pieces on the text (lossless: no normalisation, "
        "whitespace kept, byte fallback) and write it to PREFIX.model (and PREFIX.vocab), then tokenise with it; "
-       "train on the files with data.tokenizer=sentencepiece:PREFIX.model")
+       "train on the files with data.tokenizer=sentencepiece:PREFIX.model (text inputs only)")
       ("vocab-size", po::value(&a.vocab_size)->value_name("N"), "vocabulary size of --train-tokenizer (e.g. 2000)")
       ("format", po::value(&a.format_word)->value_name("FORMAT")->default_value("dtrain"),
        "dtrain: PREFIX.train.bin + PREFIX.val.bin; megatron: one Megatron-LM indexed dataset PREFIX.bin + "
-       "PREFIX.idx (uint16 tokens below a vocabulary of 65500, else int32), one document per paragraph, each "
-       "encoded on its own (a paragraph ends with its blank lines; documents never span files), no val split "
-       "(dtrain cuts it by data.split). Megatron's layout has no place for the tokenizer: dtrain checks the ids "
+       "PREFIX.idx (uint16 tokens below a vocabulary of 65500, else int32), one sequence per document, no val "
+       "split (dtrain cuts it by data.split). Megatron's layout has no place for the tokenizer: dtrain checks the ids "
        "against model.vocab_size but cannot tell which tokenizer made them, so train with the same one "
-       "(data.tokenizer)");
+       "(data.tokenizer)")
+      ("json-keys", po::value(&a.json_keys)->multitoken()->value_name("KEY ...")->default_value({"text"}, "text"),
+       "JSON Lines input (.jsonl or .json, optionally .gz or .zst): the keys whose string values are the documents, "
+       "one output each (Megatron's --json-keys)")
+      ("append-eod", po::bool_switch(&a.append_eod),
+       "end every document with the tokenizer's end-of-document token (<|endoftext|>, <|end_of_text|>, </s>), as "
+       "Megatron's --append-eod; data.reset_attention_mask, reset_position_ids and eod_mask_loss find documents by it")
+      ("sft", po::bool_switch(&a.sft),
+       "supervised fine-tuning data: JSON Lines of {\"messages\": [{\"role\", \"content\"}, ...]} (rendered by "
+       "--chat-template) or {\"prompt\", \"completion\"} / {\"input\", \"output\"} pairs (prompt then completion, no "
+       "template); writes a loss mask beside the tokens (PREFIX.train.lossmask.bin, or the Megatron dataset "
+       "PREFIX.lossmask) that trains only on assistant messages and completions; every record ends with the "
+       "end-of-document token")
+      ("chat-template", po::value(&a.chat_template)->value_name("NAME")->default_value("auto"),
+       "--sft: llama3 (Meta Llama 3 Instruct's template, with the tokenizer's <|start_header_id|>, <|end_header_id|>, "
+       "<|eot_id|>, <|begin_of_text|>), plain (\"User:\\n...\\n\\nAssistant:\\n...\", any tokenizer), or auto "
+       "(llama3 when the tokenizer has its tokens, else plain)")
+      ("seq-length", po::value(&a.seq_length)->value_name("N"),
+       "--sft: the model.seq_length you will train at; a record of more than N + 1 tokens (one sample's window) "
+       "is an error, or with --truncate cut to N + 1")
+      ("truncate", po::bool_switch(&a.truncate), "--sft with --seq-length: cut over-long records instead of refusing them")
+      ("skip-bad-lines", po::bool_switch(&a.skip_bad_lines),
+       "JSON Lines: skip a line that is not a valid record (counted and reported, the first named) instead of stopping")
+      ("workers", po::value(&a.workers)->value_name("N"),
+       "tokenizer threads (default: every core this process may use); the output is the same bytes whatever N");
   return d;
 }
 
 void print_usage(const po::options_description& visible) {
-  std::cout << "Usage: dtrain-data --out PREFIX [--val-fraction F] [--tokenizer byte|gpt2|sentencepiece:MODEL] [--format dtrain|megatron] INPUT.txt [MORE.txt ...]\n"
-               "       dtrain-data --out PREFIX --train-tokenizer sentencepiece --vocab-size N [--val-fraction F] [--format dtrain|megatron] INPUT.txt [MORE.txt ...]\n"
-               "Reads the text files (concatenated in order), tokenises them and splits the tokens: the\n"
-               "first 1-F go to PREFIX.train.bin, the last F to PREFIX.val.bin. Train on them with\n"
-               "data.path=PREFIX.\n"
-               "With --format megatron it writes PREFIX.bin + PREFIX.idx instead, one document per paragraph;\n"
-               "train on it with data.format=megatron data.path=PREFIX (data.split cuts train and val) and the\n"
-               "same data.tokenizer: the dataset does not record its tokenizer, so dtrain cannot check it.\n\n"
+  std::cout << "Usage: dtrain-data --out PREFIX [--tokenizer NAME] [--format dtrain|megatron] [--workers N] INPUT.txt|INPUT.jsonl[.gz|.zst] ...\n"
+               "       dtrain-data --out PREFIX --json-keys KEY [KEY ...] [--append-eod] [--skip-bad-lines] INPUT.jsonl ...\n"
+               "       dtrain-data --out PREFIX --sft [--chat-template auto|llama3|plain] [--seq-length N [--truncate]] CHAT.jsonl ...\n"
+               "       dtrain-data --out PREFIX --train-tokenizer sentencepiece --vocab-size N [--format dtrain|megatron] INPUT.txt ...\n"
+               "Reads the inputs in order (text: a document per paragraph; JSON Lines: a document per line and key),\n"
+               "tokenises the documents and writes them: with --format dtrain the first 1-F of the tokens to\n"
+               "PREFIX.train.bin and the last F to PREFIX.val.bin (train with data.path=PREFIX); with --format\n"
+               "megatron one document per sequence in PREFIX.bin + PREFIX.idx (train with data.format=megatron\n"
+               "data.path=PREFIX; data.split cuts train and val). A Megatron dataset does not record its tokenizer,\n"
+               "so train with the same data.tokenizer. --sft also writes the loss mask; dtrain uses it when present.\n"
+               "A progress line shows on a terminal; a summary at the end.\n\n"
             << visible;
 }
 
@@ -99,7 +139,7 @@ Args parse_args(int argc, char** argv) {
   if (std::filesystem::path(a.out).filename().empty()) {
     throw UserError("--out '" + a.out + "' names a directory, not a prefix; give e.g. --out " + a.out + "corpus");
   }
-  if (a.inputs.empty()) throw UserError("no input text files given; see dtrain-data --help");
+  if (a.inputs.empty()) throw UserError("no input files given; see dtrain-data --help");
   if (!(a.val_fraction > 0.0 && a.val_fraction < 1.0)) {
     std::ostringstream value;
     value << a.val_fraction;
@@ -116,6 +156,9 @@ Args parse_args(int argc, char** argv) {
                       "and its specials come first); e.g. --vocab-size 2000");
     }
     if (!given["tokenizer"].defaulted()) throw UserError("give --tokenizer or --train-tokenizer, not both");
+    for (const std::string& in : a.inputs)
+      if (dtrain::input_kind(in) == dtrain::InputKind::json)
+        throw UserError("--train-tokenizer trains on text files; '" + in + "' is JSON Lines");
   } else if (a.vocab_size != 0) {
     throw UserError("--vocab-size applies to --train-tokenizer; the vocabulary of --tokenizer is its own");
   }
@@ -126,37 +169,19 @@ Args parse_args(int argc, char** argv) {
   if (a.format == dtrain::DataFormat::megatron && !given["val-fraction"].defaulted()) {
     throw UserError("--val-fraction applies to --format dtrain; dtrain splits a Megatron dataset by data.split");
   }
+  if (a.json_keys.empty()) throw UserError("--json-keys needs at least one key (e.g. --json-keys text)");
+  for (std::size_t i = 0; i < a.json_keys.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (a.json_keys[i] == a.json_keys[j]) throw UserError("--json-keys names \"" + a.json_keys[i] + "\" twice");
+  if (a.sft && !given["json-keys"].defaulted()) throw UserError("--json-keys does not apply to --sft, whose records have their own keys");
+  if (!a.sft && (!given["chat-template"].defaulted() || given.count("seq-length") || a.truncate))
+    throw UserError("--chat-template, --seq-length and --truncate apply to --sft");
+  if (given.count("seq-length") && (a.seq_length < 1 || a.seq_length > (1ll << 30)))
+    throw UserError("--seq-length must be between 1 and 2^30, the model.seq_length you train at");
+  if (a.truncate && !given.count("seq-length")) throw UserError("--truncate needs --seq-length N");
+  if (given.count("workers") && (a.workers < 1 || a.workers > 1024)) throw UserError("--workers must be between 1 and 1024");
+  if (a.workers == 0) a.workers = dtrain::cores_available();
   return a;
-}
-
-// Appends the bytes of the file at `path` to `text`.
-void append_file(const std::string& path, std::string& text) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  const auto fail = [&path](int err) {
-    return UserError("cannot read input file '" + path + "' (" + std::strerror(err) + "); check the path");
-  };
-  if (!f) throw fail(errno);
-  std::vector<char> chunk(1 << 20);
-  std::size_t n = 0;
-  while ((n = std::fread(chunk.data(), 1, chunk.size(), f.get())) > 0) text.append(chunk.data(), n);
-  if (std::ferror(f.get())) throw fail(errno);
-}
-
-[[noreturn]] void throw_empty_input(const std::vector<std::string>& inputs) {
-  throw UserError("the input is empty (no bytes in " + std::to_string(inputs.size()) + " file(s)); give text files with content");
-}
-
-std::string read_inputs(const std::vector<std::string>& inputs) {
-  std::string text;
-  for (const std::string& path : inputs) append_file(path, text);
-  if (text.empty()) throw_empty_input(inputs);
-  return text;
-}
-
-// Number of tokens for the val file: the rounded fraction, at least 1 and leaving at least 1 to train.
-std::size_t val_count(std::size_t total, double fraction) {
-  const auto n = static_cast<std::size_t>(std::llround(static_cast<double>(total) * fraction));
-  return std::min(std::max<std::size_t>(n, 1), total - 1);
 }
 
 void create_output_dir(const std::string& prefix) {
@@ -170,16 +195,36 @@ void create_output_dir(const std::string& prefix) {
   }
 }
 
+// Appends the bytes of the file at `path` to `text` (a tokenizer to train needs the whole text).
+void append_file(const std::string& path, std::string& text) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  const auto fail = [&path](int err) {
+    return UserError("cannot read input file '" + path + "' (" + std::strerror(err) + "); check the path");
+  };
+  if (!f) throw fail(errno);
+  std::vector<char> chunk(1 << 20);
+  std::size_t n = 0;
+  while ((n = std::fread(chunk.data(), 1, chunk.size(), f.get())) > 0) text.append(chunk.data(), n);
+  if (std::ferror(f.get())) throw fail(errno);
+}
+
+[[noreturn]] void throw_empty_input(const std::vector<std::string>& inputs) {
+  throw UserError("the input is empty (no bytes in " + std::to_string(inputs.size()) + " file(s)); give files with content");
+}
+
 // The run's tokenizer and its data.tokenizer value: --tokenizer, or with --train-tokenizer a SentencePiece
-// model first trained on `text` (all the inputs) and written to PREFIX.model.
+// model first trained on all the inputs and written to PREFIX.model.
 struct RunTokenizer {
   std::string spec;
   std::unique_ptr<dtrain::Tokenizer> tokenizer;
 };
 
-RunTokenizer open_tokenizer(const Args& a, const std::string& text) {
+RunTokenizer open_tokenizer(const Args& a) {
   RunTokenizer t{a.tokenizer, nullptr};
   if (a.train_sentencepiece) {
+    std::string text;
+    for (const std::string& path : a.inputs) append_file(path, text);
+    if (text.empty()) throw_empty_input(a.inputs);
     dtrain::train_sentencepiece(text, a.vocab_size, a.out);
     t.spec = "sentencepiece:" + a.out + ".model";
     std::cout << "dtrain-data: wrote " << a.out << ".model (SentencePiece, " << a.vocab_size << " pieces)\n";
@@ -194,78 +239,144 @@ std::string train_hint(const RunTokenizer& t) {
   return " data.tokenizer=" + t.spec + " (model.vocab_size >= " + std::to_string(t.tokenizer->vocab_size()) + ")";
 }
 
-void write_split(const std::string& path, const std::vector<std::uint32_t>& tokens, const dtrain::Tokenizer& tokenizer) {
-  dtrain::TokenFile::write(path, tokens, tokenizer.vocab_size(), tokenizer.identity());
-  std::cout << "dtrain-data: wrote " << path << " (" << tokens.size() << " tokens)\n";
+// Number of tokens for the val file: the rounded fraction, at least 1 and leaving at least 1 to train.
+std::size_t val_count(std::size_t total, double fraction) {
+  const auto n = static_cast<std::size_t>(std::llround(static_cast<double>(total) * fraction));
+  return std::min(std::max<std::size_t>(n, 1), total - 1);
 }
 
-// Ends of the paragraphs of `text`: a paragraph runs up to the next non-blank line that follows a
-// blank one (a line of spaces, tabs or \r only), so the paragraphs together are the text.
-std::vector<std::size_t> paragraph_ends(const std::string& text) {
-  std::vector<std::size_t> ends;
-  bool seen_text = false, blank_after_text = false;
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t eol = std::min(text.find('\n', at), text.size() - 1) + 1;
-    const bool blank = std::min(text.find_first_not_of(" \t\r\n", at), text.size()) >= eol;
-    if (!blank && blank_after_text) ends.push_back(at);
-    blank_after_text = blank && (seen_text || blank_after_text);
-    seen_text = seen_text || !blank;
-    at = eol;
+// Files written under temporary names and renamed together at the end; those not published by then are
+// removed, so a failure leaves no output behind.
+class StagedFiles {
+ public:
+  ~StagedFiles() {
+    if (!published_)
+      for (const auto& f : files_) std::remove(f.first.c_str());
   }
-  if (!text.empty()) ends.push_back(text.size());
-  return ends;
+  std::string stage(const std::string& path) {
+    files_.emplace_back(path + ".staged." + std::to_string(::getpid()), path);
+    return files_.back().first;
+  }
+  void publish() {
+    for (const auto& [tmp, path] : files_)
+      if (std::rename(tmp.c_str(), path.c_str()) != 0)
+        throw UserError("cannot rename '" + tmp + "' to '" + path + "' (" + std::strerror(errno) + ")");
+    published_ = true;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> files_;
+  bool published_ = false;
+};
+
+// Where each stream's documents go.
+struct Output {
+  std::string prefix;
+  std::vector<std::uint32_t> tokens;  // dtrain format: every document, in order
+  std::vector<std::uint8_t> mask;     // dtrain format with --sft
+  std::unique_ptr<dtrain::MegatronWriter> writer, mask_writer;  // megatron format
+};
+
+std::vector<std::string> stream_prefixes(const Args& a) {
+  if (a.sft || dtrain::input_kind(a.inputs[0]) == dtrain::InputKind::text) return {a.out};
+  std::vector<std::string> out;
+  for (const std::string& key : a.json_keys) out.push_back(a.out + "_" + key + "_document");
+  return out;
 }
 
-// --format megatron: every paragraph of every input file, encoded on its own, becomes one document of
-// PREFIX.bin/.idx. Only a tokenizer to train needs all the text at once; otherwise files are read one by one.
-int write_megatron(const Args& a) {
-  std::string all_text = a.train_sentencepiece ? read_inputs(a.inputs) : std::string();
-  create_output_dir(a.out);
-  const RunTokenizer t = open_tokenizer(a, all_text);
-  std::string().swap(all_text);
-  dtrain::MegatronWriter writer(a.out, t.tokenizer->vocab_size());
-  std::uint64_t bytes = 0;
-  for (const std::string& path : a.inputs) {
-    std::string text;
-    append_file(path, text);
-    bytes += text.size();
-    std::size_t begin = 0;
-    for (const std::size_t end : paragraph_ends(text)) {
-      writer.add_document(t.tokenizer->encode(text.substr(begin, end - begin)));
-      begin = end;
-    }
-  }
-  if (bytes == 0) throw_empty_input(a.inputs);
-  writer.finish();
-  std::cout << "dtrain-data: read " << bytes << " bytes from " << a.inputs.size() << " file(s); tokenizer " << t.spec << " ("
-            << t.tokenizer->identity() << "), vocabulary " << t.tokenizer->vocab_size() << "\n"
-            << "dtrain-data: wrote " << a.out << ".bin and " << a.out << ".idx (" << writer.num_tokens() << " tokens in "
-            << writer.num_documents() << " documents, "
-            << (writer.dtype() == dtrain::MegatronDType::uint16 ? "uint16" : "int32") << ")\n"
-            << "dtrain-data: train on it with data.format=megatron data.path=" << a.out << train_hint(t) << "\n"
-            << "dtrain-data: a Megatron dataset does not record its tokenizer, so dtrain cannot check that data.tokenizer "
-               "is this one\n";
-  return 0;
+void print_summary(const dtrain::IngestReport& r, const Args& a, const RunTokenizer& t) {
+  char line[512];
+  std::snprintf(line, sizeof line, "dtrain-data: read %llu bytes from %zu file(s) in %.2f s (%.1f MB/s, %d worker(s)): %llu documents, %llu tokens",
+                static_cast<unsigned long long>(r.bytes), a.inputs.size(), r.seconds, r.bytes / 1e6 / std::max(r.seconds, 1e-9), a.workers,
+                static_cast<unsigned long long>(r.documents), static_cast<unsigned long long>(r.tokens));
+  std::cout << line << "; tokenizer " << t.spec << " (" << t.tokenizer->identity() << "), vocabulary " << t.tokenizer->vocab_size() << "\n";
+  if (r.empty) std::cout << "dtrain-data: " << r.empty << " empty document(s) left out\n";
+  if (r.truncated) std::cout << "dtrain-data: " << r.truncated << " record(s) truncated to --seq-length + 1 tokens\n";
+  if (r.skipped) std::cout << "dtrain-data: skipped " << r.skipped << " bad line(s) (--skip-bad-lines); the first: " << r.first_skipped << "\n";
 }
 
 int run(int argc, char** argv) {
   const Args a = parse_args(argc, argv);
   if (a.help) return 0;
-  if (a.format == dtrain::DataFormat::megatron) return write_megatron(a);
-  const std::string text = read_inputs(a.inputs);
   create_output_dir(a.out);
-  const RunTokenizer t = open_tokenizer(a, text);
-  const std::vector<std::uint32_t> tokens = t.tokenizer->encode(text);
-  std::cout << "dtrain-data: read " << text.size() << " bytes from " << a.inputs.size() << " file(s); tokenizer " << t.spec
-            << " (" << t.tokenizer->identity() << "), vocabulary " << t.tokenizer->vocab_size() << ": " << tokens.size() << " tokens\n";
-  if (tokens.size() < 2) {
-    throw UserError("the input makes " + std::to_string(tokens.size()) +
-                    " token(s); at least 2 are needed to fill both a train and a val file");
+  const RunTokenizer t = open_tokenizer(a);
+  dtrain::IngestOptions o;
+  o.inputs = a.inputs, o.json_keys = a.json_keys, o.sft = a.sft, o.append_eod = a.append_eod, o.skip_bad_lines = a.skip_bad_lines;
+  o.workers = a.workers, o.truncate = a.truncate;
+  o.max_tokens = a.seq_length > 0 ? static_cast<std::uint64_t>(a.seq_length) + 1 : 0;
+  o.progress = ::isatty(STDERR_FILENO) == 1;
+  if (a.sft) o.chat_template = dtrain::chat_template_for(a.chat_template, *t.tokenizer);
+
+  const bool megatron = a.format == dtrain::DataFormat::megatron;
+  const int vocab = t.tokenizer->vocab_size();
+  StagedFiles staged;
+  std::vector<Output> outs;
+  for (const std::string& prefix : stream_prefixes(a)) {
+    Output out;
+    out.prefix = prefix;
+    if (megatron) {
+      out.writer = std::make_unique<dtrain::MegatronWriter>(prefix, vocab);
+      if (a.sft) out.mask_writer = std::make_unique<dtrain::MegatronWriter>(dtrain::megatron_loss_mask_prefix(prefix), 2, dtrain::MegatronDType::uint8);
+    }
+    outs.push_back(std::move(out));
   }
-  const auto split = static_cast<std::ptrdiff_t>(tokens.size() - val_count(tokens.size(), a.val_fraction));
-  write_split(a.out + ".train.bin", {tokens.begin(), tokens.begin() + split}, *t.tokenizer);
-  write_split(a.out + ".val.bin", {tokens.begin() + split, tokens.end()}, *t.tokenizer);
-  std::cout << "dtrain-data: train on it with data.path=" << a.out << train_hint(t) << "\n";
+  std::vector<std::uint32_t> mask_doc;
+  const dtrain::IngestReport report = dtrain::ingest(o, *t.tokenizer, [&](std::size_t k, const std::uint32_t* tokens, std::size_t n, const std::uint8_t* mask) {
+    Output& out = outs[k];
+    if (!megatron) {
+      out.tokens.insert(out.tokens.end(), tokens, tokens + n);
+      if (mask) out.mask.insert(out.mask.end(), mask, mask + n);
+      return;
+    }
+    out.writer->add_document(std::vector<std::uint32_t>(tokens, tokens + n));
+    if (mask) {
+      mask_doc.assign(mask, mask + n);
+      out.mask_writer->add_document(mask_doc);
+    }
+  });
+  if (report.bytes == 0) throw_empty_input(a.inputs);
+  print_summary(report, a, t);
+  if (report.documents == 0) throw UserError("the input makes no tokens (every document is empty or was skipped); nothing written");
+
+  for (Output& out : outs) {
+    if (megatron) {
+      out.writer->close();
+      if (out.mask_writer) out.mask_writer->close();
+      continue;
+    }
+    if (out.tokens.size() < 2)
+      throw UserError("'" + out.prefix + "' gets " + std::to_string(out.tokens.size()) +
+                      " token(s); at least 2 are needed to fill both a train and a val file");
+    const auto split = static_cast<std::ptrdiff_t>(out.tokens.size() - val_count(out.tokens.size(), a.val_fraction));
+    for (const bool val : {false, true}) {
+      const std::string path = out.prefix + (val ? ".val.bin" : ".train.bin");
+      const auto first = val ? split : 0, last = val ? static_cast<std::ptrdiff_t>(out.tokens.size()) : split;
+      const std::uint64_t hash = dtrain::TokenFile::write(staged.stage(path), {out.tokens.begin() + first, out.tokens.begin() + last}, vocab,
+                                                          t.tokenizer->identity());
+      if (a.sft) dtrain::write_loss_mask(staged.stage(dtrain::loss_mask_path(path)), {out.mask.begin() + first, out.mask.begin() + last}, hash);
+    }
+  }
+  // Everything is on disk: publish it all at once.
+  for (Output& out : outs) {
+    if (out.writer) out.writer->publish();
+    if (out.mask_writer) out.mask_writer->publish();
+  }
+  staged.publish();
+  for (const Output& out : outs) {
+    if (megatron) {
+      std::cout << "dtrain-data: wrote " << out.prefix << ".bin and " << out.prefix << ".idx (" << out.writer->num_tokens() << " tokens in "
+                << out.writer->num_documents() << " documents, " << (out.writer->dtype() == dtrain::MegatronDType::uint16 ? "uint16" : "int32")
+                << ")" << (a.sft ? " and the loss mask " + dtrain::megatron_loss_mask_prefix(out.prefix) + ".bin/.idx" : "") << "\n"
+                << "dtrain-data: train on it with data.format=megatron data.path=" << out.prefix << train_hint(t) << "\n";
+      continue;
+    }
+    const std::size_t val = val_count(out.tokens.size(), a.val_fraction);
+    std::cout << "dtrain-data: wrote " << out.prefix << ".train.bin (" << out.tokens.size() - val << " tokens) and " << out.prefix
+              << ".val.bin (" << val << " tokens)" << (a.sft ? " with their loss masks (.lossmask.bin)" : "") << "\n"
+              << "dtrain-data: train on it with data.path=" << out.prefix << train_hint(t) << "\n";
+  }
+  if (megatron)
+    std::cout << "dtrain-data: a Megatron dataset does not record its tokenizer, so dtrain cannot check that data.tokenizer is this one\n";
   return 0;
 }
 

@@ -135,6 +135,7 @@ void MegatronDataset::keep_documents(std::uint64_t first, std::uint64_t last) {
   }
   begin_ = document_start(first);
   end_ = document_start(last);
+  if (mask_) mask_->keep_documents(first, last);
 }
 
 void MegatronDataset::read(std::uint64_t start, int len, int* out) const {
@@ -164,11 +165,49 @@ void MegatronDataset::read(std::uint64_t start, int len, int* out) const {
   }
 }
 
+std::string megatron_loss_mask_prefix(const std::string& prefix) { return prefix + ".lossmask"; }
+
+void MegatronDataset::attach_loss_mask(const std::string& mask_prefix) {
+  auto mask = std::make_unique<MegatronDataset>(open(mask_prefix));
+  const std::string both = quoted(mask->idx_.path()) + " is not the loss mask of " + quoted(idx_.path());
+  if (mask->dtype_ != MegatronDType::uint8)
+    throw UserError(quoted(mask->idx_.path()) + " stores " + dtype_name(static_cast<std::uint8_t>(mask->dtype_)) +
+                    " values, but a loss mask is uint8 0/1; re-make both with dtrain-data --sft --format megatron");
+  if (mask->num_sequences_ != num_sequences_ || mask->num_documents_ != num_documents_)
+    throw UserError(both + ": it has " + std::to_string(mask->num_sequences_) + " sequences in " + std::to_string(mask->num_documents_) +
+                    " documents, the tokens " + std::to_string(num_sequences_) + " in " + std::to_string(num_documents_) +
+                    "; re-make both with dtrain-data --sft --format megatron");
+  // Every sequence length and document index must agree: then the two streams align token for token.
+  const std::uint8_t* a = idx_.data() + kMegatronIndexHeaderBytes;
+  const std::uint8_t* b = mask->idx_.data() + kMegatronIndexHeaderBytes;
+  if (std::memcmp(a, b, 4 * num_sequences_) != 0 ||
+      std::memcmp(idx_.data() + documents_at_, mask->idx_.data() + mask->documents_at_, 8 * (num_documents_ + 1)) != 0)
+    throw UserError(both + ": their sequence lengths or document indices differ (the mask belongs to other tokens); re-make both "
+                    "with dtrain-data --sft --format megatron");
+  mask_ = std::move(mask);
+}
+
+void MegatronDataset::read_loss_mask(std::uint64_t start, int len, std::uint8_t* out) const {
+  if (!mask_) return TokenSource::read_loss_mask(start, len, out);
+  std::vector<int> values(static_cast<std::size_t>(len));
+  // The mask dataset's kept range is the same as this one's (keep_documents sets both).
+  mask_->read(start, len, values.data());
+  for (int i = 0; i < len; ++i) out[i] = static_cast<std::uint8_t>(values[static_cast<std::size_t>(i)]);
+}
+
 void MegatronDataset::check_tokens(int vocab_size, std::uint64_t begin, std::uint64_t end) const {
   constexpr std::uint64_t kChunk = 1 << 16;
   std::vector<int> tokens(kChunk);
+  std::vector<std::uint8_t> mask(kChunk);
   for (std::uint64_t at = begin; at < end; at += kChunk) {
     const int n = static_cast<int>(std::min(kChunk, end - at));
+    if (mask_) {
+      read_loss_mask(at, n, mask.data());
+      for (int t = 0; t < n; ++t)
+        if (mask[static_cast<std::size_t>(t)] > 1)
+          throw UserError(quoted(mask_->bin_.path()) + " holds the value " + std::to_string(mask[static_cast<std::size_t>(t)]) +
+                          " at token " + std::to_string(begin_ + at + t) + ", not a loss mask's 0 or 1; re-make it with dtrain-data --sft");
+    }
     read(at, n, tokens.data());
     for (int t = 0; t < n; ++t) {
       if (tokens[t] < 0 || tokens[t] >= vocab_size) {

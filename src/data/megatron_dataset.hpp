@@ -4,6 +4,7 @@
 // sees it.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,14 @@ class MegatronDataset : public TokenSource {
   std::uint64_t size() const override { return end_ - begin_; }
   void read(std::uint64_t start, int len, int* out /*(len)*/) const override;
   // UserError naming PREFIX.bin at the first token among [begin, end) of the stream that is negative or
-  // not below vocab_size (model.vocab_size).
+  // not below vocab_size (model.vocab_size), or whose loss mask value is not 0 or 1.
   void check_tokens(int vocab_size, std::uint64_t begin, std::uint64_t end) const;
+  // The loss mask: the Megatron dataset MASK_PREFIX (PREFIX.lossmask.bin + .idx, uint8 values 0/1,
+  // written by dtrain-data --sft), which must have exactly this dataset's sequences and documents; a
+  // UserError naming both otherwise. Call before keep_documents.
+  void attach_loss_mask(const std::string& mask_prefix);
+  bool has_loss_mask() const override { return mask_ != nullptr; }
+  void read_loss_mask(std::uint64_t start, int len, std::uint8_t* out) const override;
 
   MegatronDType dtype() const { return dtype_; }
 
@@ -66,6 +73,10 @@ class MegatronDataset : public TokenSource {
   // Stream offset of each sequence of the documents (doc[0] + i), and the total at the end.
   std::vector<std::uint64_t> sequence_start_;
   std::uint64_t begin_ = 0, end_ = 0;  // the kept documents' part of the stream
+  std::unique_ptr<MegatronDataset> mask_;  // the loss mask dataset, same sequences, when attached
 };
+
+// The loss mask dataset's prefix for the Megatron dataset PREFIX: PREFIX.lossmask.
+std::string megatron_loss_mask_prefix(const std::string& prefix);
 
 }  // namespace dtrain

@@ -14,12 +14,12 @@
 
 namespace dtrain {
 
-MegatronWriter::MegatronWriter(std::string prefix, int vocab_size)
+MegatronWriter::MegatronWriter(std::string prefix, int vocab_size, std::optional<MegatronDType> dtype)
     : prefix_(std::move(prefix)),
       bin_tmp_(prefix_ + ".bin.tmp." + std::to_string(::getpid())),
       idx_tmp_(prefix_ + ".idx.tmp." + std::to_string(::getpid())),
       vocab_size_(vocab_size),
-      dtype_(vocab_size < 65500 ? MegatronDType::uint16 : MegatronDType::int32) {
+      dtype_(dtype ? *dtype : vocab_size < 65500 ? MegatronDType::uint16 : MegatronDType::int32) {
   if (vocab_size <= 0) throw std::invalid_argument("MegatronWriter: vocab_size must be positive");
   bin_ = std::fopen(bin_tmp_.c_str(), "wb");
   if (!bin_) fail(prefix_ + ".bin", errno);
@@ -60,9 +60,11 @@ void MegatronWriter::add_document(const std::vector<std::uint32_t>& tokens) {
       throw std::invalid_argument("MegatronWriter: token id " + std::to_string(tokens[i]) + " is not below vocab_size " +
                                   std::to_string(vocab_size_));
     }
+    const std::uint8_t byte = static_cast<std::uint8_t>(tokens[i]);
     const std::uint16_t narrow = static_cast<std::uint16_t>(tokens[i]);
     const std::int32_t wide = static_cast<std::int32_t>(tokens[i]);
-    std::memcpy(bytes.data() + i * width, width == 2 ? static_cast<const void*>(&narrow) : &wide, width);
+    std::memcpy(bytes.data() + i * width, width == 1 ? static_cast<const void*>(&byte) : width == 2 ? static_cast<const void*>(&narrow) : &wide,
+                width);
   }
   write(bin_, prefix_ + ".bin", bytes.data(), bytes.size());
   lengths_.push_back(static_cast<std::int32_t>(tokens.size()));
@@ -70,6 +72,11 @@ void MegatronWriter::add_document(const std::vector<std::uint32_t>& tokens) {
 }
 
 void MegatronWriter::finish() {
+  close();
+  publish();
+}
+
+void MegatronWriter::close() {
   const std::string bin_path = prefix_ + ".bin", idx_path = prefix_ + ".idx";
   const int closed = std::fclose(bin_);
   bin_ = nullptr;
@@ -95,6 +102,12 @@ void MegatronWriter::finish() {
   const int idx_closed = std::fclose(idx_);
   idx_ = nullptr;
   if (idx_closed != 0) fail(idx_path, errno);
+  closed_ = true;
+}
+
+void MegatronWriter::publish() {
+  if (!closed_) throw std::logic_error("MegatronWriter::publish before close");
+  const std::string bin_path = prefix_ + ".bin", idx_path = prefix_ + ".idx";
   if (std::rename(bin_tmp_.c_str(), bin_path.c_str()) != 0) fail(bin_path, errno);
   if (std::rename(idx_tmp_.c_str(), idx_path.c_str()) != 0) fail(idx_path, errno);
   finished_ = true;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,8 @@ namespace dtrain {
 class MegatronWriter {
  public:
   // Starts PREFIX.bin (under a temporary name); UserError naming the file when it cannot be created.
-  MegatronWriter(std::string prefix, int vocab_size);
+  // The token dtype is Megatron's choice for the vocabulary (uint16 below 65500, else int32) unless given.
+  MegatronWriter(std::string prefix, int vocab_size, std::optional<MegatronDType> dtype = std::nullopt);
   // An unfinished writer removes its temporary files.
   ~MegatronWriter();
   MegatronWriter(const MegatronWriter&) = delete;
@@ -24,6 +26,10 @@ class MegatronWriter {
   void add_document(const std::vector<std::uint32_t>& tokens);
   // Writes PREFIX.idx and renames both files into place, PREFIX.bin first; UserError on a write error.
   void finish();
+  // The same in two steps, so that several datasets appear together: close() writes and closes both
+  // temporaries, publish() renames them (a closed writer destroyed unpublished removes them).
+  void close();
+  void publish();
 
   MegatronDType dtype() const { return dtype_; }
   std::uint64_t num_tokens() const { return num_tokens_; }
@@ -41,7 +47,7 @@ class MegatronWriter {
   std::FILE* idx_ = nullptr;
   std::vector<std::int32_t> lengths_;  // tokens per sequence (= document)
   std::uint64_t num_tokens_ = 0;
-  bool finished_ = false;
+  bool closed_ = false, finished_ = false;
 };
 
 }  // namespace dtrain

@@ -9,7 +9,9 @@
 #include <memory>
 #include <stdexcept>
 
+#include "ckpt/checksum.hpp"
 #include "common/error.hpp"
+#include "data/loss_mask_file.hpp"
 
 namespace dtrain {
 namespace {
@@ -185,9 +187,25 @@ void TokenFile::read(std::uint64_t start, int len, int* out) const {
   for (int t = 0; t < len; ++t) out[t] = static_cast<int>(token_at(start + t));
 }
 
-void TokenFile::write(const std::string& path, const std::vector<std::uint32_t>& tokens, int vocab_size,
-                      const std::string& tokenizer) {
-  write_atomically(path, encode(tokens, vocab_size, tokenizer));
+std::uint64_t TokenFile::write(const std::string& path, const std::vector<std::uint32_t>& tokens, int vocab_size,
+                               const std::string& tokenizer) {
+  const std::vector<std::uint8_t> bytes = encode(tokens, vocab_size, tokenizer);
+  write_atomically(path, bytes);
+  return h5::hash64(bytes.data(), bytes.size());
+}
+
+std::uint64_t TokenFile::content_hash() const { return h5::hash64(bytes_.data(), bytes_.size()); }
+
+void TokenFile::attach_loss_mask(const std::string& mask_path, const std::string& path) {
+  mask_ = dtrain::read_loss_mask(mask_path, header_.count, content_hash(), path);
+  has_mask_ = true;
+}
+
+void TokenFile::read_loss_mask(std::uint64_t start, int len, std::uint8_t* out) const {
+  if (!has_mask_) return TokenSource::read_loss_mask(start, len, out);
+  if (len < 0 || start > size() || static_cast<std::uint64_t>(len) > size() - start)
+    throw std::out_of_range("TokenFile::read_loss_mask: past the end");
+  std::copy_n(mask_.begin() + static_cast<std::ptrdiff_t>(start), len, out);
 }
 
 }  // namespace dtrain

@@ -37,8 +37,9 @@ class TokenFile : public TokenSource {
   // Writes tokens (each below vocab_size) with the narrowest bytes_per_token and the identity of the
   // tokenizer that made them, via a temporary file renamed into place. Throws UserError when the file
   // cannot be written.
-  static void write(const std::string& path, const std::vector<std::uint32_t>& tokens, int vocab_size,
-                    const std::string& tokenizer = "byte");
+  // Returns the hash of the bytes written (what a loss mask file records).
+  static std::uint64_t write(const std::string& path, const std::vector<std::uint32_t>& tokens, int vocab_size,
+                             const std::string& tokenizer = "byte");
 
   std::uint64_t size() const override { return header_.count; }
   int vocab_size() const { return static_cast<int>(header_.vocab_size); }
@@ -46,6 +47,13 @@ class TokenFile : public TokenSource {
   const std::string& tokenizer() const { return tokenizer_; }
   // Tokens [start, start + len) as int; throws std::out_of_range past the end.
   void read(std::uint64_t start, int len, int* out /*(len)*/) const override;
+  // The 64-bit hash of the whole file (ckpt/checksum), as a loss mask file records it.
+  std::uint64_t content_hash() const;
+  // Takes the loss mask file `mask_path` (data/loss_mask_file.hpp), checked against this file (named
+  // `path` in errors); a UserError when it belongs to other tokens.
+  void attach_loss_mask(const std::string& mask_path, const std::string& path);
+  bool has_loss_mask() const override { return has_mask_; }
+  void read_loss_mask(std::uint64_t start, int len, std::uint8_t* out) const override;
 
  private:
   TokenFile(TokenFileHeader header, std::vector<std::uint8_t> bytes);
@@ -55,6 +63,8 @@ class TokenFile : public TokenSource {
   std::vector<std::uint8_t> bytes_;  // the whole file
   std::string tokenizer_;
   std::size_t body_ = kTokenFileHeaderBytes;  // where the tokens start in bytes_
+  std::vector<std::uint8_t> mask_;  // the loss mask, one byte per token, when attached
+  bool has_mask_ = false;
 };
 
 }  // namespace dtrain

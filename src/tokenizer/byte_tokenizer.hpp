@@ -10,6 +10,9 @@ class ByteTokenizer : public Tokenizer {
   std::vector<std::uint32_t> encode(const std::string& text) override;
   std::string decode(const std::vector<std::uint32_t>& ids) const override;
   int vocab_size() const override { return 256; }
+  std::optional<std::uint32_t> token_id(const std::string&) const override { return std::nullopt; }
+  std::optional<std::uint32_t> eod() const override { return std::nullopt; }
+  std::unique_ptr<Tokenizer> clone() const override { return std::make_unique<ByteTokenizer>(); }
 };
 
 }  // namespace dtrain

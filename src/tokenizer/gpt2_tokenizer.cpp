@@ -126,12 +126,23 @@ std::vector<std::uint32_t> Gpt2Tokenizer::bpe(std::string_view piece) const {
   return word;
 }
 
+std::optional<std::uint32_t> Gpt2Tokenizer::token_id(const std::string& text) const {
+  const auto it = id_of_.find(text);
+  if (it == id_of_.end()) return std::nullopt;
+  return it->second;
+}
+
 std::vector<std::uint32_t> Gpt2Tokenizer::encode(const std::string& text) {
   std::vector<std::uint32_t> ids;
   ids.reserve(text.size() / 3);
+  std::string key;
   const auto encode_piece = [&](std::string_view piece) {
-    auto it = cache_.find(std::string(piece));
-    if (it == cache_.end()) it = cache_.emplace(std::string(piece), bpe(piece)).first;
+    key.assign(piece.data(), piece.size());
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      if (cache_.size() >= kCachedPieces) cache_.clear();  // a corpus of many distinct pieces: memory stays bounded
+      it = cache_.emplace(key, bpe(piece)).first;
+    }
     ids.insert(ids.end(), it->second.begin(), it->second.end());
   };
   if (llama3_split_) llama3_pretokenize(text, encode_piece);

@@ -20,8 +20,11 @@ class Gpt2Tokenizer : public Tokenizer {
   std::vector<std::uint32_t> encode(const std::string& text) override;
   std::string decode(const std::vector<std::uint32_t>& ids) const override;
   int vocab_size() const override { return static_cast<int>(token_bytes_.size()); }
+  std::optional<std::uint32_t> token_id(const std::string& text) const override;
+  std::unique_ptr<Tokenizer> clone() const override { return std::unique_ptr<Tokenizer>(new Gpt2Tokenizer(*this)); }
 
  private:
+  Gpt2Tokenizer(const Gpt2Tokenizer&) = default;
   struct Merge {
     std::uint32_t rank;
     std::uint32_t id;  // the merged token
@@ -36,7 +39,8 @@ class Gpt2Tokenizer : public Tokenizer {
   std::uint32_t byte_id_[256] = {};                             // byte -> its one-byte token
   std::unordered_map<std::string, std::uint32_t> id_of_;        // token bytes -> id
   std::unordered_map<std::uint64_t, Merge> merges_;             // (left, right) -> rank, result
-  std::unordered_map<std::string, std::vector<std::uint32_t>> cache_;  // piece -> ids
+  std::unordered_map<std::string, std::vector<std::uint32_t>> cache_;  // piece -> ids, at most kCachedPieces
+  static constexpr std::size_t kCachedPieces = std::size_t{1} << 20;
   bool llama3_split_ = false, ignore_merges_ = false;
 };
 

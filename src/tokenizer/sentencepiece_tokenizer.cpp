@@ -48,6 +48,18 @@ SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 int SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
 
+std::optional<std::uint32_t> SentencePieceTokenizer::token_id(const std::string& text) const {
+  const int id = sp_->PieceToId(text);
+  if (id < 0 || id >= vocab_size() || sp_->IdToPiece(id) != text) return std::nullopt;  // PieceToId gives unk for unknown pieces
+  return static_cast<std::uint32_t>(id);
+}
+
+std::optional<std::uint32_t> SentencePieceTokenizer::eod() const {
+  const int id = sp_->eos_id();
+  if (id < 0 || id >= vocab_size()) return std::nullopt;
+  return static_cast<std::uint32_t>(id);
+}
+
 std::vector<std::uint32_t> SentencePieceTokenizer::encode(const std::string& text) {
   std::vector<int> ids;
   const auto status = sp_->Encode(text, &ids);

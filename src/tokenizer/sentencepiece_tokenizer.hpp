@@ -20,6 +20,9 @@ class SentencePieceTokenizer : public Tokenizer {
   std::vector<std::uint32_t> encode(const std::string& text) override;
   std::string decode(const std::vector<std::uint32_t>& ids) const override;
   int vocab_size() const override;
+  std::optional<std::uint32_t> token_id(const std::string& text) const override;
+  std::optional<std::uint32_t> eod() const override;
+  std::unique_ptr<Tokenizer> clone() const override { return std::make_unique<SentencePieceTokenizer>(path_, identity()); }
 
  private:
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;

@@ -69,6 +69,12 @@ std::vector<std::string> tokenizer_files(const std::string& value) {
   return {};
 }
 
+std::optional<std::uint32_t> Tokenizer::eod() const {
+  for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>"})
+    if (const auto id = token_id(name)) return id;
+  return std::nullopt;
+}
+
 void check_vocab_fits(const Tokenizer& tokenizer, int vocab_size, const std::string& what) {
   if (tokenizer.vocab_size() <= vocab_size) return;
   throw UserError("data.tokenizer (" + tokenizer.identity() + ") has a vocabulary of " + std::to_string(tokenizer.vocab_size()) +

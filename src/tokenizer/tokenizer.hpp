@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,20 @@ class Tokenizer {
   virtual std::string decode(const std::vector<std::uint32_t>& ids) const = 0;
   // Every id encode returns is below it.
   virtual int vocab_size() const = 0;
+  // The id of the vocabulary entry that is exactly `text` (a special token such as "<|eot_id|>" or
+  // "<|endoftext|>"; encode never produces them from text), if the vocabulary has one.
+  virtual std::optional<std::uint32_t> token_id(const std::string& text) const = 0;
+  // The end-of-document token (Megatron's eod): the first of "<|endoftext|>" (GPT-2), "<|end_of_text|>"
+  // (Llama 3) and "</s>" in the vocabulary, or a SentencePiece model's end-of-sentence id; none for the
+  // byte tokenizer, whose 256 ids are all bytes.
+  virtual std::optional<std::uint32_t> eod() const;
+  // An independent copy for another thread (encode keeps a cache of pieces).
+  virtual std::unique_ptr<Tokenizer> clone() const = 0;
   const std::string& identity() const { return identity_; }
 
  protected:
   explicit Tokenizer(std::string identity) : identity_(std::move(identity)) {}
+  Tokenizer(const Tokenizer&) = default;
 
  private:
   std::string identity_;

@@ -1,0 +1,56 @@
+// Supervised fine-tuning records (data/json_record.hpp) rendered into token ids and a per-token loss
+// mask (1: the loss trains on predicting this token). Each segment of text is encoded on its own, as
+// NeMo's SFT datasets encode context and answer; special tokens come by id, never from text.
+//
+//   llama3  Meta Llama 3 Instruct's template (its tokenizer_config.json chat_template):
+//             <|begin_of_text|> then per message
+//             <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>   (CONTENT | trim)
+//           trained: each assistant message's CONTENT and its <|eot_id|>.
+//   plain   for tokenizers without chat tokens (GPT-2, a byte tokenizer):
+//             per message "Role:\nCONTENT\n\n" (Role capitalised: System, User, Assistant, ...),
+//             except that an assistant message's closing "\n\n" is the end-of-document token when it is
+//             the last message and the tokenizer has one; trained: assistant CONTENT and what closes it.
+// Prompt/completion pairs take no template: prompt then completion, the completion trained.
+// Every record ends with the tokenizer's end-of-document token (untrained unless it closes an
+// assistant message, as above), which packing and data.reset_attention_mask take as the boundary.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/json_record.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace dtrain {
+
+enum class ChatTemplate { llama3, plain };
+
+struct MaskedTokens {
+  std::vector<std::uint32_t> tokens;
+  std::vector<std::uint8_t> mask;  // one per token: 1 = a target the loss trains on
+};
+
+// "auto" (llama3 when the tokenizer has its tokens, else plain), "llama3" or "plain"; UserError for
+// another name or a template whose special tokens the tokenizer lacks (naming them).
+ChatTemplate chat_template_for(const std::string& name, const Tokenizer& tokenizer);
+const char* chat_template_name(ChatTemplate t);
+
+class ChatRenderer {
+ public:
+  ChatRenderer(ChatTemplate t, const Tokenizer& tokenizer);
+  // The record's tokens and mask, encoded by `tokenizer` (the same files as the constructor's: a
+  // worker's copy).
+  MaskedTokens render(const SftRecord& record, Tokenizer& tokenizer) const;
+  ChatTemplate chat_template() const { return t_; }
+
+ private:
+  ChatTemplate t_;
+  std::optional<std::uint32_t> eod_;
+  std::uint32_t bos_ = 0, start_header_ = 0, end_header_ = 0, eot_ = 0;  // llama3
+};
+
+// Python's str.strip(): leading and trailing Unicode whitespace removed (Jinja's trim filter).
+std::string trim_whitespace(const std::string& s);
+
+}  // namespace dtrain
