@@ -44,6 +44,29 @@ DTRAIN_HOST_DEVICE constexpr bool unmasked_tile_pair(int qt, int kt, int T, int 
 // none of a diagonal key tile skips its products: they would add nothing).
 DTRAIN_HOST_DEVICE constexpr bool rows_see_key_tile(int first_row, int n, int kt) { return kt * kTile <= first_row + n - 1; }
 
+// ---- documents packed in a sample (data.reset_attention_mask): doc_start[t] is the position where row
+// t's document starts, non-decreasing along t; row q sees keys doc_start[q] <= k <= q. The kernels take
+// the sample's doc_start (null: one document, plain causal attention).
+// Whether query row q of a document starting at ds sees key k.
+DTRAIN_HOST_DEVICE constexpr bool visible_in_document(int q, int k, int T, int ds) { return visible(q, k, T) && k >= ds; }
+// The first key tile a query tile needs, from the document start of its first row (every later row's
+// document starts there or later): the key tiles wholly before it are skipped.
+DTRAIN_HOST_DEVICE constexpr int first_key_tile(const int* doc_start, int first_row) { return doc_start ? doc_start[first_row] / kTile : 0; }
+// Whether a tile pair needs no mask at all: unmasked_tile_pair's causal condition, and every row of the
+// query tile (the last real one, whose document starts latest) sees the whole key tile.
+DTRAIN_HOST_DEVICE constexpr bool unmasked_document_pair(int qt, int kt, int T, const int* doc_start, int rows = kTile) {
+  return unmasked_tile_pair(qt, kt, T, rows) &&
+         (!doc_start || doc_start[((qt + 1) * rows < T ? (qt + 1) * rows : T) - 1] <= kt * kTile);
+}
+// The query tiles that see key tile kt: [kt, end), end the first tile whose first row's document starts
+// after the key tile's last key (tiles(T) without documents).
+DTRAIN_HOST_DEVICE inline int query_tiles_end(int kt, int T, const int* doc_start) {
+  if (!doc_start) return tiles(T);
+  int end = kt;
+  while (end < tiles(T) && doc_start[end * kTile] <= kt * kTile + kTile - 1) ++end;
+  return end;
+}
+
 // Shared memory of each kernel, bytes, for padded head dim D.
 // bf16 and fp16 (tensor cores, kernels/cuda/attention_16bit.cu): 16-bit element tiles of kTile rows
 // whose rows are padded by 8 elements (16 bytes) to mma_row_stride(D), so that the 8 row addresses of
@@ -57,8 +80,8 @@ DTRAIN_HOST_DEVICE constexpr std::size_t mma_tile_bytes(int D) { return static_c
 DTRAIN_HOST_DEVICE constexpr std::size_t mma_forward_smem(int D) { return (kWideRows / kTile + 4) * mma_tile_bytes(D); }
 // Q, dO, 2 x (K, V).
 DTRAIN_HOST_DEVICE constexpr std::size_t mma_dq_smem(int D) { return 6 * mma_tile_bytes(D); }
-// K, V, 2 x (Q, dO), 2 x (lse, Dsum) of the query tile (fp32).
-DTRAIN_HOST_DEVICE constexpr std::size_t mma_dkv_smem(int D) { return 6 * mma_tile_bytes(D) + 2 * 2 * kTile * 4; }
+// K, V, 2 x (Q, dO), 2 x (lse, Dsum, document starts) of the query tile (fp32, int).
+DTRAIN_HOST_DEVICE constexpr std::size_t mma_dkv_smem(int D) { return 6 * mma_tile_bytes(D) + 2 * 3 * kTile * 4; }
 // fp32 (FMAs, kernels/cuda/attention_fp32.cu, for exactness rather than speed): single buffers (two would
 // not fit at head dim 128), the scores and the accumulators in shared memory; the probabilities and score
 // gradients are written in place over the scores.
@@ -68,12 +91,12 @@ DTRAIN_HOST_DEVICE constexpr std::size_t fma_forward_smem(int D) {
   return 3 * fma_tile_bytes(D) + kTile * kTile * 4 + fma_tile_bytes(D) + 2 * kTile * 4;
 }
 DTRAIN_HOST_DEVICE constexpr std::size_t fma_dkv_smem(int D) {
-  // K, V, Q, dO, P and dP (kTile,kTile), lse and Dsum, dK and dV.
-  return 4 * fma_tile_bytes(D) + 2 * kTile * kTile * 4 + 2 * kTile * 4 + 2 * fma_tile_bytes(D);
+  // K, V, Q, dO, P and dP (kTile,kTile), lse, Dsum and document starts, dK and dV.
+  return 4 * fma_tile_bytes(D) + 2 * kTile * kTile * 4 + 3 * kTile * 4 + 2 * fma_tile_bytes(D);
 }
 DTRAIN_HOST_DEVICE constexpr std::size_t fma_dq_smem(int D) {
-  // Q, dO, K, V, P and dP (kTile,kTile), lse and Dsum, dQ.
-  return 4 * fma_tile_bytes(D) + 2 * kTile * kTile * 4 + 2 * kTile * 4 + fma_tile_bytes(D);
+  // Q, dO, K, V, P and dP (kTile,kTile), lse and Dsum, dQ, document starts.
+  return 4 * fma_tile_bytes(D) + 2 * kTile * kTile * 4 + 3 * kTile * 4 + fma_tile_bytes(D);
 }
 // The most dynamic shared memory a block may have on sm_80 and sm_90 (227 KiB on Hopper, 163 KiB on
 // the A100); each kernel asks for its own size and the launch checks it against the device's limit.

@@ -1,5 +1,6 @@
 // CUDA backend: attention of one block of query rows against one block of key/value rows (ring
-// attention under context parallelism) and the column copies around it. A warp per (query row, head)
+// attention under context parallelism, generation with a key/value cache) and the column copies around
+// it; the keys a row sees come from kernels/attention_visibility.hpp, as on the host. A warp per (query row, head)
 // walks the block's keys with an online softmax and merges the block into the running output and
 // log-sum-exp; the backward recomputes each probability from the final log-sum-exp: a warp per
 // (query row, head) sums dQ, a warp per (key row, key/value group) sums dK and dV over the group's
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "kernels/attention_visibility.hpp"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
 
@@ -27,16 +29,16 @@ __device__ float head_dot(const A* a, const B* b, int HD) {
 
 template <typename KT>
 __global__ void block_forward_kernel(float* out, float* lse, const KT* q, int qs, const KT* kv, int ks, int Tq, int Tk, int NH,
-                                     int NKV, int HD, bool causal, float scale) {
+                                     int NKV, int HD, int q_pos, int k_pos, const int* doc_start, float scale) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
   if (warp >= Tq * NH) return;
   const int i = warp / NH, h = warp % NH;
   const KT* qi = q + static_cast<long>(i) * qs + h * HD;
   const int g = h / (NH / NKV);
-  const int len = causal ? min(i + 1, Tk) : Tk;
+  const KeyRange r = block_visible_keys(q_pos + i, doc_start ? doc_start[i] : kNoDocuments, k_pos, Tk);
   float acc[kMaxDimsPerLane] = {};
   float m = -INFINITY, l = 0.0f;
-  for (int j = 0; j < len; ++j) {
+  for (int j = r.first; j < r.last; ++j) {
     const KT* kj = kv + static_cast<long>(j) * ks + g * HD;
     const KT* vj = kj + NKV * HD;
     const float s = head_dot(qi, kj, HD) * scale;
@@ -46,7 +48,7 @@ __global__ void block_forward_kernel(float* out, float* lse, const KT* q, int qs
     for (int k = 0, d = lane; d < HD; ++k, d += 32) acc[k] = acc[k] * rescale + p * ld(vj[d]);
     m = m_new;
   }
-  if (len == 0) return;
+  if (r.first == r.last) return;  // no key of this block: the running result stays
   const float block_lse = m + logf(l);
   float* before = lse + static_cast<long>(h) * Tq + i;
   const float b = *before;
@@ -60,16 +62,16 @@ __global__ void block_forward_kernel(float* out, float* lse, const KT* q, int qs
 
 template <typename KT>
 __global__ void block_dq_kernel(float* dq, const KT* dout, const KT* out, const float* lse, const KT* q, int qs, const KT* kv,
-                                int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal, float scale) {
+                                int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos, const int* doc_start, float scale) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
   if (warp >= Tq * NH) return;
   const int i = warp / NH, h = warp % NH, g = h / (NH / NKV);
   const long row = static_cast<long>(i) * NH * HD + h * HD;
   const KT* qi = q + static_cast<long>(i) * qs + h * HD;
   const float D = head_dot(dout + row, out + row, HD), L = lse[static_cast<long>(h) * Tq + i];
-  const int len = causal ? min(i + 1, Tk) : Tk;
+  const KeyRange r = block_visible_keys(q_pos + i, doc_start ? doc_start[i] : kNoDocuments, k_pos, Tk);
   float acc[kMaxDimsPerLane] = {};
-  for (int j = 0; j < len; ++j) {
+  for (int j = r.first; j < r.last; ++j) {
     const KT* kj = kv + static_cast<long>(j) * ks + g * HD;
     const float p = expf(head_dot(qi, kj, HD) * scale - L);
     const float ds = p * (head_dot(dout + row, kj + NKV * HD, HD) - D) * scale;
@@ -80,15 +82,18 @@ __global__ void block_dq_kernel(float* dq, const KT* dout, const KT* out, const 
 
 template <typename KT>
 __global__ void block_dkv_kernel(float* dkv, int dks, const KT* dout, const KT* out, const float* lse, const KT* q, int qs,
-                                 const KT* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal, float scale) {
+                                 const KT* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos, const int* doc_start,
+                                 float scale) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
   if (warp >= Tk * NKV) return;
   const int j = warp / NKV, g = warp % NKV, group = NH / NKV;
   const KT* kj = kv + static_cast<long>(j) * ks + g * HD;
   const KT* vj = kj + NKV * HD;
   float dk[kMaxDimsPerLane] = {}, dv[kMaxDimsPerLane] = {};
+  const int first_query = max(0, k_pos + j - q_pos);  // the first query row at or after the key's position
   for (int h = g * group; h < (g + 1) * group; ++h)
-    for (int i = causal ? j : 0; i < Tq; ++i) {
+    for (int i = first_query; i < Tq; ++i) {
+      if (!sees_key(q_pos + i, doc_start ? doc_start[i] : kNoDocuments, k_pos + j)) break;  // later rows' documents start later too
       const long row = static_cast<long>(i) * NH * HD + h * HD;
       const KT* qi = q + static_cast<long>(i) * qs + h * HD;
       const float p = expf(head_dot(qi, kj, HD) * scale - lse[static_cast<long>(h) * Tq + i]);
@@ -113,23 +118,24 @@ void check_head_dim(int HD) {
 int warp_blocks(long warps) { return blocks_for(warps * 32); }
 
 template <typename KT>
-void block_attention_fw(float* out, float* lse, const KT* q, int qs, const KT* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
+void block_attention_fw(float* out, float* lse, const KT* q, int qs, const KT* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos,
+                        int k_pos, const int* doc_start) {
   check_head_dim(HD);
-  block_forward_kernel<<<warp_blocks(static_cast<long>(Tq) * NH), kThreads>>>(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal,
-                                                                              1.0f / sqrtf(static_cast<float>(HD)));
+  block_forward_kernel<<<warp_blocks(static_cast<long>(Tq) * NH), kThreads>>>(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos,
+                                                                              doc_start, 1.0f / sqrtf(static_cast<float>(HD)));
   DTRAIN_LAUNCH_CHECK();
 }
 
 template <typename KT>
 void block_attention_bw(float* dq, float* dkv, int dks, const KT* dout, const KT* out, const float* lse, const KT* q, int qs, const KT* kv,
-              int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
+              int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {
   check_head_dim(HD);
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   block_dq_kernel<<<warp_blocks(static_cast<long>(Tq) * NH), kThreads>>>(dq, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD,
-                                                                         causal, scale);
+                                                                         q_pos, k_pos, doc_start, scale);
   DTRAIN_LAUNCH_CHECK();
   block_dkv_kernel<<<warp_blocks(static_cast<long>(Tk) * NKV), kThreads>>>(dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV,
-                                                                           HD, causal, scale);
+                                                                           HD, q_pos, k_pos, doc_start, scale);
   DTRAIN_LAUNCH_CHECK();
 }
 
@@ -159,28 +165,31 @@ void narrow_cols(KT* out, const float* inp, long N, int W, int col, int w) {
 }  // namespace
 
 void attention_block_forward(float* out, float* lse, float*, const float* q, int qs, const float* kv, int ks, int Tq, int Tk, int NH,
-                             int NKV, int HD, bool causal) {
-  block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
+                             int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {
+  block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);
 }
 void attention_block_forward(float* out, float* lse, float*, const bf16* q, int qs, const bf16* kv, int ks, int Tq, int Tk, int NH,
-                             int NKV, int HD, bool causal) {
-  block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
+                             int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {
+  block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);
 }
 void attention_block_forward(float* out, float* lse, float*, const fp16* q, int qs, const fp16* kv, int ks, int Tq, int Tk, int NH,
-                             int NKV, int HD, bool causal) {
-  block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
+                             int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {
+  block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);
 }
 void attention_block_backward(float* dq, float* dkv, int dks, float*, const float* dout, const float* out, const float* lse,
-                              const float* q, int qs, const float* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
-  block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
+                              const float* q, int qs, const float* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos,
+                              const int* doc_start) {
+  block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);
 }
 void attention_block_backward(float* dq, float* dkv, int dks, float*, const bf16* dout, const bf16* out, const float* lse,
-                              const bf16* q, int qs, const bf16* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
-  block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
+                              const bf16* q, int qs, const bf16* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos,
+                              const int* doc_start) {
+  block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);
 }
 void attention_block_backward(float* dq, float* dkv, int dks, float*, const fp16* dout, const fp16* out, const float* lse,
-                              const fp16* q, int qs, const fp16* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, bool causal) {
-  block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, causal);
+                              const fp16* q, int qs, const fp16* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos,
+                              const int* doc_start) {
+  block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);
 }
 
 void copy_columns(float* out, const float* inp, long N, int W, int col, int w) { copy_cols(out, inp, N, W, col, w); }

@@ -8,7 +8,9 @@
 // the same gradient (no atomics: the same bits every run): one per (key tile, sample x key/value group)
 // sums dK and dV over the group's query heads and the query tiles that see it, one per (query tile,
 // sample x head) sums dQ over the key tiles it sees. Tiles are single-buffered and the scores and
-// accumulators live in shared memory (kernels/flash_tiling.hpp: fma_*_smem).
+// accumulators live in shared memory (kernels/flash_tiling.hpp: fma_*_smem). Documents packed in a
+// sample (doc_start) are handled as in the 16-bit kernels: walks start at first_key_tile and end at
+// query_tiles_end, and scores are masked by visible_in_document.
 #include <cmath>
 
 #include "kernels/cuda/device_math.cuh"
@@ -28,8 +30,8 @@ constexpr unsigned kFull = 0xffffffffu;
 // ---- forward: grid (query tiles, B*NH).
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads) flash_forward_kernel(float* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/,
-                                                                       const float* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
-                                                                       float scale_log2) {
+                                                                       const float* qkv /*(B,T,W)*/, const int* doc_start /*(B,T) or null*/,
+                                                                       int T, int NH, int NKV, int HD, float scale_log2) {
   extern __shared__ __align__(128) unsigned char smem[];
   const QueryTileBlock<float> at(qkv, T, NH, NKV, HD);
   const int qt = at.qt, b = at.b, h = at.h, W = at.W, C = at.C;
@@ -50,10 +52,13 @@ __global__ void __launch_bounds__(kBlockThreads) flash_forward_kernel(float* out
   // Two lanes per row of the warp's 16: lane 2i + half takes columns [32 half, 32 half + 32) of row i,
   // visited from a lane-dependent start so that the 32 lanes hit 32 different banks.
   const int mine = r0 + lane / 2, half = lane % 2, q = q0 + mine;
+  const int* ds = doc_start ? doc_start + static_cast<long>(b) * T : nullptr;  // (T)
+  const int qdoc = ds ? ds[q < T ? q : T - 1] : 0, first = first_key_tile(ds, q0);
   walk_tiles<1>(
-      key_tiles_seen(qt, T),
-      [&](int kt, int buf) { at.template load_key_values<D>(Kb + buf * kTile * D, Vb + buf * kTile * D, kt, T, NKV, HD); },
-      [&](int kt, int buf) {
+      key_tiles_seen(qt, T) - first,
+      [&](int i, int buf) { at.template load_key_values<D>(Kb + buf * kTile * D, Vb + buf * kTile * D, first + i, T, NKV, HD); },
+      [&](int i, int buf) {
+        const int kt = first + i;
         warp_product<kTile, true, false>(Sc + r0 * kTile, kTile, Qs + r0 * D, D, Kb + buf * kTile * D, D, D);  // S = Q K^T
         const float* srow = Sc + mine * kTile + half * 32;
         float* prow = P + mine * kTile + half * 32;
@@ -61,15 +66,15 @@ __global__ void __launch_bounds__(kBlockThreads) flash_forward_kernel(float* out
         float mx = -INFINITY;
         for (int j = 0; j < 32; ++j) {
           const int c = (j + lane) % 32;
-          if (visible(q, k0 + c, T)) mx = fmaxf(mx, srow[c] * scale_log2);
+          if (visible_in_document(q, k0 + c, T, qdoc)) mx = fmaxf(mx, srow[c] * scale_log2);
         }
         mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
         const float m_old = ms[mine], m_new = fmaxf(m_old, mx);
-        const float mu = m_new == -INFINITY ? 0.0f : m_new;  // a row past T sees no key: all zeros
+        const float mu = m_new == -INFINITY ? 0.0f : m_new;  // a row past T (or before its document) sees no key: all zeros
         float sum = 0.0f;
         for (int j = 0; j < 32; ++j) {
           const int c = (j + lane) % 32;
-          const float p = visible(q, k0 + c, T) ? exp2f(srow[c] * scale_log2 - mu) : 0.0f;
+          const float p = visible_in_document(q, k0 + c, T, qdoc) ? exp2f(srow[c] * scale_log2 - mu) : 0.0f;
           sum += p;
           prow[c] = p;
         }
@@ -94,15 +99,17 @@ __global__ void __launch_bounds__(kBlockThreads) flash_forward_kernel(float* out
 // The probabilities and score gradients of the warp's rows of one (query tile, key tile) pair from the
 // fp32 scores (in Pf) and dP (in dPf): P = exp(S*scale - lse), dS = P (dP - Dsum) scale, written to the
 // tiles Pe (null: not wanted) and dSe, which are Pf and dPf themselves (each element is written by
-// the lane that read it). Lane c takes columns c and c + 32 of each row.
+// the lane that read it). Lane c takes columns c and c + 32 of each row. docs: the tile's rows'
+// document starts (null: one document).
 __device__ void probabilities_and_gradients(float* Pe, float* dSe, const float* Pf, const float* dPf, const float* lse, const float* Dsum,
-                                            int r0, int q0, int k0, int T, float scale, float scale_log2) {
+                                            const int* docs, int r0, int q0, int k0, int T, float scale, float scale_log2) {
   const int lane = threadIdx.x % 32;
   for (int i = 0; i < kWarpRows; ++i) {
     const int r = r0 + i, q = q0 + r;
     const float lse2 = lse[r] * kLog2e;
+    const int doc = docs ? docs[r] : 0;
     for (int c = lane; c < kTile; c += 32) {
-      const float p = visible(q, k0 + c, T) ? exp2f(Pf[r * kTile + c] * scale_log2 - lse2) : 0.0f;
+      const float p = visible_in_document(q, k0 + c, T, doc) ? exp2f(Pf[r * kTile + c] * scale_log2 - lse2) : 0.0f;
       const float ds = p * (dPf[r * kTile + c] - Dsum[r]) * scale;
       if (Pe) Pe[r * kTile + c] = p;
       dSe[r * kTile + c] = ds;
@@ -127,8 +134,8 @@ __device__ void store_rows(float* dst, long ld, const float* tile, int r0, int f
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads) flash_backward_dkv_kernel(float* dqkv /*(B,T,W)*/, const float* dout /*(B,T,C)*/,
                                                                             const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
-                                                                            const float* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
-                                                                            float scale, float scale_log2) {
+                                                                            const float* qkv /*(B,T,W)*/, const int* doc_start, int T,
+                                                                            int NH, int NKV, int HD, float scale, float scale_log2) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int kt = blockIdx.x, b = blockIdx.y / NKV, g = blockIdx.y % NKV, group = NH / NKV;
   const int W = (NH + 2 * NKV) * HD, C = NH * HD;
@@ -143,10 +150,12 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dkv_kernel(float
   float* D_b = lse_b + kTile;                  // (kTile)
   float* Pe = Pf;                              // P and dS written over the scores
   float* dSe = dPf;
-  float* dK = D_b + kTile;                     // (kTile,D)
+  int* ds_b = reinterpret_cast<int*>(D_b + kTile);  // (kTile) the query rows' document starts
+  float* dK = D_b + 2 * kTile;                 // (kTile,D)
   float* dV = dK + kTile * D;                  // (kTile,D)
   const int r0 = (threadIdx.x / 32) * kWarpRows, k0 = kt * kTile;
-  const int query_tiles = tiles(T) - first_query_tile(kt);
+  const int* ds = doc_start ? doc_start + static_cast<long>(b) * T : nullptr;  // (T)
+  const int query_tiles = query_tiles_end(kt, T, ds) - first_query_tile(kt);
 
   load_tile<float, D>(Ks, rows + C + g * HD, W, k0, T, HD);
   load_tile<float, D>(Vs, rows + C + NKV * HD + g * HD, W, k0, T, HD);
@@ -165,6 +174,7 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dkv_kernel(float
         load_tile<float, D>(dOb + buf * kTile * D, dout + static_cast<long>(b) * T * C + h * HD, C, q0, T, HD);
         load_rows(lse_b + buf * kTile, lse + stats, q0, T);
         load_rows(D_b + buf * kTile, Dsum + stats, q0, T);
+        if (ds) load_rows(ds_b, ds, q0, T);
       },
       [&](int i, int buf) {
         const float* Qs = Qb + buf * kTile * D;
@@ -172,8 +182,8 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dkv_kernel(float
         // The warp's query rows: S = Q K^T, dP = dO V^T, then P and dS.
         warp_product<kTile, true, false>(Pf + r0 * kTile, kTile, Qs + r0 * D, D, Ks, D, D);
         warp_product<kTile, true, false>(dPf + r0 * kTile, kTile, dOs + r0 * D, D, Vs, D, D);
-        probabilities_and_gradients(Pe, dSe, Pf, dPf, lse_b + buf * kTile, D_b + buf * kTile, r0, tile_of(i) * kTile, k0, T, scale,
-                                    scale_log2);
+        probabilities_and_gradients(Pe, dSe, Pf, dPf, lse_b + buf * kTile, D_b + buf * kTile, ds ? ds_b : nullptr, r0, tile_of(i) * kTile, k0,
+                                    T, scale, scale_log2);
         __syncthreads();  // every query row's P and dS
         // The warp's key rows: dV += P^T dO, dK += dS^T Q.
         dv.template mma<false, true>(Pe + r0, kTile, dOs, D, kTile);
@@ -188,8 +198,8 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dkv_kernel(float
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads) flash_backward_dq_kernel(float* dqkv /*(B,T,W)*/, const float* dout /*(B,T,C)*/,
                                                                            const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
-                                                                           const float* qkv /*(B,T,W)*/, int T, int NH, int NKV, int HD,
-                                                                           float scale, float scale_log2) {
+                                                                           const float* qkv /*(B,T,W)*/, const int* doc_start, int T, int NH,
+                                                                           int NKV, int HD, float scale, float scale_log2) {
   extern __shared__ __align__(128) unsigned char smem[];
   const QueryTileBlock<float> at(qkv, T, NH, NKV, HD);
   const int qt = at.qt, b = at.b, h = at.h, W = at.W, C = at.C;
@@ -204,62 +214,68 @@ __global__ void __launch_bounds__(kBlockThreads) flash_backward_dq_kernel(float*
   float* D_s = lse_s + kTile;                  // (kTile)
   float* dSe = dPf;                            // dS written over dP
   float* dQ = D_s + kTile;                     // (kTile,D)
+  int* ds_s = reinterpret_cast<int*>(dQ + kTile * D);  // (kTile) the tile's rows' document starts
   const int r0 = (threadIdx.x / 32) * kWarpRows, q0 = qt * kTile;
   const long stats = (static_cast<long>(b) * NH + h) * T;
+  const int* ds = doc_start ? doc_start + static_cast<long>(b) * T : nullptr;  // (T)
+  const int first = first_key_tile(ds, q0);
 
   load_tile<float, D>(Qs, rows + h * HD, W, q0, T, HD);
   load_tile<float, D>(dOs, dout + static_cast<long>(b) * T * C + h * HD, C, q0, T, HD);
   load_rows(lse_s, lse + stats, q0, T);
   load_rows(D_s, Dsum + stats, q0, T);
+  if (ds) load_rows(ds_s, ds, q0, T);
   WarpAcc<D> dq(dQ + r0 * D, D);
   dq.zero();
   walk_tiles<1>(
-      key_tiles_seen(qt, T),
-      [&](int kt, int buf) { at.template load_key_values<D>(Kb + buf * kTile * D, Vb + buf * kTile * D, kt, T, NKV, HD); },
-      [&](int kt, int buf) {
+      key_tiles_seen(qt, T) - first,
+      [&](int i, int buf) { at.template load_key_values<D>(Kb + buf * kTile * D, Vb + buf * kTile * D, first + i, T, NKV, HD); },
+      [&](int i, int buf) {
+        const int kt = first + i;
         const float* Ks = Kb + buf * kTile * D;
         warp_product<kTile, true, false>(Pf + r0 * kTile, kTile, Qs + r0 * D, D, Ks, D, D);
         warp_product<kTile, true, false>(dPf + r0 * kTile, kTile, dOs + r0 * D, D, Vb + buf * kTile * D, D, D);
-        probabilities_and_gradients(nullptr, dSe, Pf, dPf, lse_s, D_s, r0, q0, kt * kTile, T, scale, scale_log2);
+        probabilities_and_gradients(nullptr, dSe, Pf, dPf, lse_s, D_s, ds ? ds_s : nullptr, r0, q0, kt * kTile, T, scale, scale_log2);
         dq.template mma<true, true>(dSe + r0 * kTile, kTile, Ks, D, kTile);  // dQ += dS K
       });
   store_rows<D>(dqkv + static_cast<long>(b) * T * W + h * HD, W, dQ, r0, q0, T, HD);
 }
 
 template <int D>
-void forward_for(float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HD) {
+void forward_for(float* out, float* lse, const float* qkv, const int* doc_start, int B, int T, int NH, int NKV, int HD) {
   constexpr std::size_t smem = fma_forward_smem(D);
   static const bool ready = (allow_smem(flash_forward_kernel<D>, smem, "forward", HD), true);
   (void)ready;
   const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(HD));
-  flash_forward_kernel<D><<<dim3(tiles(T), B * NH), kBlockThreads, smem>>>(out, lse, qkv, T, NH, NKV, HD, scale_log2);
+  flash_forward_kernel<D><<<dim3(tiles(T), B * NH), kBlockThreads, smem>>>(out, lse, qkv, doc_start, T, NH, NKV, HD, scale_log2);
   DTRAIN_LAUNCH_CHECK();
 }
 
 template <int D>
-void backward_for(float* dqkv, float* Dsum, const float* dout, const float* lse, const float* qkv, int B, int T, int NH, int NKV, int HD) {
+void backward_for(float* dqkv, float* Dsum, const float* dout, const float* lse, const float* qkv, const int* doc_start, int B, int T, int NH,
+                  int NKV, int HD) {
   constexpr std::size_t dkv = fma_dkv_smem(D), dq = fma_dq_smem(D);
   static const bool ready =
       (allow_smem(flash_backward_dkv_kernel<D>, dkv, "dK/dV", HD), allow_smem(flash_backward_dq_kernel<D>, dq, "dQ", HD), true);
   (void)ready;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD)), scale_log2 = kLog2e * scale;
-  flash_backward_dkv_kernel<D><<<dim3(tiles(T), B * NKV), kBlockThreads, dkv>>>(dqkv, dout, lse, Dsum, qkv, T, NH, NKV, HD, scale,
-                                                                                    scale_log2);
+  flash_backward_dkv_kernel<D><<<dim3(tiles(T), B * NKV), kBlockThreads, dkv>>>(dqkv, dout, lse, Dsum, qkv, doc_start, T, NH, NKV, HD,
+                                                                                    scale, scale_log2);
   DTRAIN_LAUNCH_CHECK();
-  flash_backward_dq_kernel<D><<<dim3(tiles(T), B * NH), kBlockThreads, dq>>>(dqkv, dout, lse, Dsum, qkv, T, NH, NKV, HD, scale,
+  flash_backward_dq_kernel<D><<<dim3(tiles(T), B * NH), kBlockThreads, dq>>>(dqkv, dout, lse, Dsum, qkv, doc_start, T, NH, NKV, HD, scale,
                                                                                  scale_log2);
   DTRAIN_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-void attention_forward(float* out, float* lse, float*, const float* qkv, int B, int T, int NH, int NKV, int HD) {
-  with_padded_head_dim(HD, [&](auto D) { forward_for<decltype(D)::value>(out, lse, qkv, B, T, NH, NKV, HD); });
+void attention_forward(float* out, float* lse, float*, const float* qkv, const int* doc_start, int B, int T, int NH, int NKV, int HD) {
+  with_padded_head_dim(HD, [&](auto D) { forward_for<decltype(D)::value>(out, lse, qkv, doc_start, B, T, NH, NKV, HD); });
 }
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* out, const float* lse, const float* qkv, int B,
-                        int T, int NH, int NKV, int HD) {
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* out, const float* lse, const float* qkv,
+                        const int* doc_start, int B, int T, int NH, int NKV, int HD) {
   row_dot(scratch, dout, out, B, T, NH, HD);  // scratch: Dsum (B,NH,T)
-  with_padded_head_dim(HD, [&](auto D) { backward_for<decltype(D)::value>(dqkv, scratch, dout, lse, qkv, B, T, NH, NKV, HD); });
+  with_padded_head_dim(HD, [&](auto D) { backward_for<decltype(D)::value>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, NKV, HD); });
 }
 
 }  // namespace dtrain::kernels::cuda

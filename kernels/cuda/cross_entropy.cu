@@ -71,13 +71,15 @@ __global__ void target_logit_kernel(float* target_logit, const KT* logits, const
   target_logit[i] = col >= 0 && col < V ? ld(logits[i * V + col]) : 0.0f;
 }
 
-__global__ void loss_kernel(double* loss_sum, float* lse, const float* row_max, const float* row_sum, const float* target_logit, long N) {
+__global__ void loss_kernel(double* loss_sum, float* lse, const float* row_max, const float* row_sum, const float* target_logit,
+                            const float* mask, long N) {
   __shared__ double part[kReduceThreads];
   double acc = 0.0;
   for (long i = threadIdx.x; i < N; i += kReduceThreads) {
     const float l = row_max[i] + logf(row_sum[i]);
     lse[i] = l;
-    acc += static_cast<double>(l) - target_logit[i];
+    const double row = static_cast<double>(l) - target_logit[i];
+    acc += mask ? row * mask[i] : row;  // a masked row's NaN still shows, as on the host
   }
   part[threadIdx.x] = acc;
   __syncthreads();
@@ -86,6 +88,11 @@ __global__ void loss_kernel(double* loss_sum, float* lse, const float* row_max, 
     __syncthreads();
   }
   if (threadIdx.x == 0 && loss_sum) *loss_sum += part[0];
+}
+
+__global__ void loss_weights_kernel(float* dloss, const float* mask, float weight, long N) {
+  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < N) dloss[i] = mask ? weight * mask[i] : weight;
 }
 
 // dlogits[i,v] = (exp(logits[i,v] - lse[i]) - [v is target]) * dloss[i]; (p - 1) * dl on the target.
@@ -166,8 +173,13 @@ void xent_target_logit(float* t, const bf16* logits, const int* targets, int voc
 void xent_target_logit(float* t, const fp16* logits, const int* targets, int vocab_start, long N, int V) {
   target_logit(t, logits, targets, vocab_start, N, V);
 }
-void xent_loss(double* loss_sum, float* lse, const float* row_max_in, const float* row_sum, const float* target, long N) {
-  loss_kernel<<<1, kReduceThreads>>>(loss_sum, lse, row_max_in, row_sum, target, N);
+void xent_loss(double* loss_sum, float* lse, const float* row_max_in, const float* row_sum, const float* target, const float* mask, long N) {
+  loss_kernel<<<1, kReduceThreads>>>(loss_sum, lse, row_max_in, row_sum, target, mask, N);
+  DTRAIN_LAUNCH_CHECK();
+}
+void loss_weights(float* dloss, const float* mask, float weight, long N) {
+  if (N <= 0) return;
+  loss_weights_kernel<<<blocks_for(N), kThreads>>>(dloss, mask, weight, N);
   DTRAIN_LAUNCH_CHECK();
 }
 void xent_backward(float* dlogits, const float* logits, const float* lse, const int* targets, const float* dloss, int vocab_start,

@@ -2,7 +2,9 @@
 // tokens' rows are sorted (CUB's stable radix sort of (row, position) pairs, so a row's positions stay in
 // token order), then one block per run of equal rows sums that run's rows of dout over its eight warps
 // in a fixed order, 16-byte packs per lane, and adds the sum to the row of dwte once. The same bits on
-// every run; the work is proportional to the tokens, not to the vocabulary.
+// every run; the work is proportional to the tokens, not to the vocabulary. The position embedding's
+// gradient is a column sum over the samples, or, with positions given (packed documents restart them),
+// the same sorted sum keyed by position.
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/device_math.cuh"
@@ -14,15 +16,15 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 
 template <typename KT>
-__global__ void embedding_forward_kernel(KT* out, const int* tokens, const KT* wte, const KT* wpe, int vocab_start, int T, int C,
-                                         int V, long n) {
+__global__ void embedding_forward_kernel(KT* out, const int* tokens, const KT* wte, const KT* wpe, const int* positions, int vocab_start,
+                                         int T, int C, int V, long n) {
   const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const long r = i / C;
   const int c = static_cast<int>(i % C);
   const int row = tokens[r] - vocab_start;
   float v = row >= 0 && row < V ? ld(wte[static_cast<long>(row) * C + c]) : 0.0f;
-  if (wpe) v += ld(wpe[(r % T) * C + c]);
+  if (wpe) v += ld(wpe[(positions ? positions[r] : r % T) * static_cast<long>(C) + c]);
   out[i] = st<KT>(v);
 }
 
@@ -130,14 +132,16 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const KT* dout, int B
 }
 
 template <typename KT>
-void embedding_fw(KT* out, const int* tokens, const KT* wte, const KT* wpe, int vocab_start, int B, int T, int C, int V) {
+void embedding_fw(KT* out, const int* tokens, const KT* wte, const KT* wpe, const int* positions, int vocab_start, int B, int T, int C,
+                  int V) {
   const long n = static_cast<long>(B) * T * C;
-  embedding_forward_kernel<<<blocks_for(n), kThreads>>>(out, tokens, wte, wpe, vocab_start, T, C, V, n);
+  embedding_forward_kernel<<<blocks_for(n), kThreads>>>(out, tokens, wte, wpe, positions, vocab_start, T, C, V, n);
   DTRAIN_LAUNCH_CHECK();
 }
 
+// dtable[key - key_start] += rows of dout, for keys (tokens, or positions) in [key_start, key_start + V).
 template <typename KT>
-void embedding_bw_wte(float* dwte, const KT* dout, const int* tokens, int vocab_start, long rows, int C, int V) {
+void embedding_bw_rows(float* dwte, const KT* dout, const int* tokens, int vocab_start, long rows, int C, int V) {
   if (rows <= 0) return;
   if (rows > INT32_MAX - 64) fatal("embedding_backward: " + std::to_string(rows) + " tokens in one call exceed the sort's int range");
   const int n = static_cast<int>(rows);
@@ -164,30 +168,29 @@ void embedding_bw_wpe(float* dwpe, const KT* dout, int B, int T, int C) {
 }
 
 template <typename KT>
-void embedding_bw(float* dwte, float* dwpe, const KT* dout, const int* tokens, int vocab_start, int B, int T, int C, int V) {
-  embedding_bw_wte(dwte, dout, tokens, vocab_start, static_cast<long>(B) * T, C, V);
-  if (dwpe) embedding_bw_wpe(dwpe, dout, B, T, C);
+void embedding_bw(float* dwte, float* dwpe, const KT* dout, const int* tokens, const int* positions, int vocab_start, int B, int T, int C,
+                  int V, int P) {
+  embedding_bw_rows(dwte, dout, tokens, vocab_start, static_cast<long>(B) * T, C, V);
+  if (dwpe && positions)
+    embedding_bw_rows(dwpe, dout, positions, 0, static_cast<long>(B) * T, C, P);
+  else if (dwpe)
+    embedding_bw_wpe(dwpe, dout, B, T, C);
 }
 
 }  // namespace
 
-void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int vocab_start, int B, int T, int C, int V) {
-  embedding_fw(out, tokens, wte, wpe, vocab_start, B, T, C, V);
-}
-void embedding_forward(bf16* out, const int* tokens, const bf16* wte, const bf16* wpe, int vocab_start, int B, int T, int C, int V) {
-  embedding_fw(out, tokens, wte, wpe, vocab_start, B, T, C, V);
-}
-void embedding_forward(fp16* out, const int* tokens, const fp16* wte, const fp16* wpe, int vocab_start, int B, int T, int C, int V) {
-  embedding_fw(out, tokens, wte, wpe, vocab_start, B, T, C, V);
-}
-void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int vocab_start, int B, int T, int C, int V) {
-  embedding_bw(dwte, dwpe, dout, tokens, vocab_start, B, T, C, V);
-}
-void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, int vocab_start, int B, int T, int C, int V) {
-  embedding_bw(dwte, dwpe, dout, tokens, vocab_start, B, T, C, V);
-}
-void embedding_backward(float* dwte, float* dwpe, const fp16* dout, const int* tokens, int vocab_start, int B, int T, int C, int V) {
-  embedding_bw(dwte, dwpe, dout, tokens, vocab_start, B, T, C, V);
-}
+#define DTRAIN_EMBEDDING(KT)                                                                                                          \
+  void embedding_forward(KT* out, const int* tokens, const KT* wte, const KT* wpe, const int* positions, int vocab_start, int B, int T, \
+                         int C, int V) {                                                                                              \
+    embedding_fw(out, tokens, wte, wpe, positions, vocab_start, B, T, C, V);                                                          \
+  }                                                                                                                                   \
+  void embedding_backward(float* dwte, float* dwpe, const KT* dout, const int* tokens, const int* positions, int vocab_start, int B,   \
+                          int T, int C, int V, int P) {                                                                               \
+    embedding_bw(dwte, dwpe, dout, tokens, positions, vocab_start, B, T, C, V, P);                                                    \
+  }
+DTRAIN_EMBEDDING(float)
+DTRAIN_EMBEDDING(bf16)
+DTRAIN_EMBEDDING(fp16)
+#undef DTRAIN_EMBEDDING
 
 }  // namespace dtrain::kernels::cuda

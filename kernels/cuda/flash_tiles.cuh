@@ -76,8 +76,11 @@ __device__ void load_tile(KT* dst, const KT* src, long ld, int r0, int T, int HD
     dst[r * LD + c] = (r0 + r < T && c < HD) ? src[static_cast<long>(r0 + r) * ld + c] : st<KT>(0.0f);
   }
 }
-// dst (kTile floats) <- src[q0 .. q0 + kTile), zeros at or past T (asynchronous, 4 bytes a thread).
-inline __device__ void load_rows(float* dst, const float* src, int q0, int T) {
+// dst (kTile values of 4 bytes: floats, or ints) <- src[q0 .. q0 + kTile), zeros at or past T
+// (asynchronous, 4 bytes a thread).
+template <typename E>
+__device__ void load_rows(E* dst, const E* src, int q0, int T) {
+  static_assert(sizeof(E) == 4, "4-byte values");
   if (threadIdx.x < kTile) {
     const int q = q0 + static_cast<int>(threadIdx.x);
     cp_async4(dst + threadIdx.x, src + (q < T ? q : 0), q < T);

@@ -1,6 +1,6 @@
 // CUDA backend: rotary position embedding in place, "rotate half" pairs, a thread per (row, pair) that
 // turns that pair in every head with one sine and cosine.
-// Angles in fp32 as the host computes them: angle = float(t0 + t) * rope_inv_freq(f, i, R).
+// Angles in fp32 as the host computes them: angle = float(p) * rope_inv_freq(f, i, R), p = positions[row] or t0 + t.
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/kernels.hpp"
 
@@ -8,13 +8,14 @@ namespace dtrain::kernels::cuda {
 namespace {
 
 template <typename KT>
-__global__ void rope_kernel(KT* x, long rows, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0, float sign) {
+__global__ void rope_kernel(KT* x, long rows, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0, const int* positions,
+                            float sign) {
   const int half = R / 2;
   const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * half) return;
   const int pair = static_cast<int>(i % half);
   const long row = i / half;
-  const float angle = static_cast<float>(t0 + row % T) * rope_inv_freq(f, pair, R);
+  const float angle = static_cast<float>(positions ? positions[row] : t0 + row % T) * rope_inv_freq(f, pair, R);
   float s, c;
   sincosf(angle, &s, &c);
   s *= sign;
@@ -27,26 +28,25 @@ __global__ void rope_kernel(KT* x, long rows, int T, int W, int H, int HD, int R
 }
 
 template <typename KT>
-void rotate(KT* x, int B, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0, float sign) {
+void rotate(KT* x, int B, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0, const int* positions, float sign) {
   const long rows = static_cast<long>(B) * T, n = rows * (R / 2);
   if (n == 0) return;
-  rope_kernel<<<blocks_for(n), kThreads>>>(x, rows, T, W, H, HD, R, f, t0, sign);
+  rope_kernel<<<blocks_for(n), kThreads>>>(x, rows, T, W, H, HD, R, f, t0, positions, sign);
   DTRAIN_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-void rope_forward(float* x, int B, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0) { rotate(x, B, T, W, H, HD, R, f, t0, 1.0f); }
-void rope_forward(bf16* x, int B, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0) { rotate(x, B, T, W, H, HD, R, f, t0, 1.0f); }
-void rope_forward(fp16* x, int B, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0) { rotate(x, B, T, W, H, HD, R, f, t0, 1.0f); }
-void rope_backward(float* dx, int B, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0) {
-  rotate(dx, B, T, W, H, HD, R, f, t0, -1.0f);
-}
-void rope_backward(bf16* dx, int B, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0) {
-  rotate(dx, B, T, W, H, HD, R, f, t0, -1.0f);
-}
-void rope_backward(fp16* dx, int B, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0) {
-  rotate(dx, B, T, W, H, HD, R, f, t0, -1.0f);
-}
+#define DTRAIN_ROPE(KT)                                                                                                    \
+  void rope_forward(KT* x, int B, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0, const int* positions) {   \
+    rotate(x, B, T, W, H, HD, R, f, t0, positions, 1.0f);                                                                  \
+  }                                                                                                                        \
+  void rope_backward(KT* dx, int B, int T, int W, int H, int HD, int R, RopeFrequencies f, int t0, const int* positions) { \
+    rotate(dx, B, T, W, H, HD, R, f, t0, positions, -1.0f);                                                                \
+  }
+DTRAIN_ROPE(float)
+DTRAIN_ROPE(bf16)
+DTRAIN_ROPE(fp16)
+#undef DTRAIN_ROPE
 
 }  // namespace dtrain::kernels::cuda

@@ -6,7 +6,9 @@
 // qkv (lda = W = (NH+2*NKV)*HD). The forward keeps each row's log-sum-exp; the backward recomputes the
 // block's probabilities from it and adds the block's share to dK and dV. With grouped-query attention
 // the query heads of a group read the same key/value head; in the backward pass they run one after
-// another and add their key/value gradients, while the groups run in parallel.
+// another and add their key/value gradients, while the groups run in parallel. With documents packed in
+// a sample (doc_start), a block's products start at the key where its first row's document starts: key
+// blocks wholly before it cost nothing, and each row's softmax runs over its own document's keys.
 #include "kernels/attention_scratch.hpp"
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
@@ -49,8 +51,8 @@ inline float softmax_row(float* __restrict__ row /*(len)*/, int len) {
 
 }  // namespace
 
-void attention_forward(float* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/, float* scratch, const float* qkv /*(B,T,W)*/, int B,
-                       int T, int NH, int NKV, int HD) {
+void attention_forward(float* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/, float* scratch, const float* qkv /*(B,T,W)*/,
+                       const int* doc_start /*(B,T) or null*/, int B, int T, int NH, int NKV, int HD) {
   const int C = NH * HD;
   const int W = (NH + 2 * NKV) * HD;
   const int group = NH / NKV;
@@ -67,24 +69,31 @@ void attention_forward(float* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/, floa
           float* o = out + b * T * C + h * HD;                         // (T,HD), row stride C
           float* l = lse + (b * NH + h) * T;                           // (T)
           float* p = scratch + hl * 2 * rows * static_cast<long>(T);   // (rows,T) tile
+          const int* ds = doc_start ? doc_start + b * T : nullptr;  // (T)
           for (int i0 = 0; i0 < T; i0 += rows) {
             const int i1 = i0 + rows < T ? i0 + rows : T;
             const int bs = i1 - i0;
-            // S[0:bs, 0:i1] = scale * Q[i0:i1] K[0:i1]^T
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, i1, HD, scale, q + static_cast<long>(i0) * W, W, k, W, 0.0f, p, T);
+            const int lo = ds ? ds[i0] : 0;  // the block's first key: its first row's document start (ds grows along t)
+            // S[0:bs, 0:i1-lo] = scale * Q[i0:i1] K[lo:i1]^T
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, i1 - lo, HD, scale, q + static_cast<long>(i0) * W, W,
+                        k + static_cast<long>(lo) * W, W, 0.0f, p, T);
             for (int i = i0; i < i1; ++i) {
               float* row = p + static_cast<long>(i - i0) * T;
-              l[i] = softmax_row(row, i + 1);
-              for (int j = i + 1; j < i1; ++j) row[j] = 0.0f;  // above the diagonal inside the block
+              const int first = ds ? ds[i] - lo : 0;  // row i sees keys [ds[i], i]
+              for (int j = 0; j < first; ++j) row[j] = 0.0f;
+              l[i] = softmax_row(row + first, i - lo + 1 - first);
+              for (int j = i - lo + 1; j < i1 - lo; ++j) row[j] = 0.0f;  // above the diagonal inside the block
             }
-            // O[i0:i1] = P[0:bs, 0:i1] V[0:i1]
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bs, HD, i1, 1.0f, p, T, v, W, 0.0f, o + static_cast<long>(i0) * C, C);
+            // O[i0:i1] = P[0:bs, 0:i1-lo] V[lo:i1]
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bs, HD, i1 - lo, 1.0f, p, T, v + static_cast<long>(lo) * W, W, 0.0f,
+                        o + static_cast<long>(i0) * C, C);
           }
         });
 }
 
 void attention_backward(float* dqkv /*(B,T,W)*/, float* scratch, const float* dout /*(B,T,NH*HD)*/, const float* out /*(B,T,NH*HD)*/,
-                        const float* lse /*(B,NH,T)*/, const float* qkv /*(B,T,W)*/, int B, int T, int NH, int NKV, int HD) {
+                        const float* lse /*(B,NH,T)*/, const float* qkv /*(B,T,W)*/, const int* doc_start /*(B,T) or null*/, int B, int T,
+                        int NH, int NKV, int HD) {
   const int C = NH * HD;
   const int W = (NH + 2 * NKV) * HD;
   const int group = NH / NKV;
@@ -112,30 +121,37 @@ void attention_backward(float* dqkv /*(B,T,W)*/, float* scratch, const float* do
             const float* dout_h = dout + b * T * C + h * HD;     // (T,HD), row stride C
             const float* out_h = out + b * T * C + h * HD;       // (T,HD), row stride C
             const float* l = lse + (b * NH + h) * T;             // (T)
+            const int* starts = doc_start ? doc_start + b * T : nullptr;  // (T)
             for (int i0 = 0; i0 < T; i0 += rows) {
               const int i1 = i0 + rows < T ? i0 + rows : T;
               const int bs = i1 - i0;
-              // P[0:bs, 0:i1] = exp(scale * Q[i0:i1] K[0:i1]^T - lse), zero above the diagonal
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, i1, HD, scale, q + static_cast<long>(i0) * W, W, k, W, 0.0f, p, T);
-              // dP[0:bs, 0:i1] = dO[i0:i1] V[0:i1]^T
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, i1, HD, 1.0f, dout_h + static_cast<long>(i0) * C, C, v, W, 0.0f,
+              const int lo = starts ? starts[i0] : 0;  // the block's first key (as the forward)
+              const int n = i1 - lo;                   // keys of the block's products
+              const float* kl = k + static_cast<long>(lo) * W;
+              const float* vl = v + static_cast<long>(lo) * W;
+              // P[0:bs, 0:n] = exp(scale * Q[i0:i1] K[lo:i1]^T - lse), zero outside each row's keys
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, n, HD, scale, q + static_cast<long>(i0) * W, W, kl, W, 0.0f, p, T);
+              // dP[0:bs, 0:n] = dO[i0:i1] V[lo:i1]^T
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, n, HD, 1.0f, dout_h + static_cast<long>(i0) * C, C, vl, W, 0.0f,
                           ds, T);
-              // dS = P * (dP - rowsum(dO * O)) * scale on j <= i; zero on i < j < i1.
+              // dS = P * (dP - rowsum(dO * O)) * scale on the keys row i sees, [starts[i], i]; zero elsewhere.
               for (int i = i0; i < i1; ++i) {
                 float* __restrict__ pr = p + static_cast<long>(i - i0) * T;   // (T)
                 float* __restrict__ dr = ds + static_cast<long>(i - i0) * T;  // (T)
-                const int len = i + 1;
-                probabilities_row(pr, len, l[i]);
+                const int first = starts ? starts[i] - lo : 0, len = i - lo + 1;
+                for (int j = 0; j < first; ++j) pr[j] = dr[j] = 0.0f;
+                probabilities_row(pr + first, len - first, l[i]);
                 const float dot = lane_dot(dout_h + static_cast<long>(i) * C, out_h + static_cast<long>(i) * C, HD);
-                for (int j = 0; j < len; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
-                for (int j = len; j < i1; ++j) pr[j] = dr[j] = 0.0f;
+                for (int j = first; j < len; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
+                for (int j = len; j < n; ++j) pr[j] = dr[j] = 0.0f;
               }
-              // dQ[i0:i1] = dS[0:bs, 0:i1] K[0:i1]
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bs, HD, i1, 1.0f, ds, T, k, W, 0.0f, dq + static_cast<long>(i0) * W, W);
-              // dV[0:i1] += P[0:bs, 0:i1]^T dO[i0:i1];  dK[0:i1] += dS[0:bs, 0:i1]^T Q[i0:i1]
-              cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, HD, bs, 1.0f, p, T, dout_h + static_cast<long>(i0) * C, C, 1.0f,
-                          dv, W);
-              cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, HD, bs, 1.0f, ds, T, q + static_cast<long>(i0) * W, W, 1.0f, dk, W);
+              // dQ[i0:i1] = dS[0:bs, 0:n] K[lo:i1]
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bs, HD, n, 1.0f, ds, T, kl, W, 0.0f, dq + static_cast<long>(i0) * W, W);
+              // dV[lo:i1] += P[0:bs, 0:n]^T dO[i0:i1];  dK[lo:i1] += dS[0:bs, 0:n]^T Q[i0:i1]
+              cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, HD, bs, 1.0f, p, T, dout_h + static_cast<long>(i0) * C, C, 1.0f,
+                          dv + static_cast<long>(lo) * W, W);
+              cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, HD, bs, 1.0f, ds, T, q + static_cast<long>(i0) * W, W, 1.0f,
+                          dk + static_cast<long>(lo) * W, W);
             }
           }
         });

@@ -5,7 +5,10 @@
 // and the output seen so far is rescaled by exp(lse_before - lse_after)); the backward recomputes a
 // block's probabilities from the final log-sum-exp, as flash attention does, so no (T,T) probabilities
 // are kept between the passes. Products are cblas_sgemm straight on the strided rows. Key/value groups
-// run in parallel; the query heads of a group one after another (they add into the same dK, dV).
+// run in parallel; the query heads of a group one after another (they add into the same dK, dV). Each
+// query row sees the keys [first, last) of the block that block_visible_keys gives (causal by position, and
+// from its document's start); a row that sees none leaves its output and log-sum-exp as they were.
+#include "kernels/attention_visibility.hpp"
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
 
@@ -19,7 +22,7 @@ namespace dtrain::kernels::host {
 
 void attention_block_forward(float* out /*(Tq,NH*HD)*/, float* lse /*(NH,Tq)*/, float* scratch /*(NH,Tq,Tk)*/,
                              const float* q /*(Tq,qs)*/, int qs, const float* kv /*(Tk,ks)*/, int ks, int Tq, int Tk, int NH,
-                             int NKV, int HD, bool causal) {
+                             int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {
   const int C = NH * HD, group = NH / NKV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   Kokkos::parallel_for(
@@ -35,9 +38,14 @@ void attention_block_forward(float* out /*(Tq,NH*HD)*/, float* lse /*(NH,Tq)*/, 
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, HD, scale, qh, qs, k, ks, 0.0f, s, Tk);
         for (int i = 0; i < Tq; ++i) {
           float* __restrict__ row = s + static_cast<long>(i) * Tk;  // (Tk)
-          const int len = causal ? (i + 1 < Tk ? i + 1 : Tk) : Tk;
-          const float m = lane_max(row, len);
-          const float block_lse = m + std::log(lane_sum_exp(row, m, len));
+          const KeyRange r = block_visible_keys(q_pos + i, doc_start ? doc_start[i] : kNoDocuments, k_pos, Tk);
+          if (r.first == r.last) {  // no key of this block: the running result stays
+            std::fill(row, row + Tk, 0.0f);
+            continue;
+          }
+          const int len = r.last - r.first;
+          const float m = lane_max(row + r.first, len);
+          const float block_lse = m + std::log(lane_sum_exp(row + r.first, m, len));
           const float before = l[i];
           const float after = before == -std::numeric_limits<float>::infinity()
                                   ? block_lse
@@ -46,8 +54,9 @@ void attention_block_forward(float* out /*(Tq,NH*HD)*/, float* lse /*(NH,Tq)*/, 
           const float keep = before == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(before - after);
           float* __restrict__ orow = o + static_cast<long>(i) * C;  // (HD)
           for (int d = 0; d < HD; ++d) orow[d] *= keep;
-          for (int j = 0; j < len; ++j) row[j] = fast_exp(row[j] - after);
-          for (int j = len; j < Tk; ++j) row[j] = 0.0f;
+          for (int j = 0; j < r.first; ++j) row[j] = 0.0f;
+          for (int j = r.first; j < r.last; ++j) row[j] = fast_exp(row[j] - after);
+          for (int j = r.last; j < Tk; ++j) row[j] = 0.0f;
           l[i] = after;
         }
         // O += P V
@@ -58,7 +67,7 @@ void attention_block_forward(float* out /*(Tq,NH*HD)*/, float* lse /*(NH,Tq)*/, 
 void attention_block_backward(float* dq /*(Tq,NH*HD)*/, float* dkv /*(Tk,dks)*/, int dks, float* scratch /*(NH,2,Tq,Tk)*/,
                               const float* dout /*(Tq,NH*HD)*/, const float* out /*(Tq,NH*HD)*/, const float* lse /*(NH,Tq)*/,
                               const float* q /*(Tq,qs)*/, int qs, const float* kv /*(Tk,ks)*/, int ks, int Tq, int Tk, int NH,
-                              int NKV, int HD, bool causal) {
+                              int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {
   const int C = NH * HD, group = NH / NKV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   Kokkos::parallel_for(
@@ -81,14 +90,15 @@ void attention_block_backward(float* dq /*(Tq,NH*HD)*/, float* dkv /*(Tk,dks)*/,
           for (int i = 0; i < Tq; ++i) {
             float* __restrict__ pr = p + static_cast<long>(i) * Tk;   // (Tk)
             float* __restrict__ dr = ds + static_cast<long>(i) * Tk;  // (Tk)
-            const int len = causal ? (i + 1 < Tk ? i + 1 : Tk) : Tk;
+            const KeyRange r = block_visible_keys(q_pos + i, doc_start ? doc_start[i] : kNoDocuments, k_pos, Tk);
             // rowsum(dO * O) = rowsum(P_all * dP_all) over every key of every block
             const float dot = lane_dot(doh + static_cast<long>(i) * C, oh + static_cast<long>(i) * C, HD);
-            for (int j = 0; j < len; ++j) {
+            for (int j = 0; j < r.first; ++j) pr[j] = dr[j] = 0.0f;
+            for (int j = r.first; j < r.last; ++j) {
               pr[j] = fast_exp(pr[j] - l[i]);
               dr[j] = pr[j] * (dr[j] - dot) * scale;
             }
-            for (int j = len; j < Tk; ++j) pr[j] = dr[j] = 0.0f;
+            for (int j = r.last; j < Tk; ++j) pr[j] = dr[j] = 0.0f;
           }
           // dV += P^T dO, dQ += dS K, dK += dS^T Q
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, HD, Tq, 1.0f, p, Tk, doh, C, 1.0f, dv, dks);

@@ -38,13 +38,18 @@ void xent_target_logit(float* target_logit /*(N)*/, const float* logits /*(N,V)*
 }
 
 void xent_loss(double* loss_sum /*(1)*/, float* lse /*(N)*/, const float* row_max /*(N)*/, const float* row_sum /*(N)*/,
-               const float* target_logit /*(N)*/, long N) {
+               const float* target_logit /*(N)*/, const float* mask /*(N) or null*/, long N) {
   double loss = 0.0;
   for (long i = 0; i < N; ++i) {
     lse[i] = row_max[i] + std::log(row_sum[i]);
-    loss += static_cast<double>(lse[i]) - target_logit[i];
+    const double row = static_cast<double>(lse[i]) - target_logit[i];
+    loss += mask ? row * mask[i] : row;  // a masked row's NaN still shows: NaN * 0 is NaN
   }
   if (loss_sum) *loss_sum += loss;
+}
+
+void loss_weights(float* dloss /*(N)*/, const float* mask /*(N) or null*/, float weight, long N) {
+  for (long i = 0; i < N; ++i) dloss[i] = mask ? weight * mask[i] : weight;
 }
 
 void xent_backward(float* dlogits /*(N,V)*/, const float* logits /*(N,V)*/, const float* lse /*(N)*/,

@@ -117,36 +117,46 @@ class GptModelImpl final : public GptModel {
   bool replaying_ = false;            // a full recomputation reruns forwards (not counted in the MoE statistics)
   float loss_weight_ = 0.0f;           // the backward pass's LM loss weight per token
   std::unique_ptr<RingAttention<T>> ring_;  // context parallelism
-  // RoPE, the embedding and its backward over the rank's rows, at their positions in their sequences.
-  void rope(T* x, bool backward);
-  void embed(T* out, const int* tokens);
-  void embed_backward(const T* dout, const int* tokens);
+  // RoPE, the embedding and its backward over the rank's rows, at their positions in their sequences
+  // (or the micro-batch's position ids).
+  void rope(T* x, const int* positions, bool backward);
+  void embed(T* out, const MicroBatch& batch);
+  void embed_backward(const T* dout, const MicroBatch& batch);
+  const MicroBatch* batch_ = nullptr;  // the micro-batch of the forward or backward running
 };
 
 template <typename T>
-void GptModelImpl<T>::rope(T* x, bool backward) {
+void GptModelImpl<T>::rope(T* x, const int* positions, bool backward) {
   const ActivationDims& d = dims();
   const ModelShape& m = plan_.shape;
+  if (positions)  // position ids given for every row: one call
+    return (backward ? k_.rope_backward : k_.rope_forward)(x, d.B, d.T, d.QKVl(), d.NHl + d.NKVl, d.HD(), m.rotary_dim, m.rope_frequencies,
+                                                           0, positions);
   for (const RowChunk& c : d.row_chunks())
     (backward ? k_.rope_backward : k_.rope_forward)(x + c.row * d.QKVl(), c.samples, c.rows, d.QKVl(), d.NHl + d.NKVl, d.HD(),
-                                                    m.rotary_dim, m.rope_frequencies, c.position);
+                                                    m.rotary_dim, m.rope_frequencies, c.position, nullptr);
 }
 
 template <typename T>
-void GptModelImpl<T>::embed(T* out, const int* tokens) {
+void GptModelImpl<T>::embed(T* out, const MicroBatch& batch) {
   const ActivationDims& d = dims();
   const T* wpe = bias_owner_ ? p_.wpe : nullptr;
+  if (batch.positions)  // position ids given for every row: one call over the whole table
+    return k_.embedding_forward(out, batch.tokens, p_.wte, wpe, batch.positions, vocab_start_, d.B, d.T, d.C, d.Vl);
   for (const RowChunk& c : d.row_chunks())
-    k_.embedding_forward(out + c.row * d.C, tokens + c.row, p_.wte, wpe ? wpe + static_cast<long>(c.position) * d.C : nullptr,
-                         vocab_start_, c.samples, c.rows, d.C, d.Vl);
+    k_.embedding_forward(out + c.row * d.C, batch.tokens + c.row, p_.wte, wpe ? wpe + static_cast<long>(c.position) * d.C : nullptr,
+                         nullptr, vocab_start_, c.samples, c.rows, d.C, d.Vl);
 }
 
 template <typename T>
-void GptModelImpl<T>::embed_backward(const T* dout, const int* tokens) {
+void GptModelImpl<T>::embed_backward(const T* dout, const MicroBatch& batch) {
   const ActivationDims& d = dims();
+  if (batch.positions)
+    return k_.embedding_backward(g_.wte, g_.wpe, dout, batch.tokens, batch.positions, vocab_start_, d.B, d.T, d.C, d.Vl,
+                                 plan_.shape.seq_length);
   for (const RowChunk& c : d.row_chunks())
     k_.embedding_backward(g_.wte, g_.wpe ? g_.wpe + static_cast<long>(c.position) * d.C : nullptr, dout + c.row * d.C,
-                          tokens + c.row, vocab_start_, c.samples, c.rows, d.C, d.Vl);
+                          batch.tokens + c.row, nullptr, vocab_start_, c.samples, c.rows, d.C, d.Vl, c.rows);
 }
 
 template <typename T>
@@ -230,11 +240,11 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
   const ModelShape& m = plan_.shape;
   norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
   k_.matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, d.C, d.QKVl());
-  if (m.rope) rope(a.qkv, false);
+  if (m.rope) rope(a.qkv, batch_->positions, false);
   if (ring_)
-    ring_->forward(a.atty, a.lse, a.qkv, acts_.scratch());
+    ring_->forward(a.atty, a.lse, a.qkv, batch_->doc_start, acts_.scratch());
   else
-    k_.attention_forward(a.atty, a.lse, acts_.scratch().dtt, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
+    k_.attention_forward(a.atty, a.lse, acts_.scratch().dtt, a.qkv, batch_->doc_start, d.B, d.T, d.NHl, d.NKVl, d.HD());
   const LinearOutput<T> proj = output_rows(a.res1);
   linear_forward(k_, proj, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
   reduce_rows(a.res1, proj.partial);
@@ -254,12 +264,13 @@ void GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
   SlotActs<T>& s = acts_.slot(slot);
   const ActivationDims& d = dims();
   const long N = d.N();
+  batch_ = &batch;
   if (chunk == 0 && plan_.part.embedding) {
     hook(kEmbeddingLayer, LayerPhase::before_forward);
     // Vocab-parallel embedding: each row is nonzero on the rank holding its token (plus wpe on tp rank 0),
     // so the sum over the group is exact in either precision.
     T* partial = sp() ? acts_.scratch().rows_full : s.stage_input;
-    embed(partial, batch.tokens);
+    embed(partial, batch);
     if (sp())
       tp_->reduce_scatter_rows(s.stage_input, partial, d.Ns(), d.C);
     else if (tp_)
@@ -281,7 +292,7 @@ void GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
   k_.matmul_forward(s.logits, s.lnf, p_.head, nullptr, N, d.C, d.Vl);
   vocab_parallel_softmax_stats(k_, tp_, s.row_max, s.row_sum, s.target_logit, s.logits, batch.targets, vocab_start_, N, d.Vl);
   hook(kHeadLayer, LayerPhase::after_forward);
-  k_.xent_loss(batch.loss_sum, s.lse, s.row_max, s.row_sum, s.target_logit, N);
+  k_.xent_loss(batch.loss_sum, s.lse, s.row_max, s.row_sum, s.target_logit, batch.loss_mask, N);
 }
 
 template <typename T>
@@ -304,10 +315,10 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   k_.matmul_backward(sc.datty, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
   // Both keep the attention output and each row's log-sum-exp; the probabilities are recomputed.
   if (ring_)
-    ring_->backward(sc.dqkv, sc.datty, a.atty, a.lse, a.qkv, sc);
+    ring_->backward(sc.dqkv, sc.datty, a.atty, a.lse, a.qkv, batch_->doc_start, sc);
   else
-    k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.atty, a.lse, a.qkv, d.B, d.T, d.NHl, d.NKVl, d.HD());
-  if (m.rope) rope(sc.dqkv, true);
+    k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.atty, a.lse, a.qkv, batch_->doc_start, d.B, d.T, d.NHl, d.NKVl, d.HD());
+  if (m.rope) rope(sc.dqkv, batch_->positions, true);
   linear_backward(k_, dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
   norm_backward(sc.dres, g.ln1_w, g.ln1_b, dln.partial, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);
 }
@@ -320,10 +331,11 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
   const long N = d.N(), rows = d.Ns() * d.C;
   Scratch<T>& sc = acts_.scratch();
   loss_weight_ = loss_weight;
+  batch_ = &batch;
   if (plan_.part.head && chunk == num_chunks() - 1) {
     hook(kHeadLayer, LayerPhase::before_backward);
     const LinearOutput<T> dlnf = ln_grad();
-    k_.fill(sc.dloss, loss_weight, N);
+    k_.loss_weights(sc.dloss, batch.loss_mask, loss_weight, N);
     k_.xent_backward(s.logits, s.logits, s.lse, batch.targets, sc.dloss, vocab_start_, N, d.Vl);
     linear_backward(k_, dlnf, g_.head, nullptr, s.logits, s.lnf, p_.head, N, d.C, d.Vl);
     k_.zero(sc.dres, rows);
@@ -350,7 +362,7 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
     hook(layers[i], LayerPhase::after_backward);
   }
   if (chunk == 0 && plan_.part.embedding) {
-    embed_backward(full_rows_grad(), batch.tokens);
+    embed_backward(full_rows_grad(), batch);
     hook(kEmbeddingLayer, LayerPhase::after_backward);
   } else
     k_.copy(static_cast<T*>(input_grad), sc.dres, rows);

@@ -6,7 +6,8 @@
 // next rank's arrive, and merges each block into its running output and log-sum-exp (online softmax).
 // Backward goes round again with the key/values, recomputing each block's probabilities from the kept
 // log-sum-exp; the key/value gradients travel with their rows and arrive home after the last step.
-// Everything outside attention is local to the rank's rows.
+// Everything outside attention is local to the rank's rows. With documents packed in a sample, each
+// query row sees only its document's keys (the rows' document starts, in sample positions).
 #pragma once
 #include "comm/communicator.hpp"
 #include "kernels/kernels.hpp"
@@ -20,15 +21,16 @@ class RingAttention {
   RingAttention(const kernels::KernelTable<T>& k, Communicator& cp, const ActivationDims& d) : k_(k), cp_(cp), d_(d) {}
 
   // atty (N,Cl) <- attention of the rank's query rows of qkv (N,QKVl) over the whole sequences;
-  // lse (B,2,NHl,T/2) keeps the log-sum-exp for the backward pass.
-  void forward(T* atty, float* lse, const T* qkv, Scratch<T>& sc);
+  // lse (B,2,NHl,T/2) keeps the log-sum-exp for the backward pass. doc_start (N) or null: the sample
+  // position where each row's document starts.
+  void forward(T* atty, float* lse, const T* qkv, const int* doc_start, Scratch<T>& sc);
   // dqkv (N,QKVl) <- the gradient of qkv, from datty (N,Cl) and the forward's atty and lse.
-  void backward(T* dqkv, const T* datty, const T* atty, const float* lse, const T* qkv, Scratch<T>& sc);
+  void backward(T* dqkv, const T* datty, const T* atty, const float* lse, const T* qkv, const int* doc_start, Scratch<T>& sc);
 
  private:
   int kv_width() const { return 2 * d_.NKVl * d_.HD(); }
-  // Calls f(half of the query rows, half of the key/value rows, causal) for the chunk pairs visible
-  // at ring step `step` (the key/values of rank cp_rank - step).
+  // Calls f(half of the query rows, half of the key/value rows, their chunks' sample positions) for the
+  // chunk pairs visible at ring step `step` (the key/values of rank cp_rank - step).
   template <typename F>
   void visible_pairs(int step, F f) const;
 

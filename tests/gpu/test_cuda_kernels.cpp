@@ -187,13 +187,27 @@ void check_all_kernels() {
       OnGpu<KT> wte_d(wte), wpe_d(wpe), out_d(out), dout_d(dout);
       OnGpu<float> dwte_d(dwte), dwpe_d(dwpe);
       const std::string what = k.frequent > 0 ? " (" + std::to_string(rows) + " tokens, " + std::to_string(k.C) + " columns, 60% one)" : "";
-      h.embedding_forward(out.data(), toks.data(), wte.data(), wpe.data(), start, k.B, k.T, k.C, k.V);
-      g.embedding_forward(out_d.data(), toks_d.data(), wte_d.data(), wpe_d.data(), start, k.B, k.T, k.C, k.V);
+      h.embedding_forward(out.data(), toks.data(), wte.data(), wpe.data(), nullptr, start, k.B, k.T, k.C, k.V);
+      g.embedding_forward(out_d.data(), toks_d.data(), wte_d.data(), wpe_d.data(), nullptr, start, k.B, k.T, k.C, k.V);
       expect_close("embedding_forward" + what, out_d.get(), out);
-      h.embedding_backward(dwte.data(), dwpe.data(), dout.data(), toks.data(), start, k.B, k.T, k.C, k.V);
-      g.embedding_backward(dwte_d.data(), dwpe_d.data(), dout_d.data(), toks_d.data(), start, k.B, k.T, k.C, k.V);
+      h.embedding_backward(dwte.data(), dwpe.data(), dout.data(), toks.data(), nullptr, start, k.B, k.T, k.C, k.V, k.T);
+      g.embedding_backward(dwte_d.data(), dwpe_d.data(), dout_d.data(), toks_d.data(), nullptr, start, k.B, k.T, k.C, k.V, k.T);
       expect_close("embedding_backward dwte" + what, dwte_d.get(), dwte, tolerance<float>(rows));
       expect_close("embedding_backward dwpe" + what, dwpe_d.get(), dwpe);
+      // Position ids reset at packed documents' starts (every 7th, 50th or 200th token): the position
+      // embedding's gradient is the sorted sum keyed by position, up to `rows` terms a row.
+      for (const int doc : {7, 50, 200}) {
+        std::vector<int> pos(static_cast<std::size_t>(rows));
+        for (long r = 0; r < rows; ++r) pos[static_cast<std::size_t>(r)] = static_cast<int>((r % k.T) % doc);
+        OnGpu<int> pos_d(pos);
+        const std::string w = what + " (positions reset every " + std::to_string(doc) + ")";
+        h.embedding_forward(out.data(), toks.data(), wte.data(), wpe.data(), pos.data(), start, k.B, k.T, k.C, k.V);
+        g.embedding_forward(out_d.data(), toks_d.data(), wte_d.data(), wpe_d.data(), pos_d.data(), start, k.B, k.T, k.C, k.V);
+        expect_close("embedding_forward" + w, out_d.get(), out);
+        h.embedding_backward(dwte.data(), dwpe.data(), dout.data(), toks.data(), pos.data(), start, k.B, k.T, k.C, k.V, k.T);
+        g.embedding_backward(dwte_d.data(), dwpe_d.data(), dout_d.data(), toks_d.data(), pos_d.data(), start, k.B, k.T, k.C, k.V, k.T);
+        expect_close("embedding_backward dwpe" + w, dwpe_d.get(), dwpe, tolerance<float>(rows));
+      }
     }
   }
   SECTION("layernorm") {
@@ -323,18 +337,37 @@ void check_all_kernels() {
         OnGpu<float> lse_d(lse), scratch_d(scratch);
         const std::string what = " (B=" + std::to_string(sh.B) + " T=" + std::to_string(sh.T) + " HD=" + std::to_string(sh.HD) + ", " +
                                  std::to_string(sh.NH) + "/" + std::to_string(NKV) + " heads)";
-        h.attention_forward(out.data(), lse.data(), scratch.data(), qkv.data(), sh.B, sh.T, sh.NH, NKV, sh.HD);
-        g.attention_forward(out_d.data(), lse_d.data(), scratch_d.data(), qkv_d.data(), sh.B, sh.T, sh.NH, NKV, sh.HD);
-        const long keys = sh.T + 2 * sh.HD;  // a row's keys, after the HD-term products
-        expect_close("attention_forward out" + what, out_d.get(), out, attention_product_tolerance<KT>(keys));
-        expect_close("attention_forward lse" + what, lse_d.get(), lse, tolerance<float>(keys));
-        // Both backwards read the host's output and log-sum-exp, so the check is of the backward alone.
-        OnGpu<KT> out_host_d(out);
-        OnGpu<float> lse_host_d(lse);
-        h.attention_backward(dqkv.data(), scratch.data(), dout.data(), out.data(), lse.data(), qkv.data(), sh.B, sh.T, sh.NH, NKV, sh.HD);
-        g.attention_backward(dqkv_d.data(), scratch_d.data(), dout_d.data(), out_host_d.data(), lse_host_d.data(), qkv_d.data(), sh.B, sh.T,
-                             sh.NH, NKV, sh.HD);
-        expect_close("attention_backward dqkv" + what, dqkv_d.get(), dqkv, attention_product_tolerance<KT>(keys));
+        // One document per sample, then documents packed in each sample: lengths 1 to 150 (one-token
+        // documents, boundaries inside and on the edges of 64-key tiles and 128-row query tiles, a
+        // document spanning several tiles), a different cut in each sample.
+        for (const bool packed : {false, true}) {
+          std::vector<int> docs;
+          if (packed) {
+            std::uniform_int_distribution<int> length(1, 150);
+            for (int b = 0; b < sh.B; ++b)
+              for (int t = 0, start = 0, next = 0; t < sh.T; ++t) {
+                if (t == next) start = t, next = t + (t == 64 ? 64 : length(gen));  // one document exactly a tile
+                docs.push_back(start);
+              }
+          }
+          OnGpu<int> docs_d(packed ? docs : std::vector<int>{0});
+          const int* ds = packed ? docs.data() : nullptr;
+          const int* ds_d = packed ? docs_d.data() : nullptr;
+          const std::string w = what + (packed ? ", packed documents" : "");
+          h.attention_forward(out.data(), lse.data(), scratch.data(), qkv.data(), ds, sh.B, sh.T, sh.NH, NKV, sh.HD);
+          g.attention_forward(out_d.data(), lse_d.data(), scratch_d.data(), qkv_d.data(), ds_d, sh.B, sh.T, sh.NH, NKV, sh.HD);
+          const long keys = sh.T + 2 * sh.HD;  // a row's keys, after the HD-term products
+          expect_close("attention_forward out" + w, out_d.get(), out, attention_product_tolerance<KT>(keys));
+          expect_close("attention_forward lse" + w, lse_d.get(), lse, tolerance<float>(keys));
+          // Both backwards read the host's output and log-sum-exp, so the check is of the backward alone.
+          OnGpu<KT> out_host_d(out);
+          OnGpu<float> lse_host_d(lse);
+          h.attention_backward(dqkv.data(), scratch.data(), dout.data(), out.data(), lse.data(), qkv.data(), ds, sh.B, sh.T, sh.NH, NKV,
+                               sh.HD);
+          g.attention_backward(dqkv_d.data(), scratch_d.data(), dout_d.data(), out_host_d.data(), lse_host_d.data(), qkv_d.data(), ds_d,
+                               sh.B, sh.T, sh.NH, NKV, sh.HD);
+          expect_close("attention_backward dqkv" + w, dqkv_d.get(), dqkv, attention_product_tolerance<KT>(keys));
+        }
       }
   }
   SECTION("attention blocks (ring attention) and column copies") {
@@ -343,41 +376,66 @@ void check_all_kernels() {
     for (int NKV : {NH, NH / 2}) {
       const int W = (NH + 2 * NKV) * HD, KW = 2 * NKV * HD, Tc = T / 2;
       auto qkv = random_vec<KT>(gen, static_cast<std::size_t>(T) * W), dout = random_vec<KT>(gen, static_cast<std::size_t>(Tc) * C);
-      std::vector<KT> kv(static_cast<std::size_t>(T) * KW), out_kt(static_cast<std::size_t>(Tc) * C), grad(qkv.size());
-      std::vector<float> out(static_cast<std::size_t>(Tc) * C, 0.0f), lse(static_cast<std::size_t>(NH) * Tc, -INFINITY);
-      std::vector<float> dq(out.size(), 0.0f), dkv(static_cast<std::size_t>(T) * KW, 0.0f), scratch(static_cast<std::size_t>(NH) * 2 * Tc * Tc);
-      OnGpu<KT> qkv_d(qkv), kv_d(kv), dout_d(dout), out_kt_d(out_kt), grad_d(grad);
-      OnGpu<float> out_d(out), lse_d(lse), dq_d(dq), dkv_d(dkv), scratch_d(scratch);
+      std::vector<KT> kv(static_cast<std::size_t>(T) * KW), grad(qkv.size());
+      std::vector<float> scratch(static_cast<std::size_t>(NH) * 2 * Tc * Tc);
+      OnGpu<KT> qkv_d(qkv), kv_d(kv), dout_d(dout), grad_d(grad);
+      OnGpu<float> scratch_d(scratch);
       h.copy_columns(kv.data(), qkv.data(), T, W, C, KW);
       g.copy_columns(kv_d.data(), qkv_d.data(), T, W, C, KW);
       expect_close("copy_columns", kv_d.get(), kv);
       const KT* q = qkv.data() + static_cast<long>(Tc) * W;
       const KT* q_d = qkv_d.data() + static_cast<long>(Tc) * W;
-      for (int kc : {1, 0}) {
-        h.attention_block_forward(out.data(), lse.data(), scratch.data(), q, W, kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc,
-                                  NH, NKV, HD, kc == 1);
-        g.attention_block_forward(out_d.data(), lse_d.data(), scratch_d.data(), q_d, W, kv_d.data() + static_cast<long>(kc) * Tc * KW,
-                                  KW, Tc, Tc, NH, NKV, HD, kc == 1);
+      // One document, then packed documents in the second chunk's rows (starts 20, 33, 40: before the
+      // chunk and inside it, so that some rows see no key of the first chunk).
+      for (const bool packed : {false, true}) {
+        std::vector<int> docs(static_cast<std::size_t>(Tc));
+        for (int i = 0; i < Tc; ++i) docs[static_cast<std::size_t>(i)] = Tc + i < 33 ? 20 : Tc + i < 40 ? 33 : 40;
+        OnGpu<int> docs_d(docs);
+        const int* ds = packed ? docs.data() : nullptr;
+        const int* ds_d = packed ? docs_d.data() : nullptr;
+        std::vector<float> out(static_cast<std::size_t>(Tc) * C, 0.0f), lse(static_cast<std::size_t>(NH) * Tc, -INFINITY);
+        std::vector<float> dq(out.size(), 0.0f), dkv(static_cast<std::size_t>(T) * KW, 0.0f);
+        std::vector<KT> out_kt(static_cast<std::size_t>(Tc) * C);
+        OnGpu<float> out_d(out), lse_d(lse), dq_d(dq), dkv_d(dkv);
+        const std::string w = packed ? " (packed documents)" : "";
+        for (int kc : {1, 0}) {
+          h.attention_block_forward(out.data(), lse.data(), scratch.data(), q, W, kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc,
+                                    NH, NKV, HD, Tc, kc * Tc, ds);
+          g.attention_block_forward(out_d.data(), lse_d.data(), scratch_d.data(), q_d, W, kv_d.data() + static_cast<long>(kc) * Tc * KW,
+                                    KW, Tc, Tc, NH, NKV, HD, Tc, kc * Tc, ds_d);
+        }
+        expect_close("attention_block_forward out" + w, out_d.get(), out, attention_product_tolerance<KT>(T + 2 * HD));
+        expect_close("attention_block_forward lse" + w, lse_d.get(), lse, tolerance<float>(T + 2 * HD));
+        h.narrow(out_kt.data(), out.data(), static_cast<long>(out.size()));
+        OnGpu<KT> out_host_d(out_kt);
+        OnGpu<float> lse_host_d(lse);
+        for (int kc : {1, 0}) {
+          h.attention_block_backward(dq.data(), dkv.data() + static_cast<long>(kc) * Tc * KW, KW, scratch.data(), dout.data(), out_kt.data(),
+                                     lse.data(), q, W, kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc, NH, NKV, HD, Tc, kc * Tc, ds);
+          g.attention_block_backward(dq_d.data(), dkv_d.data() + static_cast<long>(kc) * Tc * KW, KW, scratch_d.data(), dout_d.data(),
+                                     out_host_d.data(), lse_host_d.data(), q_d, W, kv_d.data() + static_cast<long>(kc) * Tc * KW, KW, Tc,
+                                     Tc, NH, NKV, HD, Tc, kc * Tc, ds_d);
+        }
+        expect_close("attention_block_backward dq" + w, dq_d.get(), dq, attention_product_tolerance<KT>(T + 2 * HD));
+        expect_close("attention_block_backward dkv" + w, dkv_d.get(), dkv, attention_product_tolerance<KT>(T + 2 * HD));
+        if (packed) continue;
+        // One rounding of fp32 gradients whose difference is that of the blocks' fp32 sums (no 16-bit
+        // products in the block kernels): T + 2 HD terms.
+        h.narrow_columns(grad.data(), dkv.data(), T, W, C, KW);
+        g.narrow_columns(grad_d.data(), dkv_d.data(), T, W, C, KW);
+        expect_close("narrow_columns", grad_d.get(), grad, tolerance<KT>(T + 2 * HD));
       }
-      expect_close("attention_block_forward out", out_d.get(), out, attention_product_tolerance<KT>(T + 2 * HD));
-      expect_close("attention_block_forward lse", lse_d.get(), lse, tolerance<float>(T + 2 * HD));
-      h.narrow(out_kt.data(), out.data(), static_cast<long>(out.size()));
-      OnGpu<KT> out_host_d(out_kt);
-      OnGpu<float> lse_host_d(lse);
-      for (int kc : {1, 0}) {
-        h.attention_block_backward(dq.data(), dkv.data() + static_cast<long>(kc) * Tc * KW, KW, scratch.data(), dout.data(), out_kt.data(),
-                                   lse.data(), q, W, kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc, NH, NKV, HD, kc == 1);
-        g.attention_block_backward(dq_d.data(), dkv_d.data() + static_cast<long>(kc) * Tc * KW, KW, scratch_d.data(), dout_d.data(),
-                                   out_host_d.data(), lse_host_d.data(), q_d, W, kv_d.data() + static_cast<long>(kc) * Tc * KW, KW,
-                                   Tc, Tc, NH, NKV, HD, kc == 1);
+      // Generation with a key/value cache: one query row at position p against the cached keys [0, p].
+      for (const int p : {0, 17, T - 1}) {
+        std::vector<float> o1(C, 0.0f), l1(NH, -INFINITY);
+        OnGpu<float> o1_d(o1), l1_d(l1);
+        const KT* qp = qkv.data() + static_cast<long>(p) * W;
+        const KT* qp_d = qkv_d.data() + static_cast<long>(p) * W;
+        h.attention_block_forward(o1.data(), l1.data(), scratch.data(), qp, W, kv.data(), KW, 1, p + 1, NH, NKV, HD, p, 0, nullptr);
+        g.attention_block_forward(o1_d.data(), l1_d.data(), scratch_d.data(), qp_d, W, kv_d.data(), KW, 1, p + 1, NH, NKV, HD, p, 0, nullptr);
+        expect_close("attention_block_forward decode at " + std::to_string(p), o1_d.get(), o1, attention_product_tolerance<KT>(T + 2 * HD));
+        expect_close("attention_block_forward decode lse at " + std::to_string(p), l1_d.get(), l1, tolerance<float>(T + 2 * HD));
       }
-      expect_close("attention_block_backward dq", dq_d.get(), dq, attention_product_tolerance<KT>(T + 2 * HD));
-      expect_close("attention_block_backward dkv", dkv_d.get(), dkv, attention_product_tolerance<KT>(T + 2 * HD));
-      // One rounding of fp32 gradients whose difference is that of the blocks' fp32 sums (no 16-bit
-      // products in the block kernels): T + 2 HD terms.
-      h.narrow_columns(grad.data(), dkv.data(), T, W, C, KW);
-      g.narrow_columns(grad_d.data(), dkv_d.data(), T, W, C, KW);
-      expect_close("narrow_columns", grad_d.get(), grad, tolerance<KT>(T + 2 * HD));
     }
   }
   SECTION("rmsnorm") {
@@ -424,16 +482,23 @@ void check_all_kernels() {
     kernels::RopeFrequencies f;
     f.factor = 8, f.original_context = 64;
     auto x = random_vec<KT>(gen, N * W);
-    OnGpu<KT> x_d(x);
-    h.rope_forward(x.data(), B, T, W, NH + NKV, HD, R, f, 5);
-    g.rope_forward(x_d.data(), B, T, W, NH + NKV, HD, R, f, 5);
-    expect_close("rope_forward", x_d.get(), x);
-    // The backward turns the host's forward output on both sides, so that it is checked alone (one
-    // rounding, not the forward's step carried through the rotation and then another).
-    OnGpu<KT> xb_d(x);
-    h.rope_backward(x.data(), B, T, W, NH + NKV, HD, R, f, 5);
-    g.rope_backward(xb_d.data(), B, T, W, NH + NKV, HD, R, f, 5);
-    expect_close("rope_backward", xb_d.get(), x);
+    // Positions t0 + t, then position ids reset at packed documents' starts (every 11th token).
+    std::vector<int> pos(static_cast<std::size_t>(N));
+    for (long r = 0; r < N; ++r) pos[static_cast<std::size_t>(r)] = static_cast<int>((r % T) % 11);
+    OnGpu<int> pos_d(pos);
+    for (const bool reset : {false, true}) {
+      const std::string w = reset ? " (position ids)" : "";
+      OnGpu<KT> xf_d(x);
+      h.rope_forward(x.data(), B, T, W, NH + NKV, HD, R, f, 5, reset ? pos.data() : nullptr);
+      g.rope_forward(xf_d.data(), B, T, W, NH + NKV, HD, R, f, 5, reset ? pos_d.data() : nullptr);
+      expect_close("rope_forward" + w, xf_d.get(), x);
+      // The backward turns the host's forward output on both sides, so that it is checked alone (one
+      // rounding, not the forward's step carried through the rotation and then another).
+      OnGpu<KT> xb_d(x);
+      h.rope_backward(x.data(), B, T, W, NH + NKV, HD, R, f, 5, reset ? pos.data() : nullptr);
+      g.rope_backward(xb_d.data(), B, T, W, NH + NKV, HD, R, f, 5, reset ? pos_d.data() : nullptr);
+      expect_close("rope_backward" + w, xb_d.get(), x);
+    }
     auto gu = random_vec<KT>(gen, N * 2 * F, 3.0f), dy = random_vec<KT>(gen, N * F);
     std::vector<KT> out(N * F), dgu(N * 2 * F);
     OnGpu<KT> gu_d(gu), dy_d(dy), out_d(out), dgu_d(dgu);
@@ -517,12 +582,26 @@ void check_all_kernels() {
       // Both add to a sum already holding 0.25 (the loss of earlier micro-batches), on the device for cuda.
       double loss_h = 0.25;
       OnGpu<double> loss_d(std::vector<double>{0.25});
-      h.xent_loss(&loss_h, lse.data(), mx.data(), sum.data(), tgt.data(), N);
-      g.xent_loss(loss_d.data(), lse_d.data(), mx_d.data(), sum_d.data(), tgt_d.data(), N);
+      h.xent_loss(&loss_h, lse.data(), mx.data(), sum.data(), tgt.data(), nullptr, N);
+      g.xent_loss(loss_d.data(), lse_d.data(), mx_d.data(), sum_d.data(), tgt_d.data(), nullptr, N);
       const double loss_g = loss_d.get()[0];
       expect_close("xent_loss lse" + what, lse_d.get(), lse, tolerance<float>(Vx));
       expect_close("xent_loss sum" + what, std::vector<float>{static_cast<float>(loss_g)}, std::vector<float>{static_cast<float>(loss_h)},
                    tolerance<float>(N + Vx));  // N rows, each a sum over V
+      // A loss mask (every third row counts, as a fine-tuning batch's answers): the masked sum, and the
+      // rows' gradient weights.
+      std::vector<float> mask(N);
+      for (long i = 0; i < N; ++i) mask[static_cast<std::size_t>(i)] = i % 3 == 0 ? 1.0f : 0.0f;
+      OnGpu<float> mask_d(mask);
+      double masked_h = 0.0;
+      OnGpu<double> masked_d(std::vector<double>{0.0});
+      h.xent_loss(&masked_h, lse.data(), mx.data(), sum.data(), tgt.data(), mask.data(), N);
+      g.xent_loss(masked_d.data(), lse_d.data(), mx_d.data(), sum_d.data(), tgt_d.data(), mask_d.data(), N);
+      expect_close("xent_loss masked sum" + what, std::vector<float>{static_cast<float>(masked_d.get()[0])},
+                   std::vector<float>{static_cast<float>(masked_h)}, tolerance<float>(N + Vx));
+      h.loss_weights(dloss.data(), mask.data(), 1.0f / N, N);
+      g.loss_weights(dloss_d.data(), mask_d.data(), 1.0f / N, N);
+      expect_same_bits("loss_weights" + what, dloss_d.get(), dloss);
       h.xent_backward(logits.data(), logits.data(), lse.data(), tokens.data(), dloss.data(), vocab_start, N, Vx);
       g.xent_backward(logits_d.data(), logits_d.data(), lse_d.data(), tokens_d.data(), dloss_d.data(), vocab_start, N, Vx);
       expect_close("xent_backward (in place)" + what, logits_d.get(), logits);

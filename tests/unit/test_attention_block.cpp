@@ -2,7 +2,8 @@
 // whole-sequence attention kernels (themselves checked against a double reference and finite
 // differences in test_kernels_host.cpp): a sequence cut into 2 x cp chunks, each query chunk merged
 // over the key/value chunks it may see (earlier chunks whole, its own causally) in the order ring
-// attention visits them, gives the same output and the same q, k, v gradients.
+// attention visits them, gives the same output and the same q, k, v gradients; with documents packed
+// in the sequence (doc_start) too, each block seeing only its rows' documents.
 // Tolerance: the block form sums the softmax in another order and normalises once per block (online
 // softmax), so results differ from the whole-row softmax by the rounding of reordered sums. Each output,
 // log-sum-exp and gradient is a sum over at most the T keys (or queries) of products formed over the
@@ -58,16 +59,18 @@ std::vector<std::vector<std::pair<int, int>>> ring_pairs(int cp) {
   return all;
 }
 
-void check_ring(int T, int cp, int NH, int NKV, int HD, unsigned seed) {
+// doc_start: the sequence's document starts (T values), or empty for one document.
+void check_ring(int T, int cp, int NH, int NKV, int HD, unsigned seed, const std::vector<int>& doc_start = {}) {
+  const int* ds = doc_start.empty() ? nullptr : doc_start.data();
   std::mt19937 rng(seed);
   const int W = (NH + 2 * NKV) * HD, C = NH * HD, KW = 2 * NKV * HD, Tc = T / (2 * cp);
   const Vec qkv = random_vec(rng, static_cast<std::size_t>(T) * W);
   const Vec dout = random_vec(rng, static_cast<std::size_t>(T) * C);
   // The whole sequence at once (B = 1).
   Vec out(static_cast<std::size_t>(T) * C), whole_lse(static_cast<std::size_t>(NH) * T), scratch(dtrain::kernels::attention_scratch_floats(1, T, NH));
-  k::attention_forward(out.data(), whole_lse.data(), scratch.data(), qkv.data(), 1, T, NH, NKV, HD);
+  k::attention_forward(out.data(), whole_lse.data(), scratch.data(), qkv.data(), ds, 1, T, NH, NKV, HD);
   Vec dqkv(qkv.size());
-  k::attention_backward(dqkv.data(), scratch.data(), dout.data(), out.data(), whole_lse.data(), qkv.data(), 1, T, NH, NKV, HD);
+  k::attention_backward(dqkv.data(), scratch.data(), dout.data(), out.data(), whole_lse.data(), qkv.data(), ds, 1, T, NH, NKV, HD);
 
   // Block by block: outputs and log-sum-exps per query chunk, gradients accumulated in fp32.
   Vec kv(static_cast<std::size_t>(T) * KW);
@@ -80,7 +83,8 @@ void check_ring(int T, int cp, int NH, int NKV, int HD, unsigned seed) {
     for (auto [qc, kc] : rank) {
       k::attention_block_forward(bout.data() + static_cast<long>(qc) * Tc * C, lse.data() + static_cast<long>(qc) * NH * Tc,
                                  bscratch.data(), qkv.data() + static_cast<long>(qc) * Tc * W, W,
-                                 kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc, NH, NKV, HD, qc == kc);
+                                 kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc, NH, NKV, HD, qc * Tc, kc * Tc,
+                                 ds ? ds + qc * Tc : nullptr);
       ++visited;
     }
   CHECK(visited == 2 * cp * (2 * cp + 1) / 2);  // every causal chunk pair exactly once
@@ -90,7 +94,8 @@ void check_ring(int T, int cp, int NH, int NKV, int HD, unsigned seed) {
       k::attention_block_backward(dq.data() + static_cast<long>(qc) * Tc * C, dkv.data() + static_cast<long>(kc) * Tc * KW, KW,
                                   bscratch.data(), dout.data() + static_cast<long>(qc) * Tc * C, bout.data() + static_cast<long>(qc) * Tc * C,
                                   lse.data() + static_cast<long>(qc) * NH * Tc, qkv.data() + static_cast<long>(qc) * Tc * W, W,
-                                  kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc, NH, NKV, HD, qc == kc);
+                                  kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc, NH, NKV, HD, qc * Tc, kc * Tc,
+                                 ds ? ds + qc * Tc : nullptr);
   Vec got(qkv.size());
   k::narrow_columns(got.data(), dq.data(), T, W, 0, C);
   k::narrow_columns(got.data(), dkv.data(), T, W, C, KW);
@@ -114,6 +119,29 @@ TEST_CASE("ring attention blocks equal whole-sequence attention", "[kernels][cp]
   SECTION("cp=2, multi-head") { check_ring(16, 2, 3, 3, 8, 301); }
   SECTION("cp=4, grouped-query") { check_ring(32, 4, 4, 2, 8, 302); }
   SECTION("cp=1 (two chunks of one rank), long rows") { check_ring(256, 1, 2, 1, 16, 303); }
+}
+
+// Document starts of a sequence of T tokens whose documents have the given lengths (the last one runs
+// to T).
+std::vector<int> documents(int T, const std::vector<int>& lengths) {
+  std::vector<int> ds(static_cast<std::size_t>(T));
+  int start = 0, next = 0;
+  std::size_t d = 0;
+  for (int t = 0; t < T; ++t) {
+    if (t == next) {
+      start = t;
+      next = d < lengths.size() ? t + lengths[d++] : T;
+    }
+    ds[static_cast<std::size_t>(t)] = start;
+  }
+  return ds;
+}
+
+TEST_CASE("ring attention blocks equal whole-sequence attention with packed documents", "[kernels][cp][documents]") {
+  // Boundaries inside chunks, on chunk edges (8, 16 with Tc = 8 at cp=2 and 4 at cp=4), a one-token
+  // document and a document spanning three chunks.
+  SECTION("cp=2") { check_ring(32, 2, 3, 3, 8, 311, documents(32, {5, 3, 8, 1, 12})); }
+  SECTION("cp=4, grouped-query") { check_ring(32, 4, 4, 2, 8, 312, documents(32, {4, 14, 1, 6})); }
 }
 
 TEST_CASE("copy_columns and narrow_columns move exactly their columns", "[kernels][cp]") {

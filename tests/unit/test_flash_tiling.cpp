@@ -1,12 +1,16 @@
 // The tiling of the CUDA backend's fused attention (kernels/flash_tiling.hpp), checked on the host: the
 // tiles the forward, dK/dV and dQ kernels visit cover every causal (query, key) pair exactly once, the
 // tile pairs they leave unmasked hold only visible pairs, and every kernel's shared memory fits a
-// Hopper block.
+// Hopper block; with documents packed in the sequence, the walks the kernels take (first_key_tile,
+// query_tiles_end, the 16-bit forward's warp skips) cover every pair a row's document sees exactly
+// once, and the block kernels' key ranges are those pairs.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
+#include "kernels/attention_visibility.hpp"
 #include "kernels/flash_tiling.hpp"
 
 using namespace dtrain::kernels::flash;
@@ -105,6 +109,83 @@ TEST_CASE("flash tiling: each kernel's tiles cover every causal pair exactly onc
   }
 }
 
+namespace {
+
+// Document starts of T rows cut into documents of the given lengths, the last running to T.
+std::vector<int> document_starts(int T, const std::vector<int>& lengths) {
+  std::vector<int> ds(static_cast<std::size_t>(T));
+  int start = 0, next = 0;
+  std::size_t d = 0;
+  for (int t = 0; t < T; ++t) {
+    if (t == next) start = t, next = d < lengths.size() ? t + lengths[d++] : T;
+    ds[static_cast<std::size_t>(t)] = start;
+  }
+  return ds;
+}
+
+}  // namespace
+
+TEST_CASE("flash tiling with packed documents: the kernels' walks cover each document's pairs exactly once") {
+  struct Case {
+    int T;
+    std::vector<int> lengths;
+  };
+  for (const Case& c : {Case{200, {1, 1, 62, 64, 10}}, Case{257, {130, 127}}, Case{130, {64, 64, 2}}, Case{300, {3, 200, 1, 50}},
+                        Case{64, {}}, Case{129, {128}}}) {
+    const int T = c.T;
+    const std::vector<int> ds = document_starts(T, c.lengths);
+    const int* d = ds.data();
+    INFO("T=" << T << ", " << c.lengths.size() << " boundaries");
+    const auto sees = [&](int q, int k) { return visible_in_document(q, k, T, ds[static_cast<std::size_t>(q)]); };
+    // The forward (kWideRows query tiles, warps of 32 rows skipping key tiles after their rows and
+    // before their first row's document), dQ (kTile rows), dK/dV (key tiles to query_tiles_end).
+    std::vector<int> forward(static_cast<std::size_t>(T) * T), dq(forward.size()), dkv(forward.size());
+    for (int qt = 0; qt < tiles(T, kWideRows); ++qt)
+      for (int kt = first_key_tile(d, qt * kWideRows); kt < key_tiles_seen(qt, T, kWideRows); ++kt)
+        for (int q = qt * kWideRows; q < std::min(T, (qt + 1) * kWideRows); ++q) {
+          const int warp_first = qt * kWideRows + (q - qt * kWideRows) / 32 * 32;
+          if (!rows_see_key_tile(warp_first, 32, kt) || ds[static_cast<std::size_t>(std::min(warp_first, T - 1))] > kt * kTile + kTile - 1)
+            continue;
+          for (int k = kt * kTile; k < std::min(T, (kt + 1) * kTile); ++k) forward[static_cast<std::size_t>(q) * T + k] += sees(q, k);
+        }
+    for (int qt = 0; qt < tiles(T); ++qt)
+      for (int kt = first_key_tile(d, qt * kTile); kt < key_tiles_seen(qt, T); ++kt)
+        for (int q = qt * kTile; q < std::min(T, (qt + 1) * kTile); ++q)
+          for (int k = kt * kTile; k < std::min(T, (kt + 1) * kTile); ++k) dq[static_cast<std::size_t>(q) * T + k] += sees(q, k);
+    for (int kt = 0; kt < tiles(T); ++kt)
+      for (int qt = first_query_tile(kt); qt < query_tiles_end(kt, T, d); ++qt)
+        for (int q = qt * kTile; q < std::min(T, (qt + 1) * kTile); ++q)
+          for (int k = kt * kTile; k < std::min(T, (kt + 1) * kTile); ++k) dkv[static_cast<std::size_t>(q) * T + k] += sees(q, k);
+    int wrong = 0, unmasked_but_hidden = 0;
+    for (int q = 0; q < T; ++q)
+      for (int k = 0; k < T; ++k) {
+        const int want = sees(q, k) ? 1 : 0;
+        const std::size_t at = static_cast<std::size_t>(q) * T + k;
+        wrong += (forward[at] != want) + (dq[at] != want) + (dkv[at] != want);
+      }
+    CHECK(wrong == 0);
+    for (const int rows : {kTile, kWideRows})
+      for (int qt = 0; qt < tiles(T, rows); ++qt)
+        for (int kt = 0; kt < tiles(T); ++kt)
+          if (unmasked_document_pair(qt, kt, T, d, rows))
+            for (int q = qt * rows; q < (qt + 1) * rows; ++q)
+              for (int k = kt * kTile; k < (kt + 1) * kTile; ++k) unmasked_but_hidden += q >= T || !sees(q, k);
+    CHECK(unmasked_but_hidden == 0);
+    // The block kernels (ring attention, the key/value cache): a block of keys at positions k_pos.. and
+    // query rows at q_pos..: exactly the keys each row sees, clamped to the block.
+    int block_wrong = 0;
+    for (const auto& [q_pos, k_pos, Tk] : {std::tuple<int, int, int>{0, 0, T}, {T / 2, 0, T / 2}, {T / 2, T / 2, T - T / 2}, {T - 1, 0, T}})
+      for (int i = 0; q_pos + i < T; ++i) {
+        const auto r = dtrain::kernels::block_visible_keys(q_pos + i, ds[static_cast<std::size_t>(q_pos + i)], k_pos, Tk);
+        block_wrong += r.first < 0 || r.last > Tk || r.first > r.last;
+        for (int j = 0; j < Tk; ++j) block_wrong += (j >= r.first && j < r.last) != sees(q_pos + i, k_pos + j);
+      }
+    CHECK(block_wrong == 0);
+  }
+  CHECK(query_tiles_end(2, 1000, nullptr) == tiles(1000));
+  CHECK(first_key_tile(nullptr, 500) == 0);
+}
+
 TEST_CASE("flash tiling: shared memory per block, by hand, fits a Hopper block for every head dim") {
   // bf16, head dim 64: rows padded to 72 elements (144 bytes), a tile 64 x 144 = 9216 bytes.
   CHECK(mma_row_stride(64) == 72);
@@ -113,13 +194,13 @@ TEST_CASE("flash tiling: shared memory per block, by hand, fits a Hopper block f
   // dQ: Q, dO + 2 x (K, V).
   CHECK(mma_dq_smem(64) == 6 * 9216);
   // dK/dV at head dim 128 (rows of 136 elements, 17408 bytes a tile): K, V + 2 x (Q, dO), 2 x (lse, Dsum).
-  CHECK(mma_dkv_smem(128) == 6 * 17408 + 1024);
+  CHECK(mma_dkv_smem(128) == 6 * 17408 + 1536);
   // fp32, head dim 64: Q, K, V 3 x 16384, scores 16384, output 16384, m and l 512.
   CHECK(fma_forward_smem(64) == 3 * 16384 + 16384 + 16384 + 512);
   // fp32 at head dim 128: K, V, Q, dO 4 x 32768, P and dP 2 x 16384, lse and Dsum 512, dK and dV 2 x 32768.
-  CHECK(fma_dkv_smem(128) == 131072 + 32768 + 512 + 65536);
+  CHECK(fma_dkv_smem(128) == 131072 + 32768 + 768 + 65536);
   // fp32 dQ at head dim 128: Q, dO, K, V 4 x 32768, P and dP 2 x 16384, lse and Dsum 512, dQ 32768.
-  CHECK(fma_dq_smem(128) == 131072 + 32768 + 512 + 32768);
+  CHECK(fma_dq_smem(128) == 131072 + 32768 + 768 + 32768);
   for (int D : {16, 32, 64, 128}) {
     INFO("D=" << D);
     CHECK(mma_forward_smem(D) <= kHopperSmem);

@@ -184,15 +184,16 @@ double dot(const DVec& a, const DVec& r) {
 // ---------------------------------------------------------------- double references
 
 DVec ref_embedding(const std::vector<int>& tokens, const DVec& wte, const DVec* wpe, int vocab_start, int B, int T,
-                   int C, int V) {
+                   int C, int V, const std::vector<int>* positions = nullptr) {
   DVec out(static_cast<size_t>(B) * T * C, 0.0);
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) {
       const int tok = tokens[b * T + t];
+      const int pos = positions ? (*positions)[b * T + t] : t;
       for (int c = 0; c < C; ++c) {
         double v = 0.0;
         if (tok >= vocab_start && tok < vocab_start + V) v += wte[(tok - vocab_start) * C + c];
-        if (wpe) v += (*wpe)[t * C + c];
+        if (wpe) v += (*wpe)[pos * C + c];
         out[(b * T + t) * C + c] = v;
       }
     }
@@ -234,7 +235,9 @@ struct AttRef {
   DVec out, lse;  // (B,T,NH*HD), (B,NH,T)
 };
 // Query head h reads key/value head h / (NH/NKV); rows are [q (NH*HD) | k (NKV*HD) | v (NKV*HD)].
-AttRef ref_attention(const DVec& qkv, int B, int T, int NH, int NKV, int HD) {
+// doc_start (B,T) or null: row i of a sample sees keys doc_start[i] <= j <= i (an explicit
+// block-diagonal causal mask), else j <= i.
+AttRef ref_attention(const DVec& qkv, int B, int T, int NH, int NKV, int HD, const std::vector<int>* doc_start = nullptr) {
   const int C = NH * HD, W = (NH + 2 * NKV) * HD, group = NH / NKV;
   AttRef r{DVec(static_cast<size_t>(B) * T * C), DVec(static_cast<size_t>(B) * NH * T)};
   DVec p(T);
@@ -245,8 +248,9 @@ AttRef ref_attention(const DVec& qkv, int B, int T, int NH, int NKV, int HD) {
       for (int i = 0; i < T; ++i) {
         const int kv = C + (h / group) * HD;
         const double* q = &qkv[(static_cast<size_t>(b) * T + i) * W + h * HD];
+        const int first = doc_start ? (*doc_start)[static_cast<size_t>(b) * T + i] : 0;
         double m = -1e300;
-        for (int j = 0; j <= i; ++j) {
+        for (int j = first; j <= i; ++j) {
           const double* kk = &qkv[(static_cast<size_t>(b) * T + j) * W + kv];
           double d = 0.0;
           for (int e = 0; e < HD; ++e) d += q[e] * kk[e];
@@ -254,13 +258,13 @@ AttRef ref_attention(const DVec& qkv, int B, int T, int NH, int NKV, int HD) {
           m = std::max(m, s[j]);
         }
         double z = 0.0;
-        for (int j = 0; j <= i; ++j) z += std::exp(s[j] - m);
+        for (int j = first; j <= i; ++j) z += std::exp(s[j] - m);
         r.lse[(static_cast<size_t>(b) * NH + h) * T + i] = m + std::log(z);
-        for (int j = 0; j <= i; ++j) p[j] = std::exp(s[j] - m) / z;
+        for (int j = first; j <= i; ++j) p[j] = std::exp(s[j] - m) / z;
         double* o = &r.out[(static_cast<size_t>(b) * T + i) * C + h * HD];
         for (int e = 0; e < HD; ++e) {
           double acc = 0.0;
-          for (int j = 0; j <= i; ++j) acc += p[j] * qkv[(static_cast<size_t>(b) * T + j) * W + kv + NKV * HD + e];
+          for (int j = first; j <= i; ++j) acc += p[j] * qkv[(static_cast<size_t>(b) * T + j) * W + kv + NKV * HD + e];
           o[e] = acc;
         }
       }
@@ -354,7 +358,7 @@ TEST_CASE("host embedding forward/backward vs double reference", "[kernels]") {
   for (const bool with_wpe : {true, false}) {
     SECTION(with_wpe ? "with wpe" : "without wpe") {
       Vec out(B * T * C, kNaN);
-      k::embedding_forward(out.data(), tokens.data(), wte.data(), with_wpe ? wpe.data() : nullptr, vocab_start, B, T,
+      k::embedding_forward(out.data(), tokens.data(), wte.data(), with_wpe ? wpe.data() : nullptr, nullptr, vocab_start, B, T,
                            C, V);
       check_close("embedding_forward", out,
                   ref_embedding(tokens, wte_d, with_wpe ? &wpe_d : nullptr, vocab_start, B, T, C, V), kFwdRtol,
@@ -364,8 +368,8 @@ TEST_CASE("host embedding forward/backward vs double reference", "[kernels]") {
       const Vec Rf(R.begin(), R.end());
       const Vec dwte0 = random_vec(rng, V * C), dwpe0 = random_vec(rng, T * C);
       Vec dwte = dwte0, dwpe = dwpe0;
-      k::embedding_backward(dwte.data(), with_wpe ? dwpe.data() : nullptr, Rf.data(), tokens.data(), vocab_start, B,
-                            T, C, V);
+      k::embedding_backward(dwte.data(), with_wpe ? dwpe.data() : nullptr, Rf.data(), tokens.data(), nullptr, vocab_start, B,
+                            T, C, V, T);
       auto loss = [&] {
         return dot(ref_embedding(tokens, wte_d, with_wpe ? &wpe_d : nullptr, vocab_start, B, T, C, V), R);
       };
@@ -504,7 +508,10 @@ TEST_CASE("host matmul forward/backward vs double reference", "[kernels]") {
 
 namespace {
 
-void run_attention_check(int B, int T, int NH, int NKV, int HD, size_t fd_limit, unsigned seed) {
+// doc_start (B,T) or empty: documents packed in each sample.
+void run_attention_check(int B, int T, int NH, int NKV, int HD, size_t fd_limit, unsigned seed, const std::vector<int>& docs = {}) {
+  const std::vector<int>* doc = docs.empty() ? nullptr : &docs;
+  const int* ds = docs.empty() ? nullptr : docs.data();
   std::mt19937 rng(seed);
   const int C = NH * HD;
   const size_t nqkv = static_cast<size_t>(B) * T * (NH + 2 * NKV) * HD;
@@ -514,8 +521,8 @@ void run_attention_check(int B, int T, int NH, int NKV, int HD, size_t fd_limit,
   // Outputs and scratch start as NaN: every element must be written, and nothing stale may be read.
   Vec out(static_cast<size_t>(B) * T * C, kNaN), lse(static_cast<size_t>(B) * NH * T, kNaN);
   Vec scratch(dtrain::kernels::attention_scratch_floats(B, T, NH), kNaN);
-  k::attention_forward(out.data(), lse.data(), scratch.data(), qkv.data(), B, T, NH, NKV, HD);
-  const AttRef ref = ref_attention(qkvd, B, T, NH, NKV, HD);
+  k::attention_forward(out.data(), lse.data(), scratch.data(), qkv.data(), ds, B, T, NH, NKV, HD);
+  const AttRef ref = ref_attention(qkvd, B, T, NH, NKV, HD, doc);
   // sgemm forms the scores (HD products) and the outputs (up to T weighted values), in an order the
   // BLAS picks. A score s = scale q.k is off by at most (HD + 1) u scale sum|q||k| <= (HD + 1) u
   // sqrt(HD) 1.5^2 =: ds (inputs in [-1.5, 1.5]); a probability exp(s - max) / z then by 2 ds relative
@@ -527,7 +534,7 @@ void run_attention_check(int B, int T, int NH, int NKV, int HD, size_t fd_limit,
   const int W = (NH + 2 * NKV) * HD;
   for (size_t t = 0; t < with_abs_v.size() / W; ++t)
     for (int c = C + NKV * HD; c < W; ++c) with_abs_v[t * W + c] = std::fabs(with_abs_v[t * W + c]);
-  check_bounded("attention out", out, ref.out, ref_attention(with_abs_v, B, T, NH, NKV, HD).out, 2 * T + 6 + 2 * ds_in_u);
+  check_bounded("attention out", out, ref.out, ref_attention(with_abs_v, B, T, NH, NKV, HD, doc).out, 2 * T + 6 + 2 * ds_in_u);
   DVec lse_scale(ref.lse.size());
   for (size_t i = 0; i < lse_scale.size(); ++i) lse_scale[i] = std::max(1.0, std::fabs(ref.lse[i]));
   check_bounded("attention log-sum-exp", lse, ref.lse, lse_scale, T + 7 + ds_in_u);
@@ -535,14 +542,14 @@ void run_attention_check(int B, int T, int NH, int NKV, int HD, size_t fd_limit,
   const DVec R = to_double(random_vec(rng, out.size()));
   const Vec Rf(R.begin(), R.end());
   Vec dqkv(nqkv, kNaN);
-  k::attention_backward(dqkv.data(), scratch.data(), Rf.data(), out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HD);
-  auto loss = [&] { return dot(ref_attention(qkvd, B, T, NH, NKV, HD).out, R); };
+  k::attention_backward(dqkv.data(), scratch.data(), Rf.data(), out.data(), lse.data(), qkv.data(), ds, B, T, NH, NKV, HD);
+  auto loss = [&] { return dot(ref_attention(qkvd, B, T, NH, NKV, HD, doc).out, R); };
   check_grad("attention dqkv (=)", loss, qkvd, dqkv, rng, fd_limit);
 
   // Determinism: a second run (dirty scratch, dirty outputs) reproduces every bit.
   Vec out2(out.size(), 7.0f), lse2(lse.size(), 7.0f), dqkv2(nqkv, 7.0f);
-  k::attention_forward(out2.data(), lse2.data(), scratch.data(), qkv.data(), B, T, NH, NKV, HD);
-  k::attention_backward(dqkv2.data(), scratch.data(), Rf.data(), out2.data(), lse2.data(), qkv.data(), B, T, NH, NKV, HD);
+  k::attention_forward(out2.data(), lse2.data(), scratch.data(), qkv.data(), ds, B, T, NH, NKV, HD);
+  k::attention_backward(dqkv2.data(), scratch.data(), Rf.data(), out2.data(), lse2.data(), qkv.data(), ds, B, T, NH, NKV, HD);
   CHECK(std::memcmp(out.data(), out2.data(), out.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(lse.data(), lse2.data(), lse.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(dqkv.data(), dqkv2.data(), dqkv.size() * sizeof(float)) == 0);
@@ -558,6 +565,53 @@ TEST_CASE("host attention forward/backward vs double reference", "[kernels]") {
     run_attention_check(2, 9, 6, 2, 4, 100000, 407);
   }
   SECTION("multi-query: 4 query heads on one key/value head") { run_attention_check(1, 11, 4, 1, 3, 100000, 408); }
+}
+
+namespace {
+
+// Document starts (B,T) of samples whose documents have the given lengths (each sample's last document
+// runs to its end).
+std::vector<int> packed_documents(int T, const std::vector<std::vector<int>>& lengths) {
+  std::vector<int> ds;
+  for (const auto& sample : lengths) {
+    int start = 0, next = 0;
+    std::size_t d = 0;
+    for (int t = 0; t < T; ++t) {
+      if (t == next) start = t, next = d < sample.size() ? t + sample[d++] : T;
+      ds.push_back(start);
+    }
+  }
+  return ds;
+}
+
+}  // namespace
+
+TEST_CASE("host attention with packed documents vs a block-diagonal double reference", "[kernels][documents]") {
+  SECTION("two samples, one-token documents, grouped-query") {
+    run_attention_check(2, 9, 4, 2, 4, 100000, 409, packed_documents(9, {{3, 1, 5}, {1, 1, 7}}));
+  }
+  SECTION("T = 133: a document across the 128-row block boundary, one starting in the second block (sampled dqkv)") {
+    run_attention_check(1, 133, 2, 2, 3, 400, 410, packed_documents(133, {{50, 1, 90}}));
+  }
+}
+
+TEST_CASE("host embedding with position ids reset at packed documents vs double reference", "[kernels][documents]") {
+  std::mt19937 rng(111);
+  const int B = 2, T = 5, C = 7, V = 12, P = 5;
+  const std::vector<int> tokens = {3, 4, 3, 8, 0, 11, 5, 3, 9, 2}, positions = {0, 1, 0, 1, 2, 0, 0, 1, 2, 3};
+  const Vec wte = random_vec(rng, V * C), wpe = random_vec(rng, P * C);
+  DVec wte_d = to_double(wte), wpe_d = to_double(wpe);
+  Vec out(B * T * C, kNaN);
+  k::embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), positions.data(), 0, B, T, C, V);
+  check_close("embedding_forward with positions", out, ref_embedding(tokens, wte_d, &wpe_d, 0, B, T, C, V, &positions), kFwdRtol, kFwdAtol);
+  const DVec R = to_double(random_vec(rng, B * T * C));
+  const Vec Rf(R.begin(), R.end());
+  const Vec dwte0 = random_vec(rng, V * C), dwpe0 = random_vec(rng, P * C);
+  Vec dwte = dwte0, dwpe = dwpe0;
+  k::embedding_backward(dwte.data(), dwpe.data(), Rf.data(), tokens.data(), positions.data(), 0, B, T, C, V, P);
+  auto loss = [&] { return dot(ref_embedding(tokens, wte_d, &wpe_d, 0, B, T, C, V, &positions), R); };
+  check_grad("embedding dwpe with positions (+= onto pre-filled)", loss, wpe_d, dwpe, rng, 100000, &dwpe0);
+  for (int c = 0; c < C; ++c) CHECK(dwpe[4 * C + c] == dwpe0[4 * C + c]);  // no token sits at position 4
 }
 
 // ================================================================= rmsnorm
@@ -619,14 +673,16 @@ double llama3_scaled(double freq, const dtrain::kernels::RopeFrequencies& f) {
 
 // Rows (B,T,W) at positions t0 + t; heads [0,H) of HD dims; pairs (i, i + R/2), angle (t0 + t) *
 // base^(-2i/R) (remapped when f scales), in double.
-DVec ref_rope(const DVec& x, int B, int T, int W, int H, int HD, int R, const dtrain::kernels::RopeFrequencies& f, int t0) {
+DVec ref_rope(const DVec& x, int B, int T, int W, int H, int HD, int R, const dtrain::kernels::RopeFrequencies& f, int t0,
+              const std::vector<int>* positions = nullptr) {
   DVec y = x;
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h)
         for (int i = 0; i < R / 2; ++i) {
           const double freq = std::pow(static_cast<double>(f.base), -2.0 * i / R);
-          const double angle = (t0 + t) * (f.factor == 0 ? freq : llama3_scaled(freq, f));
+          const double pos = positions ? (*positions)[static_cast<size_t>(b) * T + t] : t0 + t;
+          const double angle = pos * (f.factor == 0 ? freq : llama3_scaled(freq, f));
           const size_t at = (static_cast<size_t>(b) * T + t) * W + static_cast<size_t>(h) * HD + i;
           y[at] = x[at] * std::cos(angle) - x[at + R / 2] * std::sin(angle);
           y[at + R / 2] = x[at + R / 2] * std::cos(angle) + x[at] * std::sin(angle);
@@ -634,14 +690,17 @@ DVec ref_rope(const DVec& x, int B, int T, int W, int H, int HD, int R, const dt
   return y;
 }
 
-void run_rope_check(int B, int T, int H, int HD, int R, int W, dtrain::kernels::RopeFrequencies f, unsigned seed, int t0 = 0) {
+void run_rope_check(int B, int T, int H, int HD, int R, int W, dtrain::kernels::RopeFrequencies f, unsigned seed, int t0 = 0,
+                    const std::vector<int>& positions = {}) {
+  const std::vector<int>* pos = positions.empty() ? nullptr : &positions;
+  const int* p = positions.empty() ? nullptr : positions.data();
   std::mt19937 rng(seed);
   const size_t n = static_cast<size_t>(B) * T * W;
   const Vec x = random_vec(rng, n);
   DVec xd = to_double(x);
   Vec y = x;
-  k::rope_forward(y.data(), B, T, W, H, HD, R, f, t0);
-  const DVec ref = ref_rope(xd, B, T, W, H, HD, R, f, t0);
+  k::rope_forward(y.data(), B, T, W, H, HD, R, f, t0, p);
+  const DVec ref = ref_rope(xd, B, T, W, H, HD, R, f, t0, pos);
   check_close("rope_forward", y, ref, kFwdRtol, kFwdAtol);
   for (size_t i = 0; i < n; ++i) {  // dims past R of a head, and columns past the H heads, stay bit-identical
     const size_t col = i % static_cast<size_t>(W);
@@ -649,8 +708,8 @@ void run_rope_check(int B, int T, int H, int HD, int R, int W, dtrain::kernels::
   }
   const DVec Rw = to_double(random_vec(rng, n));
   Vec dx(Rw.begin(), Rw.end());
-  k::rope_backward(dx.data(), B, T, W, H, HD, R, f, t0);
-  auto loss = [&] { return dot(ref_rope(xd, B, T, W, H, HD, R, f, t0), Rw); };
+  k::rope_backward(dx.data(), B, T, W, H, HD, R, f, t0, p);
+  auto loss = [&] { return dot(ref_rope(xd, B, T, W, H, HD, R, f, t0, pos), Rw); };
   check_grad("rope dx (in place)", loss, xd, dx, rng);
 }
 
@@ -666,6 +725,9 @@ TEST_CASE("host rope forward/backward vs double reference", "[kernels]") {
   SECTION("whole heads, the query and key heads of a packed row (v columns untouched)") { run_rope_check(2, 13, 3, 8, 8, 4 * 8, plain(10000), 213); }
   SECTION("partial rotary (6 of 10 dims), Llama 3 base") { run_rope_check(1, 9, 2, 10, 6, 3 * 10, plain(500000), 214); }
   SECTION("a chunk of a sequence at positions 40.. (context parallelism)") { run_rope_check(2, 7, 3, 8, 8, 4 * 8, plain(10000), 216, 40); }
+  SECTION("position ids reset at packed documents' starts (t0 ignored)") {
+    run_rope_check(2, 7, 3, 8, 8, 4 * 8, plain(10000), 218, 40, {0, 1, 2, 0, 1, 0, 1, 0, 1, 2, 3, 4, 5, 6});
+  }
   SECTION("Llama 3.1's scaling, its three cases among 16 pairs") {
     // Base 500000 over 32 dims: wavelengths 2 pi 500000^(i/16), 6.3 to 1.1e6. With an original context of
     // 8192 pairs i <= 7 (wavelength <= 1948) are kept, i = 8 (4423) is blended, i >= 9 (>= 10040) scaled.
@@ -808,6 +870,37 @@ TEST_CASE("host cross-entropy chain and backward vs double reference", "[kernels
       CHECK(inplace == dlogits);
     }
   }
+}
+
+TEST_CASE("host masked token loss and its per-row weights", "[kernels][documents]") {
+  // Rows of a fine-tuning batch: masked rows (0) add nothing to the summed loss and get no gradient
+  // weight; the others add their loss once. lse is written for every row.
+  const int N = 4;
+  const Vec row_max = {1.0f, 2.0f, 0.5f, -1.0f}, row_sum = {2.0f, 3.0f, 1.5f, 4.0f}, target = {0.25f, 1.5f, -0.5f, -2.0f};
+  const Vec mask = {1.0f, 0.0f, 1.0f, 0.0f};
+  Vec lse(N, kNaN);
+  double sum = 10.0;  // += onto what is there
+  k::xent_loss(&sum, lse.data(), row_max.data(), row_sum.data(), target.data(), mask.data(), N);
+  double want = 10.0;
+  for (int i = 0; i < N; ++i) {
+    CHECK(lse[i] == row_max[i] + std::log(row_sum[i]));
+    if (mask[i] != 0.0f) want += static_cast<double>(lse[i]) - target[i];
+  }
+  CHECK(sum == want);
+  double unmasked = 0.0;
+  k::xent_loss(&unmasked, lse.data(), row_max.data(), row_sum.data(), target.data(), nullptr, N);
+  CHECK(unmasked > want - 10.0);  // the masked rows' losses are positive here: without the mask they count
+  // A NaN in a masked row still reaches the sum (a diverged forward is never hidden by a mask).
+  Vec bad_max = row_max;
+  bad_max[1] = kNaN;
+  double nan_sum = 0.0;
+  k::xent_loss(&nan_sum, lse.data(), bad_max.data(), row_sum.data(), target.data(), mask.data(), N);
+  CHECK(std::isnan(nan_sum));
+  Vec w(N, kNaN);
+  k::loss_weights(w.data(), mask.data(), 0.125f, N);
+  CHECK(w == Vec{0.125f, 0.0f, 0.125f, 0.0f});
+  k::loss_weights(w.data(), nullptr, 0.5f, N);
+  CHECK(w == Vec{0.5f, 0.5f, 0.5f, 0.5f});
 }
 
 TEST_CASE("host cross-entropy over a vocabulary split across two ranks", "[kernels]") {
