@@ -122,6 +122,11 @@ struct DataConfig {
   DataFormat format = DataFormat::dtrain;
   DataSplit split;  // format=megatron: documents to train, valid, test
   std::string tokenizer = "byte";
+  // Documents packed in a sample, found by the tokenizer's end-of-document token (Megatron's keys):
+  bool reset_position_ids = false;    // positions restart at each document
+  bool reset_attention_mask = false;  // attention stays inside each document
+  bool eod_mask_loss = false;         // no loss where the input is the end-of-document token
+  bool pack = false;                  // samples are whole documents, best fit, padded (not windows cut across them)
 };
 
 struct CheckpointConfig {

@@ -204,6 +204,18 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "tokenizer of the token files: byte (vocabulary 256), gpt2 (GPT-2's BPE from data/tokenizers/gpt2, fetched by "
       "tools/fetch-data; gpt2:DIR for another directory; vocabulary 50257) or sentencepiece:MODEL_FILE; it must be the one "
       "the token files were made with (dtrain-data --tokenizer), and decodes for dtrain generate");
+  add("data.reset_position_ids", &c.data.reset_position_ids,
+      "documents packed in a sample (ended by the tokenizer's end-of-document token: dtrain-data --append-eod or --sft): "
+      "positions restart at 0 after each one (Megatron's --reset-position-ids)");
+  add("data.reset_attention_mask", &c.data.reset_attention_mask,
+      "a token attends only to earlier tokens of its own document (block-diagonal causal attention, Megatron's "
+      "--reset-attention-mask); key blocks wholly before a query block's document are skipped");
+  add("data.eod_mask_loss", &c.data.eod_mask_loss,
+      "no loss where the input token is the end-of-document token (predicting the next document's start; Megatron's "
+      "--eod-mask-loss)");
+  add("data.pack", &c.data.pack,
+      "samples are bins of whole documents (best fit, longest first, the rest padded with masked end-of-document tokens) "
+      "instead of windows cut across documents: for fine-tuning data, so that no conversation is split");
 
   auto& k = c.checkpoint;
   add("checkpoint.dir", &k.dir, "checkpoint directory; empty = no checkpoints");

@@ -3,11 +3,13 @@
 #include "data/open_data.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <sstream>
 #include <vector>
 
 #include "data/batch_sampler.hpp"
+#include "data/loss_mask_file.hpp"
 #include "data/megatron_dataset.hpp"
 #include "data/token_file.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -21,12 +23,17 @@ std::unique_ptr<TokenSource> open_token_file(const std::string& prefix, const st
   auto file = std::make_unique<TokenFile>(TokenFile::open(path, vocab_size));
   check_made_with(spec, tokenizer, file->tokenizer(), "token file '" + path + "'");
   check_sequence_fits(*file, seq_length, "token file '" + path + "'");
+  // A loss mask beside the tokens (dtrain-data --sft) comes with them.
+  std::error_code ec;
+  if (const std::string mask = loss_mask_path(path); std::filesystem::exists(mask, ec)) file->attach_loss_mask(mask, path);
   return file;
 }
 
 std::unique_ptr<TokenSource> open_megatron(const std::string& prefix, const std::string& stream, const DataSplit& split,
                                            int vocab_size, int seq_length, ScanShare share) {
   auto data = std::make_unique<MegatronDataset>(MegatronDataset::open(prefix));
+  std::error_code ec;
+  if (const std::string mask = megatron_loss_mask_prefix(prefix); std::filesystem::exists(mask + ".idx", ec)) data->attach_loss_mask(mask);
   const int part = stream == "train" ? 0 : 1;
   const auto [first, last] = split_documents(data->num_documents(), split, part);
   data->keep_documents(first, last);

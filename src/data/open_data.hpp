@@ -21,7 +21,8 @@ struct ScanShare {
 //   format=megatron: the part of every PREFIX's documents that data.split gives the stream (train the
 //                    first, val the second); token ids are checked here, this call scanning its `share`
 //                    of each source, so that the ranks of a job together read every token once.
-// Each source must hold at least seq_length + 1 tokens.
+// Each source must hold at least seq_length + 1 tokens. A loss mask beside a source (PREFIX.<stream>
+// .lossmask.bin, or the Megatron dataset PREFIX.lossmask) is attached to it, checked against its tokens.
 // tokenizer: the identity of data.tokenizer, which every dtrain token file must have been made with.
 DataBlend open_data(const DataConfig& data, const std::string& tokenizer, const std::string& stream, int vocab_size, int seq_length,
                     ScanShare share);

@@ -3,13 +3,16 @@
 // rows [0, T/2) and [T/2, T) of that sample. Its ring attention is model/ring_attention.*; its
 // gradients are reduced over dp x cp (parallel/grad_sync.*).
 #pragma once
+#include <cstdint>
+
 #include "plan/activation_layout.hpp"
 
 namespace dtrain {
 
-// From `samples` whole samples of `seq` tokens (whole_tokens and whole_targets: (samples, seq)), the
-// rank's two chunks of each into its rows (tokens and targets: (samples, d.T), d.T = seq / cp).
-void keep_own_chunks(const ActivationDims& d, int samples, int seq, const int* whole_tokens, const int* whole_targets, int* tokens,
-                     int* targets);
+// From `samples` whole samples of `seq` values each (whole: (samples, seq); token ids, targets, loss
+// masks, document starts or positions, all 4 bytes), the rank's two chunks of each into its rows
+// (mine: (samples, d.T), d.T = seq / cp). Values are copied as they are: positions and document starts
+// stay positions in the whole sample.
+void keep_own_chunks(const ActivationDims& d, int samples, int seq, const std::uint32_t* whole, std::uint32_t* mine);
 
 }  // namespace dtrain

@@ -3,10 +3,8 @@
 
 namespace dtrain {
 
-void ModelStage::bind(const int* tokens, const int* targets, double* loss_sum, float loss_weight,
-                      std::function<void(int)> before_forward) {
-  tokens_ = tokens;
-  targets_ = targets;
+void ModelStage::bind(const BatchView& batch, double* loss_sum, float loss_weight, std::function<void(int)> before_forward) {
+  batch_ = batch;
   loss_sum_ = loss_sum;
   loss_weight_ = loss_weight;
   before_forward_ = std::move(before_forward);
@@ -14,7 +12,10 @@ void ModelStage::bind(const int* tokens, const int* targets, double* loss_sum, f
 
 MicroBatch ModelStage::batch(int micro_batch) const {
   const long offset = static_cast<long>(micro_batch) * model_.dims().N();
-  return {tokens_ + offset, targets_ + offset, loss_sum_};
+  const auto at = [&](const auto* plane) { return plane ? plane + offset : nullptr; };
+  MicroBatch b{batch_.tokens + offset, batch_.targets + offset, loss_sum_};
+  b.loss_mask = at(batch_.loss_mask), b.doc_start = at(batch_.doc_start), b.positions = at(batch_.positions);
+  return b;
 }
 
 void ModelStage::forward(int slot, int chunk, int micro_batch) {

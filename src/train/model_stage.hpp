@@ -5,6 +5,7 @@
 
 #include "model/gpt.hpp"
 #include "parallel/pipeline_stage.hpp"
+#include "train/step_batches.hpp"
 
 namespace dtrain {
 
@@ -12,11 +13,12 @@ class ModelStage final : public PipelineStage {
  public:
   explicit ModelStage(GptModel& model) : model_(model) {}
 
-  // The micro-batches of the next run: tokens and targets, each (m, B, T) in device memory; the last
-  // stage adds their summed token losses to *loss_sum (device memory); every token loss's gradient is
-  // weighted by loss_weight (1 / the global batch's tokens, times the loss scale of an fp16 run).
-  // before_forward(micro_batch), when set, runs before each forward (fault injection).
-  void bind(const int* tokens, const int* targets, double* loss_sum, float loss_weight, std::function<void(int)> before_forward = {});
+  // The micro-batches of the next run: each plane of the batch (m, B, T) in device memory; the last
+  // stage adds their summed token losses (the counted ones, with a loss mask) to *loss_sum (device
+  // memory); every counted token loss's gradient is weighted by loss_weight (1 / the global batch's
+  // counted targets, times the loss scale of an fp16 run). before_forward(micro_batch), when set, runs
+  // before each forward (fault injection).
+  void bind(const BatchView& batch, double* loss_sum, float loss_weight, std::function<void(int)> before_forward = {});
 
   int slots() const override { return model_.num_slots(); }
   DType message_type() const override { return model_.compute_type(); }
@@ -30,8 +32,7 @@ class ModelStage final : public PipelineStage {
  private:
   MicroBatch batch(int micro_batch) const;
   GptModel& model_;
-  const int* tokens_ = nullptr;
-  const int* targets_ = nullptr;
+  BatchView batch_;
   double* loss_sum_ = nullptr;
   float loss_weight_ = 0.0f;
   std::function<void(int)> before_forward_;

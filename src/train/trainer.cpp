@@ -34,16 +34,33 @@ std::unique_ptr<DataBlend> open_checked(const ParallelState& ps, const Config& c
   return data;
 }
 
+SampleRules sample_rules(const Config& cfg, std::optional<int> eod) {
+  SampleRules r;
+  r.seq_length = cfg.model.seq_length;
+  r.eod = eod;
+  r.reset_position_ids = cfg.data.reset_position_ids, r.reset_attention_mask = cfg.data.reset_attention_mask;
+  r.eod_mask_loss = cfg.data.eod_mask_loss, r.pack = cfg.data.pack;
+  return r;
+}
+
+std::vector<const SampleReader*> readers_of(const SampleReader& train, const std::optional<SampleReader>& val) {
+  std::vector<const SampleReader*> r{&train};
+  if (val) r.push_back(&*val);
+  return r;
+}
+
 }  // namespace
 
 Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, kernels::Backend backend,
-                 const std::string& tokenizer)
+                 const std::string& tokenizer, std::optional<int> eod)
     : cfg_(cfg),
       plan_(plan),
       ps_(ps),
       k32_(kernels::kernel_table<float>(backend)),
       train_data_(open_checked(ps, cfg, tokenizer, "train")),
       val_data_(cfg.training.eval_interval > 0 ? open_checked(ps, cfg, tokenizer, "val") : nullptr),
+      train_reader_(*train_data_, sample_rules(cfg, eod)),
+      val_reader_(val_data_ ? std::optional<SampleReader>(std::in_place, *val_data_, sample_rules(cfg, eod)) : std::nullopt),
       tp_(ps.tp()),
       dispatch_(ps.ep().size() > 1 ? std::make_unique<AllToAllExpertDispatch>(ps.ep(), device_for(backend)) : nullptr),
       model_(make_gpt_model(make_rank_plan(cfg, plan, ps.coords()), &tp_, backend, &ps.cp(), dispatch_.get())),
@@ -53,8 +70,8 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       scaler_(cfg.system.precision == Precision::fp16 ? std::optional<LossScaler>(std::in_place, cfg.optimizer) : std::nullopt),
       deferred_(!scaler_ && !model_->plan().offload_optimizer),
       window_(deferred_ ? std::clamp(cfg.logging.log_interval, 1, kMaxPendingSteps) : 1),
-      batch_elements_(static_cast<std::size_t>(plan.num_micro_batches) * static_cast<std::size_t>(model_->dims().N())),
-      batch_(model_->device().is_host() ? Arena() : Arena(model_->device(), 2 * batch_elements_ * sizeof(int))),
+      batches_(model_->device(), model_->dims(), plan.num_micro_batches, plan.micro_batch, cfg.model.seq_length, window_,
+               readers_of(train_reader_, val_reader_)),
       sums_(model_->device(), 2 * static_cast<std::size_t>(window_) * sizeof(double)),
       factor_(model_->device(), sizeof(float)),
       stage_(*model_),
@@ -64,8 +81,6 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
                  forward_only(schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v, ps.coords().pp)),
                  plan.num_micro_batches, plan.sizes.v) {
   skipped_batches_.insert(cfg.training.iterations_to_skip.steps.begin(), cfg.training.iterations_to_skip.steps.end());
-  // On the host a queued copy is done at once: one pinned batch serves every step.
-  for (int i = 0; i < (model_->device().is_host() ? 1 : window_); ++i) host_batches_.emplace_back(model_->device(), 2 * batch_elements_ * sizeof(int));
   init_weights(cfg.training.seed);
   if (model_->plan().offload_optimizer)
     grad_sync_.on_final([this](ArenaRange mine) { adamw_.gradients_final(model_->grads(), mine); });
@@ -97,34 +112,13 @@ void Trainer::write_kept_parameters(const std::function<void(const ArenaRange&)>
   for (const ArenaRange& range : model_->plan().param_ranges()) write(range);
 }
 
-void Trainer::load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step, bool queued) {
-  const ActivationDims& d = model_->dims();
-  const long per_micro_batch = d.N();
-  const int seq = cfg_.model.seq_length;
-  int* tokens = host_batches_[batch_slot_].as<int>();
-  int* targets = tokens + batch_elements_;
-  // Under context parallelism whole samples are read, and the rank keeps its two chunks of each.
-  std::vector<int> whole(d.cp > 1 ? 2 * static_cast<std::size_t>(plan_.micro_batch) * seq : 0);
-  for (int mb = 0; mb < plan_.num_micro_batches; ++mb) {
-    // Global sample index: this data-parallel rank's block of the global batch, micro-batch mb within it.
-    const std::uint64_t first = static_cast<std::uint64_t>(ps_.coords().dp * plan_.num_micro_batches + mb) * plan_.micro_batch;
-    int* mb_tokens = tokens + mb * per_micro_batch;
-    int* mb_targets = targets + mb * per_micro_batch;
-    if (d.cp == 1) {
-      fill_samples(data, cfg_.training.seed, stream, step, first, plan_.micro_batch, seq, mb_tokens, mb_targets);
-      continue;
-    }
-    int* whole_targets = whole.data() + whole.size() / 2;
-    fill_samples(data, cfg_.training.seed, stream, step, first, plan_.micro_batch, seq, whole.data(), whole_targets);
-    keep_own_chunks(d, plan_.micro_batch, seq, whole.data(), whole_targets, mb_tokens, mb_targets);
-  }
-  // To the device (on the host the same memory: nothing moves, and the host device counts what a GPU
-  // would wait for).
-  Device& device = model_->device();
-  if (queued)
-    device.upload_queued(device_batch(), tokens, 2 * batch_elements_ * sizeof(int));
-  else
-    device.copy(device_batch(), tokens, 2 * batch_elements_ * sizeof(int));
+double Trainer::load_batches(const SampleReader& reader, const std::string& stream, std::uint64_t step, std::size_t slot, bool queued) {
+  const std::uint64_t counted = batches_.load(reader, cfg_.training.seed, stream, step, ps_.coords().dp, slot, queued);
+  if (!batches_.has_loss_mask()) return static_cast<double>(cfg_.model.global_batch_size) * cfg_.model.seq_length;
+  // Each data-parallel rank's samples once (its tp, cp and pp ranks read the same ones): an exact sum of
+  // integers, the same on every rank and layout.
+  const Coords& c = ps_.coords();
+  return sum_over_world(c.tp == 0 && c.cp == 0 && c.pp == 0 ? static_cast<double>(counted) : 0.0);
 }
 
 void Trainer::sum_over_world_on_device(double* sums) {
@@ -182,12 +176,11 @@ void Trainer::read_pending() {
   steps.swap(pending_);  // read or thrown away: a rollback goes on without them
   std::vector<double> sums(2 * steps.size());
   model_->device().copy(sums.data(), sums_.data(), sums.size() * sizeof(double));  // the one wait for the device
-  const double tokens = static_cast<double>(cfg_.model.global_batch_size) * cfg_.model.seq_length;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const PendingStep& p = steps[i];
     // The same values on every rank (summed over the world): all decide alike. The scale is a power of
     // two unless configured otherwise, so dividing it out is exact.
-    const StepLoss s{p.step, sums[2 * i] / tokens, std::sqrt(sums[2 * i + 1]) / p.loss_scale};
+    const StepLoss s{p.step, sums[2 * i] / p.tokens, std::sqrt(sums[2 * i + 1]) / p.loss_scale};
     // A non-finite loss stops training (the forward pass overflowed or diverged: no scale cures that); a
     // non-finite gradient norm skips the update in an fp16 run (the scale was too large) and stops
     // training otherwise. The device skipped the step's update in both cases (step_factor).
@@ -237,7 +230,6 @@ StepResult Trainer::train_step(int step) {
     r.batch_skipped = true;
     return r;
   }
-  const double tokens = static_cast<double>(cfg_.model.global_batch_size) * cfg_.model.seq_length;
   const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
   Arena& grads = model_->grads();
   const double all_to_all_before = ps_.ep().all_to_all_seconds();
@@ -253,9 +245,11 @@ StepResult Trainer::train_step(int step) {
   const std::size_t slot = pending_.size();
   double* sums = sums_.as<double>() + 2 * slot;
   device.zero(sums, 2 * sizeof(double));
-  // Queued: the step's pinned batch is rewritten only after a settle has waited for the device.
-  batch_slot_ = slot % host_batches_.size();
-  load_batches(*train_data_, "train", static_cast<std::uint64_t>(step), /*queued=*/true);
+  // Queued: the step's pinned batch is rewritten only after a settle has waited for the device. With a
+  // loss mask the loss is the mean over the global batch's counted targets (a global batch with none
+  // divides by 1: its loss and gradients are 0).
+  const double tokens =
+      std::max(1.0, load_batches(train_reader_, "train", static_cast<std::uint64_t>(step), slot, /*queued=*/true));
   // Fault injection (debug.stall_*): this rank stops making progress in its first forward of the
   // step, as a wedged GPU or node would.
   bool stall = ps_.world_rank() == cfg_.debug.stall_rank && step + 1 == cfg_.debug.stall_at_step;
@@ -266,7 +260,7 @@ StepResult Trainer::train_step(int step) {
   }
   // fp16: the backward pass starts from the loss times the scale, so the gradients carry it too.
   const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
-  stage_.bind(batch_tokens(), batch_targets(), sums, static_cast<float>(loss_scale / tokens), [stall](int) {
+  stage_.bind(batches_.view(), sums, static_cast<float>(loss_scale / tokens), [stall](int) {
     while (stall) std::this_thread::sleep_for(std::chrono::seconds(1));
   });
   const PipelineStepStats st = train_exec_.run();
@@ -282,7 +276,7 @@ StepResult Trainer::train_step(int step) {
   // The update's factor from the sums, on the device: the loss scale divided out and the clipping, or
   // NaN, which skips the update, for a non-finite loss or norm.
   k32_.step_factor(factor_.as<float>(), sums, tokens, loss_scale, cfg_.optimizer.clip_grad);
-  pending_.push_back({step, loss_scale});
+  pending_.push_back({step, loss_scale, tokens});
   StepResult r;
   if (!moe.tokens.empty()) {
     // Every tp rank holds the same statistics: tp rank 0 reports them (with context parallelism each cp
@@ -333,15 +327,15 @@ double Trainer::evaluate() {
   Device& device = model_->device();
   double* sum = sums_.as<double>();  // the summed token loss of every batch, on the device
   device.zero(sum, sizeof(double));
+  double tokens = 0.0;  // the counted targets of every batch
   for (int it = 0; it < cfg_.training.eval_iters; ++it) {
-    load_batches(*val_data_, "val", static_cast<std::uint64_t>(it), /*queued=*/false);  // the pinned batch is reused at once
-    stage_.bind(batch_tokens(), batch_targets(), sum, 0.0f);
+    tokens += load_batches(*val_reader_, "val", static_cast<std::uint64_t>(it), 0, /*queued=*/false);  // the pinned batch is reused at once
+    stage_.bind(batches_.view(), sum, 0.0f);
     eval_exec_.run();
   }
   double loss_sum = 0.0;
   device.copy(&loss_sum, sum, sizeof loss_sum);
-  const double tokens = static_cast<double>(cfg_.training.eval_iters) * cfg_.model.global_batch_size * cfg_.model.seq_length;
-  return sum_over_world(loss_owner ? loss_sum : 0.0) / tokens;
+  return sum_over_world(loss_owner ? loss_sum : 0.0) / std::max(1.0, tokens);
 }
 
 }  // namespace dtrain

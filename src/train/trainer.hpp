@@ -17,6 +17,7 @@
 #include "common/error.hpp"
 #include "config/config.hpp"
 #include "data/data_blend.hpp"
+#include "data/sample_reader.hpp"
 #include "kernels/kernels.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
@@ -29,13 +30,14 @@
 #include "plan/training_plan.hpp"
 #include "comm/parallel_state.hpp"
 #include "train/model_stage.hpp"
+#include "train/step_batches.hpp"
 
 namespace dtrain {
 
 // What a step's read-back gives (Trainer::settle): its loss and gradient norm, summed over the ranks.
 struct StepLoss {
   int step = 0;            // 0-based
-  double loss = 0.0;       // mean token loss over the global batch
+  double loss = 0.0;       // mean token loss over the global batch's counted targets
   double grad_norm = 0.0;  // before clipping, every parameter counted once
 };
 
@@ -64,10 +66,10 @@ class Trainer {
  public:
   // Collective: opens the data files on every rank (a problem on any rank is a UserError on all). The
   // validation file is opened only when training.eval_interval > 0; token files must have been made
-  // with `tokenizer` (the identity of data.tokenizer). Computes on the device of `backend` in
-  // cfg.system.precision.
+  // with `tokenizer` (the identity of data.tokenizer), whose end-of-document token `eod` (if any) ends
+  // the documents packed in samples. Computes on the device of `backend` in cfg.system.precision.
   Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelState& ps, kernels::Backend backend,
-          const std::string& tokenizer);
+          const std::string& tokenizer, std::optional<int> eod = std::nullopt);
 
   // One step (0-based). Its loss and gradient norm stay on the device, summed over the ranks there, and
   // the update takes its clipping factor from them there (step_factor; a non-finite loss or norm skips
@@ -82,7 +84,9 @@ class Trainer {
   // kMaxPendingSteps (settle still returns them).
   std::vector<StepLoss> settle();
   static constexpr int kMaxPendingSteps = 64;
-  double evaluate();  // mean validation loss over training.eval_iters global batches (settles first)
+  double evaluate();  // mean validation loss of the counted targets of training.eval_iters global batches (settles first)
+  // What the training samples carry beyond tokens ("" for plain windows), for the start-up log.
+  std::string sample_description() const { return train_reader_.describe(); }
   GptModel& model() { return *model_; }
   const RankPlan& rank_plan() const { return model_->plan(); }
   Watchdog* watchdog() const { return ps_.watchdog(); }
@@ -125,13 +129,10 @@ class Trainer {
   LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }
 
  private:
-  // The rank's micro-batches of `step` of a data stream, on the device (batch_tokens(), batch_targets()),
-  // through pinned batch batch_slot_: queued (Device::upload_queued, in the device's queue: that pinned
-  // batch is rewritten only after a settle) or copied.
-  void load_batches(const DataBlend& data, const std::string& stream, std::uint64_t step, bool queued);
-  const int* batch_tokens() { return device_batch(); }
-  const int* batch_targets() { return device_batch() + batch_elements_; }
-  int* device_batch() { return batch_.data() ? batch_.as<int>() : host_batches_[batch_slot_].as<int>(); }
+  // The rank's micro-batches of `step` of a data stream into pending slot `slot` of batches_ and the
+  // device; returns the global batch's counted targets (summed over the data-parallel ranks when the
+  // samples have a loss mask, else global_batch x seq_length).
+  double load_batches(const SampleReader& reader, const std::string& stream, std::uint64_t step, std::size_t slot, bool queued);
   // The pending steps' sums, read back in one copy into settled_ (NonFiniteStep as settle() says).
   void read_pending();
   // The step's two sums (device memory) summed over every rank, on the device: over tp, cp, dp and pp
@@ -159,6 +160,8 @@ class Trainer {
   const kernels::KernelTable<float>& k32_;  // fp32 vector kernels (norms, clipping) of the device
   // Opened before the model is built, so bad data fails fast, before any large allocation.
   std::unique_ptr<DataBlend> train_data_, val_data_;
+  SampleReader train_reader_;
+  std::optional<SampleReader> val_reader_;
   TensorParallel tp_;
   std::unique_ptr<ExpertDispatch> dispatch_;  // expert parallelism (ep > 1): tokens to their experts' ranks
   std::unique_ptr<GptModel> model_;
@@ -174,18 +177,13 @@ class Trainer {
   struct PendingStep {
     int step;
     double loss_scale;
+    double tokens;  // the global batch's counted targets: the loss's denominator
   };
   bool deferred_;
   int window_;
   std::vector<PendingStep> pending_;
   std::vector<StepLoss> settled_;  // read back, not yet returned by settle()
-  // This rank's share of the step's global batch: tokens then targets, each (m, B, T); read into a
-  // pinned host buffer and copied to the device (the same memory on the host). On a GPU each pending
-  // step has its own pinned batch, whose queued copy may not have run yet; the host needs one.
-  std::size_t batch_elements_;
-  std::vector<PinnedBuffer> host_batches_;
-  std::size_t batch_slot_ = 0;
-  Arena batch_;
+  StepBatches batches_;
   Arena sums_;    // (window_, 2) doubles on the device: each pending step's summed token loss and squared gradient norm
   Arena factor_;  // (1) float on the device: the step's gradient factor (step_factor), which its update reads
   // Host copies of the state for checkpoints on a GPU (fp32 views of bf16 weights on any device).

@@ -54,16 +54,19 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
   // carry. Rank 0 keeps it for the sample at the end.
   std::unique_ptr<Tokenizer> tokenizer;
   std::string tokenizer_id;
+  int eod = -1;  // its end-of-document token, which ends the documents packed in samples (-1: none)
   collective_check(world, [&] {
     if (!rank0) return;
     tokenizer = make_tokenizer(cfg.data.tokenizer);
     check_vocab_fits(*tokenizer, cfg.model.vocab_size, "the run");
     tokenizer_id = tokenizer->identity();
+    if (const auto id = tokenizer->eod()) eod = static_cast<int>(*id);
   });
   broadcast_string(world, tokenizer_id);
+  broadcast(world, &eod, 1, 0);
   double before_model = static_cast<double>(resident_bytes());
   ps.world().all_reduce(&before_model, 1, DType::f64, ReduceOp::max, {"largest resident memory before the model"});
-  Trainer trainer(cfg, plan, ps, backend, tokenizer_id);
+  Trainer trainer(cfg, plan, ps, backend, tokenizer_id, eod >= 0 ? std::optional<int>(eod) : std::nullopt);
   trainer.set_optimizer_threads(compute.threads);
   StepLog log(rank0, cfg.logging.metrics_file, cfg.logging.tensorboard_dir);
   const double flops_per_token = model_flops_per_token(cfg);
@@ -83,6 +86,8 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
                 static_cast<double>(plan.peak_memory()) / (1024.0 * 1024.0), before_model / (1024.0 * 1024.0));
   log.message(memory);
   if (!compute.warning.empty()) log.message("warning: " + compute.warning);
+  if (const std::string samples = trainer.sample_description(); !samples.empty())
+    log.message("data: the samples carry " + samples + "; the loss is the mean over the global batch's counted targets");
   for (const auto& w : plan.warnings) log.message("warning: " + w);
   if (comm.nccl && !comm.nccl_pipeline)
     log.message("note: the pipeline's messages go through MPI (staged through pinned memory): NCCL cannot run this "

@@ -95,34 +95,39 @@ std::vector<float> global_weights(Trainer& t, const Config& cfg, int rank) {
 // are compared there), checks losses and final weights against it and a bit-identical rerun.
 // first_loss_tolerance bounds the loss of the first step (the same weights on every layout), loss_tolerance
 // every step's.
+// documents: fine-tuning-like data (testing::make_document_test_data) with its end-of-document token.
 void check_layouts(const std::vector<Variant>& variants, const std::vector<std::string>& extra, double first_loss_tolerance,
-                   double loss_tolerance, double weights_tolerance) {
+                   double loss_tolerance, double weights_tolerance, bool documents = false) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (variants.empty()) return;
-  const std::string data = testing::make_test_data(MPI_COMM_WORLD);
+  const std::string data = documents ? testing::make_document_test_data(MPI_COMM_WORLD) : testing::make_test_data(MPI_COMM_WORLD);
+  const std::optional<int> eod = documents ? std::optional<int>(testing::kTestEod) : std::nullopt;
   const Config ref_cfg = config_of({1, 1, 1}, data, extra);
   std::vector<float> ref_weights, init_weights;
   const auto reference = testing::train_alone_on_rank0(
       MPI_COMM_WORLD, ref_cfg, [&](Trainer& t) { ref_weights = global_weights(t, ref_cfg, 0); },
-      [&](Trainer& t) { init_weights = global_weights(t, ref_cfg, 0); });
+      [&](Trainer& t) { init_weights = global_weights(t, ref_cfg, 0); }, eod);
   const TensorTable table = whole_model_plan(ref_cfg, 1).table;
   double worst_loss = 0.0, worst_weights = 0.0, loss_share = 0.0;  // loss_share: the largest deviation / its tolerance
   for (const auto& v : variants) {
     const Config cfg = config_of(v, data, extra);
     double rel_weights = 0.0;
     std::string worst_tensor;
-    const auto run = testing::train(MPI_COMM_WORLD, cfg, [&](Trainer& t) {
-      const std::vector<float> w = global_weights(t, cfg, rank);
-      if (rank == 0) {
-        const testing::UpdateDeviation d = testing::update_deviation(w, ref_weights, init_weights, table);
-        rel_weights = d.relative;
-        worst_tensor = d.tensor;
-      }
-      MPI_Bcast(&rel_weights, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    });
-    const auto again = testing::train(MPI_COMM_WORLD, cfg).losses;
+    const auto run = testing::train(
+        MPI_COMM_WORLD, cfg,
+        [&](Trainer& t) {
+          const std::vector<float> w = global_weights(t, cfg, rank);
+          if (rank == 0) {
+            const testing::UpdateDeviation d = testing::update_deviation(w, ref_weights, init_weights, table);
+            rel_weights = d.relative;
+            worst_tensor = d.tensor;
+          }
+          MPI_Bcast(&rel_weights, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        },
+        kernels::Backend::host, {}, eod);
+    const auto again = testing::train(MPI_COMM_WORLD, cfg, {}, kernels::Backend::host, {}, eod).losses;
     INFO(v.name());
     REQUIRE(run.losses.size() == reference.losses.size());
     double worst = 0.0;
@@ -322,6 +327,35 @@ TEST_CASE("context-parallel layouts match one rank", "[mpi][layouts][cp]") {
                              "--optimizer.eps=1e-4"},
                   testing::reorder_tolerance(tokens, 0), testing::reorder_tolerance(tokens, 2), testing::reorder_tolerance(tokens, 2));
   }
+}
+
+// Documents packed in samples with a fine-tuning loss mask: attention inside each document (on one
+// rank the fused kernel's block-diagonal mask, under cp ring attention's blocks), positions restarting
+// at each document (learned for GPT-2, RoPE for Llama), no loss where the input ends a document, and the
+// loss the mean over the global batch's counted targets, whose count every layout sums alike. GPT-2
+// takes packed bins (data.pack), Llama windows cut across documents. fp32: layouts differ by summation
+// order only, the longest reordered sum a weight gradient's over the 8 x 32 tokens of the global batch.
+TEST_CASE("packed documents with a loss mask match one rank on every layout", "[mpi][layouts][documents]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  auto with_cp = [](Variant v, int cp) {
+    v.cp = cp;
+    return v;
+  };
+  std::vector<Variant> variants;
+  if (world == 2) variants = {{2, 1, 1, true}, {1, 2, 1}, {1, 1, 2, false, true}, with_cp({1, 1, 1}, 2)};
+  if (world == 4) variants = {{2, 2, 1, true}, with_cp({1, 1, 2, false, true}, 2), {1, 2, 2, false, true, "interleaved"}, with_cp({2, 1, 1}, 2)};
+  const std::vector<std::string> documents = {"--model.seq_length=32", "--data.reset_attention_mask=true", "--data.reset_position_ids=true",
+                                              "--data.eod_mask_loss=true", "--optimizer.eps=1e-4"};
+  std::vector<std::string> gpt2 = documents, llama = documents;
+  gpt2.push_back("--data.pack=true");
+  for (const char* o : {"--model.normalization=RMSNorm", "--model.position_embedding_type=rope", "--model.swiglu=true",
+                        "--model.group_query_attention=true", "--model.num_query_groups=2", "--model.ffn_hidden_size=64"})
+    llama.push_back(o);
+  const long n = 8 * 32;
+  const double first = testing::reorder_tolerance(n, 0), later = testing::reorder_tolerance(n, 10);
+  check_layouts(variants, gpt2, first, later, later, true);
+  check_layouts(variants, llama, first, later, later, true);
 }
 
 // Activation recomputation reruns the same kernels on the same values, so every option trains exactly

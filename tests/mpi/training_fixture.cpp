@@ -10,19 +10,57 @@
 #include <string>
 #include <thread>
 
+#include "data/loss_mask_file.hpp"
 #include "data/token_file.hpp"
 #include "plan/training_plan.hpp"
 #include "comm/parallel_state.hpp"
 
 namespace dtrain::testing {
 
+namespace {
+
+// PREFIX for a test's data, named by rank 0's pid: concurrent tests do not collide.
+std::string test_data_prefix(MPI_Comm comm) {
+  int pid = static_cast<int>(getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, comm);
+  return (std::filesystem::temp_directory_path() / ("dtrain_test_training." + std::to_string(pid)) / "data").string();
+}
+
+}  // namespace
+
+std::string make_document_test_data(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const std::string prefix = test_data_prefix(comm);
+  if (rank == 0) {
+    std::filesystem::create_directories(std::filesystem::path(prefix).parent_path());
+    for (const char* stream : {"train", "val"}) {
+      std::vector<std::uint32_t> tokens;
+      std::vector<std::uint8_t> mask;
+      std::uint32_t x = stream[0] == 't' ? 777u : 4242u;
+      while (tokens.size() < (stream[0] == 't' ? 20000u : 4000u)) {
+        x = x * 1103515245u + 12345u;
+        const std::uint32_t length = 3 + (x >> 16) % 38;
+        for (std::uint32_t i = 0; i + 1 < length; ++i) {
+          x = x * 1103515245u + 12345u;
+          tokens.push_back(1 + (x >> 16) % 60 + (i % 2));  // ids 1..61
+          mask.push_back(2 * i >= length ? 1 : 0);
+        }
+        tokens.push_back(kTestEod);
+        mask.push_back(1);
+      }
+      const std::string path = prefix + "." + stream + ".bin";
+      write_loss_mask(loss_mask_path(path), mask, TokenFile::write(path, tokens, 64));
+    }
+  }
+  MPI_Barrier(comm);
+  return prefix;
+}
+
 std::string make_test_data(MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  int pid = static_cast<int>(getpid());
-  MPI_Bcast(&pid, 1, MPI_INT, 0, comm);  // rank 0's pid names the directory: concurrent tests do not collide
-  const std::string prefix =
-      (std::filesystem::temp_directory_path() / ("dtrain_test_training." + std::to_string(pid)) / "data").string();
+  const std::string prefix = test_data_prefix(comm);
   if (rank == 0) {
     std::filesystem::create_directories(std::filesystem::path(prefix).parent_path());
     std::vector<std::uint32_t> tokens;
@@ -47,7 +85,7 @@ void remove_test_data(MPI_Comm comm, const std::string& prefix) {
 }
 
 RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trainer&)>& inspect, kernels::Backend backend,
-                const std::function<void(Trainer&)>& before) {
+                const std::function<void(Trainer&)>& before, std::optional<int> eod) {
   int size = 1;
   MPI_Comm_size(comm, &size);
   const Config& cfg = base;
@@ -60,7 +98,7 @@ RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trai
   options.synchronous_sends = cfg.debug.synchronous_sends;
   options.device = &device_for(backend);
   const ParallelState ps(comm, RankLayout(plan.sizes, cfg.system.rank_order), options, &watchdog);
-  Trainer trainer(cfg, plan, ps, backend, "byte");
+  Trainer trainer(cfg, plan, ps, backend, "byte", eod);
   if (before) before(trainer);
   RunResult r;
   // Read back as the step loop does: every logging.log_interval steps and at the end.
@@ -75,14 +113,14 @@ RunResult train(MPI_Comm comm, const Config& base, const std::function<void(Trai
 }
 
 RunResult train_alone_on_rank0(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect,
-                               const std::function<void(Trainer&)>& before) {
+                               const std::function<void(Trainer&)>& before, std::optional<int> eod) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   RunResult r;
   std::string failure;  // rank 0's error: every rank throws it, none waits for losses that never come
   if (rank == 0) {
     try {
-      r = train(MPI_COMM_SELF, cfg, inspect, kernels::Backend::host, before);
+      r = train(MPI_COMM_SELF, cfg, inspect, kernels::Backend::host, before, eod);
     } catch (const std::exception& e) {
       failure = e.what();
     }

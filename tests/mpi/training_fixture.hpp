@@ -3,6 +3,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,11 @@ namespace dtrain::testing {
 
 // Writes PREFIX.train.bin / PREFIX.val.bin once per test process group; returns PREFIX.
 std::string make_test_data(MPI_Comm comm);
+// Fine-tuning-like data: documents of 3 to 40 tokens of a vocabulary of 64, each ending with the
+// end-of-document token kTestEod, and a loss mask that trains on the second half of each (its
+// "answer"), beside PREFIX.train.bin and PREFIX.val.bin; returns PREFIX.
+constexpr int kTestEod = 63;
+std::string make_document_test_data(MPI_Comm comm);
 // Removes the data directory (rank 0, after a barrier).
 void remove_test_data(MPI_Comm comm, const std::string& prefix);
 
@@ -23,13 +29,15 @@ struct RunResult {
 // Trains cfg on the ranks of comm for cfg.training.train_iters steps; calls before(trainer) ahead of the
 // first step and inspect(trainer) at the end. On the cuda backend the ranks use the MPI backend of the
 // communication layer (staged through pinned memory), which lets several ranks share one GPU.
+// eod: the end-of-document token of the run's data (the tokenizer's in a real run).
 RunResult train(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect = {},
-                kernels::Backend backend = kernels::Backend::host, const std::function<void(Trainer&)>& before = {});
+                kernels::Backend backend = kernels::Backend::host, const std::function<void(Trainer&)>& before = {},
+                std::optional<int> eod = std::nullopt);
 
 // The one-rank reference of a comparison: rank 0 of comm trains cfg alone (on MPI_COMM_SELF; inspect
 // runs there only) while the other ranks wait without taking its cores, then every rank gets its losses.
 RunResult train_alone_on_rank0(MPI_Comm comm, const Config& cfg, const std::function<void(Trainer&)>& inspect = {},
-                               const std::function<void(Trainer&)>& before = {});
+                               const std::function<void(Trainer&)>& before = {}, std::optional<int> eod = std::nullopt);
 
 // How far trained weights w are from the reference's ref, measured against how far training moved the
 // reference from its initial weights init: the largest over the tensors of table (arena order of the
