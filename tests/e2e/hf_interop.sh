@@ -14,6 +14,12 @@
 #       llama3, its float64 reference Meta's published formula) import, and dtrain's logits with the
 #       imported weights match the PyTorch forward on those files to 1e-5; Llama 3.1's directory exported
 #       again writes the same rope_scaling
+#   packed_reference
+#       documents packed in one sample with a fine-tuning loss mask (hf_reference.py packed-batch: Megatron's
+#       masks and position ids for its end-of-document tokens): dtrain's masked loss and every gradient
+#       (model_grads, exported with --export-hf) against PyTorch's autograd with an explicit
+#       block-diagonal attention mask and the reset position ids, for GPT-2 (learned positions) and Llama
+#       (RoPE, grouped-query)
 #   roundtrip
 #       export -> import -> export is byte-identical (fp32 one file, bf16, fp16, fp32 shards); the F16
 #       export is numpy's float16 rounding of the fp32 one bit for bit, and h5py reads the imported
@@ -128,6 +134,20 @@ a = json.load(open('$work/py-llama31/config.json'))['rope_scaling']
 b = json.load(open('$work/back-llama31/config.json'))['rope_scaling']
 print('rope_scaling written', a, 'exported', b)
 sys.exit(a != b)" || fail "the export's rope_scaling differs from the imported one" ;;
+  packed_reference)
+    grads_tool=$(dirname "$logits_tool")/model_grads
+    for arch in gpt2 llama; do
+      $reference write $arch "$work/py-$arch" || fail "writing the $arch directory"
+      run_consolidate "$work/i-$arch.log" --import-hf "$work/py-$arch" --out "$work/py-$arch.h5"
+      sed -n '/^\[model\]$/,$p' "$work/i-$arch.log" | sed 's/^micro_batch_size = .*/micro_batch_size = 1/' > "$work/py-$arch.ini"
+      seq=$(sed -n 's/^seq_length = //p' "$work/py-$arch.ini")
+      vocab=$(sed -n 's/^vocab_size = //p' "$work/py-$arch.ini")
+      $reference packed-batch "$work/batch-$arch.bin" "$vocab" "$seq" 3 || fail "writing the batch"
+      "$grads_tool" "$work/py-$arch.ini" "$work/py-$arch.h5" "$work/batch-$arch.bin" "$work/g-$arch.h5" > "$work/loss-$arch.txt" ||
+        fail "model_grads $arch"
+      run_consolidate "$work/g-$arch.log" "$work/g-$arch.h5" --export-hf "$work/grads-$arch"
+      $reference packed "$work/py-$arch" "$work/grads-$arch" "$work/batch-$arch.bin" "$work/loss-$arch.txt" || fail "the $arch reference"
+    done ;;
   roundtrip)
     train gpt2
     train llama

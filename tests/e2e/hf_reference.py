@@ -19,6 +19,18 @@
       with an index, tensors in shuffled order; llama31: the same with Llama 3.1's rope_scaling) with this file's own safetensors writer, for the import
       to read what another tool wrote
 
+  hf_reference.py packed-batch OUT.bin VOCAB T EOD
+      writes one sample of T tokens for dtrain's model_grads with documents packed in it (lengths 5, 1,
+      rest...; the end-of-document token EOD ends each) and a fine-tuning loss mask: as Megatron's
+      get_ltor_masks_and_position_ids computes them (positions reset after each EOD, a block-diagonal
+      causal attention mask, no loss where the input is EOD), the mask's answers random.
+
+  hf_reference.py packed DIR GRADS_DIR BATCH.bin DTRAIN_LOSS
+      the model of DIR in float64 on that sample, with the explicit (T, T) block-diagonal mask and the
+      position ids: the loss (the mean over the counted targets) and, by autograd, every tensor's
+      gradient, against dtrain's loss and the gradients it exported to GRADS_DIR (Hugging Face names).
+      Tolerance 4e-5 of each tensor's largest |gradient| and 1e-6 relative on the loss (see packed()).
+
   hf_reference.py damage KIND SRC DST
       copies the Hugging Face directory SRC to DST with one defect (missing_tensor, wrong_shape,
       extra_tensor, truncated, bad_header, no_config, index_missing_tensor, rope_parameters (a YaRN-scaled
@@ -79,27 +91,27 @@ def read_model_dir(d):
     return config, tensors
 
 
-def causal_attention(q, k, v):  # (H, T, D) each
+def causal_attention(q, k, v, hidden=None):  # (H, T, D) each; hidden: (T, T) True where a query must not see a key
     T, D = q.shape[1], q.shape[2]
     scores = q @ k.transpose(1, 2) / math.sqrt(D)
-    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) if hidden is None else hidden
     scores = scores.masked_fill(mask, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
 
 
-def gpt2_forward(c, w, ids):
+def gpt2_forward(c, w, ids, positions=None, hidden=None):
     """GPT2LMHeadModel: Conv1D layers compute x @ W + b with W stored (in, out)."""
     T = len(ids)
     C, H = c["n_embd"], c["n_head"]
     eps = c["layer_norm_epsilon"]
     ln = lambda x, p: torch.nn.functional.layer_norm(x, (C,), w[p + ".weight"], w[p + ".bias"], eps)
     gelu_new = lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
-    h = w["transformer.wte.weight"][ids] + w["transformer.wpe.weight"][torch.arange(T)]
+    h = w["transformer.wte.weight"][ids] + w["transformer.wpe.weight"][torch.arange(T) if positions is None else positions]
     for l in range(c["n_layer"]):
         p = "transformer.h.%d." % l
         qkv = ln(h, p + "ln_1") @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
         q, k, v = (x.view(T, H, C // H).transpose(0, 1) for x in qkv.split(C, dim=1))
-        y = causal_attention(q, k, v).transpose(0, 1).reshape(T, C)
+        y = causal_attention(q, k, v, hidden).transpose(0, 1).reshape(T, C)
         h = h + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
         m = gelu_new(ln(h, p + "ln_2") @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
         h = h + m @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
@@ -108,7 +120,7 @@ def gpt2_forward(c, w, ids):
     return h @ head.T
 
 
-def llama_forward(c, w, ids):
+def llama_forward(c, w, ids, positions=None, hidden=None):
     """LlamaForCausalLM: RMSNorm, rotate_half RoPE on q_proj/k_proj outputs, repeat_kv, SwiGLU."""
     T = len(ids)
     C, H = c["hidden_size"], c["num_attention_heads"]
@@ -128,7 +140,7 @@ def llama_forward(c, w, ids):
     scaling = c.get("rope_scaling") or {}
     if scaling.get("rope_type") == "llama3":
         inv_freq = torch.tensor(llama3_scaling(inv_freq.tolist(), scaling), dtype=torch.float64)
-    freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
+    freqs = torch.outer(torch.arange(T, dtype=torch.float64) if positions is None else positions.to(torch.float64), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos(), emb.sin()
 
@@ -144,7 +156,7 @@ def llama_forward(c, w, ids):
         v = linear(x, p + "self_attn.v_proj").view(T, G, D).transpose(0, 1)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(H // G, dim=0), v.repeat_interleave(H // G, dim=0)
-        y = causal_attention(q, k, v).transpose(0, 1).reshape(T, H * D)
+        y = causal_attention(q, k, v, hidden).transpose(0, 1).reshape(T, H * D)
         h = h + linear(y, p + "self_attn.o_proj")
         x = rms(h, p + "post_attention_layernorm")
         h = h + linear(torch.nn.functional.silu(linear(x, p + "mlp.gate_proj")) * linear(x, p + "mlp.up_proj"), p + "mlp.down_proj")
@@ -178,6 +190,102 @@ def logits(d, dtrain_file, ids):
         fail("logits differ by %.3g relative (tolerance 1e-5)" % err)
     if scale < 1e-3:
         fail("the logits are all near zero: the test would not see a wrong layout")
+    print("OK")
+
+
+def ltor_masks_and_position_ids(tokens, eod):
+    """Megatron's get_ltor_masks_and_position_ids for one sample with reset_position_ids,
+    reset_attention_mask and eod_mask_loss: (attention mask, True where a query must not see a key;
+    position ids; loss mask)."""
+    T = len(tokens)
+    allowed = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    positions = torch.arange(T)
+    prev = 0
+    for i in [j for j in range(T) if tokens[j] == eod]:
+        allowed[i + 1:, : i + 1] = False
+        positions[i + 1:] -= i + 1 - prev
+        prev = i + 1
+    loss_mask = torch.tensor([0.0 if t == eod else 1.0 for t in tokens], dtype=torch.float64)
+    return ~allowed, positions, loss_mask
+
+
+def packed_batch(out, vocab, T, eod):
+    rng = np.random.default_rng(4321)
+    lengths, total = [5, 1], 6
+    while total < T + 1:
+        lengths.append(int(rng.integers(2, 7)))
+        total += lengths[-1]
+    window = []
+    for n in lengths:  # each document: n - 1 ids other than EOD, then EOD
+        window += [int(x) + (int(x) >= eod) for x in rng.integers(0, vocab - 1, n - 1)] + [eod]
+    window = window[: T + 1]
+    tokens, targets = window[:T], window[1:]
+    hidden, positions, loss_mask = ltor_masks_and_position_ids(tokens, eod)
+    answers = torch.tensor(rng.integers(0, 2, T), dtype=torch.float64)  # the data's own mask: prompts 0, answers 1
+    answers[0] = 1.0
+    mask = loss_mask * answers
+    doc_start = torch.arange(T) - positions
+    with open(out, "wb") as f:
+        f.write(struct.pack("<i", T))
+        f.write(np.array(tokens, dtype=np.int32).tobytes())
+        f.write(np.array(targets, dtype=np.int32).tobytes())
+        f.write(mask.numpy().astype(np.float32).tobytes())
+        f.write(doc_start.numpy().astype(np.int32).tobytes())
+        f.write(positions.numpy().astype(np.int32).tobytes())
+    print("packed-batch: %d tokens, %d documents (ends at %s), %d counted targets" %
+          (T, sum(1 for t in tokens if t == eod) + 1, [i for i in range(T) if tokens[i] == eod], int(mask.sum())))
+
+
+def packed(d, grads_dir, batch, dtrain_loss):
+    """Tolerance: dtrain computes in fp32 (u = 2^-24 a rounding), the reference in fp64. The logits'
+    bound (see logits: n = 1984 roundings on a path of the test models, 4 of sqrt(n) u) holds for the
+    loss, a mean of log-sum-exps of those logits; the gradients go back along the same paths twice
+    more (the backward's two products per layer, and the attention's recomputed probabilities): 3n
+    roundings, 4 sqrt(3n) u = 1.8e-5 of a tensor's largest gradient; twice that is the tolerance,
+    since a gradient tensor's largest value may be a sum with cancellation at about half the size of
+    its terms. A wrong mask, position or masked target is 1e-2 or more."""
+    config, w = read_model_dir(d)
+    arch = config["architectures"][0]
+    if arch == "GPT2LMHeadModel":
+        w = {(k if k.startswith(("transformer.", "lm_head.")) else "transformer." + k): v for k, v in w.items()}
+    raw = open(batch, "rb").read()
+    (T,) = struct.unpack("<i", raw[:4])
+    arr = lambda i, dt: np.frombuffer(raw[4 + 4 * T * i: 4 + 4 * T * (i + 1)], dtype=dt)
+    tokens, targets, mask = arr(0, np.int32), arr(1, np.int32), torch.from_numpy(arr(2, np.float32).astype(np.float64))
+    eod_positions = torch.from_numpy(arr(4, np.int32).astype(np.int64))
+    # The reference's own mask and positions from the tokens (Megatron's function), not dtrain's arrays.
+    eod = int(tokens[[i for i in range(T) if i > 0 and eod_positions[i] == 0][0] - 1])
+    hidden, positions, _ = ltor_masks_and_position_ids([int(t) for t in tokens], eod)
+    if not torch.equal(positions, eod_positions):
+        fail("the batch's position ids are not Megatron's for its end-of-document tokens")
+    params = {k: v.clone().requires_grad_(True) for k, v in w.items() if not k.endswith(".attn.bias") and not k.endswith(".masked_bias")}
+    forward = gpt2_forward if arch == "GPT2LMHeadModel" else llama_forward
+    out = forward(config, params, torch.from_numpy(tokens.astype(np.int64)), positions, hidden)
+    token_loss = torch.nn.functional.cross_entropy(out, torch.from_numpy(targets.astype(np.int64)), reduction="none")
+    loss = (token_loss * mask).sum() / mask.sum()
+    loss.backward()
+    ours = float(open(dtrain_loss).read().split()[1])
+    rel = abs(ours - loss.item()) / abs(loss.item())
+    print("%s: loss %.9f (dtrain %.9f, relative difference %.2e) over %d counted targets" % (arch, loss.item(), ours, rel, int(mask.sum())))
+    if not rel <= 1e-6:
+        fail("the masked loss differs by %.3g relative (tolerance 1e-6)" % rel)
+    _, grads = read_model_dir(grads_dir)
+    if arch == "GPT2LMHeadModel":
+        grads = {(k if k.startswith(("transformer.", "lm_head.")) else "transformer." + k): v for k, v in grads.items()}
+    worst, worst_name = 0.0, ""
+    for name, g in grads.items():
+        ref = params[name].grad
+        if ref is None:
+            fail("the reference has no gradient for " + name)
+        scale = ref.abs().max().item()
+        err = (g - ref).abs().max().item() / (scale if scale > 0 else 1.0)
+        if err > worst:
+            worst, worst_name = err, name
+        if scale == 0.0:
+            fail(name + ": the reference's gradient is zero; the test would not see a fault there")
+    print("%s: %d gradient tensors, largest max |dtrain - reference| / max |reference| = %.2e (%s)" % (arch, len(grads), worst, worst_name))
+    if not worst <= 4e-5:
+        fail("gradients differ by %.3g relative in %s (tolerance 4e-5)" % (worst, worst_name))
     print("OK")
 
 
@@ -351,8 +459,13 @@ def main():
         write(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 5 and sys.argv[1] == "damage":
         damage(*sys.argv[2:])
+    elif len(sys.argv) == 6 and sys.argv[1] == "packed-batch":
+        packed_batch(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    elif len(sys.argv) == 6 and sys.argv[1] == "packed":
+        packed(*sys.argv[2:])
     else:
-        fail("usage: hf_reference.py logits DIR LOGITS.f32 ID... | write ARCH DIR | damage KIND SRC DST")
+        fail("usage: hf_reference.py logits DIR LOGITS.f32 ID... | write ARCH DIR | damage KIND SRC DST | packed-batch OUT.bin VOCAB T EOD"
+             " | packed DIR GRADS_DIR BATCH.bin DTRAIN_LOSS")
 
 
 if __name__ == "__main__":
