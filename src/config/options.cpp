@@ -225,8 +225,10 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "also keep the checkpoints with the lowest validation losses, this many (0 = off); every validation step then saves");
   add("checkpoint.load", &k.load, "auto (resume from latest if present), none, or a checkpoint path");
   add("checkpoint.init_from", &k.init_from,
-      "weights file (.h5: model-final.h5, ckpt-consolidate --out or --import-hf) to start training from, on any layout, "
-      "with a fresh optimizer and step 0, when there is no checkpoint to resume; its model keys must be the run's");
+      "weights file (.h5: model-final.h5, ckpt-consolidate --out or --import-hf), or hf:DIR, a Hugging Face model directory "
+      "(GPT2LMHeadModel or LlamaForCausalLM: config.json + safetensors; rank 0 converts it once into checkpoint.dir), to "
+      "start training from, on any layout, with a fresh optimizer and step 0, when there is no checkpoint to resume; its "
+      "model keys must be the run's");
   add("checkpoint.async_save", &k.async_save,
       "true: at a save's step boundary each rank copies what it writes into a host buffer (as large as its share of "
       "the checkpoint, allocated at start) and writes its shard on a background thread while training goes on; the "

@@ -19,6 +19,7 @@
 #include "common/error.hpp"
 #include "config/load.hpp"
 #include "dtrain_config.hpp"
+#include "hf/hf_convert.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace dtrain {
@@ -86,8 +87,43 @@ std::string Checkpointing::load_path() const {
 }
 
 void Checkpointing::init_from_weights(Trainer& trainer) {
-  const std::string& file = cfg_.checkpoint.init_from;
-  const std::string what = "checkpoint.init_from: weights file '" + file + "'";
+  // hf:DIR: rank 0 converts the Hugging Face directory once into a weights file in checkpoint.dir
+  // (every rank's file system), which every rank then reads its slices of, as of any weights file; it is
+  // removed once loaded.
+  const std::string hf_prefix = "hf:";
+  if (cfg_.checkpoint.init_from.rfind(hf_prefix, 0) == 0) {
+    const std::string dir = cfg_.checkpoint.init_from.substr(hf_prefix.size());
+    std::string converted;
+    collective_check(world_, [&] {
+      if (cfg_.checkpoint.dir.empty())
+        throw UserError("checkpoint.init_from=hf:" + dir + " converts the Hugging Face directory into a weights file in checkpoint.dir, "
+                        "which every rank reads; set checkpoint.dir");
+      if (rank_ != 0) return;
+      std::filesystem::create_directories(cfg_.checkpoint.dir);
+      converted = cfg_.checkpoint.dir + "/.init_from-hf.tmp.h5";
+      try {
+        import_hf(dir, converted, "", {});
+      } catch (const UserError& e) {
+        throw UserError("checkpoint.init_from=hf:" + dir + ": " + e.what());
+      }
+    });
+    broadcast_string(world_, converted);
+    struct Remove {  // the converted file goes whatever happens next
+      const std::string& path;
+      bool mine;
+      ~Remove() {
+        std::error_code ec;
+        if (mine) std::filesystem::remove(path, ec);
+      }
+    } remove{converted, rank_ == 0};
+    load_init_weights(trainer, converted, "Hugging Face directory '" + dir + "'");
+    return;
+  }
+  load_init_weights(trainer, cfg_.checkpoint.init_from, "");
+}
+
+void Checkpointing::load_init_weights(Trainer& trainer, const std::string& file, const std::string& source) {
+  const std::string what = source.empty() ? "checkpoint.init_from: weights file '" + file + "'" : "checkpoint.init_from: " + source;
   WeightsMeta meta;
   collective_check(world_, [&] {
     try {
@@ -114,7 +150,7 @@ void Checkpointing::init_from_weights(Trainer& trainer) {
   if (meta.tokenizer == kUnrecordedTokenizer)
     log_.message("warning: " + what + " does not record its tokenizer (imported without --tokenizer); data.tokenizer=" +
                  cfg_.data.tokenizer + " must be the one the model was trained with");
-  log_.message("checkpoint: initialised the model from " + file + " (step 0, fresh optimizer); " + read.text());
+  log_.message("checkpoint: initialised the model from " + (source.empty() ? file : source) + " (step 0, fresh optimizer); " + read.text());
 }
 
 int Checkpointing::resume(Trainer& trainer) {

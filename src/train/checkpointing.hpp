@@ -2,7 +2,8 @@
 // load = auto resumes from <dir>/latest when present, none starts fresh, anything else is a path to a
 // step directory. Resuming works on any layout; the step, data position and learning-rate schedule
 // follow from the saved step (samples are chosen by seed and step). With no checkpoint to resume,
-// checkpoint.init_from starts from a weights file's model (any layout, fresh optimizer, step 0).
+// checkpoint.init_from starts from a weights file's model, or a Hugging Face directory's (hf:DIR) (any
+// layout, fresh optimizer, step 0).
 // checkpoint.async_save: a save copies the rank's pieces into a snapshot and writes them on a
 // BackgroundWrite; the ranks agree at later step boundaries (poll) that every write finished, then
 // publish. Saves are timed: how long training stalled for them (take_times) goes to the step line.
@@ -70,6 +71,9 @@ class Checkpointing {
   Retention retention() const;  // checkpoint.keep_last and keep_best
   int load(Trainer& trainer, const std::string& path, const char* verb);  // collective; the step loaded
   void init_from_weights(Trainer& trainer);  // collective
+  // The weights file `file` into the trainer (collective); source names where it came from in messages
+  // ("" for the file itself).
+  void load_init_weights(Trainer& trainer, const std::string& file, const std::string& source);
   // Rank 0: a warning when checkpoint.dir holds checkpoints this run does not resume from.
   void warn_about_other_checkpoints(const std::string& resume_path) const;
   CheckpointMeta meta_of(Trainer& trainer, int steps_done) const;  // collective (the checkpoint id)
