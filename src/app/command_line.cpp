@@ -32,8 +32,16 @@ po::options_description generate_options(CommandLine& cl) {
   d.add_options()("weights", po::value(&g.weights)->value_name("FILE"),
                   "weights file (model-final.h5 or ckpt-consolidate --out); default checkpoint.dir/model-final.h5")(
       "prompt", po::value(&g.prompt)->value_name("TEXT"), "text to continue (default: a newline)")(
+      "prompts", po::value(&g.prompts_file)->value_name("FILE"),
+      "a file of prompts, one a line (\\n in a line is a newline): a batch generated together, each continuation printed "
+      "after a line '=== prompt K'")(
       "tokens", po::value(&g.tokens)->value_name("N")->default_value(g.tokens), "tokens to generate")(
       "temperature", po::value(&g.temperature)->value_name("T")->default_value(g.temperature, "0.8"), "sampling temperature; 0 = greedy")(
+      "top-k", po::value(&g.top_k)->value_name("K")->default_value(0), "sample among the K most probable tokens only (0: all)")(
+      "top-p", po::value(&g.top_p)->value_name("P")->default_value(1.0, "1"),
+      "nucleus sampling: among the fewest most probable tokens whose probabilities sum to P (1: all)")(
+      "no-cache", po::bool_switch(&g.no_cache),
+      "no key/value cache: every token a forward pass over the whole context (slower; the cache's reference)")(
       "seed", po::value<std::uint64_t>()->value_name("N")->notifier([&g](std::uint64_t s) { g.seed = s; }),
       "sampling seed (default: training.seed)");
   return d;
@@ -130,12 +138,14 @@ std::string command_usage(CommandLine::Command command) {
           "node and BLAS threads (system.threads_per_rank's default) the training will use.\n\n"
        << calibrate_options(cl);
   } else if (command == CommandLine::Command::generate) {
-    os << "usage: dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT] [--tokens N] [--temperature T] [--seed N]\n"
-          "Samples text from trained weights on one rank (no mpirun needed). INPUT.ini gives the model.\n\n"
+    os << "usage: dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT | --prompts FILE] [--tokens N] [--temperature T]\n"
+          "                       [--top-k K] [--top-p P] [--seed N] [--no-cache]\n"
+          "Samples text from trained weights on one rank (no mpirun needed). INPUT.ini gives the model. A key/value\n"
+          "cache keeps every layer's keys and values, so each new token costs one token's forward pass.\n\n"
        << generate_options(cl);
   } else {
     os << "usage: dtrain [--dry-run] INPUT.ini [--section.key=value ...]\n"
-          "       dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT] [--tokens N] [--temperature T]\n"
+          "       dtrain generate INPUT.ini [--weights FILE] [--prompt TEXT | --prompts FILE] [--tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
           "       dtrain plan INPUT.ini --cluster FILE [--nodes N] [--top K] [--scaling D1,D2,...] [--plot] [--layout K=V,...]\n"
           "       dtrain calibrate --out FILE [--quick]\n"
           "       dtrain --help | --version\n"

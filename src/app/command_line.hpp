@@ -17,7 +17,11 @@ struct GenerateOptions {
   std::string weights;  // default: checkpoint.dir/model-final.h5
   std::string prompt = "\n";
   int tokens = 400;
+  std::string prompts_file;  // one prompt a line: a batch generated together
   double temperature = 0.8;
+  int top_k = 0;
+  double top_p = 1.0;
+  bool no_cache = false;  // every token a forward pass over the whole context (the cache's reference)
   std::optional<std::uint64_t> seed;  // default: training.seed
 };
 

@@ -1,19 +1,32 @@
 // Generation from a (whole, unsharded) model: token ids in, sampled token ids out (the caller's
-// tokenizer encodes the prompt and decodes the result).
+// tokenizer encodes the prompts and decodes the results). With the key/value cache (KvDecoder) each new
+// token costs one token's forward pass; without it (use_cache false, or a model the cache does not take)
+// every token is a forward pass over the whole context, the reference the cache is tested against.
 #pragma once
 #include <cstdint>
-#include <string>
-
 #include <vector>
 
 #include "model/gpt.hpp"
 
 namespace dtrain {
 
-// Continues `prompt` (at least one id) by `num_tokens` ids sampled at `temperature` (0 = greedy),
-// seeded by `seed`, from ids below `vocab`: the tokenizer's vocabulary, which the model's vocab_size
-// may pad. Uses activation slot 0 of the model; the context is the last seq_length tokens.
-std::vector<std::uint32_t> generate_tokens(GptModel& model, const std::vector<std::uint32_t>& prompt, int vocab, int num_tokens,
-                                           double temperature, std::uint64_t seed);
+struct SamplingOptions {
+  double temperature = 0.0;  // 0: greedy (the most probable token; top_k and top_p do not apply)
+  int top_k = 0;             // > 0: sample among the k most probable tokens only
+  double top_p = 1.0;        // < 1: among the fewest most probable tokens whose probabilities reach p
+  std::uint64_t seed = 0;    // sequence b's token n draws rng::uniform(seed, b * 2^32 + n)
+  bool use_cache = true;
+};
+
+// The next token from one row of logits over `vocab` ids: greedy, or sampled at the temperature from the
+// top-k / top-p (nucleus) set with the uniform draw u in [0, 1).
+std::uint32_t sample_token(const float* logits, int vocab, const SamplingOptions& o, double u);
+
+// Continues each prompt (at least one id each) by `num_tokens` ids from ids below `vocab` (the
+// tokenizer's vocabulary, which the model's vocab_size may pad). The context is the last seq_length
+// tokens: the no-cache path slides it by one token a step; the cache, when a sequence fills it, starts
+// again from the last seq_length / 2 tokens.
+std::vector<std::vector<std::uint32_t>> generate(GptModel& model, const std::vector<std::vector<std::uint32_t>>& prompts, int vocab,
+                                                 int num_tokens, const SamplingOptions& options);
 
 }  // namespace dtrain

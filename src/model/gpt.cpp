@@ -14,6 +14,7 @@
 #include "model/activations.hpp"
 #include "model/device_values.hpp"
 #include "model/dense_mlp.hpp"
+#include "model/kv_decoder_factory.hpp"
 #include "model/linear_output.hpp"
 #include "model/param_views.hpp"
 #include "model/ring_attention.hpp"
@@ -52,6 +53,7 @@ class GptModelImpl final : public GptModel {
   void* stage_input(int slot) override { return acts_.slot(slot).stage_input; }
   const void* stage_output(int slot, int) override { return block_input(acts_.slot(slot), blocks_per_chunk_); }
   void logits_row(int slot, long row, float* out) override;
+  std::unique_ptr<KvDecoder> make_decoder(int batch) override { return make_kv_decoder<T>(plan_, p_, k_, device(), batch); }
   void set_parameters(ArenaRange r, const float* values) override;
   void get_parameters(ArenaRange r, float* values) override;
   int num_slots() const override { return acts_.num_slots(); }

@@ -29,6 +29,8 @@
 
 namespace dtrain {
 
+class KvDecoder;
+
 class GptModel {
  public:
   virtual ~GptModel() = default;
@@ -50,6 +52,9 @@ class GptModel {
   virtual const void* stage_output(int slot, int chunk) = 0;  // (Ns,C)
   // Row `row` of slot's logits (after a forward through the head) as fp32 on the host.
   virtual void logits_row(int slot, long row, float* out /*(Vl)*/) = 0;
+  // Generation with a key/value cache for `batch` sequences of up to seq_length tokens over these
+  // weights (model/kv_decoder.hpp); null where it does not apply (not the whole model, MoE blocks).
+  virtual std::unique_ptr<KvDecoder> make_decoder(int batch) = 0;
 
   // The parameters of arena range r as fp32 values on the host (values: r.end - r.begin elements):
   // set rounds them to the storage type on the device, get widens them back. Without a range: the

@@ -70,8 +70,10 @@ void log_text_sample(const ParallelState& ps, const Config& cfg, const TrainingP
     const std::unique_ptr<GptModel> copy = make_gpt_model(whole, nullptr, backend);
     copy->set_parameters(values.data());
     std::vector<float>().swap(values);
+    SamplingOptions sampling;
+    sampling.temperature = 0.8, sampling.seed = cfg.training.seed;
     const std::vector<std::uint32_t> sample =
-        generate_tokens(*copy, tokenizer->encode("\n"), tokenizer->vocab_size(), cfg.logging.sample_tokens, 0.8, cfg.training.seed);
+        generate(*copy, {tokenizer->encode("\n")}, tokenizer->vocab_size(), cfg.logging.sample_tokens, sampling).front();
     log.message("sample: " + tokenizer->decode(sample));
   }
 }
