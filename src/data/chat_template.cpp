@@ -30,18 +30,35 @@ std::string capitalised(const std::string& role) {
   return r;
 }
 
+// Tokens and mask, text encoded in maximal runs of the same trained flag (a special token ends a run):
+// the runs' edges are where the mask changes, so a rendering tokenises as its whole text would wherever
+// those edges are pre-tokenisation boundaries (the templates put them there).
 struct Builder {
   MaskedTokens out;
   Tokenizer& tok;
+  std::string run;
+  bool run_trained = false;
+  void flush() {
+    if (run.empty()) return;
+    const std::vector<std::uint32_t> ids = tok.encode(run);
+    out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
+    out.mask.insert(out.mask.end(), ids.size(), run_trained ? 1 : 0);
+    run.clear();
+  }
   void text(const std::string& s, bool trained) {
     if (s.empty()) return;
-    const std::vector<std::uint32_t> ids = tok.encode(s);
-    out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
-    out.mask.insert(out.mask.end(), ids.size(), trained ? 1 : 0);
+    if (trained != run_trained) flush();
+    run_trained = trained;
+    run += s;
   }
   void id(std::uint32_t t, bool trained) {
+    flush();
     out.tokens.push_back(t);
     out.mask.push_back(trained ? 1 : 0);
+  }
+  MaskedTokens done() {
+    flush();
+    return std::move(out);
   }
 };
 
@@ -83,15 +100,16 @@ ChatRenderer::ChatRenderer(ChatTemplate t, const Tokenizer& tokenizer) : t_(t), 
 }
 
 MaskedTokens ChatRenderer::render(const SftRecord& record, Tokenizer& tokenizer) const {
-  Builder b{{}, tokenizer};
+  Builder b{{}, tokenizer, {}, false};
   const std::size_t n = record.messages.size();
-  bool closed_by_eod = false;
   if (record.pair) {
     b.text(record.messages[0].content, false);
+    b.flush();  // the prompt and the completion are encoded apart, as NeMo does
     b.text(record.messages[1].content, true);
     if (eod_) b.id(*eod_, true);  // the completion ends here: the model learns to stop
-    return std::move(b.out);
+    return b.done();
   }
+  bool closed_by_eod = false;
   if (t_ == ChatTemplate::llama3) b.id(bos_, false);
   for (std::size_t i = 0; i < n; ++i) {
     const ChatMessage& m = record.messages[i];
@@ -105,17 +123,22 @@ MaskedTokens ChatRenderer::render(const SftRecord& record, Tokenizer& tokenizer)
       b.id(eot_, trained);
       continue;
     }
-    b.text(capitalised(m.role) + ":\n", false);
-    b.text(trim_whitespace(m.content), trained);
-    if (trained && i + 1 == n && eod_) {
+    if (!trained) {
+      b.text(capitalised(m.role) + ":\n" + trim_whitespace(m.content) + "\n\n", false);
+      continue;
+    }
+    b.text("Assistant:\n", false);
+    b.text(trim_whitespace(m.content), true);
+    if (i + 1 == n && eod_) {
       b.id(*eod_, true);
       closed_by_eod = true;
     } else {
-      b.text("\n\n", trained);
+      b.text("\n", true);  // the answer's end is trained, the blank line before the next message not
+      b.text("\n", false);
     }
   }
   if (eod_ && !closed_by_eod) b.id(*eod_, false);
-  return std::move(b.out);
+  return b.done();
 }
 
 }  // namespace dtrain

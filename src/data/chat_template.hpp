@@ -1,6 +1,9 @@
 // Supervised fine-tuning records (data/json_record.hpp) rendered into token ids and a per-token loss
-// mask (1: the loss trains on predicting this token). Each segment of text is encoded on its own, as
-// NeMo's SFT datasets encode context and answer; special tokens come by id, never from text.
+// mask (1: the loss trains on predicting this token). Text is encoded in runs of the same mask value
+// (the prompt and the answer apart, as NeMo's SFT datasets encode context and answer); special tokens
+// come by id, never from text. The templates put the runs' edges at pre-tokenisation boundaries (of
+// Llama 3's pattern for llama3, of GPT-2's for plain), so that a conversation tokenises as its
+// rendered text would as a whole.
 //
 //   llama3  Meta Llama 3 Instruct's template (its tokenizer_config.json chat_template):
 //             <|begin_of_text|> then per message
@@ -9,7 +12,8 @@
 //   plain   for tokenizers without chat tokens (GPT-2, a byte tokenizer):
 //             per message "Role:\nCONTENT\n\n" (Role capitalised: System, User, Assistant, ...),
 //             except that an assistant message's closing "\n\n" is the end-of-document token when it is
-//             the last message and the tokenizer has one; trained: assistant CONTENT and what closes it.
+//             the last message and the tokenizer has one; trained: assistant CONTENT and what closes it
+//             (the end-of-document token, or the first "\n" of "\n\n").
 // Prompt/completion pairs take no template: prompt then completion, the completion trained.
 // Every record ends with the tokenizer's end-of-document token (untrained unless it closes an
 // assistant message, as above), which packing and data.reset_attention_mask take as the boundary.

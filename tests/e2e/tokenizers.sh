@@ -12,6 +12,12 @@
 #                       @huggingface/tokenizers and of llama3-tokenizer-js's own encoder, and on a text of
 #                       edge cases (CRLF, tabs, Unicode spaces and digits, contractions in capitals) those
 #                       of @huggingface/tokenizers
+#   chat_templates      dtrain-data --sft renders chat records with Llama 3's template (from its tokenizer.json's
+#                       special tokens) and GPT-2's with the plain one: the ids and the loss mask of each record
+#                       equal those of the template's text written by hand here (Meta Llama 3 Instruct's
+#                       tokenizer_config.json chat_template), encoded by @huggingface/tokenizers; a prompt /
+#                       completion pair trains on the completion; a tokenizer without Llama 3's tokens is
+#                       refused for --chat-template llama3
 #   gpt2_trains         dtrain-data --tokenizer gpt2 makes files dtrain trains on; generate decodes; the trained
 #                       weights export to Hugging Face with their tokenizer's files (--tokenizer), which
 #                       read back as hf:DIR, and by @huggingface/tokenizers, to GPT-2's ids; another
@@ -92,6 +98,72 @@ case $case_name in
       "$work/edge_hf.ids" > /dev/null || fail "@huggingface/tokenizers on the edge cases"
     cmp "$work/edge.ids" "$work/edge_hf.ids" || { paste "$work/edge.ids" "$work/edge_hf.ids" | head -40; fail "the edge cases give other ids"; }
     echo "edge cases: $(wc -l <"$work/edge.ids") ids identical" ;;
+  chat_templates)
+    need_fetched
+    printf 'x\n' > "$work/x.txt"
+    node "$here/llama3_tokenizer_json.mjs" "$src/data/tokenizers/llama3-tokenizer-js" "$work/l3" "$work/x.txt" "$work/x.ids" > /dev/null ||
+      fail "writing Llama 3's tokenizer.json"
+    /usr/bin/python3 "$here/hf_tokenizer_json.py" "$gpt2_dir/encoder.json" "$gpt2_dir/vocab.bpe" "$work/g2" > /dev/null || fail "writing GPT-2's tokenizer.json"
+    # Two conversations (the system message's and the last answer's whitespace trimmed, as the
+    # template's "| trim" does) and a prompt/completion pair.
+    cat > "$work/chat.jsonl" <<'EOF_CHAT'
+{"messages": [{"role": "system", "content": "  You are terse.\n"}, {"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4."}, {"role": "user", "content": "And 3+3?"}, {"role": "assistant", "content": " 6. "}]}
+{"messages": [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue, or\nred."}]}
+{"prompt": "Capital of France?", "completion": " Paris"}
+EOF_CHAT
+    # Meta Llama 3 Instruct's template: bos_token, then per message '<|start_header_id|>' + role +
+    # '<|end_header_id|>\n\n' + content | trim + '<|eot_id|>'; dtrain ends each record with <|end_of_text|>.
+    cat > "$work/llama3.json" <<'EOF_L3'
+[{"joint": true, "segments": [
+  ["<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", 0],
+  ["4.", 1], ["<|eot_id|>", 1],
+  ["<|start_header_id|>user<|end_header_id|>\n\nAnd 3+3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", 0],
+  ["6.", 1], ["<|eot_id|>", 1], ["<|end_of_text|>", 0]]},
+ {"joint": true, "segments": [
+  ["<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nName a colour.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", 0],
+  ["Blue, or\nred.", 1], ["<|eot_id|>", 1], ["<|end_of_text|>", 0]]},
+ {"joint": false, "segments": [["Capital of France?", 0], [" Paris", 1], ["<|end_of_text|>", 1]]}]
+EOF_L3
+    # The plain template: "Role:\nCONTENT\n\n" a message (an answer's first "\n" trained), the last answer
+    # closed by <|endoftext|>.
+    cat > "$work/plain.json" <<'EOF_PLAIN'
+[{"joint": true, "segments": [
+  ["System:\nYou are terse.\n\nUser:\nWhat is 2+2?\n\nAssistant:\n", 0], ["4.\n", 1],
+  ["\nUser:\nAnd 3+3?\n\nAssistant:\n", 0], ["6.", 1], ["<|endoftext|>", 1]]},
+ {"joint": true, "segments": [["User:\nName a colour.\n\nAssistant:\n", 0], ["Blue, or\nred.", 1], ["<|endoftext|>", 1]]},
+ {"joint": false, "segments": [["Capital of France?", 0], [" Paris", 1], ["<|endoftext|>", 1]]}]
+EOF_PLAIN
+    # ours.txt: dtrain-data's records as "ids;mask" lines (a Megatron dataset and its loss mask).
+    records() {
+      /usr/bin/python3 - "$1" <<'EOF_PY'
+import sys, struct, numpy as np
+p = sys.argv[1]
+idx = open(p + ".idx", "rb").read()
+dtype = {8: np.uint16, 4: np.int32}[idx[17]]
+(n,) = struct.unpack("<Q", idx[18:26])
+lengths = np.frombuffer(idx[34:34 + 4 * n], dtype=np.int32)
+tokens = np.fromfile(p + ".bin", dtype=dtype)
+mask = np.fromfile(p + ".lossmask.bin", dtype=np.uint8)
+at = 0
+for l in lengths:
+    print(" ".join(map(str, tokens[at:at + l])) + ";" + " ".join(map(str, mask[at:at + l])))
+    at += l
+EOF_PY
+    }
+    for t in "llama3 hf:$work/l3 $work/l3/tokenizer.json" "plain gpt2:$gpt2_dir $work/g2/tokenizer.json"; do
+      set -- $t
+      "$tool" --sft --chat-template "$1" --tokenizer "$2" --format megatron --out "$work/sft-$1" "$work/chat.jsonl" > "$work/sft.log" ||
+        { cat "$work/sft.log"; fail "dtrain-data --sft --chat-template $1"; }
+      records "$work/sft-$1" > "$work/ours-$1.txt" || fail "reading the $1 dataset"
+      node "$here/chat_template_reference.mjs" "$src/data/tokenizers/hf-tokenizers-js" "$3" "$work/$1.json" "$work/js-$1.txt" ||
+        fail "the $1 reference"
+      diff "$work/ours-$1.txt" "$work/js-$1.txt" || fail "the $1 records' ids or masks differ from the template's"
+      echo "$1: $(wc -l < "$work/ours-$1.txt") records, ids and loss masks equal to the hand-written template's"
+    done
+    "$tool" --sft --chat-template llama3 --tokenizer "gpt2:$gpt2_dir" --out "$work/no" "$work/chat.jsonl" > "$work/no.log" 2>&1 &&
+      fail "a tokenizer without Llama 3's tokens was accepted for llama3"
+    grep -q "needs the tokens <|begin_of_text|>, <|start_header_id|>, <|end_header_id|>, <|eot_id|>" "$work/no.log" || { cat "$work/no.log"; fail "no error naming the tokens"; }
+    [ ! -e "$work/no.train.bin" ] || fail "an output was left behind" ;;
   gpt2_trains)
     need_fetched
     "$tool" --tokenizer "gpt2:$gpt2_dir" --out "$work/g" "$text" || fail "dtrain-data"
