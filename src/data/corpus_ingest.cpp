@@ -100,13 +100,16 @@ class Tokenise {
       for (std::size_t k = 0; k < texts.size(); ++k) add(out.streams[k], std::move(ids[k]), nullptr, out);
       return;
     }
-    MaskedTokens r = renderer_->render(w.parser.sft(text), *w.tokenizer);
+    const SftRecord record = w.parser.sft(text);
+    bool answered = record.pair;  // a pair's completion is not empty (the parser checked it)
+    for (const ChatMessage& m : record.messages) answered = answered || (m.role == "assistant" && !trim_whitespace(m.content).empty());
+    if (!answered) throw RecordError("the assistant's content is only whitespace: nothing to train on (an empty completion)");
+    MaskedTokens r = renderer_->render(record, *w.tokenizer);
     const auto trained = [&] {
       for (std::uint8_t m : r.mask)
         if (m) return true;
       return false;
     };
-    if (!trained()) throw RecordError("the assistant's content is only whitespace: nothing to train on (an empty completion)");
     if (o_.max_tokens > 0 && r.tokens.size() > o_.max_tokens) {
       if (!o_.truncate)
         throw RecordError("the record renders to " + std::to_string(r.tokens.size()) + " tokens, more than the " +
@@ -230,7 +233,7 @@ IngestReport ingest(const IngestOptions& o, const Tokenizer& tokenizer, const Do
   };
   const auto submit = [&](Batch& b) {
     if (b.items.empty()) return;
-    while (workers.full()) take(*workers.next());
+    while (workers.full()) take(std::move(*workers.next()));
     const std::size_t file = b.file;
     workers.submit(std::move(b));
     b = Batch{};

@@ -65,9 +65,9 @@ class GzipStream final : public InputStream {
   }
   std::size_t read(char* buf, std::size_t n) override {
     const int got = gzread(gz_, buf, static_cast<unsigned>(n > (1u << 30) ? (1u << 30) : n));
-    if (got < 0) {
-      int code = 0;
-      const char* why = gzerror(gz_, &code);
+    int code = Z_OK;
+    const char* why = got > 0 ? nullptr : gzerror(gz_, &code);
+    if (got < 0 || (got == 0 && code != Z_OK)) {  // a truncated stream ends with no bytes and Z_BUF_ERROR set
       throw UserError("input file '" + path_ + "' holds corrupt or truncated gzip data (zlib: " + std::string(why ? why : "?") +
                       "); re-download or re-compress it");
     }
