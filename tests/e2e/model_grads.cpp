@@ -18,6 +18,7 @@
 #include "kernels/host_runtime.hpp"
 #include "model/gpt.hpp"
 #include "plan/rank_plan.hpp"
+#include "whole_model.hpp"
 
 int main(int argc, char** argv) {
   using namespace dtrain;
@@ -27,16 +28,9 @@ int main(int argc, char** argv) {
   }
   try {
     kernels::HostRuntime host_kernels;
-    std::ifstream in(argv[1]);
-    std::stringstream text;
-    text << in.rdbuf();
-    const Config cfg = load_config(text.str(), argv[1], {});
-    const RankPlan whole = whole_model_plan(cfg, 1);
-    std::vector<float> values(whole.arena_size);
-    read_weights(argv[2], whole.table, values.data());
-    const auto model = make_gpt_model(whole, nullptr, kernels::Backend::host);
-    model->set_parameters(values.data());
-
+    const testing::WholeModel whole = testing::load_whole_model(argv[1], argv[2]);
+    const Config& cfg = whole.cfg;
+    GptModel* model = whole.model.get();
     std::ifstream batch(argv[3], std::ios::binary);
     int T = 0;
     batch.read(reinterpret_cast<char*>(&T), sizeof T);
@@ -61,7 +55,7 @@ int main(int argc, char** argv) {
     std::printf("loss %.17g\n", loss_sum / counted);
 
     WeightsMeta meta = weights_meta(argv[2]);
-    write_weights(argv[4], whole.table, model->grads().as<float>(), meta);
+    write_weights(argv[4], model->table(), model->grads().as<float>(), meta);
   } catch (const UserError& e) {
     std::cerr << "model_grads: error: " << e.what() << "\n";
     return 2;

@@ -15,6 +15,7 @@
 #include "kernels/host_runtime.hpp"
 #include "model/gpt.hpp"
 #include "plan/rank_plan.hpp"
+#include "whole_model.hpp"
 
 int main(int argc, char** argv) {
   using namespace dtrain;
@@ -24,15 +25,9 @@ int main(int argc, char** argv) {
   }
   try {
     kernels::HostRuntime host_kernels;
-    std::ifstream in(argv[1]);
-    std::stringstream text;
-    text << in.rdbuf();
-    const Config cfg = load_config(text.str(), argv[1], {});
-    const RankPlan whole = whole_model_plan(cfg, 1);
-    std::vector<float> values(whole.arena_size);
-    read_weights(argv[2], whole.table, values.data());
-    const auto model = make_gpt_model(whole, nullptr, kernels::Backend::host);
-    model->set_parameters(values.data());
+    const testing::WholeModel whole = testing::load_whole_model(argv[1], argv[2]);
+    const Config& cfg = whole.cfg;
+    GptModel* model = whole.model.get();
     const int count = argc - 4, T = cfg.model.seq_length, V = cfg.model.vocab_size;
     if (count > T) throw UserError("more ids than model.seq_length");
     std::vector<int> tokens(static_cast<std::size_t>(T), 0), targets(tokens.size(), 0);

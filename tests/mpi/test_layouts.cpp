@@ -155,6 +155,20 @@ void check_layouts(const std::vector<Variant>& variants, const std::vector<std::
   testing::remove_test_data(MPI_COMM_WORLD, data);
 }
 
+// v at context-parallel size cp.
+Variant with_cp(Variant v, int cp) {
+  v.cp = cp;
+  return v;
+}
+
+// The Llama blocks of the context-parallel and packed-document tests, appended to base.
+std::vector<std::string> with_llama_blocks(std::vector<std::string> base) {
+  for (const char* o : {"--model.normalization=RMSNorm", "--model.position_embedding_type=rope", "--model.swiglu=true",
+                        "--model.group_query_attention=true", "--model.num_query_groups=2", "--model.ffn_hidden_size=64"})
+    base.push_back(o);
+  return base;
+}
+
 }  // namespace
 
 // The longest sum whose order a layout changes in the layout model: the MLP projection's 4 x hidden_size
@@ -273,10 +287,6 @@ TEST_CASE("fp16 layouts match one rank in fp16", "[mpi][layouts][fp16]") {
 TEST_CASE("context-parallel layouts match one rank", "[mpi][layouts][cp]") {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  auto with_cp = [](Variant v, int cp) {
-    v.cp = cp;
-    return v;
-  };
   std::vector<Variant> variants;
   if (world == 2) variants = {with_cp({1, 1, 1}, 2)};
   if (world == 4)
@@ -285,10 +295,7 @@ TEST_CASE("context-parallel layouts match one rank", "[mpi][layouts][cp]") {
   if (world == 8) variants = {with_cp({2, 2, 1, true}, 2), with_cp({2, 2, 1, false, false, "interleaved"}, 2)};
   const std::vector<std::string> shape = {"--model.seq_length=64", "--model.hidden_size=48", "--model.num_attention_heads=6",
                                           "--optimizer.eps=1e-4"};  // see reorder_tolerance
-  std::vector<std::string> llama = shape;
-  for (const char* o : {"--model.normalization=RMSNorm", "--model.position_embedding_type=rope", "--model.swiglu=true",
-                        "--model.group_query_attention=true", "--model.num_query_groups=2", "--model.ffn_hidden_size=64"})
-    llama.push_back(o);
+  const std::vector<std::string> llama = with_llama_blocks(shape);
   // The longest reordered sum: a weight gradient's over the 8 x 64 tokens of the global batch (cp
   // ranks add partial sums), longer than the T = 64 keys of a row's softmax and, with tp, the MLP
   // projection's 4 x 48 = 192 inputs.
@@ -338,20 +345,14 @@ TEST_CASE("context-parallel layouts match one rank", "[mpi][layouts][cp]") {
 TEST_CASE("packed documents with a loss mask match one rank on every layout", "[mpi][layouts][documents]") {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  auto with_cp = [](Variant v, int cp) {
-    v.cp = cp;
-    return v;
-  };
   std::vector<Variant> variants;
   if (world == 2) variants = {{2, 1, 1, true}, {1, 2, 1}, {1, 1, 2, false, true}, with_cp({1, 1, 1}, 2)};
   if (world == 4) variants = {{2, 2, 1, true}, with_cp({1, 1, 2, false, true}, 2), {1, 2, 2, false, true, "interleaved"}, with_cp({2, 1, 1}, 2)};
   const std::vector<std::string> documents = {"--model.seq_length=32", "--data.reset_attention_mask=true", "--data.reset_position_ids=true",
                                               "--data.eod_mask_loss=true", "--optimizer.eps=1e-4"};
-  std::vector<std::string> gpt2 = documents, llama = documents;
+  std::vector<std::string> gpt2 = documents;
   gpt2.push_back("--data.pack=true");
-  for (const char* o : {"--model.normalization=RMSNorm", "--model.position_embedding_type=rope", "--model.swiglu=true",
-                        "--model.group_query_attention=true", "--model.num_query_groups=2", "--model.ffn_hidden_size=64"})
-    llama.push_back(o);
+  const std::vector<std::string> llama = with_llama_blocks(documents);
   const long n = 8 * 32;
   const double first = testing::reorder_tolerance(n, 0), later = testing::reorder_tolerance(n, 10);
   check_layouts(variants, gpt2, first, later, later, true);

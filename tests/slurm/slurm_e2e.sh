@@ -225,11 +225,19 @@ job_case() {
     crash_loop)
       jid=$(submit "DTRAIN_RESTART_WAIT_S=1,DTRAIN_MAX_RESTARTS=1" "$common --training.train_iters=400 --checkpoint.dir=$run/ck --checkpoint.save_interval=2 --logging.metrics_file=$run/job.jsonl") || fail "sbatch"
       for kill in 1 2; do
-        # After a checkpoint newer than the one this attempt resumed from.
-        for _ in $(seq 1 900); do [ -s "$run/ck/latest" ] && [ "$(cat "$run/ck/latest")" \> "${seen:-}" ] && break; sleep 0.1; done
+        # After a checkpoint newer than the one this attempt resumed from, with this attempt's rank 2
+        # running (the killed attempt may still publish a save its ranks had all written).
+        victim=
+        for _ in $(seq 1 900); do
+          if [ -s "$run/ck/latest" ] && [ "$(cat "$run/ck/latest")" \> "${seen:-}" ]; then
+            victim=$(rank_pid "--logging.metrics_file=$run/job.jsonl" 2)
+            [ -n "$victim" ] && [ "$victim" != "${killed:-}" ] && break
+          fi
+          sleep 0.1
+        done
         seen=$(cat "$run/ck/latest")
-        victim=$(rank_pid "--logging.metrics_file=$run/job.jsonl" 2)
-        [ -n "$victim" ] || fail "rank 2 not found before kill $kill"
+        [ -n "$victim" ] && [ "$victim" != "${killed:-}" ] || fail "rank 2 not found before kill $kill"
+        killed=$victim
         kill -9 "$victim"
         for _ in $(seq 1 600); do [ "$(rank_pid "--logging.metrics_file=$run/job.jsonl" 2)" != "$victim" ] && break; sleep 0.1; done
       done
