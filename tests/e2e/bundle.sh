@@ -13,7 +13,8 @@
 #     site-packages/nvidia/nccl/lib, made here from the machine's libraries, on PYTHONPATH), nothing on
 #     LD_LIBRARY_PATH, no CUDA_HOME, DTRAIN_CUDA_DIRS pointing nowhere: env.sh says each GPU library came
 #     from the wheels, and the loader without its cache (this machine's ld.so.cache knows the CUDA install)
-#     resolves every library of every executable and library of the bundle, the GPU ones into the wheels.
+#     resolves every library of every executable and library of the bundle, the GPU ones into the wheels
+#     (cuBLAS and cuBLASLt, which dtrain opens on demand, through env.sh's LD_LIBRARY_PATH).
 #     Skipped (77) in builds without the CUDA backend.
 #   bundle.sh CASE BUILD_DIR SOURCE_DIR
 set -u
@@ -108,6 +109,12 @@ wheel_libs() {
     grep -q "^dtrain env: $lib from $site/nvidia/[a-z0-9]*/lib (python3 wheels)\$" "$work/env.log" ||
       fail "env.sh did not say that $lib came from the python3 wheels"
     listed=$(awk -v f="$b/bin/dtrain-main" '$0 == "== " f {on = 1; next} /^==/ {on = 0} on' "$work/list.txt" | grep -F "$lib =>")
+    if [ -z "$listed" ] && grep -qaF "$lib" "$b/bin/dtrain-main"; then
+      # Opened on demand (cuBLAS: dlopen searches LD_LIBRARY_PATH first): the first of its folders, as
+      # env.sh sets it, that holds the library.
+      # shellcheck disable=SC2016
+      listed="$lib => $(in_bundle bash -c 'IFS=:; for d in $LD_LIBRARY_PATH; do [ -e "$d/$0" ] && { echo "$d/$0"; exit; }; done' "$lib") (opened on demand)"
+    fi
     [[ $listed == *"=> $site/nvidia/"*"/lib/$lib "* ]] || { echo "$listed"; fail "dtrain-main's $lib does not resolve into the wheels"; }
     echo "$lib: $(awk '{print $3}' <<<"$listed")"
     n=$((n + 1))

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # A stop signal during start-up, long before the first step: every rank exits 3, says there was
 # nothing to save, and no checkpoint is written.
-#   startup_signal.sh DTRAIN DTRAIN_DATA SOURCE_DIR [WHEN [SIGNAL]]
+#   startup_signal.sh DTRAIN DTRAIN_DATA SOURCE_DIR [WHEN [SIGNAL [SLOW_START_LIBRARY]]]
 #   WHEN: handled   (default) as soon as every rank has its handler installed
 #         at_launch the moment each rank blocks the signal (the dtrain launcher's first instruction),
-#                   while it still loads its libraries, long before the handler is installed
+#                   while it still loads its libraries, long before the handler is installed (the
+#                   ranks preload SLOW_START_LIBRARY, whose 0.3 s constructor stands for a cold node's
+#                   library loading: on a warm machine the window is a few ms)
 #   SIGNAL: USR1 (default) or TERM
 set -u
-dtrain=$1 tool=$2 src=$3 when=${4:-handled} sig=${5:-USR1}
+dtrain=$1 tool=$2 src=$3 when=${4:-handled} sig=${5:-USR1} slow=${6:-}
 source "$(dirname "$0")/lib.sh"
 export OMPI_MCA_orte_abort_on_non_zero_status=0
 make_small_data "$tool"
-timeout -k 5 60 mpirun -np 2 bash -c '"$@"; echo "rank-exit $OMPI_COMM_WORLD_RANK $?"' _ "$dtrain" "$src/inputs/tiny.ini" \
+timeout -k 5 60 mpirun -np 2 ${slow:+-x LD_PRELOAD="$slow"} bash -c '"$@"; echo "rank-exit $OMPI_COMM_WORLD_RANK $?"' _ "$dtrain" "$src/inputs/tiny.ini" \
   "--data.path=$work/d" --system.tensor_model_parallel_size=1 --training.train_iters=50 --training.eval_interval=0 \
   "--checkpoint.dir=$work/ck" "--logging.metrics_file=$work/m.jsonl" > "$work/out.log" 2>&1 &
 runner=$!
