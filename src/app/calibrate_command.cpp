@@ -310,7 +310,7 @@ int run_calibrate(HostComm host_world, const CalibrateOptions& o) {
   for (int r = 0; r < size; ++r) everyone[static_cast<std::size_t>(r)] = r;
   MpiCommunicator world_group("world", host_world, 0, rank, everyone, nullptr, nullptr, false, host_device(), false);
   Communicator& world = world_group;
-  const ComputeBudget budget = measure_compute(host_world, env.node, 0, nullptr);  // BLAS threads as training sets them
+  const ComputeBudget budget = measure_compute(host_world, env.node, 0, 0.0, nullptr);  // BLAS threads as training sets them
 
   ClusterSpec c;
   c.device = o.device;

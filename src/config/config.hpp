@@ -145,6 +145,7 @@ struct LoggingConfig {
   std::string tensorboard_dir;  // empty = none
   std::string trace_file;
   int sample_tokens = 240;  // the text sample after training; 0 = none
+  double mfu_peak_tflops = 0.0;  // the peak MFU divides by, per node (CPU) or per GPU; 0 = measured at start-up
 };
 
 // Fault injection for tests of the failure paths; never set in production inputs.

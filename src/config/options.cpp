@@ -241,6 +241,9 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "directory for a TensorBoard event file of the metrics file's values (rank 0; tensorboard --logdir DIR); empty = none");
   add("logging.trace_file", &c.logging.trace_file, "Chrome trace file prefix; empty = none");
   add("logging.sample_tokens", &c.logging.sample_tokens, "tokens of the text sample printed after training; 0 = no sample");
+  add("logging.mfu_peak_tflops", &c.logging.mfu_peak_tflops,
+      "the peak MFU divides by, in TFLOP/s per node (CPU runs) or per GPU: a data sheet's figure (an H100 SXM's dense bf16: "
+      "989); 0 = measured at start-up (sgemm on all of a node's cores, about 0.15 s; the best cuBLAS GEMM, about 0.5 s a GPU)");
 
   add("debug.stall_rank", &c.debug.stall_rank, "fault injection for tests: this world rank hangs (-1 = none)");
   add("debug.stall_at_step", &c.debug.stall_at_step, "fault injection for tests: ... in the first forward of this step");

@@ -216,6 +216,8 @@ void validate_config(const Config& c) {
   p.real("debug.save_write_delay_s", c.debug.save_write_delay_s, 0, 3600, false, false, "a number of seconds between 0 and 3600");
   p.range("logging.log_interval", c.logging.log_interval, 1, kMaxSteps);
   p.range("logging.sample_tokens", c.logging.sample_tokens, 0, 1000000, "0 = no sample");
+  p.real("logging.mfu_peak_tflops", c.logging.mfu_peak_tflops, 0, 1e6, false, false,
+         "a finite number of TFLOP/s >= 0 (0 = measure it at start-up)");
   p.throw_if_any();
 }
 

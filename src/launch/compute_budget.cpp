@@ -99,14 +99,19 @@ double sgemm_peak_gflops(const std::vector<int>& cpus, int restore_threads, doub
   for (auto& t : threads) t.join();
   double together = 0.0;
   for (double g : per_core) together += g;
-  // One GEMM threaded over all of them.
-  openblas_set_num_threads(static_cast<int>(cpus.size()));
-  const double threaded = best_sgemm_gflops(2 * n, seconds / 2);
+  // One GEMM threaded over all of them, where there are several: 1024^3 on up to 8 cores (about 11 ms
+  // on two, so the time allowed holds a few), 2048^3 beyond, where a smaller product leaves cores idle.
+  // A 2048^3 warm-up and timed product on two cores alone took 0.36 s of every start.
+  double threaded = 0.0;
+  if (cpus.size() > 1) {
+    openblas_set_num_threads(static_cast<int>(cpus.size()));
+    threaded = best_sgemm_gflops(cpus.size() > 8 ? 2 * n : n, seconds / 2);
+  }
   openblas_set_num_threads(restore_threads);
   return std::max(together, threaded);
 }
 
-ComputeBudget measure_compute(HostComm world, HostComm node, int threads_per_rank, Watchdog* watchdog) {
+ComputeBudget measure_compute(HostComm world, HostComm node, int threads_per_rank, double node_peak_gflops, Watchdog* watchdog) {
   const int local_rank = node.rank(), local_size = node.size();
   // The node's cores: the union of its ranks' affinity masks.
   std::vector<unsigned char> mask(CPU_SETSIZE, 0), all(CPU_SETSIZE, 0);
@@ -121,7 +126,9 @@ ComputeBudget measure_compute(HostComm world, HostComm node, int threads_per_ran
   b.node_cores = std::max(1, static_cast<int>(node_cpus.size()));
   b.threads = configure_blas_threads(threads_per_rank, std::max(1, static_cast<int>(mine.size())), b.node_cores, local_size, b.warning);
   double node_peak = 0.0;
-  {
+  if (node_peak_gflops > 0) {
+    if (local_rank == 0) node_peak = node_peak_gflops;
+  } else if (node_peak_gflops == 0) {
     auto w = watch(watchdog, {"measuring the node's sgemm peak", "node", -1, 0});
     sleeping_barrier(node);  // nobody else computes (or spins) on the node meanwhile
     if (local_rank == 0) node_peak = sgemm_peak_gflops(node_cpus.empty() ? mine : node_cpus, b.threads, kPeakSeconds);
@@ -131,13 +138,14 @@ ComputeBudget measure_compute(HostComm world, HostComm node, int threads_per_ran
   return b;
 }
 
-double measure_gpu_peak(HostComm world, HostComm node, int device, Precision precision, Watchdog* watchdog, int& gpus) {
+double measure_gpu_peak(HostComm world, HostComm node, int device, Precision precision, double gpu_peak_gflops, Watchdog* watchdog,
+                        int& gpus) {
   MPI_Comm split;
   MPI_CHECK(MPI_Comm_split(node.mpi(), device, world.rank(), &split));
   const HostComm same_gpu = split;
   const int first = same_gpu.rank();
-  double peak = 0.0;
-  {
+  double peak = first == 0 ? gpu_peak_gflops : 0.0;
+  if (gpu_peak_gflops <= 0) {
     auto w = watch(watchdog, {"measuring the GPU's GEMM peak", "node", -1, 0});
     sleeping_barrier(same_gpu);
     if (first == 0) peak = gpu_gemm_peak_gflops(precision, 0.5);

@@ -30,12 +30,15 @@ struct ComputeBudget {
 };
 
 // Collective over world: threads for every rank and the job's peak; node: this node's ranks
-// (LaunchEnv::node). The measurement is reported to the watchdog, so a rank stuck in it is named.
-ComputeBudget measure_compute(HostComm world, HostComm node, int threads_per_rank, Watchdog* watchdog);
+// (LaunchEnv::node). node_peak_gflops > 0 is each node's peak as given (nothing measured), 0 measures
+// it, < 0 leaves the job's peak 0 (a GPU run, whose peak is its GPUs'). The measurement is reported to
+// the watchdog, so a rank stuck in it is named.
+ComputeBudget measure_compute(HostComm world, HostComm node, int threads_per_rank, double node_peak_gflops, Watchdog* watchdog);
 
-// Collective over world, GPU runs: the job's peak is the GEMM peak (gpu_gemm_peak_gflops, in the run's
-// precision) of each GPU the job uses, measured once per GPU (by the first of the ranks sharing it), summed.
-// Returns the number of distinct GPUs in `gpus`.
-double measure_gpu_peak(HostComm world, HostComm node, int device, Precision precision, Watchdog* watchdog, int& gpus);
+// Collective over world, GPU runs: the job's peak is the GEMM peak of each GPU the job uses, summed:
+// gpu_peak_gflops when > 0, else measured once per GPU (gpu_gemm_peak_gflops in the run's precision, by
+// the first of the ranks sharing it). Returns the number of distinct GPUs in `gpus`.
+double measure_gpu_peak(HostComm world, HostComm node, int device, Precision precision, double gpu_peak_gflops, Watchdog* watchdog,
+                        int& gpus);
 
 }  // namespace dtrain

@@ -39,13 +39,21 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
   comm.nccl = placement.nccl;
   comm.nccl_pipeline = nccl_pipeline_safe(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v);
   const ParallelState ps(world, layout, comm, &watchdog, &trace);
-  ComputeBudget compute = measure_compute(world, env.node, cfg.system.threads_per_rank, &watchdog);
-  char peak_source[128];
-  std::snprintf(peak_source, sizeof peak_source, "sgemm on all %d core(s) of each node", compute.node_cores);
-  if (backend == kernels::Backend::cuda) {
+  // The peak MFU divides by: given (logging.mfu_peak_tflops, per node or GPU), or measured; a GPU run
+  // measures its GPUs, not the CPUs.
+  const bool cuda = backend == kernels::Backend::cuda;
+  const double given_gflops = cfg.logging.mfu_peak_tflops * 1e3;
+  ComputeBudget compute = measure_compute(world, env.node, cfg.system.threads_per_rank, cuda ? -1.0 : given_gflops, &watchdog);
+  char peak_source[160];
+  if (given_gflops > 0)
+    std::snprintf(peak_source, sizeof peak_source, "logging.mfu_peak_tflops=%g for each %s", cfg.logging.mfu_peak_tflops, cuda ? "GPU" : "node");
+  else
+    std::snprintf(peak_source, sizeof peak_source, "sgemm on all %d core(s) of each node", compute.node_cores);
+  if (cuda) {
     int gpus = 0;
-    compute.job_peak_gflops = measure_gpu_peak(world, env.node, placement.gpu, cfg.system.precision, &watchdog, gpus);
-    std::snprintf(peak_source, sizeof peak_source, "%s cuBLAS GEMM on each of %d GPU(s)", to_string(cfg.system.precision), gpus);
+    compute.job_peak_gflops = measure_gpu_peak(world, env.node, placement.gpu, cfg.system.precision, given_gflops, &watchdog, gpus);
+    if (given_gflops <= 0)
+      std::snprintf(peak_source, sizeof peak_source, "%s cuBLAS GEMM on each of %d GPU(s)", to_string(cfg.system.precision), gpus);
   }
 
   const bool rank0 = env.world_rank == 0;

@@ -23,7 +23,7 @@ on_exit+=('pkill -KILL -f -- "^$dtrain .*--logging.metrics_file=$work/" 2>/dev/n
 export OMPI_MCA_orte_abort_on_non_zero_status=0  # every rank reports its own exit code
 make_small_data "$tool"
 base=("$src/inputs/tiny.ini" "--data.path=$work/d" --model.global_batch_size=8 --model.micro_batch_size=2
-      --training.eval_interval=0 --logging.log_interval=1 --checkpoint.keep_last=100 "$no_sample")
+      --training.eval_interval=0 --logging.log_interval=1 --checkpoint.keep_last=100 "$no_sample" "$given_peak")
 
 # run NAME NP ARGS...: a job whose ranks print "rank-exit R CODE"; metrics in $work/NAME.jsonl, output
 # in $work/NAME.log. Returns 0 when every rank exited 0.

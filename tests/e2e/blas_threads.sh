@@ -10,7 +10,7 @@ make_small_data "$tool"
 (ulimit -v 3000000
  timeout -k 5 60 mpirun -np 2 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --system.tensor_model_parallel_size=1 \
    --system.pipeline_model_parallel_size=1 --system.threads_per_rank=64 --training.train_iters=3 --training.eval_interval=0 \
-   --checkpoint.dir= --logging.log_interval=1 "$no_sample") > "$work/out.log" 2>&1
+   --checkpoint.dir= --logging.log_interval=1 "$no_sample" "$given_peak") > "$work/out.log" 2>&1
 rc=$?
 cat "$work/out.log" | grep -v '^sample'
 [ $rc -eq 0 ] || fail "exited $rc"

@@ -31,7 +31,7 @@ train() {
   local np=$1 metrics=$2 dir=$3; shift 3
   timeout -k 5 240 mpirun -np "$np" "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --model.global_batch_size=8 \
     --model.micro_batch_size=2 --training.train_iters=4 --training.eval_interval=0 --logging.log_interval=1 "$smooth_adam" \
-    "--logging.metrics_file=$metrics" "--checkpoint.dir=$dir" --checkpoint.save_interval=2 "$no_sample" "$@" > "$work/last.log" 2>&1
+    "--logging.metrics_file=$metrics" "--checkpoint.dir=$dir" --checkpoint.save_interval=2 "$no_sample" "$given_peak" "$@" > "$work/last.log" 2>&1
   local rc=$?
   [ $rc -eq 0 ] || { cat "$work/last.log"; fail "training exited $rc"; }
 }

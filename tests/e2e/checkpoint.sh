@@ -64,7 +64,7 @@ resumed_tol=$(reorder_tol 1024 1)
 train() {
   local np=$1 metrics=$2 dir=$3; shift 3
   timeout -k 5 120 mpirun -np "$np" "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --model.global_batch_size=8 \
-    --model.micro_batch_size=2 --training.train_iters=4 --training.eval_interval=0 --logging.log_interval=1 "$smooth_adam" "$no_sample" \
+    --model.micro_batch_size=2 --training.train_iters=4 --training.eval_interval=0 --logging.log_interval=1 "$smooth_adam" "$no_sample" "$given_peak" \
     "--logging.metrics_file=$metrics" "--checkpoint.dir=$dir" --checkpoint.save_interval=2 --checkpoint.keep_last=4 "$@" \
     > "$work/last.log" 2>&1
   local rc=$?
@@ -77,7 +77,7 @@ train_exit_codes() {
   local np=$1; shift
   OMPI_MCA_orte_abort_on_non_zero_status=0 timeout -k 5 120 mpirun -np "$np" bash -c '"$@"; echo "rank-exit $OMPI_COMM_WORLD_RANK $?"' _ \
     "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --model.global_batch_size=8 --model.micro_batch_size=2 \
-    --training.train_iters=4 --training.eval_interval=0 --logging.log_interval=1 --checkpoint.save_interval=2 "$no_sample" \
+    --training.train_iters=4 --training.eval_interval=0 --logging.log_interval=1 --checkpoint.save_interval=2 "$no_sample" "$given_peak" \
     --checkpoint.keep_last=4 "$@" > "$work/last.log" 2>&1
   cat "$work/last.log" | grep -v '^step'
   [ "$(grep -c "^rank-exit [0-9]* 2$" "$work/last.log")" -eq "$np" ]

@@ -79,7 +79,7 @@ EOF
 run() {  # run NAME NP ARGS...
   local name=$1 np=$2
   shift 2
-  timeout 300 mpirun -np "$np" "$dtrain" "$work/llama.ini" "$no_sample" --logging.metrics_file="$work/$name.jsonl" "$@" > "$work/$name.log" 2>&1 ||
+  timeout 300 mpirun -np "$np" "$dtrain" "$work/llama.ini" "$no_sample" "$given_peak" --logging.metrics_file="$work/$name.jsonl" "$@" > "$work/$name.log" 2>&1 ||
     { cat "$work/$name.log"; fail "$name"; }
 }
 # val_loss NAME: the validation loss a run logged

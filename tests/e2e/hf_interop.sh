@@ -74,7 +74,7 @@ write_ini llama_mha "num_attention_heads = 4" "ffn_hidden_size = 160" "normaliza
 train() {  # train NAME [ARGS...]: 2 ranks, tp=2
   local name=$1
   shift
-  timeout 300 mpirun -np 2 "$dtrain" "$work/$name.ini" "$no_sample" "$@" > "$work/train-$name.log" 2>&1 || { cat "$work/train-$name.log"; fail "training $name"; }
+  timeout 300 mpirun -np 2 "$dtrain" "$work/$name.ini" "$no_sample" "$given_peak" "$@" > "$work/train-$name.log" 2>&1 || { cat "$work/train-$name.log"; fail "training $name"; }
 }
 run_consolidate() {  # run_consolidate LOG ARGS...: must succeed
   local log=$1
@@ -199,14 +199,14 @@ PY
     grep -q "checkpoint.init_from = $work/imported.h5" "$work/i.log" || fail "import does not say how to use the file"
     grep -q "^num_query_groups = 2$" "$work/i.log" || fail "import does not print the model keys"
     first_loss() { grep -o '"loss": [0-9.e+-]*' "$1" | head -1 | awk '{print $2}'; }
-    common=(--checkpoint.dir= --training.train_iters=1 --checkpoint.init_from="$work/imported.h5" "$no_sample")
+    common=(--checkpoint.dir= --training.train_iters=1 --checkpoint.init_from="$work/imported.h5" "$no_sample" "$given_peak")
     timeout 300 mpirun -np 4 "$dtrain" "$work/llama.ini" "${common[@]}" --system.pipeline_model_parallel_size=2 \
       --system.sequence_parallel=true --logging.metrics_file="$work/tp2pp2.jsonl" > "$work/tp2pp2.log" 2>&1 \
       || { cat "$work/tp2pp2.log"; fail "init_from at tp2 pp2"; }
     grep -q "initialised the model from $work/imported.h5" "$work/tp2pp2.log" || { cat "$work/tp2pp2.log"; fail "no init message"; }
     timeout 300 mpirun -np 1 "$dtrain" "$work/llama.ini" "${common[@]}" --system.tensor_model_parallel_size=1 \
       --logging.metrics_file="$work/one.jsonl" > "$work/one.log" 2>&1 || { cat "$work/one.log"; fail "init_from on 1 rank"; }
-    timeout 300 mpirun -np 1 "$dtrain" "$work/llama.ini" --checkpoint.dir= --training.train_iters=1 "$no_sample" \
+    timeout 300 mpirun -np 1 "$dtrain" "$work/llama.ini" --checkpoint.dir= --training.train_iters=1 "$no_sample" "$given_peak" \
       --system.tensor_model_parallel_size=1 --logging.metrics_file="$work/fresh.jsonl" > "$work/fresh.log" 2>&1 \
       || { cat "$work/fresh.log"; fail "fresh run"; }
     a=$(first_loss "$work/tp2pp2.jsonl") b=$(first_loss "$work/one.jsonl") c=$(first_loss "$work/fresh.jsonl")

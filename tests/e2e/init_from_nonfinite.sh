@@ -9,7 +9,7 @@ here=$(dirname "$0")
 source "$here/lib.sh"
 make_small_data "$tool"
 small=(--system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 --model.num_layers=2 --model.hidden_size=32
-       --model.seq_length=16 --model.global_batch_size=4 --model.micro_batch_size=2 --training.eval_interval=0 "$no_sample")
+       --model.seq_length=16 --model.global_batch_size=4 --model.micro_batch_size=2 --training.eval_interval=0 "$no_sample" "$given_peak")
 timeout 120 mpirun -np 1 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" "${small[@]}" --training.train_iters=2 \
   "--checkpoint.dir=$work/ck" > "$work/train.log" 2>&1 || { cat "$work/train.log"; fail "the 2-step run"; }
 /usr/bin/python3 - "$work/ck/model-final.h5" "$work/nan.h5" <<'PY' || fail "h5py could not write the NaN"

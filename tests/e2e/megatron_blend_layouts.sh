@@ -18,7 +18,7 @@ train() {  # train NAME NP MICRO_BATCH DATA_PATH: 3 steps of 16 samples, tp=1, p
   "$here/run_mpi.sh" 120 "$2" "$dtrain" "$src/inputs/tiny.ini" --data.format=megatron "--data.path=$4" \
     --model.global_batch_size=16 "--model.micro_batch_size=$3" \
     --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 --training.train_iters=3 \
-    --training.eval_interval=3 --training.eval_iters=1 --logging.log_interval=1 --checkpoint.dir= "$smooth_adam" "$no_sample" \
+    --training.eval_interval=3 --training.eval_iters=1 --logging.log_interval=1 --checkpoint.dir= "$smooth_adam" "$no_sample" "$given_peak" \
     "--logging.metrics_file=$work/$1.jsonl" > "$work/$1.log" 2>&1
   grep -av '^sample' "$work/$1.log" | grep -aE '^(step|dtrain|rank-exit)'
   [ "$(grep -c '^rank-exit [0-9]* 0$' "$work/$1.log")" -eq "$2" ] || fail "$1: not every rank exited 0"

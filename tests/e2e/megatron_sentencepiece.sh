@@ -18,7 +18,7 @@ cat "$work/data.log"
 args=("$src/inputs/tiny.ini" --data.format=megatron "--data.path=$work/sp" "--data.tokenizer=sentencepiece:$work/sp.model"
       --model.vocab_size=512 --model.seq_length=64 --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1
       --training.train_iters=3 --training.eval_interval=3 --training.eval_iters=1 --logging.log_interval=1
-      "--checkpoint.dir=$work/ck" "--logging.metrics_file=$work/metrics.jsonl" "$no_sample")
+      "--checkpoint.dir=$work/ck" "--logging.metrics_file=$work/metrics.jsonl" "$no_sample" "$given_peak")
 out=$("$here/run_mpi.sh" 240 2 "$dtrain" "${args[@]}" 2>&1)
 grep -aE "^(step +[0-9]+/|dtrain|rank-exit)" <<<"$out"
 [ "$(grep -c '^rank-exit [0-9]* 0$' <<<"$out")" -eq 2 ] || { echo "$out"; fail "not every rank exited 0"; }

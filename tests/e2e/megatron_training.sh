@@ -18,7 +18,7 @@ fi
 "$tool" --format megatron --out "$work/moby" "$text" || fail "dtrain-data"
 out=$("$here/run_mpi.sh" 240 4 "$dtrain" "$src/inputs/tiny.ini" --data.format=megatron "--data.path=$work/moby" \
       --training.train_iters=40 --training.eval_interval=20 --training.eval_iters=2 --logging.log_interval=1 \
-      --optimizer.warmup_iters=10 --model.global_batch_size=8 --model.micro_batch_size=1 --checkpoint.dir= "$no_sample" \
+      --optimizer.warmup_iters=10 --model.global_batch_size=8 --model.micro_batch_size=1 --checkpoint.dir= "$no_sample" "$given_peak" \
       "--logging.metrics_file=$work/metrics.jsonl" 2>&1)
 grep -av "^sample" <<<"$out" | grep -aE "^(step +(1|20|40)/|dtrain|rank-exit)"
 [ "$(grep -c '^rank-exit [0-9]* 0$' <<<"$out")" -eq 4 ] || fail "not every rank exited 0"

@@ -2,7 +2,8 @@
 # MFU never exceeds 100%: the peak is the node's sgemm on all its cores, measured once, and the FLOP
 # count is the honest one (causal attention counted half). Attention-heavy shapes (T=1024, d=32),
 # where counting attention whole would overstate the work twofold, on 1 rank (mpirun binds it to one
-# core), on a singleton run (both cores) and on 4 ranks sharing 2 cores (tp=2 x pp=2).
+# core), on a singleton run (both cores) and on 4 ranks sharing 2 cores (tp=2 x pp=2); and against a
+# peak given with logging.mfu_peak_tflops instead of measured.
 #   mfu.sh DTRAIN DTRAIN_DATA SOURCE_DIR
 set -u
 dtrain=$1 tool=$2 src=$3
@@ -28,4 +29,21 @@ check single
 timeout -k 5 120 mpirun -np 4 "$dtrain" "${args[@]}" --system.tensor_model_parallel_size=2 --system.pipeline_model_parallel_size=2 \
   "--logging.metrics_file=$work/four.jsonl" > "$work/four.log" 2>&1 || { cat "$work/four.log"; fail "4 ranks"; }
 check four
+# A given peak (logging.mfu_peak_tflops, per node): nothing measured, the first line names it, and the
+# MFU of every step is tokens/s x FLOPs per token over it: the FLOPs per token it implies are the same at
+# every step and, within their printed 3 decimals, those of the first line.
+timeout -k 5 120 mpirun -np 4 "$dtrain" "${args[@]}" --system.tensor_model_parallel_size=2 --system.pipeline_model_parallel_size=2 \
+  --logging.mfu_peak_tflops=0.5 "--logging.metrics_file=$work/given.jsonl" > "$work/given.log" 2>&1 || { cat "$work/given.log"; fail "given peak"; }
+grep -m1 '^dtrain: ' "$work/given.log"
+grep -q "peak 500.0 GFLOP/s (logging.mfu_peak_tflops=0.5 for each node)" "$work/given.log" || fail "the first line does not name the given peak"
+gflop_per_token=$(sed -n 's/^dtrain: .*, \([0-9.]*\) GFLOP\/token$/\1/p' "$work/given.log")
+/usr/bin/python3 - "$work/given.jsonl" "$gflop_per_token" <<'PY' || fail "MFU is not tokens/s x FLOPs per token over the given peak"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+implied = [r["mfu"] * 500.0 / r["tokens_per_s"] for r in rows]  # GFLOP per token
+spread = (max(implied) - min(implied)) / max(implied)
+print("given peak: %d steps imply %.5f GFLOP/token (spread %.1e), the first line %s" % (len(rows), implied[0], spread, sys.argv[2]))
+# MFU has 5 decimals (about 1e-3 of these values), tokens/s one; the first line 3 decimals of GFLOP/token.
+sys.exit(not (spread < 5e-3 and abs(implied[0] - float(sys.argv[2])) <= 0.0005 * 1.01))
+PY
 echo PASS

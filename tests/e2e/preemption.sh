@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 on_exit+=('pkill -KILL -f -- "^$dtrain .*--logging.metrics_file=$work/" 2>/dev/null')
 export OMPI_MCA_orte_abort_on_non_zero_status=0  # let every rank report its own exit code
 make_small_data "$tool"
-args=("$src/inputs/tiny.ini" "--data.path=$work/d" "$no_sample" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1
+args=("$src/inputs/tiny.ini" "--data.path=$work/d" "$no_sample" "$given_peak" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1
       --model.global_batch_size=8 --model.micro_batch_size=2 --training.train_iters=400 --training.eval_interval=0
       --logging.log_interval=1)
 steps_logged() { local n; n=$(grep -c '"step"' "$work/$1.jsonl" 2>/dev/null); echo "${n:-0}"; }

@@ -41,7 +41,7 @@ gpt2_dir=$src/data/tokenizers/gpt2
 train_args() {
   echo "$src/inputs/tiny.ini --data.path=$1 --model.vocab_size=$2 --training.train_iters=2 --training.eval_interval=0
         --checkpoint.dir=$work/ck --logging.metrics_file= --system.tensor_model_parallel_size=1
-        --system.pipeline_model_parallel_size=1 --model.seq_length=64 $no_sample"
+        --system.pipeline_model_parallel_size=1 --model.seq_length=64 $no_sample $given_peak"
 }
 train() {
   # shellcheck disable=SC2046

@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib.sh"
 make_small_data "$tool"
 timeout -k 5 120 mpirun -np 4 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --system.tensor_model_parallel_size=1 \
   --system.pipeline_model_parallel_size=4 --model.global_batch_size=8 --model.micro_batch_size=1 --training.train_iters=8 \
-  --checkpoint.dir= --logging.log_interval=1 --training.eval_interval=0 "--logging.metrics_file=$work/m.jsonl" "$no_sample" \
+  --checkpoint.dir= --logging.log_interval=1 --training.eval_interval=0 "--logging.metrics_file=$work/m.jsonl" "$no_sample" "$given_peak" \
   "--logging.trace_file=$work/trace" > "$work/run.log" 2>&1 || { cat "$work/run.log"; fail "training"; }
 "$src/tools/trace-merge" "$work/trace" > "$work/merge.log" || { cat "$work/merge.log"; fail "trace-merge"; }
 cat "$work/merge.log"

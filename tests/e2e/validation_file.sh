@@ -9,7 +9,7 @@ source "$here/lib.sh"
 make_small_data "$tool"
 rm "$work/d.val.bin"
 args=("$src/inputs/tiny.ini" "--data.path=$work/d" --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1
-      --training.train_iters=2 --checkpoint.dir= --logging.log_interval=1 "$no_sample")
+      --training.train_iters=2 --checkpoint.dir= --logging.log_interval=1 "$no_sample" "$given_peak")
 "$here/run_mpi.sh" 60 2 "$dtrain" "${args[@]}" --training.eval_interval=0 > "$work/out.log" 2>&1
 grep -v '^sample' "$work/out.log"
 [ "$(grep -c '^rank-exit [0-9]* 0$' "$work/out.log")" -eq 2 ] || fail "training without validation needed the validation file"

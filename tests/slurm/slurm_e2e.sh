@@ -34,7 +34,7 @@ fail() { echo "FAIL: $*"; [ -d "$state/log" ] && tail -n 5 "$state"/log/*.log; e
 "$src/tools/local-slurm" up "$state" > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "local-slurm up"; }
 export SLURM_CONF=$state/etc/slurm.conf
 make_small_data "$build/tools/dtrain-data"
-common="--data.path=$work/d --model.global_batch_size=8 --model.micro_batch_size=1 --training.eval_interval=0 --logging.log_interval=1 $no_sample"
+common="--data.path=$work/d --model.global_batch_size=8 --model.micro_batch_size=1 --training.eval_interval=0 --logging.log_interval=1 $no_sample $given_peak"
 # The loss of each step in order; a step logged twice (redone after a restart from an earlier checkpoint)
 # once, and "differs" when its two losses do.
 losses() {
