@@ -1,6 +1,6 @@
 # Shared by the end-to-end test scripts (sourced, not run): a scratch directory $work removed at exit
 # (scripts add their own cleanup commands to on_exit), fail(), the Open MPI settings for running as
-# root with more ranks than cores, make_small_data, a byte-level data set from a short text, and the
+# root with more ranks than cores (and the transport this machine has), make_small_data, a byte-level data set from a short text, and the
 # losses of a metrics file compared with a reference run's (compare_tail) within a derived tolerance
 # (reorder_tol, bf16_resolution).
 work=$(mktemp -d)
@@ -14,6 +14,8 @@ e2e_cleanup() {
 trap e2e_cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# No high-speed fabric here: Open MPI's ob1 transport, without 0.2 s of probing PSM at every rank's start.
+export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 
 # make_small_data DTRAIN_DATA [LINES]: $work/d.train.bin and $work/d.val.bin
