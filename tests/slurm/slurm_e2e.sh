@@ -31,6 +31,13 @@ source "$src/tests/e2e/lib.sh"
 state=$work/slurm
 on_exit+=('"$src/tools/local-slurm" down "$state" > /dev/null 2>&1')
 fail() { echo "FAIL: $*"; [ -d "$state/log" ] && tail -n 5 "$state"/log/*.log; exit 1; }
+# CTest kills a test at its timeout (300 s) with no chance to clean up, and a cluster or job step left
+# running breaks every later Slurm test (the port in use) and takes the CPU: at 280 s the case fails
+# here instead, and the exit trap brings this cluster and its job steps down.
+trap 'fail "the case ran past 280 s (CTest stops it at 300 s)"' TERM
+( trap - EXIT; trap 'exit 0' TERM; sleep 280 & wait $!; kill -TERM $$ ) > /dev/null 2>&1 &
+deadline_watch=$!
+on_exit+=('kill "$deadline_watch" 2>/dev/null')
 "$src/tools/local-slurm" up "$state" > "$work/up.log" 2>&1 || { cat "$work/up.log"; fail "local-slurm up"; }
 export SLURM_CONF=$state/etc/slurm.conf
 make_small_data "$build/tools/dtrain-data"
