@@ -7,7 +7,7 @@
 // watchdog (collective timeout 60 s) and fails the job.
 // Tolerance: pipelining changes only float32 summation order, at most of a step's tokens (the tied
 // embedding's gradient adds its two stages' sums over them), so reorder_tolerance(tokens, steps) with
-// Adam's eps above the noise: 9.2e-5 for the small shape at p = 4, m = 16; 2.2e-3 for the large at m = 9.
+// Adam's eps above the noise: 9.2e-5 for the small shape at p = 4, m = 16; 7.3e-4 for the large at m = 3.
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
@@ -67,7 +67,7 @@ void check_schedules(const std::string& shape) {
   const std::string data = testing::make_test_data(MPI_COMM_WORLD);
   std::map<int, std::vector<double>> one_rank;  // by m: the schedules of one m share their one-rank run
   for (const Case& c : cases_for(world)) {
-    if (shape == "large" && (c.m != 2 * world + 1 || c.v == 3)) continue;  // one m per schedule at 1 MiB
+    if (shape == "large" && (c.m != world || c.v == 3)) continue;  // one m (= p) per schedule at 1 MiB
     const Config cfg = config_of(c, world, shape, data);
     const auto run = testing::train(MPI_COMM_WORLD, cfg).losses;
     if (!one_rank.count(c.m)) {
