@@ -13,7 +13,8 @@
 #   mask_mismatch  a loss mask beside tokens it was not made for: dtrain stops on every rank (exit 2)
 #               naming both files
 #   bad_KIND    one bad line of each kind (malformed JSON, a missing key, a wrong type, invalid UTF-8, an
-#               empty completion, no record form, a truncated .gz, a corrupt .zst): exit 2, one
+#               empty completion, no record form, a truncated .gz, a corrupt .zst, the llama3 template with a
+#               tokenizer without its special tokens): exit 2, one
 #               'dtrain-data: error:' line naming the file and line (or the damage), and no output file
 set -u
 case_name=$1 tool=$2 src=$3 dtrain=${4:-}
@@ -180,6 +181,9 @@ EOF
     /usr/bin/python3 -c "
 b = bytearray(open('$work/i.jsonl.zst', 'rb').read()); b[len(b) // 2] ^= 0xff; open('$work/c.jsonl.zst', 'wb').write(b)"
     expect_error "holds corrupt zstd data" "$work/c.jsonl.zst" ;;
+  bad_template_tokens) need_fetched "$src"
+    printf '{"prompt": "Q?", "completion": "A."}\n' > "$work/i.jsonl"
+    expect_error "--chat-template llama3 needs the tokens <|begin_of_text|>" --sft --chat-template llama3 --tokenizer "gpt2:$gpt2_dir" "$work/i.jsonl" ;;
   *) fail "unknown case $case_name" ;;
 esac
 echo PASS
