@@ -35,6 +35,29 @@ TEST_CASE("same seed twice gives bit-identical losses; data parallel matches one
   testing::remove_test_data(MPI_COMM_WORLD, data);
 }
 
+// Fine-tuning data whose loss mask is zero throughout: no global batch has a counted target, so the
+// loss is 0 (the mean divides by one, not by zero: no NaN), every gradient is 0, and AdamW without weight
+// decay leaves every weight as it was, bit for bit, at the job's layout (dp over all ranks).
+TEST_CASE("batches with no counted target train nothing and divide by one", "[mpi][training][documents]") {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const std::string data = testing::make_document_test_data(MPI_COMM_WORLD, /*counted=*/false);
+  const Config cfg = load_config("[model]\nnum_layers=2\nhidden_size=32\nnum_attention_heads=4\nseq_length=16\nvocab_size=64\n"
+                                 "global_batch_size=8\nmicro_batch_size=1\n[training]\ntrain_iters=3\neval_iters=1\n"
+                                 "[optimizer]\nlr=3e-3\nwarmup_iters=1\nweight_decay=0\n", "test",
+                                 {"--data.path=" + data, "--data.reset_attention_mask=true", "--data.eod_mask_loss=true"});
+  const std::size_t size = rank == 0 ? whole_model_plan(cfg, 1).arena_size : 0;
+  std::vector<float> before(size), after(size);
+  const auto run = testing::train(
+      MPI_COMM_WORLD, cfg, [&](Trainer& t) { t.gather_full_model(rank == 0 ? after.data() : nullptr); }, kernels::Backend::host,
+      [&](Trainer& t) { t.gather_full_model(rank == 0 ? before.data() : nullptr); }, testing::kTestEod);
+  REQUIRE(run.losses.size() == 4);  // 3 steps and the validation loss
+  for (double loss : run.losses) CHECK(loss == 0.0);
+  if (rank == 0) CHECK((after == before));
+  testing::remove_test_data(MPI_COMM_WORLD, data);
+}
+
 // fp16 (fp16 storage, fp32 arithmetic and master weights, dynamic loss scaling from 256, doubling every
 // 4 clean steps) follows fp32 on the same global batches: every stored value is fp32's rounded to
 // fp16's 2^-11, so the runs agree within bf16's resolution 2^-8 (kBf16Resolution: the bf16 tests'

@@ -28,7 +28,7 @@ std::string test_data_prefix(MPI_Comm comm) {
 
 }  // namespace
 
-std::string make_document_test_data(MPI_Comm comm) {
+std::string make_document_test_data(MPI_Comm comm, bool counted) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   const std::string prefix = test_data_prefix(comm);
@@ -44,10 +44,10 @@ std::string make_document_test_data(MPI_Comm comm) {
         for (std::uint32_t i = 0; i + 1 < length; ++i) {
           x = x * 1103515245u + 12345u;
           tokens.push_back(1 + (x >> 16) % 60 + (i % 2));  // ids 1..61
-          mask.push_back(2 * i >= length ? 1 : 0);
+          mask.push_back(counted && 2 * i >= length ? 1 : 0);
         }
         tokens.push_back(kTestEod);
-        mask.push_back(1);
+        mask.push_back(counted ? 1 : 0);
       }
       const std::string path = prefix + "." + stream + ".bin";
       write_loss_mask(loss_mask_path(path), mask, TokenFile::write(path, tokens, 64));

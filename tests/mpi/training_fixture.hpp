@@ -18,7 +18,7 @@ std::string make_test_data(MPI_Comm comm);
 // end-of-document token kTestEod, and a loss mask that trains on the second half of each (its
 // "answer"), beside PREFIX.train.bin and PREFIX.val.bin; returns PREFIX.
 constexpr int kTestEod = 63;
-std::string make_document_test_data(MPI_Comm comm);
+std::string make_document_test_data(MPI_Comm comm, bool counted = true);  // counted = false: a mask of zeros throughout
 // Removes the data directory (rank 0, after a barrier).
 void remove_test_data(MPI_Comm comm, const std::string& prefix);
 
