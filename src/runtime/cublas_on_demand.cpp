@@ -1,11 +1,11 @@
 // cuBLAS and cuBLASLt, loaded the first time a GPU run calls them. The kernels call these functions by
 // their own names; this file defines each one to find the library's function once (dlopen, dlsym) and
-// call it. Linked directly, the two libraries cost every process that links dtrain_core (each rank,
-// ckpt-consolidate, dtrain-data) about 90 ms of CPU at start for their initialisers and relocations,
-// also on CPU runs that never call them. The definitions repeat the headers' declarations, so a
-// signature that differs from cuBLAS's is a compile error (one C function cannot have two types).
-// make-bundle reads the libraries' names from the binary (their strings below) for the bundle's list
-// of GPU libraries.
+// call it; a missing library ends the job with a message naming it. Linked directly, the two libraries
+// cost every process that links dtrain_core (each rank, ckpt-consolidate, dtrain-data) about 90 ms of
+// CPU at start for their initialisers and relocations, also on CPU runs that never call them. The
+// definitions repeat the headers' declarations, so a signature that differs from cuBLAS's is a compile
+// error (one C function cannot have two types). make-bundle reads the libraries' names from the binary
+// (their strings below) for the bundle's list of GPU libraries.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <dlfcn.h>
@@ -21,16 +21,18 @@ namespace {
 #define DTRAIN_STR(x) DTRAIN_STR2(x)
 
 // The libraries of the major version the build compiled against (cuBLASLt shares cuBLAS's).
-constexpr const char* kCublas = "libcublas.so." DTRAIN_STR(CUBLAS_VER_MAJOR);
-constexpr const char* kCublasLt = "libcublasLt.so." DTRAIN_STR(CUBLAS_VER_MAJOR);
+constexpr const char* kCublasFile = "libcublas.so." DTRAIN_STR(CUBLAS_VER_MAJOR);
+constexpr const char* kCublasLtFile = "libcublasLt.so." DTRAIN_STR(CUBLAS_VER_MAJOR);
 
+// A missing library is found by whichever rank calls cuBLAS first (the GPU peak's rank, or each rank's
+// first GEMM), not by every rank at once: fatal's tier, which ends the job from that rank.
 void* open_library(const char* name) {
   void* handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = dlerror();
-    throw UserError(std::string("cannot load ") + name + " (" + (why ? why : "no reason given") +
-                    "), which GPU runs need: put CUDA's libraries on LD_LIBRARY_PATH (`module load cuda`), or source a "
-                    "bundle's env.sh, which finds them; find-gpu-libs " + name + " says where it looked");
+    fatal(std::string("cannot load ") + name + " (" + (why ? why : "no reason given") +
+          "), which GPU runs need: put CUDA's libraries on LD_LIBRARY_PATH (`module load cuda`), or source a bundle's env.sh, "
+          "which finds them; find-gpu-libs " + name + " says where it looked");
   }
   return handle;
 }
@@ -41,16 +43,16 @@ enum class Library { cublas, cublas_lt };
 void* symbol(Library library, const char* name) {
   void* handle = nullptr;
   if (library == Library::cublas) {
-    static void* const cublas = open_library(kCublas);
+    static void* const cublas = open_library(kCublasFile);
     handle = cublas;
   } else {
-    static void* const cublas_lt = open_library(kCublasLt);
+    static void* const cublas_lt = open_library(kCublasLtFile);
     handle = cublas_lt;
   }
   void* f = dlsym(handle, name);
   if (!f) {
     const char* why = dlerror();
-    fatal(std::string("internal error: ") + (library == Library::cublas ? kCublas : kCublasLt) + " has no function " + name + " (" +
+    fatal(std::string("internal error: ") + (library == Library::cublas ? kCublasFile : kCublasLtFile) + " has no function " + name + " (" +
           (why ? why : "no reason given") + ")");
   }
   return f;
