@@ -44,11 +44,11 @@ void matmul_fw(OT* out /*(N,OC)*/, const KT* inp /*(N,IC)*/, const KT* weight /*
 }
 
 template <typename KT, typename DT>
-void matmul_bw(DT* dinp /*(N,IC) or null*/, float* dweight /*(OC,IC)*/, float* dbias /*(OC) or null*/, const KT* dout /*(N,OC)*/,
+void matmul_bw(DT* dinp /*(N,IC) or null*/, float* dweight /*(OC,IC) or null*/, float* dbias /*(OC) or null*/, const KT* dout /*(N,OC)*/,
               const KT* inp /*(N,IC)*/, const KT* weight /*(OC,IC)*/, long N, int IC, int OC) {
   const int n = static_cast<int>(N);
   if (dinp) gemm(false, false, IC, n, OC, 1.0f, weight, IC, 0, dout, OC, 0, 0.0f, dinp, IC, 0);
-  gemm(false, true, IC, OC, n, 1.0f, inp, IC, 0, dout, OC, 0, 1.0f, dweight, IC, 0);  // dweight += inp^T dout
+  if (dweight) gemm(false, true, IC, OC, n, 1.0f, inp, IC, 0, dout, OC, 0, 1.0f, dweight, IC, 0);  // dweight += inp^T dout
   // dbias += dout's column sums, in 16-byte packs. cuBLASLt's bias-gradient epilogue (BGRADB) instead
   // slowed the weight gradients' GEMMs: on an H100 at GPT-2 124M's shapes they and the adds took 5.65 ms
   // a step, the plain GEMMs 4.24 and these sums 1.70 (about 1.6 TB/s: a pass at the memory's 3 TB/s

@@ -23,7 +23,7 @@ void matmul_forward(float* out /*(N,OC)*/, const float* inp /*(N,IC)*/, const fl
               weight, IC, beta, out, OC);
 }
 
-void matmul_backward(float* dinp /*(N,IC) or null*/, float* dweight /*(OC,IC)*/, float* dbias /*(OC) or null*/,
+void matmul_backward(float* dinp /*(N,IC) or null*/, float* dweight /*(OC,IC) or null*/, float* dbias /*(OC) or null*/,
                      const float* dout /*(N,OC)*/, const float* inp /*(N,IC)*/, const float* weight /*(OC,IC)*/,
                      long N, int IC, int OC) {
   // dinp = dout @ weight
@@ -31,8 +31,9 @@ void matmul_backward(float* dinp /*(N,IC) or null*/, float* dweight /*(OC,IC)*/,
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(N), IC, OC, 1.0f, dout, OC,
                 weight, IC, 0.0f, dinp, IC);
   // dweight += dout^T @ inp
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, static_cast<int>(N), 1.0f, dout, OC, inp, IC,
-              1.0f, dweight, IC);
+  if (dweight)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, static_cast<int>(N), 1.0f, dout, OC, inp, IC,
+                1.0f, dweight, IC);
   if (!dbias) return;
   // dbias += column sums of dout: one row-ordered pass (race-free, bit-reproducible in any space).
   float* __restrict__ db = dbias;   // (OC)

@@ -20,12 +20,12 @@ namespace {
 bool same_layout(const Layout& a, const Layout& b) {
   return a.sizes == b.sizes && a.micro_batch == b.micro_batch && a.recompute == b.recompute &&
          a.first_stage_layers == b.first_stage_layers && a.last_stage_layers == b.last_stage_layers &&
-         a.sequence_parallel == b.sequence_parallel;
+         a.sequence_parallel == b.sequence_parallel && a.zero_bubble == b.zero_bubble;
 }
 
 std::string describe(const Layout& l) {
   std::ostringstream os;
-  os << to_string(l.sizes, ' ') << ", micro-batch " << l.micro_batch << ", recompute " << l.recompute
+  os << to_string(l.sizes, ' ') << ", " << to_string(l.schedule()) << ", micro-batch " << l.micro_batch << ", recompute " << l.recompute
      << (l.sequence_parallel ? ", sequence parallel" : "");
   return os.str();
 }

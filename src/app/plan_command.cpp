@@ -19,7 +19,7 @@ std::string layout_text(const Layout& l, bool experts) {
   ParallelLayout shown = l.sizes;
   if (!experts) shown.ep = 1;
   std::ostringstream os;
-  os << to_string(shown, ' ') << " micro_batch=" << l.micro_batch << " recompute=" << l.recompute
+  os << to_string(shown, ' ') << " schedule=" << to_string(l.schedule()) << " micro_batch=" << l.micro_batch << " recompute=" << l.recompute
      << (l.sizes.distributed_optimizer() ? "" : " (no distributed optimizer)");
   if (l.first_stage_layers > 0 || l.last_stage_layers > 0)
     os << " first_stage_layers=" << l.first_stage_layers << " last_stage_layers=" << l.last_stage_layers;
@@ -27,7 +27,7 @@ std::string layout_text(const Layout& l, bool experts) {
 }
 
 void print_table(const SearchResult& r, bool experts) {
-  std::printf("%3s %4s %3s %3s %3s %5s%s %4s %5s %-9s %4s %9s %11s %6s %8s %7s | %s\n", "#", "tp", "cp", "pp", "v", "dp",
+  std::printf("%3s %4s %3s %3s %3s %-5s %5s%s %4s %5s %-9s %4s %9s %11s %6s %8s %7s | %s\n", "#", "tp", "cp", "pp", "v", "sched", "dp",
               experts ? "   ep" : "", "mb", "m", "recompute", "zero", "step s", "tokens/s", "MFU", "GB/rank", "bubble",
               "compute   TP  bubble   DP  other (% of step)");
   int i = 0;
@@ -37,7 +37,9 @@ void print_table(const SearchResult& r, bool experts) {
     const double s = c.step();
     std::ostringstream rc;
     rc << l.recompute;
-    std::printf("%3d %4d %3d %3d %3d %5d", ++i, l.sizes.tp, l.sizes.cp, l.sizes.pp, l.sizes.v, l.sizes.dp);
+    const PipelineSchedule sched = l.schedule();
+    const char* shown = sched == PipelineSchedule::interleaved ? "int" : to_string(sched);
+    std::printf("%3d %4d %3d %3d %3d %-5s %5d", ++i, l.sizes.tp, l.sizes.cp, l.sizes.pp, l.sizes.v, l.sizes.pp > 1 ? shown : "-", l.sizes.dp);
     if (experts) std::printf(" %4d", l.sizes.ep);
     std::printf(" %4d %5d %-9s %4s %9.3f %11.0f %5.1f%% %8.2f %6.1f%% | %6.1f %4.1f %7.1f %4.1f %6.1f\n", l.micro_batch,
                 c.micro_batches, rc.str().c_str(), l.sizes.distributed_optimizer() ? std::to_string(l.sizes.zero).c_str() : "-", s,

@@ -64,9 +64,6 @@ class ParallelState {
   // groups of one rank are solo and need none.
   int split_communicators() const { return split_communicators_; }
 
-  bool is_first_stage() const { return coords_.pp == 0; }
-  bool is_last_stage() const { return coords_.pp == layout_.sizes().pp - 1; }
-
  private:
   RankLayout layout_;
   HostComm world_comm_;

@@ -35,6 +35,8 @@ const char* to_string(PipelineSchedule v) {
     case PipelineSchedule::one_f_one_b: return "1f1b";
     case PipelineSchedule::interleaved: return "interleaved";
     case PipelineSchedule::afab: return "afab";
+    case PipelineSchedule::zb_h1: return "zb-h1";
+    case PipelineSchedule::zbv: return "zbv";
   }
   return "?";
 }
@@ -148,7 +150,9 @@ void validate(boost::any& out, const std::vector<std::string>& values, PipelineS
   if (s == "1f1b") out = PipelineSchedule::one_f_one_b;
   else if (s == "interleaved") out = PipelineSchedule::interleaved;
   else if (s == "afab") out = PipelineSchedule::afab;
-  else bad_word(s, "1f1b, interleaved or afab");
+  else if (s == "zb-h1") out = PipelineSchedule::zb_h1;
+  else if (s == "zbv") out = PipelineSchedule::zbv;
+  else bad_word(s, "1f1b, interleaved, afab, zb-h1 or zbv");
 }
 
 void validate(boost::any& out, const std::vector<std::string>& values, Precision*, int) {

@@ -48,6 +48,8 @@ enum class PipelineSchedule {
   one_f_one_b,  // "1f1b": Megatron's non-interleaved 1F1B
   interleaved,  // "interleaved": interleaved 1F1B over virtual_pipeline_model_parallel_size chunks
   afab,         // "afab": all forwards, then all backwards (the oracle)
+  zb_h1,        // "zb-h1": zero-bubble H1, the backward split into input and weight gradients
+  zbv,          // "zbv": zero-bubble V, two chunks per stage placed in a V, split backward
 };
 
 // model.moe_router_load_balancing_type (Megatron's words): aux_loss = the Switch/GShard load-balancing

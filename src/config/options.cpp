@@ -146,7 +146,7 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "(fp32) bytes of device memory per owned parameter, and with offload_optimizer too only the gathered blocks stay");
   add("system.overlap_grad_reduce", &s.overlap_grad_reduce, "start each gradient bucket's reduction as soon as it is ready");
   add("system.overlap_param_gather", &s.overlap_param_gather, "overlap the distributed optimizer's parameter all-gather with the next forward");
-  add("system.pipeline_schedule", &s.pipeline_schedule, "1f1b, interleaved or afab (all-forward-all-backward)");
+  add("system.pipeline_schedule", &s.pipeline_schedule, "1f1b, interleaved, afab (all-forward-all-backward), zb-h1 or zbv (zero-bubble: H1, or V-shaped with two chunks per stage)");
   add("system.max_bubble_fraction", &s.max_bubble_fraction, "largest predicted pipeline bubble that micro_batch_size=auto accepts");
   add("system.memory_budget_gb", &s.memory_budget_gb,
       "memory a rank may use, in GB; the plan (and micro_batch_size=auto) must fit it; 0 = the node's memory "

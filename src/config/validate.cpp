@@ -138,9 +138,13 @@ void validate_config(const Config& c) {
           " needs a mixture-of-experts model; set model.num_experts >= 2 or expert_model_parallel_size=1");
   if (y.pipeline_schedule == PipelineSchedule::interleaved && y.virtual_pipeline_model_parallel_size < 2)
     p.add("system.pipeline_schedule=interleaved needs system.virtual_pipeline_model_parallel_size >= 2");
-  else if (y.pipeline_schedule != PipelineSchedule::interleaved && y.virtual_pipeline_model_parallel_size > 1)
+  else if (y.pipeline_schedule == PipelineSchedule::zbv && y.virtual_pipeline_model_parallel_size != 2)
+    p.add("system.pipeline_schedule=zbv places two model chunks on every stage (a V): set "
+          "system.virtual_pipeline_model_parallel_size=2");
+  else if (y.pipeline_schedule != PipelineSchedule::interleaved && y.pipeline_schedule != PipelineSchedule::zbv &&
+           y.virtual_pipeline_model_parallel_size > 1)
     p.add("system.virtual_pipeline_model_parallel_size=" + s(static_cast<long>(y.virtual_pipeline_model_parallel_size)) +
-          " needs system.pipeline_schedule=interleaved");
+          " needs system.pipeline_schedule=interleaved (or zbv with 2)");
   p.real("system.max_bubble_fraction", y.max_bubble_fraction, 0, 1, true, true, "between 0 and 1 (exclusive)");
   p.real("system.memory_budget_gb", y.memory_budget_gb, 0, 1e9, false, false, "a number of GB >= 0 (0 = the node's memory)");
   p.real("system.collective_timeout_s", y.collective_timeout_s, 0, 1e9, false, false, "a number of seconds >= 0 (0 = no limit)");

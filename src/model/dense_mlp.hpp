@@ -1,7 +1,8 @@
 // DenseMlp<T>: a dense block's MLP, forward and backward of one micro-batch: fc (column-parallel) ->
 // GELU or SwiGLU -> fcproj (row-parallel) of the block's second norm output, the output as fp32 partial
 // sums over tp (the block reduces and rounds them once). With selective recomputation the activation
-// is recomputed from fch in backward. MoE blocks use MoeLayer instead.
+// is recomputed from fch in backward. Weight gradients go through WeightGrads (split backward). MoE
+// blocks use MoeLayer instead.
 #pragma once
 #include "kernels/kernels.hpp"
 #include "model/linear_output.hpp"
@@ -12,8 +13,8 @@ namespace dtrain {
 template <typename T>
 class DenseMlp {
  public:
-  DenseMlp(const kernels::KernelTable<T>& k, const ActivationDims& d, bool swiglu, bool bias_owner, bool selective)
-      : k_(k), d_(d), swiglu_(swiglu), bias_owner_(bias_owner), selective_(selective) {}
+  DenseMlp(const kernels::KernelTable<T>& k, WeightGrads<T>& wg, const ActivationDims& d, bool swiglu, bool bias_owner, bool selective)
+      : k_(k), wg_(wg), d_(d), swiglu_(swiglu), bias_owner_(bias_owner), selective_(selective) {}
 
   // out (N,C) (=): fcproj(act(fc(a.ln2))), the bias added on tp rank 0 (partial sums over tp, or rows).
   void forward(LinearOutput<T> out, const BlockParams<T>& p, BlockActs<T>& a) const {
@@ -36,12 +37,12 @@ class DenseMlp {
     const long N = d_.N();
     if (selective_) activation(a);
     if (swiglu_) {
-      k_.matmul_backward(sc.dfch2, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, p.fcproj_w, N, d_.Fl, d_.C);
+      wg_.matmul(sc.dfch2, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, p.fcproj_w, N, d_.Fl, d_.C);
       k_.swiglu_backward(sc.dfch, a.fch, sc.dfch2, N, d_.Fl);
     } else {  // through the GELU in the same pass where the backend can (sc.dfch2 is its scratch otherwise)
-      k_.matmul_backward_gelu(sc.dfch, sc.dfch2, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, p.fcproj_w, a.fch, N, d_.Fl, d_.C);
+      wg_.matmul_gelu(sc.dfch, sc.dfch2, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, p.fcproj_w, a.fch, N, d_.Fl, d_.C);
     }
-    linear_backward(k_, dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d_.C, d_.Hl());
+    linear_backward(wg_, dln, g.fc_w, g.fc_b, sc.dfch, a.ln2, p.fc_w, N, d_.C, d_.Hl());
   }
 
  private:
@@ -53,6 +54,7 @@ class DenseMlp {
   }
 
   const kernels::KernelTable<T>& k_;
+  WeightGrads<T>& wg_;
   ActivationDims d_;
   bool swiglu_, bias_owner_, selective_;
 };

@@ -19,6 +19,7 @@
 #include "model/param_views.hpp"
 #include "model/ring_attention.hpp"
 #include "model/vocab_parallel_softmax.hpp"
+#include "model/weight_grads.hpp"
 
 namespace dtrain {
 namespace {
@@ -37,7 +38,8 @@ class GptModelImpl final : public GptModel {
         vocab_start_(plan.coords.tp * plan.activations.dims.Vl),
         bias_owner_(plan.coords.tp == 0),
         replay_from_(plan.activations.blocks_per_slot, -1),
-        dense_(k_, plan.activations.dims, plan.shape.swiglu, bias_owner_,
+        wg_(k_),
+        dense_(k_, wg_, plan.activations.dims, plan.shape.swiglu, bias_owner_,
                plan.activations.recompute == RecomputeGranularity::selective) {
     if (plan.activations.dims.cp > 1) {
       if (!cp || cp->size() != plan.activations.dims.cp) fatal("internal error: context parallelism without its group");
@@ -45,11 +47,28 @@ class GptModelImpl final : public GptModel {
     }
     if (plan.shape.experts > 0)
       moe_ = std::make_unique<MoeLayer<T>>(plan_, backend, tp_, cp, dispatch ? *dispatch : local_dispatch_, device(), moe_stats_);
+    if (moe_) moe_->use_weight_grads(wg_);
+    for (int i = 0; i < acts_.num_slots(); ++i) {
+      const SlotActs<T>& s = acts_.slot(i);
+      wg_.add_slot(s.kept, s.kept_bytes, s.begin, s.end);
+    }
     for (const auto& [begin, end] : plan.activations.recompute_groups()) replay_from_[static_cast<std::size_t>(end - 1)] = begin;
   }
 
   void forward(int slot, int chunk, const MicroBatch& batch) override;
-  void backward(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad, void* input_grad) override;
+  void backward(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad, void* input_grad) override {
+    backward_pass(slot, chunk, batch, loss_weight, output_grad, input_grad);
+  }
+  void backward_input(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad,
+                      void* input_grad) override {
+    if (!plan_.activations.split_backward) fatal("internal error: a split backward in a plan without one");
+    wg_.begin(slot);
+    backward_pass(slot, chunk, batch, loss_weight, output_grad, input_grad);
+    wg_.end();
+  }
+  void backward_weight(int slot, int) override {
+    wg_.run(slot, [this](int layer, bool before) { hook(layer, before ? LayerPhase::before_weight_grad : LayerPhase::after_weight_grad); });
+  }
   void* stage_input(int slot) override { return acts_.slot(slot).stage_input; }
   const void* stage_output(int slot, int) override { return block_input(acts_.slot(slot), blocks_per_chunk_); }
   void logits_row(int slot, long row, float* out) override;
@@ -102,6 +121,14 @@ class GptModelImpl final : public GptModel {
   const T* full_rows_grad();
   void block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a);
   void block_backward(const BlockParams<T>& p, const BlockParams<float>& g, const T* x, BlockActs<T>& a);
+  // backward(), or B of a split one (wg_ recording).
+  void backward_pass(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad, void* input_grad);
+  // A layer's backward starts (its weight gradients are recorded under it) and ends.
+  void backward_begins(int layer) {
+    wg_.layer(layer);
+    hook(layer, LayerPhase::before_backward);
+  }
+  void backward_ends(int layer) { hook(layer, wg_.splitting() ? LayerPhase::after_input_grad : LayerPhase::after_backward); }
   T* block_input(SlotActs<T>& s, int i) { return i == 0 ? s.stage_input : s.blocks[static_cast<std::size_t>(i) - 1].res2; }
 
   const kernels::KernelTable<T>& k_;
@@ -113,6 +140,7 @@ class GptModelImpl final : public GptModel {
   int vocab_start_;
   bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
   std::vector<int> replay_from_;  // for the last block of a fully recomputed group: its first block, else -1
+  WeightGrads<T> wg_;             // the backward's weight gradients, joined or split
   DenseMlp<T> dense_;
   LocalExpertDispatch local_dispatch_;
   std::unique_ptr<MoeLayer<T>> moe_;  // MoE blocks
@@ -154,10 +182,9 @@ template <typename T>
 void GptModelImpl<T>::embed_backward(const T* dout, const MicroBatch& batch) {
   const ActivationDims& d = dims();
   if (batch.positions)
-    return k_.embedding_backward(g_.wte, g_.wpe, dout, batch.tokens, batch.positions, vocab_start_, d.B, d.T, d.C, d.Vl,
-                                 plan_.shape.seq_length);
+    return wg_.embedding(g_.wte, g_.wpe, dout, batch.tokens, batch.positions, vocab_start_, d.B, d.T, d.C, d.Vl, plan_.shape.seq_length);
   for (const RowChunk& c : d.row_chunks())
-    k_.embedding_backward(g_.wte, g_.wpe ? g_.wpe + static_cast<long>(c.position) * d.C : nullptr, dout + c.row * d.C,
+    wg_.embedding(g_.wte, g_.wpe ? g_.wpe + static_cast<long>(c.position) * d.C : nullptr, dout + c.row * d.C,
                           batch.tokens + c.row, nullptr, vocab_start_, c.samples, c.rows, d.C, d.Vl, c.rows);
 }
 
@@ -314,20 +341,20 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
     dense_.backward(dln, p, g, a, full_rows_grad(), sc);
   }
   norm_backward(sc.dres, g.ln2_w, g.ln2_b, mlp_partial, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
-  k_.matmul_backward(sc.datty, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
+  wg_.matmul(sc.datty, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
   // Both keep the attention output and each row's log-sum-exp; the probabilities are recomputed.
   if (ring_)
     ring_->backward(sc.dqkv, sc.datty, a.atty, a.lse, a.qkv, batch_->doc_start, sc);
   else
     k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.atty, a.lse, a.qkv, batch_->doc_start, d.B, d.T, d.NHl, d.NKVl, d.HD());
   if (m.rope) rope(sc.dqkv, batch_->positions, true);
-  linear_backward(k_, dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
+  linear_backward(wg_, dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
   norm_backward(sc.dres, g.ln1_w, g.ln1_b, dln.partial, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);
 }
 
 template <typename T>
-void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad,
-                               void* input_grad) {
+void GptModelImpl<T>::backward_pass(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad,
+                                    void* input_grad) {
   SlotActs<T>& s = acts_.slot(slot);
   const ActivationDims& d = dims();
   const long N = d.N(), rows = d.Ns() * d.C;
@@ -335,14 +362,14 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
   loss_weight_ = loss_weight;
   batch_ = &batch;
   if (plan_.part.head && chunk == num_chunks() - 1) {
-    hook(kHeadLayer, LayerPhase::before_backward);
+    backward_begins(kHeadLayer);
     const LinearOutput<T> dlnf = ln_grad();
     k_.loss_weights(sc.dloss, batch.loss_mask, loss_weight, N);
     k_.xent_backward(s.logits, s.logits, s.lse, batch.targets, sc.dloss, vocab_start_, N, d.Vl);
-    linear_backward(k_, dlnf, g_.head, nullptr, s.logits, s.lnf, p_.head, N, d.C, d.Vl);
+    linear_backward(wg_, dlnf, g_.head, nullptr, s.logits, s.lnf, p_.head, N, d.C, d.Vl);
     k_.zero(sc.dres, rows);
     norm_backward(sc.dres, g_.lnf_w, g_.lnf_b, dlnf.partial, block_input(s, blocks_per_chunk_), p_.lnf_w, s.lnf_mean, s.lnf_rstd);
-    hook(kHeadLayer, LayerPhase::after_backward);
+    backward_ends(kHeadLayer);
   } else {
     k_.copy(sc.dres, static_cast<const T*>(output_grad), rows);
   }
@@ -354,18 +381,19 @@ void GptModelImpl<T>::backward(int slot, int chunk, const MicroBatch& batch, flo
     if (const int from = replay_from_[static_cast<std::size_t>(i)]; from >= 0) {
       replaying_ = true;
       for (int j = from; j <= i; ++j) {
-        hook(layers[j], LayerPhase::before_backward);
+        hook(layers[j], LayerPhase::before_backward);  // the parameters, for the replay
         block_forward(p_.blocks[base + j], block_input(s, j), s.blocks[j]);
       }
       replaying_ = false;
     }
-    hook(layers[i], LayerPhase::before_backward);
+    backward_begins(layers[i]);
     block_backward(p_.blocks[base + i], g_.blocks[base + i], block_input(s, i), s.blocks[i]);
-    hook(layers[i], LayerPhase::after_backward);
+    backward_ends(layers[i]);
   }
   if (chunk == 0 && plan_.part.embedding) {
+    wg_.layer(kEmbeddingLayer);
     embed_backward(full_rows_grad(), batch);
-    hook(kEmbeddingLayer, LayerPhase::after_backward);
+    backward_ends(kEmbeddingLayer);
   } else
     k_.copy(static_cast<T*>(input_grad), sc.dres, rows);
 }

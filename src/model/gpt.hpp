@@ -48,6 +48,14 @@ class GptModel {
   // (null there). Accumulates parameter gradients. Both buffers hold compute_type() elements.
   virtual void backward(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad,
                         void* input_grad) = 0;
+  // The same backward in two halves, for the zero-bubble schedules (plan().activations.split_backward):
+  // backward_input is backward() without the weight gradients of the linear layers (weights and biases:
+  // every block's, the MoE router's and experts', the LM head's) and of the embedding, whose operands it
+  // keeps in the slot (model/weight_grads.hpp); backward_weight(slot, chunk) then adds them, and the slot's
+  // activations stay until it has. backward_input then backward_weight gives backward()'s values bit for bit.
+  virtual void backward_input(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad,
+                              void* input_grad) = 0;
+  virtual void backward_weight(int slot, int chunk) = 0;
   virtual void* stage_input(int slot) = 0;                    // (Ns,C)
   virtual const void* stage_output(int slot, int chunk) = 0;  // (Ns,C)
   // Row `row` of slot's logits (after a forward through the head) as fp32 on the host.
@@ -67,7 +75,8 @@ class GptModel {
   // Called around every use of a layer's parameters (blocks by global layer index, kEmbeddingLayer,
   // kHeadLayer; plan/buckets.hpp): before and after its forward, before its backward (a fully
   // recomputed group announces each block before its replay), and after its backward, when this
-  // micro-batch's gradients of the layer are complete (the embedding announces only that).
+  // micro-batch's gradients of the layer are complete (the embedding announces only that); a split
+  // backward announces the phases of plan/buckets.hpp's LayerPhase instead.
   void set_layer_hook(std::function<void(int, LayerPhase)> hook) { layer_hook_ = std::move(hook); }
   // MoE blocks' load-balancing losses and tokens per expert since the last reset (forward passes, not
   // their recomputation); empty tokens without MoE.

@@ -3,6 +3,7 @@
 // compute type written directly (rounded once by the GEMM, the same rounding).
 #pragma once
 #include "kernels/kernels.hpp"
+#include "model/weight_grads.hpp"
 
 namespace dtrain {
 
@@ -22,14 +23,15 @@ void linear_forward(const kernels::KernelTable<T>& k, LinearOutput<T> out, const
     k.matmul_forward(out.rows, inp, weight, bias, N, IC, OC);
 }
 
-// dinp (N,IC) (=), dweight and dbias (+=) of out = inp x weight^T + bias, from dout (N,OC).
+// dinp (N,IC) (=), dweight and dbias (+=) of out = inp x weight^T + bias, from dout (N,OC); through wg
+// (the weight half deferred in a split backward).
 template <typename T>
-void linear_backward(const kernels::KernelTable<T>& k, LinearOutput<T> dinp, float* dweight, float* dbias, const T* dout, const T* inp,
-                     const T* weight, long N, int IC, int OC) {
+void linear_backward(WeightGrads<T>& wg, LinearOutput<T> dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
+                     long N, int IC, int OC) {
   if (dinp.partial)
-    k.matmul_backward_wide(dinp.partial, dweight, dbias, dout, inp, weight, N, IC, OC);
+    wg.matmul_wide(dinp.partial, dweight, dbias, dout, inp, weight, N, IC, OC);
   else
-    k.matmul_backward(dinp.rows, dweight, dbias, dout, inp, weight, N, IC, OC);
+    wg.matmul(dinp.rows, dweight, dbias, dout, inp, weight, N, IC, OC);
 }
 
 }  // namespace dtrain

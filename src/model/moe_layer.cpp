@@ -13,6 +13,8 @@ MoeLayer<T>::MoeLayer(const RankPlan& plan, kernels::Backend backend, const Tens
                       ExpertDispatch& dispatch, Device& device, MoeStats& stats)
     : k_(kernels::kernel_table<T>(backend)),
       kf_(kernels::kernel_table<float>(backend)),
+      own_wg_(k_),
+      wg_(&own_wg_),
       tp_(tp),
       cp_(cp && cp->size() > 1 ? cp : nullptr),
       reports_aux_(plan.coords.cp == 0),
@@ -143,7 +145,7 @@ void MoeLayer<T>::backward(float* dx, const MoeParams<T>& p, const MoeParams<flo
   float* dlogits = sc.moe.logits;
   kf_.moe_router_backward(dlogits, a.probs, a.idx, sc.moe.dw, daux, N, E, K);
   // dW_r on every rank (the same values); the router's share of dx only on tp rank 0, then the experts'.
-  kf_.matmul_backward(bias_owner_ ? dx : nullptr, g.router_w, nullptr, dlogits, router_input(x, sc), router_weight(p.router_w, sc),
+  wg_->matmul(kf_, bias_owner_ ? dx : nullptr, g.router_w, nullptr, dlogits, router_input(x, sc), router_weight(p.router_w, sc),
                       N, C, E);
   kf_.moe_combine(dx, dxt, a.pos, nullptr, N, K, C, bias_owner_);
 }
@@ -159,13 +161,13 @@ void MoeLayer<T>::expert_backward(const MoeParams<T>& p, const MoeParams<float>&
     const long le = static_cast<long>(e);
     T* dact = sc.moe.dact + o * Fe;  // (n,Fe)
     T* dh = sc.moe.dfch + o * He;    // (n,He)
-    k_.matmul_backward(dact, g.fcproj_w + le * C * Fe, g.fcproj_b ? g.fcproj_b + le * C : nullptr, de + o * C, a.act + o * Fe,
+    wg_->matmul(dact, g.fcproj_w + le * C * Fe, g.fcproj_b ? g.fcproj_b + le * C : nullptr, de + o * C, a.act + o * Fe,
                        p.fcproj_w + le * C * Fe, n, Fe, C);
     if (swiglu_)
       k_.swiglu_backward(dh, a.fch + o * He, dact, n, Fe);
     else
       k_.gelu_backward(dh, a.fch + o * He, dact, n * Fe);
-    k_.matmul_backward_wide(sc.moe.dxin + o * C, g.fc_w + le * He * C, g.fc_b ? g.fc_b + le * He : nullptr, dh, xe + o * C,
+    wg_->matmul_wide(sc.moe.dxin + o * C, g.fc_w + le * He * C, g.fc_b ? g.fc_b + le * He : nullptr, dh, xe + o * C,
                             p.fc_w + le * He * C, n, C, He);
   }
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/kernels.hpp"
+#include "model/weight_grads.hpp"
 #include "parallel/expert_dispatch.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "plan/rank_plan.hpp"
@@ -57,6 +58,9 @@ class MoeLayer {
   // micro-batch of N tokens weighs N x loss_weight, so that it averages over micro-batches like the LM loss).
   void backward(float* dx, const MoeParams<T>& p, const MoeParams<float>& g, const T* x, const T* dy, MoeActs<T>& a,
                 Scratch<T>& sc, float loss_weight);
+  // The model's WeightGrads, through which the backward's weight gradients go (split or joined; without
+  // one the layer's own, joined).
+  void use_weight_grads(WeightGrads<T>& wg) { wg_ = &wg; }
 
  private:
   // The host's record of one routed micro-batch (by its activations), kept for the backward pass.
@@ -78,6 +82,8 @@ class MoeLayer {
 
   const kernels::KernelTable<T>& k_;
   const kernels::KernelTable<float>& kf_;  // the fp32 router
+  WeightGrads<T> own_wg_;
+  WeightGrads<T>* wg_;
   const TensorParallel* tp_;
   Communicator* cp_;   // null without context parallelism
   bool reports_aux_;   // cp rank 0 adds the micro-batch's load-balancing loss to the statistics

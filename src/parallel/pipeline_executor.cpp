@@ -15,19 +15,26 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(PipelineStage& stage, const ParallelState& ps, StageActions actions, int m, int chunks)
+PipelineExecutor::PipelineExecutor(PipelineStage& stage, const ParallelState& ps, PipelineSchedule schedule, StageActions actions, int m,
+                                   int chunks)
     : compute_(stage),
       ps_(ps),
+      schedule_(schedule),
       actions_(std::move(actions)),
-      p2p_ops_(stage_p2p_ops(actions_, ps.layout().sizes().pp, chunks, ps.coords().pp)),
+      p2p_ops_(stage_p2p_ops(actions_, schedule, ps.layout().sizes().pp, chunks, ps.coords().pp)),
       m_(m),
       v_(chunks),
       p_(ps.layout().sizes().pp),
       stage_(ps.coords().pp),
       grad_in_(stage.device(), stage.message_count() * dtype_bytes(stage.message_type())),
       outbox_(ps.pp(), stage.device(), stage.message_type(), stage.message_count()),
-      forward_only_(std::none_of(actions_.begin(), actions_.end(), [](const PipelineAction& a) { return a.kind == PipelineAction::backward; })) {
-  const int needed = forward_only_ ? 1 : peak_in_flight(actions_);
+      forward_only_(std::all_of(actions_.begin(), actions_.end(), [](const PipelineAction& a) { return a.kind == PipelineAction::forward; })) {
+  // Evaluation holds one slot, two at zbv's turn (the first chunk's output until the second copies it).
+  const int needed = forward_only_ ? (schedule == PipelineSchedule::zbv ? 2 : 1) : peak_in_flight(actions_);
+  if (!forward_only_)
+    if (const std::string problem = stage_actions_problem(actions_, m_, v_); !problem.empty())
+      fatal("internal error: the " + std::string(to_string(schedule)) + " schedule's list for stage " + std::to_string(stage_) +
+            " cannot run: " + problem);
   if (compute_.slots() < needed)
     fatal("pipeline executor: the stage has " + std::to_string(compute_.slots()) + " activation slots, the schedule needs " +
           std::to_string(needed));
@@ -67,6 +74,12 @@ PipelineStepStats PipelineExecutor::run() {
   Device& device = compute_.device();
   const int last_virtual = v_ * p_ - 1;
 
+  // zbv's turn of the V: a neighbouring virtual stage on this same stage hands over in memory.
+  const auto local = [&](int vs) { return stage_chunk(schedule_, p_, vs).stage == stage_; };
+  const auto free_slot = [&](const PipelineAction& a, int slot) {
+    slot_of_.erase({a.micro_batch, a.chunk});
+    free_slots_.push_back(slot);
+  };
   for (const PipelineAction& a : actions_) {
     const int vs = virtual_stage(a.chunk);
     if (a.kind == PipelineAction::forward) {
@@ -74,7 +87,12 @@ PipelineStepStats PipelineExecutor::run() {
       free_slots_.pop_back();
       slot_of_[{a.micro_batch, a.chunk}] = slot;
       if (Watchdog* wd = ps_.watchdog()) wd->phase("forward", a.micro_batch, a.chunk, stage_);
-      if (vs > 0) {  // activation from the previous virtual stage
+      if (vs > 0 && local(vs - 1)) {  // the previous chunk's output, still in its slot
+        const PipelineAction prev{PipelineAction::forward, a.micro_batch, stage_chunk(schedule_, p_, vs - 1).chunk};
+        const int prev_slot = slot_of_.at({prev.micro_batch, prev.chunk});
+        device.copy(compute_.input(slot), compute_.output(prev_slot, prev.chunk), count * dtype_bytes(type));
+        if (forward_only_) free_slot(prev, prev_slot);  // kept for this copy
+      } else if (vs > 0) {  // activation from the previous virtual stage
         const auto t0 = Clock::now();
         const P2pOp& op = next_p2p_op(false, 0, a.micro_batch);
         pp.recv(compute_.input(slot), count, type, op.peer, tag_of(op), {"recv activation", a.micro_batch, stage_});
@@ -84,43 +102,62 @@ PipelineStepStats PipelineExecutor::run() {
         Trace::Span span(ps_.trace(), "F mb" + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk), "forward");
         compute_.forward(slot, a.chunk, a.micro_batch);
       }
-      if (vs < last_virtual) {  // MPI work of a send (a copy, progress on earlier ones) is communication time too
+      if (vs < last_virtual && !local(vs + 1)) {  // MPI work of a send (a copy, progress on earlier ones) is communication time too
         const auto t0 = Clock::now();
         Trace::Span span(ps_.trace(), "send act mb" + std::to_string(a.micro_batch), "p2p");
         device.copy(outbox_.buffer(), compute_.output(slot, a.chunk), count * dtype_bytes(type));
         send(0, {"send activation", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
-      if (forward_only_) {
-        slot_of_.erase({a.micro_batch, a.chunk});
-        free_slots_.push_back(slot);
-      }
-    } else {
+      if (forward_only_ && !(vs < last_virtual && local(vs + 1))) free_slot(a, slot);
+    } else if (a.kind == PipelineAction::weight_grad) {
       const int slot = slot_of_.at({a.micro_batch, a.chunk});
-      if (Watchdog* wd = ps_.watchdog()) wd->phase("backward", a.micro_batch, a.chunk, stage_);
+      if (Watchdog* wd = ps_.watchdog()) wd->phase("weight gradients", a.micro_batch, a.chunk, stage_);
+      {
+        Trace::Span span(ps_.trace(), "W mb" + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk), "backward");
+        compute_.backward_weight(slot, a.chunk, a.micro_batch);
+      }
+      free_slot(a, slot);
+    } else {  // a whole backward, or its input-gradient half
+      const int slot = slot_of_.at({a.micro_batch, a.chunk});
+      const bool whole = a.kind == PipelineAction::backward;
+      if (Watchdog* wd = ps_.watchdog()) wd->phase(whole ? "backward" : "input gradient", a.micro_batch, a.chunk, stage_);
       const void* output_grad = nullptr;
-      if (vs < last_virtual) {  // gradient from the next virtual stage
+      if (vs < last_virtual && local(vs + 1)) {  // handed over by the next chunk's backward on this stage
+        output_grad = local_grads_.at(a.micro_batch).data();
+      } else if (vs < last_virtual) {  // gradient from the next virtual stage
         const auto t1 = Clock::now();
         const P2pOp& op = next_p2p_op(false, 1, a.micro_batch);
         pp.recv(grad_in_.data(), count, type, op.peer, tag_of(op), {"recv gradient", a.micro_batch, stage_});
         st.wait_seconds += since(t1);
         output_grad = grad_in_.data();
       }
-      auto t0 = Clock::now();
-      void* input_grad = vs > 0 ? outbox_.buffer() : nullptr;
-      st.wait_seconds += since(t0);
-      {
-        Trace::Span span(ps_.trace(), "B mb" + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk), "backward");
-        compute_.backward(slot, a.chunk, a.micro_batch, output_grad, input_grad);
+      const bool hand_over = vs > 0 && local(vs - 1);
+      if (hand_over) {
+        Arena buffer = spare_grads_.empty() ? Arena(device, count * dtype_bytes(type)) : std::move(spare_grads_.back());
+        if (!spare_grads_.empty()) spare_grads_.pop_back();
+        local_grads_.emplace(a.micro_batch, std::move(buffer));
       }
-      if (vs > 0) {
-        t0 = Clock::now();
+      void* input_grad = hand_over ? local_grads_.at(a.micro_batch).data() : vs > 0 ? outbox_.buffer() : nullptr;
+      {
+        Trace::Span span(ps_.trace(), (whole ? "B+W mb" : "B mb") + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk),
+                         "backward");
+        if (whole)
+          compute_.backward(slot, a.chunk, a.micro_batch, output_grad, input_grad);
+        else
+          compute_.backward_input(slot, a.chunk, a.micro_batch, output_grad, input_grad);
+      }
+      if (vs < last_virtual && local(vs + 1)) {
+        spare_grads_.push_back(std::move(local_grads_.at(a.micro_batch)));
+        local_grads_.erase(a.micro_batch);
+      }
+      if (vs > 0 && !hand_over) {
+        const auto t0 = Clock::now();
         Trace::Span span(ps_.trace(), "send grad mb" + std::to_string(a.micro_batch), "p2p");
         send(1, {"send gradient", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
       }
-      slot_of_.erase({a.micro_batch, a.chunk});
-      free_slots_.push_back(slot);
+      if (whole) free_slot(a, slot);
     }
   }
   st.wait_seconds += outbox_.complete_all(ps_.trace());

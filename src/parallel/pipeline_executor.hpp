@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/arena.hpp"
+
 #include "parallel/pipeline_outbox.hpp"
 #include "parallel/pipeline_stage.hpp"
 #include "comm/parallel_state.hpp"
@@ -26,14 +28,16 @@ struct PipelineStepStats {
 
 class PipelineExecutor {
  public:
-  // `stage` holds at least one activation slot per in-flight activation of `actions`.
-  PipelineExecutor(PipelineStage& stage, const ParallelState& ps, StageActions actions, int num_micro_batches, int chunks);
+  // `stage` holds at least one activation slot per in-flight activation of `actions`; `schedule` places
+  // the chunks (virtual_stage).
+  PipelineExecutor(PipelineStage& stage, const ParallelState& ps, PipelineSchedule schedule, StageActions actions, int num_micro_batches,
+                   int chunks);
 
   // One pass over the actions. A list of forwards only (evaluation) frees each slot right after use.
   PipelineStepStats run();
 
  private:
-  int virtual_stage(int chunk) const { return chunk * p_ + stage_; }
+  int virtual_stage(int chunk) const { return dtrain::virtual_stage(schedule_, p_, stage_, chunk); }
   int tag(int micro_batch, int receiving_virtual_stage, int direction) const;
   // The next op of p2p_ops_ (the one derivation of peers and tags), checked against what the loop is
   // about to do (a send or a receive, of which direction and micro-batch).
@@ -42,6 +46,7 @@ class PipelineExecutor {
 
   PipelineStage& compute_;
   const ParallelState& ps_;
+  PipelineSchedule schedule_;
   StageActions actions_;
   std::vector<P2pOp> p2p_ops_;                  // this stage's receives and sends in issue order
   std::size_t p2p_next_ = 0;
@@ -49,6 +54,8 @@ class PipelineExecutor {
   std::vector<int> free_slots_;
   std::map<std::pair<int, int>, int> slot_of_;  // (micro-batch, chunk) -> slot
   Arena grad_in_;                               // (Ns,C) gradient received from the next stage
+  std::map<int, Arena> local_grads_;            // zbv: per micro-batch, the gradient between the two chunks of the turn
+  std::vector<Arena> spare_grads_;              // their buffers when not in use
   PipelineOutbox outbox_;                       // (Ns,C) activations and gradients on their way out
   bool forward_only_;                           // evaluation: each slot is freed right after its forward
 };

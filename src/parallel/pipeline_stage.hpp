@@ -24,6 +24,10 @@ class PipelineStage {
   virtual const void* output(int slot, int chunk) = 0;  // the chunk's output after its forward
   // Backward; output_grad is null on the last virtual stage, input_grad null on the first.
   virtual void backward(int slot, int chunk, int micro_batch, const void* output_grad, void* input_grad) = 0;
+  // The backward in two halves (zero-bubble schedules): the input gradient now, with what the weight
+  // gradients need kept in the slot; then the weight gradients. Together the same as backward().
+  virtual void backward_input(int slot, int chunk, int micro_batch, const void* output_grad, void* input_grad) = 0;
+  virtual void backward_weight(int slot, int chunk, int micro_batch) = 0;
 };
 
 }  // namespace dtrain

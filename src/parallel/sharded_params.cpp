@@ -118,7 +118,11 @@ void ShardedParams::on_layer(int layer, LayerPhase phase) {
       break;
     case LayerPhase::after_forward:
     case LayerPhase::after_backward:
+    case LayerPhase::after_input_grad:
       for (int i : used) discard(buckets_[static_cast<std::size_t>(i)]);
+      break;
+    case LayerPhase::before_weight_grad:  // W reads no parameters
+    case LayerPhase::after_weight_grad:
       break;
   }
 }

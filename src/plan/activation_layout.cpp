@@ -27,6 +27,7 @@ class Carver {
     return p;
   }
   std::size_t used() const { return used_; }
+  char* here() const { return base_ ? base_ + used_ : nullptr; }
 
  private:
   char* base_;
@@ -137,7 +138,9 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   const bool any_dense = all_kinds & kDenseMlp;
   Carver cv(base);
   out.assign(static_cast<std::size_t>(layout.slots), SlotActs<T>{});
+  const std::size_t kept = layout.split_backward ? layout.kept_bytes() : 0;
   for (auto& s : out) {
+    s.begin = cv.here();
     s.stage_input = cv.take<T>(mul(Ns, C));
     s.blocks.resize(static_cast<std::size_t>(layout.blocks_per_slot));
     for (std::size_t i = 0; i < s.blocks.size(); ++i) {
@@ -155,6 +158,9 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
       s.lse = cv.take<float>(N);
       s.target_logit = cv.take<float>(N);
     }
+    s.kept = kept ? cv.take<char>(kept) : nullptr;
+    s.kept_bytes = kept;
+    s.end = cv.here();
   }
   scratch.dres = cv.take<T>(mul(Ns, C));
   scratch.rows_full = cv.take<T>(mul(N, C));
@@ -224,6 +230,57 @@ std::size_t layout_bytes(const ActivationLayout& layout) {
 }
 
 }  // namespace
+
+namespace {
+
+template <typename T>
+std::size_t layout_kept_bytes(const ActivationLayout& layout) {
+  const ActivationDims& d = layout.dims;
+  const std::size_t N = static_cast<std::size_t>(d.N()), C = d.C, t = sizeof(T);
+  const std::size_t Re = static_cast<std::size_t>(d.Re());
+  std::size_t total = 0;
+  const auto piece = [&](std::size_t elements, std::size_t size) {
+    const std::size_t bytes = mul(elements, size);
+    total += bytes > kMax - 63 ? kMax : (bytes + 63) / 64 * 64;
+    total = std::min(total, kMax);
+  };
+  std::vector<char> in_group(static_cast<std::size_t>(layout.blocks_per_slot), 0);
+  for (const auto& [begin, end] : layout.recompute_groups())
+    for (int i = begin; i < end; ++i) in_group[static_cast<std::size_t>(i)] = 1;
+  const bool selective = layout.recompute == RecomputeGranularity::selective;
+  for (int i = 0; i < layout.blocks_per_slot; ++i) {
+    const bool group = in_group[static_cast<std::size_t>(i)];
+    const unsigned char kinds = layout.mlp_kind(i);
+    piece(mul(N, C), t);                                   // proj: its output gradient
+    piece(mul(N, static_cast<std::size_t>(d.QKVl())), t);  // qkv: its output gradient
+    if (group) piece(mul(N, d.Cl), t), piece(mul(N, C), t);  // their inputs, recomputed
+    if (kinds & kDenseMlp) {
+      piece(mul(N, C), t), piece(mul(N, static_cast<std::size_t>(d.Hl())), t);  // fcproj, fc: output gradients
+      if (selective || group) piece(mul(N, d.Fl), t);                          // fcproj's input, recomputed
+      if (group) piece(mul(N, C), t);                                           // fc's
+    }
+    if (kinds & kMoeMlp) {
+      piece(mul(N, static_cast<std::size_t>(d.E)), sizeof(float));  // the router's logit gradients
+      if (!std::is_same_v<T, float>) piece(mul(N, C), sizeof(float));  // its input widened to fp32
+      else if (group) piece(mul(N, C), t);
+      // Each local expert's output gradients (fcproj, fc) and inputs where not in the slot, every row
+      // routed here at most; a 64-byte piece per expert and operand at most rounds them up.
+      std::size_t rows = mul(Re, C + static_cast<std::size_t>(d.He()));
+      if (d.ep > 1 || group) rows += mul(Re, C);
+      if (group) rows += mul(Re, d.Fe);
+      piece(rows, t);
+      piece(mul(static_cast<std::size_t>(d.E) * 4, 64), 1);
+    }
+  }
+  piece(mul(N, C), t);  // the embedding's output gradient (first stage)
+  return total;
+}
+
+}  // namespace
+
+std::size_t ActivationLayout::kept_bytes() const {
+  return is_16bit(precision) ? layout_kept_bytes<bf16>(*this) : layout_kept_bytes<float>(*this);
+}
 
 std::size_t ActivationLayout::bytes() const {
   return is_16bit(precision) ? layout_bytes<bf16>(*this) : layout_bytes<float>(*this);  // fp16's sizes are bf16's

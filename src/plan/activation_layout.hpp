@@ -132,6 +132,12 @@ struct SlotActs {
   float* row_sum;         // (N)
   float* lse;             // (N)
   float* target_logit;    // (N)
+  // A split backward (zero-bubble schedules): where B copies what W needs that does not live in the
+  // slot (output gradients, recomputed and gathered inputs); null otherwise. [begin, end) is the slot.
+  char* kept = nullptr;
+  std::size_t kept_bytes = 0;
+  const char* begin = nullptr;
+  const char* end = nullptr;
 };
 
 // Buffers shared by all slots, used by one forward or backward pass at a time.
@@ -175,11 +181,16 @@ struct ActivationLayout {
   RecomputeGranularity recompute = RecomputeGranularity::none;
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   int recompute_layers = 1;
+  bool split_backward = false;  // the schedule splits backwards into B and W: every slot also keeps W's operands
   // Per block position of a chunk: kDenseMlp and/or kMoeMlp, the MLPs the blocks at that position have in
   // this rank's chunks (both when chunks differ). Empty = every block dense.
   std::vector<unsigned char> mlp_kinds;
   unsigned char mlp_kind(int position) const;
   std::size_t bytes() const;  // the whole arena (64-byte aligned pieces)
+  // What one slot keeps for a split backward's W (SlotActs::kept), 64-byte pieces: every linear layer's
+  // output gradient, and its input where that is not in the slot (recomputed, gathered, MoE scratch),
+  // for the worst case of the chunk's blocks (MoE: every routed row), and the embedding's gradient.
+  std::size_t kept_bytes() const;
   // Full recomputation: the groups [begin, end) of a chunk's blocks that keep only the group's input
   // (and the last block's output, the next block's input); blocks in no group keep everything.
   std::vector<std::pair<int, int>> recompute_groups() const;

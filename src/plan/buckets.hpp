@@ -49,7 +49,11 @@ std::vector<ArenaRange> optimizer_ranges(const std::vector<BucketSpan>& buckets,
 // Layer codes of the model's hooks besides blocks (global layer index): the embedding and the head.
 constexpr int kEmbeddingLayer = -1;
 constexpr int kHeadLayer = -2;
-enum class LayerPhase { before_forward, after_forward, before_backward, after_backward };
+// A split backward (zero-bubble schedules) announces before_backward and after_input_grad around a
+// layer's B (its parameters are read), then before_weight_grad and after_weight_grad around its W (the
+// gradients are written; the parameters are not read), where a whole backward announces before_backward
+// and after_backward.
+enum class LayerPhase { before_forward, after_forward, before_backward, after_backward, after_input_grad, before_weight_grad, after_weight_grad };
 
 // Indices of the buckets holding the parameters `layer` reads: a block's own bucket; for the
 // embedding, the stage's first bucket (wte, wpe); for the head, the last bucket (lnf, lm_head) and,

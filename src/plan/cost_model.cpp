@@ -88,7 +88,9 @@ double passes_of(RecomputeGranularity r) { return r == RecomputeGranularity::ful
 Layout layout_of(const Config& cfg, int world) {
   Layout l;
   l.sizes = parallel_layout(cfg.system, world);
-  if (cfg.system.pipeline_schedule != PipelineSchedule::interleaved) l.sizes.v = 1;
+  const PipelineSchedule sched = cfg.system.pipeline_schedule;
+  if (sched != PipelineSchedule::interleaved && sched != PipelineSchedule::zbv) l.sizes.v = 1;
+  l.zero_bubble = splits_backward(sched);
   l.micro_batch = static_cast<int>(cfg.model.micro_batch_size.value);
   l.recompute = cfg.model.recompute_granularity;
   l.sequence_parallel = cfg.system.sequence_parallel && l.sizes.tp > 1;

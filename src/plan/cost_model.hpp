@@ -14,7 +14,9 @@
 //              gradients), overlapped with attention: only what exceeds attention's time is exposed
 //   EP         per MoE block 2 all-to-alls forward, 2 backward of the routed rows
 //   PP         send/recv of the stage's activation forward and its gradient backward (v of each with
-//              interleaving); the bubble is predicted_bubble's share of the step
+//              interleaving and zbv); the bubble is predicted_bubble's share of the step (zb-h1 and
+//              zbv: their simulation with equal forward, input- and weight-gradient times; their W
+//              keeps operands, which the plan's memory counts)
 //   DP         gradient reduction over dp x cp (all-reduce; reduce-scatter + parameter all-gather under
 //              the distributed optimizer; ZeRO-2/3 reduce per micro-batch, ZeRO-3 gathers parameters
 //              before each forward and backward): overlap_grad_reduce hides it behind the backward pass
@@ -45,7 +47,12 @@ struct Layout {
   bool sequence_parallel = false;
   // An uneven pipeline split: blocks of the first / last stage (0 = even; plan/pipeline_split.hpp).
   int first_stage_layers = 0, last_stage_layers = 0;
-  PipelineSchedule schedule() const { return sizes.v > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b; }
+  // The zero-bubble schedules (split backward): zb-h1 at v = 1, zbv at v = 2.
+  bool zero_bubble = false;
+  PipelineSchedule schedule() const {
+    if (zero_bubble) return sizes.v > 1 ? PipelineSchedule::zbv : PipelineSchedule::zb_h1;
+    return sizes.v > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+  }
 };
 
 // The layout a configuration runs on `world` ranks.

@@ -87,18 +87,25 @@ std::vector<Layout> enumerate(const Config& cfg, int world) {
           for (int v : divisors(blocks))
             if (v > 1) vs.push_back(v);
         const std::vector<int> eps = m.num_experts > 0 ? divisors(m.num_experts) : std::vector<int>{1};
-        for (int v : vs)
+        // Each v with its schedules: 1F1B and zb-h1 at v = 1, interleaved and (v = 2, even split) zbv above.
+        std::vector<std::pair<int, bool>> schedules;
+        for (int v : vs) {
+          schedules.emplace_back(v, false);
+          if (pp > 1 && (v == 1 || (v == 2 && first == 0 && last == 0))) schedules.emplace_back(v, true);
+        }
+        for (const auto& [v, zero_bubble] : schedules)
           for (int ep : eps) {
             if (dp % ep) continue;
             for (int mb : divisors(gb / dp)) {
               const long micro = gb / (static_cast<long>(dp) * mb);
-              if ((v > 1 && micro < pp) || micro * v > kMaxChunkForwards) continue;
+              if ((v > 1 && !zero_bubble && micro < pp) || micro * v > kMaxChunkForwards) continue;
               for (auto rc : {RecomputeGranularity::none, RecomputeGranularity::selective, RecomputeGranularity::full})
                 for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
                   Layout l;
                   l.sizes = {tp, cp, dp, pp};
                   l.sizes.ep = ep;
                   l.sizes.v = v;
+                  l.zero_bubble = zero_bubble;
                   l.micro_batch = mb;
                   l.recompute = rc;
                   l.sizes.zero = zero;

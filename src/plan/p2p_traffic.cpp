@@ -7,18 +7,20 @@
 
 namespace dtrain {
 
-std::vector<P2pOp> stage_p2p_ops(const StageActions& actions, int p, int v, int stage) {
+std::vector<P2pOp> stage_p2p_ops(const StageActions& actions, PipelineSchedule schedule, int p, int v, int stage) {
   std::vector<P2pOp> ops;
   const int last_virtual = v * p - 1;
-  const int prev = stage > 0 ? stage - 1 : p - 1, next = stage < p - 1 ? stage + 1 : 0;
+  // A neighbouring virtual stage on this same stage (zbv's turn of the V) is handed over in memory.
+  const auto peer = [&](int vs) { return stage_chunk(schedule, p, vs).stage; };
   for (const PipelineAction& a : actions) {
-    const int vs = a.chunk * p + stage;
+    const int vs = virtual_stage(schedule, p, stage, a.chunk);
+    const bool from_prev = vs > 0 && peer(vs - 1) != stage, to_next = vs < last_virtual && peer(vs + 1) != stage;
     if (a.kind == PipelineAction::forward) {
-      if (vs > 0) ops.push_back({false, prev, 0, a.micro_batch, vs});
-      if (vs < last_virtual) ops.push_back({true, next, 0, a.micro_batch, vs + 1});
-    } else {
-      if (vs < last_virtual) ops.push_back({false, next, 1, a.micro_batch, vs});
-      if (vs > 0) ops.push_back({true, prev, 1, a.micro_batch, vs - 1});
+      if (from_prev) ops.push_back({false, peer(vs - 1), 0, a.micro_batch, vs});
+      if (to_next) ops.push_back({true, peer(vs + 1), 0, a.micro_batch, vs + 1});
+    } else if (a.kind != PipelineAction::weight_grad) {
+      if (to_next) ops.push_back({false, peer(vs + 1), 1, a.micro_batch, vs});
+      if (from_prev) ops.push_back({true, peer(vs - 1), 1, a.micro_batch, vs - 1});
     }
   }
   return ops;
@@ -112,7 +114,7 @@ bool nccl_pipeline_safe(PipelineSchedule schedule, int p, int m, int v) {
     for (int s = 0; s < p; ++s) {
       StageActions actions = schedule_actions(schedule, p, m, v, s);
       if (forwards_only) actions = forward_only(actions);
-      groups.push_back(nccl_groups(stage_p2p_ops(actions, p, v, s)));
+      groups.push_back(nccl_groups(stage_p2p_ops(actions, schedule, p, v, s)));
     }
     if (!simulate_rendezvous(groups).ok) return false;
   }

@@ -26,8 +26,9 @@ struct P2pOp {
   }
 };
 
-// The receives and sends of `stage`'s actions, in the order the pipeline executor issues them.
-std::vector<P2pOp> stage_p2p_ops(const StageActions& actions, int p, int v, int stage);
+// The receives and sends of `stage`'s actions, in the order the pipeline executor issues them (chunks
+// placed as `schedule` places them; a weight_grad sends nothing).
+std::vector<P2pOp> stage_p2p_ops(const StageActions& actions, PipelineSchedule schedule, int p, int v, int stage);
 
 // Whether the NCCL backend holds ops[i] (a send) back to launch it together with ops[i + 1]: exactly
 // when ops[i + 1] is a receive. The pipeline executor asks this for every send it issues.

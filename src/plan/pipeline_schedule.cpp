@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <tuple>
 
 #include "common/error.hpp"
+#include "plan/zero_bubble_schedule.hpp"
 
 namespace dtrain {
 namespace {
@@ -74,8 +76,26 @@ StageActions schedule_actions(PipelineSchedule schedule, int p, int m, int v, in
     case PipelineSchedule::interleaved:
       if (m < p) throw UserError("the interleaved schedule needs at least as many micro-batches as pipeline stages");
       return interleaved(p, m, v, stage);
+    case PipelineSchedule::zb_h1: return zb_h1_actions(p, m, stage);
+    case PipelineSchedule::zbv:
+      if (v != 2) throw UserError("the zbv schedule places two model chunks on every stage (virtual_pipeline_model_parallel_size=2)");
+      return zbv_actions(p, m)[static_cast<std::size_t>(stage)];
   }
   return {};
+}
+
+int virtual_stage(PipelineSchedule schedule, int p, int stage, int chunk) {
+  if (schedule == PipelineSchedule::zbv) return chunk == 0 ? stage : 2 * p - 1 - stage;
+  return chunk * p + stage;
+}
+
+StageChunk stage_chunk(PipelineSchedule schedule, int p, int vs) {
+  if (schedule == PipelineSchedule::zbv) return vs < p ? StageChunk{vs, 0} : StageChunk{2 * p - 1 - vs, 1};
+  return {vs % p, vs / p};
+}
+
+bool splits_backward(PipelineSchedule schedule) {
+  return schedule == PipelineSchedule::zb_h1 || schedule == PipelineSchedule::zbv;
 }
 
 StageActions forward_only(const StageActions& actions) {
@@ -87,6 +107,21 @@ StageActions forward_only(const StageActions& actions) {
 
 double predicted_bubble(PipelineSchedule schedule, int p, int m, int v) {
   if (p <= 1) return 0.0;
+  if (splits_backward(schedule)) {
+    // The planner asks for many layouts of few (schedule, p, m): each simulated once.
+    static std::mutex mutex;
+    static std::map<std::tuple<PipelineSchedule, int, int>, double> known;
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = known.find({schedule, p, m}); it != known.end()) return it->second;
+    std::vector<StageActions> stages;
+    if (schedule == PipelineSchedule::zbv)
+      stages = zbv_actions(p, m);
+    else
+      for (int s = 0; s < p; ++s) stages.push_back(zb_h1_actions(p, m, s));
+    const SimulationResult r = simulate_schedule(stages, schedule, m, schedule == PipelineSchedule::zbv ? 2 : 1, ActionCosts{});
+    if (!r.ok) fatal("internal error: the " + std::string(to_string(schedule)) + " schedule does not run: " + r.problem);
+    return known[{schedule, p, m}] = *std::max_element(r.idle.begin(), r.idle.end()) / r.makespan;
+  }
   const int chunks = schedule == PipelineSchedule::interleaved ? v : 1;
   return static_cast<double>(p - 1) / (static_cast<double>(chunks) * m + p - 1);
 }
@@ -96,62 +131,100 @@ int max_in_flight(PipelineSchedule schedule, int p, int m, int v, int stage) {
     case PipelineSchedule::afab: return m;
     case PipelineSchedule::interleaved:
       return static_cast<int>(std::min<long>(static_cast<long>(m) * v, interleaved_warmup(p, m, v, stage) + 1));
+    case PipelineSchedule::zb_h1: return std::min(m, p);
+    case PipelineSchedule::zbv: return peak_in_flight(schedule_actions(schedule, p, m, v, stage));
     case PipelineSchedule::one_f_one_b: break;
   }
   return std::min(m, p - stage);
 }
 
+std::string stage_actions_problem(const StageActions& actions, int m, int v) {
+  // Per (micro-batch, chunk): 0 nothing yet, 1 forward done, 2 input gradient done, 3 finished.
+  std::vector<int> state(static_cast<std::size_t>(m) * static_cast<std::size_t>(std::max(v, 0)), 0);
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    const PipelineAction& a = actions[i];
+    const std::string at = " at action " + std::to_string(i) + " (micro-batch " + std::to_string(a.micro_batch) + ", chunk " +
+                           std::to_string(a.chunk) + ")";
+    if (a.micro_batch < 0 || a.micro_batch >= m || a.chunk < 0 || a.chunk >= v) return "an action out of range" + at;
+    int& s = state[static_cast<std::size_t>(a.micro_batch) * static_cast<std::size_t>(v) + static_cast<std::size_t>(a.chunk)];
+    const int before = a.kind == PipelineAction::forward ? 0 : a.kind == PipelineAction::weight_grad ? 2 : 1;
+    if (s != before)
+      return std::string(a.kind == PipelineAction::forward       ? "a repeated forward"
+                         : a.kind == PipelineAction::weight_grad ? "a weight gradient without its input gradient, or repeated"
+                                                                 : "a backward without its forward, or repeated") +
+             at;
+    s = a.kind == PipelineAction::input_grad ? 2 : a.kind == PipelineAction::forward ? 1 : 3;
+  }
+  for (std::size_t k = 0; k < state.size(); ++k)
+    if (state[k] != 3)
+      return "micro-batch " + std::to_string(k / static_cast<std::size_t>(v)) + ", chunk " + std::to_string(k % static_cast<std::size_t>(v)) +
+             (state[k] == 0 ? " never runs" : state[k] == 1 ? " has no backward" : " has no weight gradient");
+  return {};
+}
+
 int peak_in_flight(const StageActions& actions) {
   int now = 0, peak = 0;
   for (const auto& a : actions) {
-    now += a.kind == PipelineAction::forward ? 1 : -1;
+    if (a.kind == PipelineAction::forward) ++now;
+    if (a.kind == PipelineAction::backward || a.kind == PipelineAction::weight_grad) --now;
     peak = std::max(peak, now);
   }
   return peak;
 }
 
-SimulationResult simulate_schedule(const std::vector<StageActions>& stages, int v, double backward_cost) {
+SimulationResult simulate_schedule(const std::vector<StageActions>& stages, PipelineSchedule schedule, int m, int v,
+                                   const ActionCosts& costs) {
   const int p = static_cast<int>(stages.size());
   SimulationResult r;
   r.idle.assign(p, 0.0);
-  // finish[kind][virtual stage][micro-batch] -> completion time
-  std::map<std::tuple<int, int, int>, double> finish;
+  const int virtual_stages = v * p;
+  constexpr double kNotYet = -1.0;
+  // Completion times [kind: 0 forward, 1 backward or B, 2 W][virtual stage][micro-batch].
+  std::vector<std::vector<std::vector<double>>> finish(3, std::vector<std::vector<double>>(virtual_stages, std::vector<double>(m, kNotYet)));
   std::vector<std::size_t> next(p, 0);
   std::vector<double> clock(p, 0.0);
-  const int last_virtual = v * p - 1;
+  const auto fail = [&](const std::string& what, int s, const PipelineAction& a) {
+    r.problem = what + " (micro-batch " + std::to_string(a.micro_batch) + ", chunk " + std::to_string(a.chunk) + ") on stage " +
+                std::to_string(s);
+    return r;
+  };
   bool progress = true;
   while (progress) {
     progress = false;
     for (int s = 0; s < p; ++s) {
       if (next[s] >= stages[s].size()) continue;
       const PipelineAction& a = stages[s][next[s]];
-      const int vs = a.chunk * p + s;
+      if (a.micro_batch < 0 || a.micro_batch >= m || a.chunk < 0 || a.chunk >= v) return fail("an action out of range", s, a);
+      const int vs = virtual_stage(schedule, p, s, a.chunk);
+      const int kind = a.kind == PipelineAction::forward ? 0 : a.kind == PipelineAction::weight_grad ? 2 : 1;
+      if (finish[kind][vs][a.micro_batch] != kNotYet || (kind == 1 && finish[2][vs][a.micro_batch] != kNotYet))
+        return fail("a repeated action", s, a);
       double ready = 0.0;
       bool can_run = true;
-      if (a.kind == PipelineAction::forward) {
-        if (vs > 0) {
-          auto it = finish.find({0, vs - 1, a.micro_batch});
-          can_run = it != finish.end();
-          if (can_run) ready = it->second;
-        }
+      const auto after = [&](double t) {
+        if (t == kNotYet) can_run = false;
+        ready = std::max(ready, t);
+      };
+      if (kind == 0) {
+        if (vs > 0) after(finish[0][vs - 1][a.micro_batch]);
+      } else if (kind == 1) {
+        if (finish[0][vs][a.micro_batch] == kNotYet) return fail("a backward before its forward", s, a);
+        ready = finish[0][vs][a.micro_batch];
+        if (vs < virtual_stages - 1) after(finish[1][vs + 1][a.micro_batch]);
       } else {
-        auto own = finish.find({0, vs, a.micro_batch});
-        if (own == finish.end()) {
-          r.problem = "backward of micro-batch " + std::to_string(a.micro_batch) + " before its forward on stage " + std::to_string(s);
-          return r;
-        }
-        ready = own->second;
-        if (vs < last_virtual) {
-          auto it = finish.find({1, vs + 1, a.micro_batch});
-          can_run = it != finish.end();
-          if (can_run) ready = std::max(ready, it->second);
-        }
+        if (finish[1][vs][a.micro_batch] == kNotYet) return fail("a weight gradient before its input gradient", s, a);
+        ready = finish[1][vs][a.micro_batch];
       }
       if (!can_run) continue;
+      const double cost = a.kind == PipelineAction::forward      ? costs.forward
+                          : a.kind == PipelineAction::input_grad  ? costs.input_grad
+                          : a.kind == PipelineAction::weight_grad ? costs.weight_grad
+                                                                   : costs.input_grad + costs.weight_grad;
       const double start = std::max(clock[s], ready);
       r.idle[s] += start - clock[s];
-      clock[s] = start + (a.kind == PipelineAction::forward ? 1.0 : backward_cost);
-      finish[{a.kind == PipelineAction::forward ? 0 : 1, vs, a.micro_batch}] = clock[s];
+      clock[s] = start + cost;
+      finish[kind][vs][a.micro_batch] = clock[s];
+      if (a.kind == PipelineAction::backward) finish[2][vs][a.micro_batch] = clock[s];  // a whole backward is B and W
       ++next[s];
       progress = true;
     }
@@ -161,6 +234,12 @@ SimulationResult simulate_schedule(const std::vector<StageActions>& stages, int 
       r.problem = "deadlock: stage " + std::to_string(s) + " waits forever at action " + std::to_string(next[s]);
       return r;
     }
+  for (int vs = 0; vs < virtual_stages; ++vs)
+    for (int mb = 0; mb < m; ++mb)
+      if (finish[0][vs][mb] == kNotYet || finish[1][vs][mb] == kNotYet || finish[2][vs][mb] == kNotYet) {
+        const StageChunk at = stage_chunk(schedule, p, vs);
+        return fail("a missing action", at.stage, PipelineAction{PipelineAction::forward, mb, at.chunk});
+      }
   r.makespan = *std::max_element(clock.begin(), clock.end());
   // Idle also counts the tail after a stage's last action until the step ends.
   for (int s = 0; s < p; ++s) r.idle[s] += r.makespan - clock[s];

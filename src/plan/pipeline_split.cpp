@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "plan/pipeline_schedule.hpp"
+
 namespace dtrain {
 namespace {
 
@@ -20,6 +22,7 @@ PipelineSplit PipelineSplit::of(const Config& cfg, int pp, int v) {
   p.last = y.pipeline_last_stage_layers;
   p.embedding_as_layer = y.pipeline_account_for_embedding;
   p.loss_as_layer = y.pipeline_account_for_loss;
+  p.v_shape = y.pipeline_schedule == PipelineSchedule::zbv;
   return p;
 }
 
@@ -36,6 +39,11 @@ int PipelineSplit::stage_blocks(int stage) const {
 
 int PipelineSplit::chunk_begin(int stage, int chunk) const {
   int begin = 0;
+  if (v_shape) {  // the virtual stages before this one, wherever they sit
+    const int vs = virtual_stage(PipelineSchedule::zbv, pp, stage, chunk);
+    for (int u = 0; u < vs; ++u) begin += chunk_blocks(stage_chunk(PipelineSchedule::zbv, pp, u).stage);
+    return begin;
+  }
   for (int c = 0; c <= chunk; ++c)
     for (int st = 0; st < pp && (c < chunk || st < stage); ++st) begin += chunk_blocks(st);
   return begin;
@@ -56,6 +64,12 @@ std::vector<std::string> PipelineSplit::errors() const {
     if (num_layers % chunks != 0)
       errs.push_back("model.num_layers=" + s(num_layers) + " is not divisible by " + stages + "; use num_layers a multiple of " +
                      s(chunks) + ", or set system.pipeline_first_stage_layers / pipeline_last_stage_layers for an uneven split");
+    return errs;
+  }
+  if (v_shape) {
+    errs.push_back("system.pipeline_schedule=zbv places the first and the last blocks on stage 0 and needs an even split: unset "
+                   "system.pipeline_first_stage_layers / pipeline_last_stage_layers / pipeline_account_for_embedding / _loss, or use "
+                   "zb-h1");
     return errs;
   }
   if ((first > 0 || last > 0) && (embedding_as_layer || loss_as_layer)) {

@@ -8,6 +8,9 @@
 //   over the pp chunks, so the first / last stage holds one block fewer.
 // Chunk c of stage s runs after every chunk of the earlier rounds (c' < c) and the earlier stages of its
 // round: blocks are numbered in that order, which is the interleaved schedule's (v = 1: contiguous).
+// zbv places the two chunks of a stage in a V (v_shape): stage s holds virtual stages s and 2p-1-s, so
+// stage 0 holds the first blocks and the last ones, with the embedding and the LM head; it needs an
+// even split.
 // Every chunk of one stage holds the same number of blocks (a rank's activation slots hold one chunk).
 #pragma once
 #include <string>
@@ -21,6 +24,7 @@ struct PipelineSplit {
   int num_layers = 1, pp = 1, v = 1;
   int first = 0, last = 0;  // blocks of the first / last stage; 0 = as the other stages
   bool embedding_as_layer = false, loss_as_layer = false;
+  bool v_shape = false;  // zbv's placement
 
   // The run's split at pp stages of v chunks (the configuration's keys; the sizes may be a candidate's).
   static PipelineSplit of(const Config& cfg, int pp, int v);
@@ -32,6 +36,8 @@ struct PipelineSplit {
   int chunk_blocks(int stage) const { return stage_blocks(stage) / v; }
   // Global index of the first block of chunk c of stage s.
   int chunk_begin(int stage, int chunk) const;
+  // The stage holding the LM head: the last, or with the V placement the first.
+  int head_stage() const { return v_shape ? 0 : pp - 1; }
   // The fewest blocks any chunk holds.
   int min_chunk_blocks() const;
   // "7, 8 x 14, 7": the blocks per stage, runs of equal stages folded.

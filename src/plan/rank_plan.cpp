@@ -186,7 +186,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
     const auto dot = t.name.rfind('.');
     const std::string base = dot == std::string::npos ? t.name : t.name.substr(dot + 1);
     if (sp && base.rfind("ln", 0) == 0) r.sequence_parallel_tensors.push_back(static_cast<int>(i));
-    if (t.name == "wte" && s.pp > 1 && shape.tied) r.tied_embedding = static_cast<int>(i);
+    if (t.name == "wte" && s.pp > 1 && shape.tied && !split.v_shape) r.tied_embedding = static_cast<int>(i);
   }
   const auto& m = cfg.model;
   r.activations.dims = activation_dims(cfg, s, plan.micro_batch, sp, c.cp);
@@ -202,6 +202,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   r.activations.recompute = m.recompute_granularity;
   r.activations.recompute_method = m.recompute_method;
   r.activations.recompute_layers = m.recompute_num_layers;
+  r.activations.split_backward = splits_backward(plan.schedule);
   r.micro_batches = plan.num_micro_batches;
   r.shape = shape;
   r.host_reductions = cfg.system.device == ComputeDevice::cpu;

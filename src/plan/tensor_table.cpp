@@ -59,7 +59,7 @@ StagePart stage_part(const PipelineSplit& split, int stage) {
   for (int c = 0; c < split.v; ++c)
     for (int i = 0; i < split.chunk_blocks(stage); ++i) part.chunks[static_cast<std::size_t>(c)].push_back(split.chunk_begin(stage, c) + i);
   part.embedding = stage == 0;
-  part.head = stage == split.pp - 1;
+  part.head = stage == split.head_stage();
   return part;
 }
 

@@ -27,4 +27,8 @@ void ModelStage::backward(int slot, int chunk, int micro_batch, const void* outp
   model_.backward(slot, chunk, batch(micro_batch), loss_weight_, output_grad, input_grad);
 }
 
+void ModelStage::backward_input(int slot, int chunk, int micro_batch, const void* output_grad, void* input_grad) {
+  model_.backward_input(slot, chunk, batch(micro_batch), loss_weight_, output_grad, input_grad);
+}
+
 }  // namespace dtrain

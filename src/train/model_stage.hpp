@@ -28,6 +28,8 @@ class ModelStage final : public PipelineStage {
   void forward(int slot, int chunk, int micro_batch) override;
   const void* output(int slot, int chunk) override { return model_.stage_output(slot, chunk); }
   void backward(int slot, int chunk, int micro_batch, const void* output_grad, void* input_grad) override;
+  void backward_input(int slot, int chunk, int micro_batch, const void* output_grad, void* input_grad) override;
+  void backward_weight(int slot, int chunk, int) override { model_.backward_weight(slot, chunk); }
 
  private:
   MicroBatch batch(int micro_batch) const;

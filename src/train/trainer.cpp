@@ -75,9 +75,10 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
       sums_(model_->device(), 2 * static_cast<std::size_t>(window_) * sizeof(double)),
       factor_(model_->device(), sizeof(float)),
       stage_(*model_),
-      train_exec_(stage_, ps, schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v, ps.coords().pp),
+      train_exec_(stage_, ps, plan.schedule,
+                  schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v, ps.coords().pp),
                   plan.num_micro_batches, plan.sizes.v),
-      eval_exec_(stage_, ps,
+      eval_exec_(stage_, ps, plan.schedule,
                  forward_only(schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v, ps.coords().pp)),
                  plan.num_micro_batches, plan.sizes.v) {
   skipped_batches_.insert(cfg.training.iterations_to_skip.steps.begin(), cfg.training.iterations_to_skip.steps.end());
@@ -88,8 +89,12 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
   model_->set_layer_hook([this, wait_gather](int layer, LayerPhase phase) {
     if (sharded_) sharded_->on_layer(layer, phase);
     if (phase == LayerPhase::before_forward && wait_gather && layer >= 0) grad_sync_.wait_params(layer);
-    if (phase == LayerPhase::before_backward && layer >= 0) grad_sync_.block_backward_begin(layer);
-    if (phase == LayerPhase::after_backward && layer >= 0) grad_sync_.block_backward_done(layer);
+    // A layer's gradients are written in its backward, or in B (the norms) and W (the rest) of a split
+    // one, and complete after its backward or its W.
+    const bool writes = phase == LayerPhase::before_backward || phase == LayerPhase::before_weight_grad;
+    const bool complete = phase == LayerPhase::after_backward || phase == LayerPhase::after_weight_grad;
+    if (writes && layer >= 0) grad_sync_.block_backward_begin(layer);
+    if (complete && layer >= 0) grad_sync_.block_backward_done(layer);
   });
 }
 
@@ -230,7 +235,7 @@ StepResult Trainer::train_step(int step) {
     r.batch_skipped = true;
     return r;
   }
-  const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
+  const bool loss_owner = model_->part().head && ps_.coords().tp == 0;  // the stage with the LM head
   Arena& grads = model_->grads();
   const double all_to_all_before = ps_.ep().all_to_all_seconds();
   // A full window (kMaxPendingSteps) is read back before the step touches anything (it may throw).
@@ -323,7 +328,7 @@ double Trainer::evaluate() {
   if (!val_data_) fatal("evaluate() without a validation file (training.eval_interval = 0)");
   read_pending();  // sums_ is reused below
   grad_sync_.wait_all_params();
-  const bool loss_owner = ps_.is_last_stage() && ps_.coords().tp == 0;
+  const bool loss_owner = model_->part().head && ps_.coords().tp == 0;  // the stage with the LM head
   Device& device = model_->device();
   double* sum = sums_.as<double>();  // the summed token loss of every batch, on the device
   device.zero(sum, sizeof(double));

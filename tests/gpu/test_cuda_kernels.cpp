@@ -46,6 +46,12 @@ std::vector<T> random_vec(std::mt19937& gen, std::size_t n, float scale = 1.0f) 
   return v;
 }
 
+// Equal bit for bit (two GPU results of calls that must make the same arithmetic).
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
 // A host vector mirrored in GPU memory.
 template <typename T>
 class OnGpu {
@@ -296,6 +302,22 @@ void check_all_kernels() {
     g.matmul_backward(nullptr, dw_d.data(), db_d.data(), dout_d.data(), x_d.data(), w_d.data(), N, C, F);
     expect_close("matmul_backward dweight (3rd call)", dw_d.get(), dw, tolerance<float>(3 * N));
     expect_close("matmul_backward dbias (2nd call)", db_d.get(), db, tolerance<float>(2 * N));
+    {  // A split backward's halves (zero-bubble schedules, model/weight_grads.hpp): dinp alone, then dweight
+       // and dbias alone with no weight, give the joined call's values on the GPU bit for bit.
+      const std::vector<float> dw0(F * C, 0.01f), db0(F, 0.02f);
+      OnGpu<KT> joined_dx(dinp), split_dx(dinp);
+      OnGpu<float> joined_dw(dw0), joined_db(db0), split_dw(dw0), split_db(db0), joined_wide(dwide), split_wide(dwide);
+      g.matmul_backward(joined_dx.data(), joined_dw.data(), joined_db.data(), dout_d.data(), x_d.data(), w_d.data(), N, C, F);
+      g.matmul_backward(split_dx.data(), nullptr, nullptr, dout_d.data(), x_d.data(), w_d.data(), N, C, F);
+      g.matmul_backward(static_cast<KT*>(nullptr), split_dw.data(), split_db.data(), dout_d.data(), x_d.data(), nullptr, N, C, F);
+      g.matmul_backward_wide(joined_wide.data(), joined_dw.data(), nullptr, dout_d.data(), x_d.data(), w_d.data(), N, C, F);
+      g.matmul_backward_wide(split_wide.data(), nullptr, nullptr, dout_d.data(), x_d.data(), w_d.data(), N, C, F);
+      g.matmul_backward(static_cast<KT*>(nullptr), split_dw.data(), nullptr, dout_d.data(), x_d.data(), nullptr, N, C, F);
+      CHECK(same_bits(split_dx.get(), joined_dx.get()));
+      CHECK(same_bits(split_wide.get(), joined_wide.get()));
+      CHECK(same_bits(split_dw.get(), joined_dw.get()));
+      CHECK(same_bits(split_db.get(), joined_db.get()));
+    }
     // The MLP: its first layer with the GELU (C -> F), its second layer's backward through the GELU
     // (F -> C, weights w read as C x F, x as the output gradient); then widths off the epilogue's
     // alignment (F - 8 and C - 8 are multiples of 8, F - 3 is not).
@@ -317,6 +339,19 @@ void check_all_kernels() {
       expect_close("matmul_backward_gelu dpre" + what, dpre_d.get(), dpre, fused_gelu_tolerance<KT>(c));  // sums over the c outputs
       expect_close("matmul_backward_gelu dweight" + what, dw2_d.get(), dw2, tolerance<float>(N));
       expect_close("matmul_backward_gelu dbias" + what, db2_d.get(), db2, tolerance<float>(N));
+      {  // split: the GELU's input gradient alone, then the weight half as a plain matmul_backward
+        const std::vector<float> dw0(static_cast<std::size_t>(c) * f, 0.01f), db0(c, 0.02f);
+        OnGpu<KT> joined_dpre(dpre), split_dpre(dpre), scratch(dact);
+        OnGpu<float> joined_dw(dw0), joined_db(db0), split_dw(dw0), split_db(db0);
+        g.matmul_backward_gelu(joined_dpre.data(), scratch.data(), joined_dw.data(), joined_db.data(), x_d.data(), act_h.data(), w_d.data(),
+                               pre_h.data(), N, f, c);
+        g.matmul_backward_gelu(split_dpre.data(), scratch.data(), nullptr, nullptr, x_d.data(), act_h.data(), w_d.data(), pre_h.data(), N,
+                               f, c);
+        g.matmul_backward(static_cast<KT*>(nullptr), split_dw.data(), split_db.data(), x_d.data(), act_h.data(), nullptr, N, f, c);
+        CHECK(same_bits(split_dpre.get(), joined_dpre.get()));
+        CHECK(same_bits(split_dw.get(), joined_dw.get()));
+        CHECK(same_bits(split_db.get(), joined_db.get()));
+      }
     }
   }
   SECTION("attention") {

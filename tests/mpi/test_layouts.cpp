@@ -74,7 +74,8 @@ Config config_of(const Variant& v, const std::string& data, const std::vector<st
                                 "--system.overlap_param_gather=" + std::string(v.distributed && v.overlap ? "true" : "false"),
                                 "--system.pipeline_schedule=" + v.schedule,
                                 "--system.expert_model_parallel_size=" + std::to_string(v.ep),
-                                "--system.virtual_pipeline_model_parallel_size=" + std::string(v.schedule == "interleaved" ? "2" : "1"),
+                                "--system.virtual_pipeline_model_parallel_size=" +
+                                    std::string(v.schedule == "interleaved" || v.schedule == "zbv" ? "2" : "1"),
                                 "--system.pipeline_first_stage_layers=" + std::to_string(v.first),
                                 "--system.pipeline_last_stage_layers=" + std::to_string(v.last),
                                 "--system.pipeline_account_for_embedding=" + std::string(v.embedding_as_layer ? "true" : "false")};
@@ -218,6 +219,45 @@ TEST_CASE("uneven pipeline splits match one rank", "[mpi][layouts][uneven][pipel
   check_layouts(variants, {kSmoothAdam, "--debug.synchronous_sends=true"}, testing::reorder_tolerance(kLongestSum, 0), steps, steps);
 }
 
+// The zero-bubble schedules (split backward: B, then W from what B kept) at the layouts they meet:
+// zb-h1 and zbv (two chunks a stage in a V, the embedding and the head on stage 0) with tensor (+SP)
+// and data parallelism, the distributed optimizer, an uneven split (zb-h1), pp 3 and 4, ZeRO-3 with
+// full recomputation, bf16 and fp16, with synchronous sends. W adds the same products to the same
+// gradients as the joined backward, in the same micro-batch order per tensor (only the tied
+// embedding's head and embedding terms interleave otherwise under zbv), so the GPT test's derived
+// tolerances hold; bf16 and fp16 those of their tests. The MoE and context-parallel variants are in
+// their tests' files of cases below.
+TEST_CASE("zero-bubble schedules match one rank", "[mpi][layouts][pipeline][zero-bubble]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const auto uneven = [](Variant v, int first, int last) {
+    v.first = first, v.last = last;
+    return v;
+  };
+  std::vector<Variant> variants;
+  if (world == 2) variants = {{1, 2, 1, false, false, "zb-h1"}, {1, 2, 1, false, false, "zbv"}};
+  if (world == 3) variants = {uneven({1, 3, 1, false, false, "zb-h1"}, 2, 2)};
+  if (world == 4)
+    variants = {{2, 2, 1, true, false, "zb-h1"}, {1, 2, 2, false, true, "zbv"}, {1, 4, 1, false, false, "zbv"},
+                uneven({1, 4, 1, false, false, "zb-h1"}, 1, 1)};
+  if (world == 8) variants = {{2, 2, 2, true, true, "zbv"}, {2, 2, 2, true, true, "zb-h1"}};
+  const std::string sync = "--debug.synchronous_sends=true";
+  const double first = testing::reorder_tolerance(kLongestSum, 0), steps = testing::reorder_tolerance(kLongestSum, 10);
+  check_layouts(variants, {kSmoothAdam, sync}, first, steps, steps);
+  if (world == 4)  // ZeRO-3 with full recomputation: W's operands from replayed blocks, gradients committed for W
+    check_layouts({{1, 2, 2, false, true, "zbv"}},
+                  {kSmoothAdam, sync, "--system.zero_stage=3", "--model.recompute_granularity=full", "--model.recompute_num_layers=2"},
+                  first, steps, steps, false, Rerun::left_to_gpt_test);
+  if (world == 2) {
+    const std::vector<Variant> both = {{1, 2, 1, false, false, "zb-h1"}, {1, 2, 1, false, false, "zbv"}};
+    check_layouts(both, {"--system.precision=bf16", kSmoothAdam, sync}, testing::kBf16Resolution, testing::kBf16Resolution,
+                  testing::kBf16Resolution, false, Rerun::left_to_gpt_test);
+    check_layouts(both,
+                  {"--system.precision=fp16", "--optimizer.initial_loss_scale=256", "--optimizer.loss_scale_window=4", kSmoothAdam, sync},
+                  testing::kFp16Resolution, testing::kFp16Resolution, testing::kFp16Resolution, false, Rerun::left_to_gpt_test);
+  }
+}
+
 // The Llama family (RMSNorm, RoPE, SwiGLU, grouped-query attention, untied LM head, no linear biases)
 // at every layout of the GPT test: 8 query heads on 4 key/value groups (at tp <= 2 a rank holds several
 // whole groups, at tp = 4 one), and on 2 at tp = 2 (one group a rank, its heads split from another
@@ -297,7 +337,7 @@ TEST_CASE("context-parallel layouts match one rank", "[mpi][layouts][cp]") {
   if (world == 2) variants = {with_cp({1, 1, 1}, 2)};
   if (world == 4)
     variants = {with_cp({1, 1, 1}, 4), with_cp({2, 1, 1, true}, 2), with_cp({1, 1, 2, false, true}, 2),
-                with_cp({1, 2, 1, false, false, "interleaved"}, 2)};
+                with_cp({1, 2, 1, false, false, "interleaved"}, 2), with_cp({1, 2, 1, false, false, "zbv"}, 2)};
   if (world == 8) variants = {with_cp({2, 2, 1, true}, 2), with_cp({2, 2, 1, false, false, "interleaved"}, 2)};
   const std::vector<std::string> shape = {"--model.seq_length=64", "--model.hidden_size=48", "--model.num_attention_heads=6",
                                           "--optimizer.eps=1e-4"};  // see reorder_tolerance
@@ -623,7 +663,12 @@ TEST_CASE("expert-parallel layouts match one rank", "[mpi][layouts][moe][ep]") {
     }
   };
   if (world == 2) add(1, 1, 2, 2);
-  if (world == 4) add(1, 1, 4, 2), add(1, 1, 4, 4);
+  if (world == 4) {
+    add(1, 1, 4, 2), add(1, 1, 4, 4);
+    Variant zbv{1, 2, 2, false, true, "zbv"};  // the zero-bubble V schedule: W of the experts' gradients
+    zbv.ep = 2;
+    variants.push_back(zbv);
+  }
   if (world == 8) add(2, 2, 2, 2), add(2, 1, 4, 4), add(1, 2, 4, 4);
   // The MoE test's model (seed 2: no near-tie of router probabilities at these layouts, see below).
   const std::vector<std::string> moe = {"--model.num_experts=4", "--model.moe_router_topk=2", "--model.moe_ffn_hidden_size=48",
@@ -696,6 +741,12 @@ TEST_CASE("MoE layouts match one rank", "[mpi][layouts][moe]") {
           if (!is_llama) variants.push_back({1, 1, 1, false, false, "1f1b", true, 4});
         }
         if (world == 8) variants.push_back({2, 2, 1, true, false, "1f1b", true, 2});
+      }
+      // The zero-bubble schedules: the router's and the experts' weight gradients deferred to W (GPT,
+      // dropless; zbv with dp 2 at np 4, both schedules at np 2).
+      if (!is_llama && !drop) {
+        if (world == 2) variants.push_back({1, 2, 1, false, false, "zb-h1"}), variants.push_back({1, 2, 1, false, false, "zbv"});
+        if (world == 4) variants.push_back({1, 2, 2, false, true, "zbv"});
       }
       extra.push_back(kSmoothAdam);
       const double steps = testing::reorder_tolerance(kLongestSum, 10);

@@ -1,5 +1,5 @@
 // Pipeline schedules that do not rely on MPI buffering: every schedule (AFAB, 1F1B, interleaved with
-// v = 2 and 3) at p = the job's ranks (2, 3 or 4) and m in {p, 2p+1, 4p} trains with synchronous sends
+// v = 2 and 3, zero-bubble H1 and V) at p = the job's ranks (2, 3 or 4) and m in {p, 2p+1, 4p} trains with synchronous sends
 // (MPI_Issend: a send completes only when its receive is posted, as if MPI had no eager buffer), and
 // its losses match one rank's (one run per m, which every schedule of that m meets). A second set does the same with activation messages of 1 MiB, above
 // every eager limit, at p = 3 (mpi_pipeline_np3): the message size is what it adds to the small set,
@@ -35,6 +35,8 @@ std::vector<Case> cases_for(int p) {
     out.push_back({"1f1b", 1, m});
     out.push_back({"interleaved", 2, m});
     out.push_back({"interleaved", 3, m});
+    out.push_back({"zb-h1", 1, m});
+    out.push_back({"zbv", 2, m});
   }
   return out;
 }

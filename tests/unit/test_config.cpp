@@ -218,7 +218,7 @@ TEST_CASE("steps to skip and the non-finite policy", "[config]") {
 
 TEST_CASE("word-valued keys accept their words only", "[config]") {
   const auto e = error_of([] { load_config(kIni, "t.ini", {"--system.pipeline_schedule=gpipe"}); });
-  CHECK(contains(e, "'system.pipeline_schedule' = 'gpipe' is not accepted; use 1f1b, interleaved or afab"));
+  CHECK(contains(e, "'system.pipeline_schedule' = 'gpipe' is not accepted; use 1f1b, interleaved, afab, zb-h1 or zbv"));
   CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--system.device=tpu"}); }), "'system.device' = 'tpu' is not accepted"));
   CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--model.micro_batch_size=two"}); }),
                  "'model.micro_batch_size' = 'two' is not accepted; use a positive integer or auto"));
