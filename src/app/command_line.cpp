@@ -63,7 +63,8 @@ po::options_description plan_options(CommandLine& cl) {
       "these device counts")("plot", po::bool_switch(&p.plot), "with --scaling: draw the curves with gnuplot in the terminal")(
       "layout", po::value(&p.layout)->value_name("K=V,..."),
       "cost this one layout instead of searching: tp, pp, dp, cp, ep, v, mb, recompute (none|selective|full), zero "
-      "(0 = no distributed optimizer, 1-3), sp (0|1); keys left out keep INPUT.ini's values (dp: 1). The world is "
+      "(0 = no distributed optimizer, 1-3), sp (0|1), first, last (blocks of the first / last stage), zb (0|1: the zero-bubble "
+      "schedule, zb-h1, or zbv with v=2); keys left out keep INPUT.ini's values (dp: 1). The world is "
       "tp x cp x pp x dp devices of the description (--nodes must agree). Prints its step time and breakdown");
   return d;
 }

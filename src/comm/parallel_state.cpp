@@ -14,7 +14,7 @@
 namespace dtrain {
 
 ParallelState::ParallelState(HostComm world, const RankLayout& layout, const CommOptions& options, Watchdog* watchdog, Trace* trace)
-    : layout_(layout), world_comm_(world), watchdog_(watchdog), trace_(trace) {
+    : layout_(layout), world_comm_(world), pipeline_nccl_(options.nccl && options.nccl_pipeline), watchdog_(watchdog), trace_(trace) {
   world_rank_ = world.rank();
   const int size = world.size();
   if (size != layout_.world_size())

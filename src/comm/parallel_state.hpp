@@ -38,6 +38,7 @@ class ParallelState {
 
   const RankLayout& layout() const { return layout_; }
   HostComm world_comm() const { return world_comm_; }  // for start-up, configuration and checkpoint I/O
+  bool pipeline_on_nccl() const { return pipeline_nccl_; }  // the pp group's messages go through NCCL
   Watchdog* watchdog() const { return watchdog_; }
   Trace* trace() const { return trace_; }
   int world_rank() const { return world_rank_; }
@@ -67,6 +68,7 @@ class ParallelState {
  private:
   RankLayout layout_;
   HostComm world_comm_;
+  bool pipeline_nccl_ = false;
   Watchdog* watchdog_;
   Trace* trace_;
   int world_rank_ = 0;

@@ -38,6 +38,9 @@ class GptModelImpl final : public GptModel {
         vocab_start_(plan.coords.tp * plan.activations.dims.Vl),
         bias_owner_(plan.coords.tp == 0),
         replay_from_(plan.activations.blocks_per_slot, -1),
+        head_grad_(device(), plan.separate_tied_head ? sizeof(float) * static_cast<std::size_t>(plan.activations.dims.Vl) *
+                                                         static_cast<std::size_t>(plan.activations.dims.C)
+                                                   : 0),
         wg_(k_),
         dense_(k_, wg_, plan.activations.dims, plan.shape.swiglu, bias_owner_,
                plan.activations.recompute == RecomputeGranularity::selective) {
@@ -48,6 +51,7 @@ class GptModelImpl final : public GptModel {
     if (plan.shape.experts > 0)
       moe_ = std::make_unique<MoeLayer<T>>(plan_, backend, tp_, cp, dispatch ? *dispatch : local_dispatch_, device(), moe_stats_);
     if (moe_) moe_->use_weight_grads(wg_);
+    if (plan.separate_tied_head) g_.head = head_grad_.as<float>();
     for (int i = 0; i < acts_.num_slots(); ++i) {
       const SlotActs<T>& s = acts_.slot(i);
       wg_.add_slot(s.kept, s.kept_bytes, s.begin, s.end);
@@ -65,6 +69,13 @@ class GptModelImpl final : public GptModel {
     wg_.begin(slot);
     backward_pass(slot, chunk, batch, loss_weight, output_grad, input_grad);
     wg_.end();
+  }
+  void fold_tied_head_gradient() override {
+    if (!plan_.separate_tied_head) return;
+    const long n = static_cast<long>(dims().Vl) * dims().C;
+    const kernels::KernelTable<float>& kf = kernels::kernel_table<float>(device().backend());
+    kf.residual_forward(g_.wte, g_.wte, g_.head, n);  // wte's embedding sum + the head's, as the embedding group adds them
+    kf.zero(g_.head, n);
   }
   void backward_weight(int slot, int) override {
     wg_.run(slot, [this](int layer, bool before) { hook(layer, before ? LayerPhase::before_weight_grad : LayerPhase::after_weight_grad); });
@@ -140,6 +151,7 @@ class GptModelImpl final : public GptModel {
   int vocab_start_;
   bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
   std::vector<int> replay_from_;  // for the last block of a fully recomputed group: its first block, else -1
+  Arena head_grad_;               // plan().separate_tied_head: the tied head's gradient until the step's end
   WeightGrads<T> wg_;             // the backward's weight gradients, joined or split
   DenseMlp<T> dense_;
   LocalExpertDispatch local_dispatch_;

@@ -56,6 +56,9 @@ class GptModel {
   virtual void backward_input(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad,
                               void* input_grad) = 0;
   virtual void backward_weight(int slot, int chunk) = 0;
+  // After the step's last backward: adds the tied head's own gradient buffer to wte's and zeroes it
+  // (plan().separate_tied_head); nothing elsewhere.
+  virtual void fold_tied_head_gradient() = 0;
   virtual void* stage_input(int slot) = 0;                    // (Ns,C)
   virtual const void* stage_output(int slot, int chunk) = 0;  // (Ns,C)
   // Row `row` of slot's logits (after a forward through the head) as fp32 on the host.

@@ -29,17 +29,27 @@ PipelineExecutor::PipelineExecutor(PipelineStage& stage, const ParallelState& ps
       grad_in_(stage.device(), stage.message_count() * dtype_bytes(stage.message_type())),
       outbox_(ps.pp(), stage.device(), stage.message_type(), stage.message_count()),
       forward_only_(std::all_of(actions_.begin(), actions_.end(), [](const PipelineAction& a) { return a.kind == PipelineAction::forward; })) {
-  // Evaluation holds one slot, two at zbv's turn (the first chunk's output until the second copies it).
-  const int needed = forward_only_ ? (schedule == PipelineSchedule::zbv ? 2 : 1) : peak_in_flight(actions_);
+  check_actions();
+  if ((static_cast<long>(m_) * v_ * p_ + 1) * 2 > ps.pp().max_tag())
+    throw UserError("too many micro-batches (" + std::to_string(m_) + ") for MPI message tags; raise model.micro_batch_size");
+}
+
+void PipelineExecutor::check_actions() const {
   if (!forward_only_)
     if (const std::string problem = stage_actions_problem(actions_, m_, v_); !problem.empty())
-      fatal("internal error: the " + std::string(to_string(schedule)) + " schedule's list for stage " + std::to_string(stage_) +
+      fatal("internal error: the " + std::string(to_string(schedule_)) + " schedule's list for stage " + std::to_string(stage_) +
             " cannot run: " + problem);
+  // Evaluation holds one slot, two at zbv's turn (the first chunk's output until the second copies it).
+  const int needed = forward_only_ ? (schedule_ == PipelineSchedule::zbv ? 2 : 1) : peak_in_flight(actions_);
   if (compute_.slots() < needed)
     fatal("pipeline executor: the stage has " + std::to_string(compute_.slots()) + " activation slots, the schedule needs " +
           std::to_string(needed));
-  if ((static_cast<long>(m_) * v_ * p_ + 1) * 2 > ps.pp().max_tag())
-    throw UserError("too many micro-batches (" + std::to_string(m_) + ") for MPI message tags; raise model.micro_batch_size");
+}
+
+void PipelineExecutor::reschedule(StageActions actions) {
+  actions_ = std::move(actions);
+  p2p_ops_ = stage_p2p_ops(actions_, schedule_, p_, v_, stage_);
+  check_actions();
 }
 
 int PipelineExecutor::tag(int micro_batch, int receiving_virtual_stage, int direction) const {
@@ -76,6 +86,16 @@ PipelineStepStats PipelineExecutor::run() {
 
   // zbv's turn of the V: a neighbouring virtual stage on this same stage hands over in memory.
   const auto local = [&](int vs) { return stage_chunk(schedule_, p_, vs).stage == stage_; };
+  // The compute of one action, timed when asked (kind: 0 forward, 1 input gradient, 2 weight gradient).
+  const auto compute = [&](int kind, const auto& work) {
+    if (!timing_) return work();
+    device.synchronize();
+    const auto t0 = Clock::now();
+    work();
+    device.synchronize();
+    st.seconds[kind] += since(t0);
+    ++st.count[kind];
+  };
   const auto free_slot = [&](const PipelineAction& a, int slot) {
     slot_of_.erase({a.micro_batch, a.chunk});
     free_slots_.push_back(slot);
@@ -100,7 +120,7 @@ PipelineStepStats PipelineExecutor::run() {
       }
       {
         Trace::Span span(ps_.trace(), "F mb" + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk), "forward");
-        compute_.forward(slot, a.chunk, a.micro_batch);
+        compute(0, [&] { compute_.forward(slot, a.chunk, a.micro_batch); });
       }
       if (vs < last_virtual && !local(vs + 1)) {  // MPI work of a send (a copy, progress on earlier ones) is communication time too
         const auto t0 = Clock::now();
@@ -115,7 +135,7 @@ PipelineStepStats PipelineExecutor::run() {
       if (Watchdog* wd = ps_.watchdog()) wd->phase("weight gradients", a.micro_batch, a.chunk, stage_);
       {
         Trace::Span span(ps_.trace(), "W mb" + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk), "backward");
-        compute_.backward_weight(slot, a.chunk, a.micro_batch);
+        compute(2, [&] { compute_.backward_weight(slot, a.chunk, a.micro_batch); });
       }
       free_slot(a, slot);
     } else {  // a whole backward, or its input-gradient half
@@ -142,10 +162,12 @@ PipelineStepStats PipelineExecutor::run() {
       {
         Trace::Span span(ps_.trace(), (whole ? "B+W mb" : "B mb") + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk),
                          "backward");
-        if (whole)
-          compute_.backward(slot, a.chunk, a.micro_batch, output_grad, input_grad);
-        else
-          compute_.backward_input(slot, a.chunk, a.micro_batch, output_grad, input_grad);
+        compute(1, [&] {
+          if (whole)
+            compute_.backward(slot, a.chunk, a.micro_batch, output_grad, input_grad);
+          else
+            compute_.backward_input(slot, a.chunk, a.micro_batch, output_grad, input_grad);
+        });
       }
       if (vs < last_virtual && local(vs + 1)) {
         spare_grads_.push_back(std::move(local_grads_.at(a.micro_batch)));

@@ -24,6 +24,10 @@ namespace dtrain {
 struct PipelineStepStats {
   double wait_seconds = 0.0;   // blocked on receives and send completions
   double total_seconds = 0.0;  // whole step on this stage
+  // With set_timing(true): the seconds of the compute of each kind of action (the device synchronised
+  // around each), whole backwards counted as input gradients, and how many ran.
+  double seconds[3] = {0.0, 0.0, 0.0};  // forward, input gradient, weight gradient
+  int count[3] = {0, 0, 0};
 };
 
 class PipelineExecutor {
@@ -35,9 +39,14 @@ class PipelineExecutor {
 
   // One pass over the actions. A list of forwards only (evaluation) frees each slot right after use.
   PipelineStepStats run();
+  // The next runs time each action's compute (synchronising the device around it: slower).
+  void set_timing(bool on) { timing_ = on; }
+  // Another order of the same actions from now on (checked as the constructor checks its list).
+  void reschedule(StageActions actions);
 
  private:
   int virtual_stage(int chunk) const { return dtrain::virtual_stage(schedule_, p_, stage_, chunk); }
+  void check_actions() const;  // fatal when the list cannot run or needs more slots than the stage has
   int tag(int micro_batch, int receiving_virtual_stage, int direction) const;
   // The next op of p2p_ops_ (the one derivation of peers and tags), checked against what the loop is
   // about to do (a send or a receive, of which direction and micro-batch).
@@ -58,6 +67,7 @@ class PipelineExecutor {
   std::vector<Arena> spare_grads_;              // their buffers when not in use
   PipelineOutbox outbox_;                       // (Ns,C) activations and gradients on their way out
   bool forward_only_;                           // evaluation: each slot is freed right after its forward
+  bool timing_ = false;
 };
 
 }  // namespace dtrain

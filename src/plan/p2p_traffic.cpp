@@ -107,18 +107,22 @@ RendezvousResult simulate_rendezvous(const std::vector<std::vector<std::vector<P
   return r;
 }
 
-bool nccl_pipeline_safe(PipelineSchedule schedule, int p, int m, int v) {
+bool nccl_pipeline_safe(const std::vector<StageActions>& stages, PipelineSchedule schedule, int v) {
+  const int p = static_cast<int>(stages.size());
   if (p < 2) return true;
   for (bool forwards_only : {false, true}) {
     std::vector<std::vector<std::vector<P2pOp>>> groups;
-    for (int s = 0; s < p; ++s) {
-      StageActions actions = schedule_actions(schedule, p, m, v, s);
-      if (forwards_only) actions = forward_only(actions);
-      groups.push_back(nccl_groups(stage_p2p_ops(actions, schedule, p, v, s)));
-    }
+    for (int s = 0; s < p; ++s)
+      groups.push_back(nccl_groups(stage_p2p_ops(forwards_only ? forward_only(stages[s]) : stages[s], schedule, p, v, s)));
     if (!simulate_rendezvous(groups).ok) return false;
   }
   return true;
+}
+
+bool nccl_pipeline_safe(PipelineSchedule schedule, int p, int m, int v) {
+  std::vector<StageActions> stages;
+  for (int s = 0; s < p; ++s) stages.push_back(schedule_actions(schedule, p, m, v, s));
+  return nccl_pipeline_safe(stages, schedule, v);
 }
 
 }  // namespace dtrain

@@ -49,5 +49,7 @@ RendezvousResult simulate_rendezvous(const std::vector<std::vector<std::vector<P
 // Holds for 1F1B and AFAB at every (p, m) tested and for interleaved 1F1B with m < 2p; otherwise
 // the pipeline's messages go through MPI (deadlock-free with buffering sends) while NCCL does the rest.
 bool nccl_pipeline_safe(PipelineSchedule schedule, int p, int m, int v);
+// The same for given lists of every stage (another order of a schedule's actions).
+bool nccl_pipeline_safe(const std::vector<StageActions>& stages, PipelineSchedule schedule, int v);
 
 }  // namespace dtrain

@@ -32,6 +32,7 @@ MemoryEstimate RankPlan::memory() const {
   MemoryEstimate e;
   e.params = bytes(shards_params() ? resident_params() : arena_size, compute);
   e.grads = bytes(shards_grads() ? resident_grads() : arena_size, 4);
+  if (separate_tied_head) e.grads += bytes(static_cast<std::size_t>(activations.dims.Vl) * static_cast<std::size_t>(activations.dims.C), 4);
   // AdamW first and second moments, and in a bf16 run the fp32 master weights, of the owned ranges;
   // offloaded, also the host copies of the owned gradients (fp32) and weights (compute type; not with
   // offloaded parameters, which the update reads where they live).
@@ -197,6 +198,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
       for (std::size_t i = 0; i < chunk.size(); ++i) r.activations.mlp_kinds[i] |= shape.moe(chunk[i]) ? kMoeMlp : kDenseMlp;
   }
   r.activations.head = r.part.head;
+  r.separate_tied_head = split.v_shape && shape.tied && part.head && part.embedding && s.pp > 1;
   r.activations.slots = max_in_flight(plan.schedule, s.pp, plan.num_micro_batches, v, c.pp);
   r.activations.precision = cfg.system.precision;
   r.activations.recompute = m.recompute_granularity;

@@ -45,6 +45,10 @@ struct RankPlan {
   std::vector<char> counted;                  // per tensor: counted here (gradient norm, checkpoints)
   std::vector<int> sequence_parallel_tensors;  // tensors whose gradients are partial over TP (LayerNorms with SP)
   int tied_embedding = -1;                    // wte, when the other end of the pipeline holds a copy
+  // zbv's stage 0 holds the embedding and the tied LM head: the head's gradient goes to a buffer of its
+  // own (Vl x C fp32), added to wte's after the step's backward passes, as the embedding group adds the
+  // two stages' copies at pp > 1: the sum does not depend on the order of the two chunks' Ws.
+  bool separate_tied_head = false;
   ActivationLayout activations;
   int micro_batches = 1;                      // m: the step's micro-batches this rank holds tokens for
   ModelShape shape{};                         // the model's architecture (norm, positions, MLP, heads)

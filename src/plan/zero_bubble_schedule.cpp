@@ -1,4 +1,4 @@
-// zb-h1 by its rule, zbv by an event-driven greedy list scheduler over unit-cost actions.
+// zb-h1 by its rule, zbv by an event-driven greedy list scheduler.
 #include "plan/zero_bubble_schedule.hpp"
 
 #include <algorithm>
@@ -26,7 +26,13 @@ StageActions zb_h1_actions(int p, int m, int stage) {
   return a;
 }
 
-std::vector<StageActions> zbv_actions(int p, int m) {
+namespace {
+
+// One greedy run; empty when it gets stuck (every stage holding its limit of activations while the
+// forward that would start the next B waits: possible when Bs cost far more than Fs). reserve: a
+// stage keeps its last free slot for its second chunk's forward, which the B chain needs first; that
+// run never gets stuck.
+std::vector<StageActions> zbv_greedy(int p, int m, const ActionCosts& costs, bool reserve) {
   constexpr int v = 2;
   const int virtual_stages = v * p, limit = 2 * p;
   constexpr double kNever = std::numeric_limits<double>::infinity();
@@ -58,6 +64,7 @@ std::vector<StageActions> zbv_actions(int p, int m) {
       if (pick.micro_batch < 0 && g.held < limit)
         for (int c : {1, 0}) {
           const int mb = g.next_f[c], at = vs(s, c);
+          if (reserve && c == 0 && g.held + 1 >= limit) continue;
           if (mb < m && (at == 0 || fwd[at - 1][mb] <= now)) {
             pick = {PipelineAction::forward, mb, c};
             break;
@@ -70,7 +77,9 @@ std::vector<StageActions> zbv_actions(int p, int m) {
             oldest = bwd[vs(s, c)][mb], pick = {PipelineAction::weight_grad, mb, c};
       }
       if (pick.micro_batch < 0) continue;
-      g.free_at = now + 1.0;
+      g.free_at = now + (pick.kind == PipelineAction::forward      ? costs.forward
+                         : pick.kind == PipelineAction::input_grad ? costs.input_grad
+                                                                   : costs.weight_grad);
       const int at = vs(s, pick.chunk);
       if (pick.kind == PipelineAction::forward) fwd[at][pick.micro_batch] = g.free_at, ++g.next_f[pick.chunk], ++g.held;
       if (pick.kind == PipelineAction::input_grad) bwd[at][pick.micro_batch] = g.free_at, ++g.next_b[pick.chunk];
@@ -78,14 +87,27 @@ std::vector<StageActions> zbv_actions(int p, int m) {
       out[s].push_back(pick);
       ++done;
     }
-    // Unit costs: every event happens at a whole time, the next one at most one unit on.
+    // The next event: a stage becoming free (every finish time is one).
     double next = kNever;
     for (const Stage& g : st)
       if (g.free_at > now) next = std::min(next, g.free_at);
-    if (next == kNever && done < total) fatal("internal error: the zbv scheduler found nothing to run");
+    if (next == kNever && done < total) return {};
     now = next;
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<StageActions> zbv_actions(int p, int m, const ActionCosts& costs) {
+  // Both greedy runs; the one the simulation at these costs finishes first (the plain one on a tie).
+  std::vector<StageActions> plain = zbv_greedy(p, m, costs, false), reserved = zbv_greedy(p, m, costs, true);
+  if (reserved.empty()) fatal("internal error: the zbv scheduler got stuck with a reserved slot");
+  if (plain.empty()) return reserved;
+  const SimulationResult a = simulate_schedule(plain, PipelineSchedule::zbv, m, 2, costs);
+  const SimulationResult b = simulate_schedule(reserved, PipelineSchedule::zbv, m, 2, costs);
+  if (!a.ok || !b.ok) fatal("internal error: a zbv order does not run: " + a.problem + b.problem);
+  return b.makespan < a.makespan ? reserved : plain;
 }
 
 }  // namespace dtrain

@@ -16,6 +16,7 @@
 #include "data/batch_sampler.hpp"
 #include "data/open_data.hpp"
 #include "optim/lr_schedule.hpp"
+#include "train/schedule_tuning.hpp"
 #include "parallel/all_to_all_dispatch.hpp"
 #include "parallel/context_parallel.hpp"
 
@@ -80,7 +81,8 @@ Trainer::Trainer(const Config& cfg, const TrainingPlan& plan, const ParallelStat
                   plan.num_micro_batches, plan.sizes.v),
       eval_exec_(stage_, ps, plan.schedule,
                  forward_only(schedule_actions(plan.schedule, plan.sizes.pp, plan.num_micro_batches, plan.sizes.v, ps.coords().pp)),
-                 plan.num_micro_batches, plan.sizes.v) {
+                 plan.num_micro_batches, plan.sizes.v),
+      predicted_bubble_(plan.bubble) {
   skipped_batches_.insert(cfg.training.iterations_to_skip.steps.begin(), cfg.training.iterations_to_skip.steps.end());
   init_weights(cfg.training.seed);
   if (model_->plan().offload_optimizer)
@@ -268,9 +270,14 @@ StepResult Trainer::train_step(int step) {
   stage_.bind(batches_.view(), sums, static_cast<float>(loss_scale / tokens), [stall](int) {
     while (stall) std::this_thread::sleep_for(std::chrono::seconds(1));
   });
+  const bool timed = plan_.schedule == PipelineSchedule::zbv && plan_.sizes.pp > 1 && steps_run_ == 1;
+  train_exec_.set_timing(timed);
   const PipelineStepStats st = train_exec_.run();
+  ++steps_run_;
+  if (timed) replan_zbv(st);
   {
     Trace::Span span(ps_.trace(), "gradient sync", "dp");
+    model_->fold_tied_head_gradient();
     grad_sync_.finish();
   }
   if (step + 1 == cfg_.debug.nonfinite_grad_at_step && ps_.world_rank() == 0) inject_nonfinite_gradient();
@@ -322,6 +329,23 @@ StepResult Trainer::train_step(int step) {
   if (ps_.ep().size() > 1)
     r.all_to_all_s = sum_over_world(ps_.ep().all_to_all_seconds() - all_to_all_before) / ps_.layout().world_size();
   return r;
+}
+
+void Trainer::replan_zbv(const PipelineStepStats& timed) {
+  train_exec_.set_timing(false);
+  const ScheduleTuning t = tune_zbv(timed, ps_.world_comm(), plan_.sizes.pp, plan_.num_micro_batches);
+  const bool better = t.bubble < t.equal_cost_bubble && (t.nccl_safe || !ps_.pipeline_on_nccl());
+  if (better) train_exec_.reschedule(t.stages[static_cast<std::size_t>(ps_.coords().pp)]);
+  predicted_bubble_ = better ? t.bubble : t.equal_cost_bubble;
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "zbv: measured per chunk forward %.3g ms, input gradient %.3g ms, weight gradient %.3g ms (costs 1 : %.2f : %.2f); %s "
+                "(predicted bubble %.1f%%, %.1f%% in the order for equal times)",
+                1e3 * t.seconds[0], 1e3 * t.seconds[1], 1e3 * t.seconds[2], t.costs.input_grad, t.costs.weight_grad,
+                better ? "actions reordered for them" : !t.nccl_safe && ps_.pipeline_on_nccl() ? "their order would not run on NCCL: kept"
+                                                                                                 : "the order stays",
+                100 * (better ? t.bubble : t.equal_cost_bubble), 100 * t.equal_cost_bubble);
+  schedule_message_ = line;
 }
 
 double Trainer::evaluate() {

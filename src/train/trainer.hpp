@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
@@ -85,6 +86,11 @@ class Trainer {
   std::vector<StepLoss> settle();
   static constexpr int kMaxPendingSteps = 64;
   double evaluate();  // mean validation loss of the counted targets of training.eval_iters global batches (settles first)
+  // The pipeline bubble the current order predicts: the plan's, or after zbv's re-planning from its
+  // second step's measured times (train/schedule_tuning) the new order's at those times.
+  double predicted_bubble() const { return predicted_bubble_; }
+  // What that re-planning found, once, for the log (empty otherwise).
+  std::string take_schedule_message() { return std::exchange(schedule_message_, std::string()); }
   // What the training samples carry beyond tokens ("" for plain windows), for the start-up log.
   std::string sample_description() const { return train_reader_.describe(); }
   GptModel& model() { return *model_; }
@@ -190,6 +196,11 @@ class Trainer {
   PinnedBuffer staged_params_, staged_master_, staged_moments_[2];
   ModelStage stage_;
   PipelineExecutor train_exec_, eval_exec_;
+  int steps_run_ = 0;  // steps this process has run (zbv times its second)
+  double predicted_bubble_;
+  std::string schedule_message_;
+  // zbv: the executor's order again from the timed step's measured times (schedule_tuning).
+  void replan_zbv(const PipelineStepStats& timed);
 };
 
 }  // namespace dtrain

@@ -140,6 +140,7 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
     int sig = 0;
     try {
       r = trainer.train_step(step);
+      if (const std::string note = trainer.take_schedule_message(); !note.empty()) log.message(note);
       // Preemption: every rank learns here whether any rank was signalled, so all stop at the same step.
       sig = all_reduce(world, received_stop_signal(), HostOp::max);
       // The steps' losses and norms come back (one wait for the device) where the host needs them: for a
@@ -198,7 +199,7 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
       rec.lr = r.lr;
       rec.grad_norm = read.back().grad_norm;
       rec.pipelined = plan.sizes.pp > 1;
-      rec.predicted_bubble = plan.bubble;
+      rec.predicted_bubble = trainer.predicted_bubble();
       const double busy = window.busy_seconds();
       window.take(rec, cfg.model.num_experts, plan.sizes.ep > 1);
       rec.tokens_per_s = tokens_per_step / rec.step_seconds;

@@ -33,7 +33,7 @@ done
 cat "$work/one.txt"
 grep -qE '^predicted_step_s = [0-9.e+-]+$' "$work/one.txt" || fail "--layout printed no predicted_step_s line"
 grep -qE '^seconds: compute [0-9.e+-]+ \(recompute [0-9.e+-]*[1-9]' "$work/one.txt" || fail "full recomputation costs nothing"
-grep -q 'tp=1 cp=1 pp=2 dp=1 ep=1 v=1 zero=0 micro_batch=2 recompute=full' "$work/one.txt" || fail "--layout did not cost the layout given"
+grep -q 'tp=1 cp=1 pp=2 dp=1 ep=1 v=1 zero=0 schedule=1f1b micro_batch=2 recompute=full' "$work/one.txt" || fail "--layout did not cost the layout given"
 
 # An --out rank 0 cannot write ends every rank with exit 2 and the path named.
 timeout -k 5 60 mpirun -np 2 bash -c '"$@"; echo "rank-exit $?"' _ "$dtrain" calibrate --quick --out "$work/no/such/dir/x.ini" \

@@ -2,12 +2,14 @@
 # Checkpoints as users meet them, on a small model and text made here.
 #   checkpoint.sh CASE DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE SOURCE_DIR
 # Cases:
-#   resume_same_layout   tp=2 pp=2 dp=2 + distributed optimizer: 4 steps vs 2 steps + resume: bit-identical
+#   resume_same_layout   tp=2 pp=2 dp=2 + distributed optimizer: 4 steps vs 2 steps + resume: bit-identical,
+#                        also resumed under zb-h1 (the split backward sums in 1F1B's order)
 #   cp_across_layouts    a cp=2 dp=2 checkpoint resumed bit for bit on cp=2 dp=2, and at cp=1 dp=4, cp=4 dp=1
 #                        and cp=1 on one rank (within $resumed_tol)
 #   resume_other_layouts the step-2 checkpoint resumed at tp1/pp4/dp2, tp4/pp1/dp2, tp1/pp1/dp1, directly
-#                        and via --reshard, and on uneven stages (1 + 3 blocks), whose own checkpoint resumes
-#                        on one rank: losses of steps 3-4 within $resumed_tol of the uninterrupted run
+#                        and via --reshard, on uneven stages (1 + 3 blocks), whose own checkpoint resumes
+#                        on one rank, and at tp1/pp2/dp2 under zbv: losses of steps 3-4 within $resumed_tol of
+#                        the uninterrupted run
 #   cp_ep_across_layouts a MoE cp=2 ep=2 checkpoint resumed at cp=1 ep=4 and cp=4 ep=1 ($resumed_tol)
 #   moe_other_ep         a MoE model (4 experts, top-2) at ep=2 dp=4 with the distributed optimizer: its step-2
 #                        checkpoint (expert tensors written by their slices' owners over the expert-data-
@@ -117,6 +119,12 @@ case $case_name in
     reference
     train 8 "$work/resumed.jsonl" "$work/ckB" "${big[@]}" "--checkpoint.load=$work/ckA/step_00000002"
     grep -q "resumed from .*step_00000002 at step 2" "$work/last.log" || fail "no resume message"
+    compare_tail "$work/resumed.jsonl" 0
+    # The zero-bubble H1 schedule splits every backward into B and W but adds each gradient's
+    # micro-batches in 1F1B's order: the same layout resumed on it is bit for bit the 1F1B run.
+    echo "resumed on the same layout with system.pipeline_schedule=zb-h1:"
+    rm -f "$work/resumed.jsonl"
+    train 8 "$work/resumed.jsonl" "$work/ckZ" "${big[@]}" --system.pipeline_schedule=zb-h1 "--checkpoint.load=$work/ckA/step_00000002"
     compare_tail "$work/resumed.jsonl" 0 ;;
   resume_other_layouts)
     reference
@@ -144,6 +152,11 @@ case $case_name in
     rm -f "$work/r.jsonl"
     uneven=(--system.pipeline_first_stage_layers=1 --system.pipeline_last_stage_layers=3)
     train 4 "$work/r.jsonl" "$work/ckU1" "${uneven[@]}" "--checkpoint.load=$work/ckA/step_00000002"
+    compare_tail "$work/r.jsonl" "$resumed_tol"
+    echo "resume at tp=1 pp=2 dp=2 with zbv (two chunks a stage in a V, the head on stage 0) on 4 ranks:"
+    rm -f "$work/r.jsonl"
+    train 4 "$work/r.jsonl" "$work/ckV" --system.tensor_model_parallel_size=1 --system.pipeline_schedule=zbv \
+      --system.virtual_pipeline_model_parallel_size=2 --system.use_distributed_optimizer=true "--checkpoint.load=$work/ckA/step_00000002"
     compare_tail "$work/r.jsonl" "$resumed_tol"
     echo "an uneven run's step-2 checkpoint resumed on one rank:"
     train 4 "$work/u.jsonl" "$work/ckU2" "${uneven[@]}"

@@ -18,7 +18,7 @@ echo "  planned 8192 devices in $seconds s"
 [ "$(echo "$seconds < 10" | bc)" -eq 1 ] || fail "planning took $seconds s (more than 10)"
 grep -q "= 8192 ranks" "$work/big.txt" || fail "--nodes 1024 did not give 8192 ranks"
 # Rows: rank, 5 sizes, mb, m, recompute, zero, step s, tokens/s, MFU%, GB/rank, bubble%, |, 5 shares.
-rows=$(grep -cE '^ +[0-9]+( +[0-9]+){7} +(none|selective|full) +[0-9-]+ +[0-9.]+ +[0-9]+ +[0-9.]+% +[0-9.]+ +[0-9.]+% \|( +[0-9.]+){5}$' "$work/big.txt")
+rows=$(grep -cE '^ +[0-9]+( +[0-9]+){4} +(-|1f1b|int|zb-h1|zbv)( +[0-9]+){3} +(none|selective|full) +[0-9-]+ +[0-9.]+ +[0-9]+ +[0-9.]+% +[0-9.]+ +[0-9.]+% \|( +[0-9.]+){5}$' "$work/big.txt")
 [ "$rows" -eq 4 ] || fail "expected 4 layout rows (--top 4), found $rows"
 # Each row's shares of the step add up to 100%: five shares printed to 0.1 (%.1f) round their sum by at
 # most 5 x 0.05 = 0.25, so within 0.5.

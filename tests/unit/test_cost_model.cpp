@@ -119,6 +119,19 @@ TEST_CASE("cost model: pipeline sends and bubble", "[plan][cost]") {
   CHECK(c.bubble == Approx(247.628928e-6));
   CHECK(c.step() == Approx(1406.77184e-6));
 
+  SECTION("zero-bubble H1: the same work, a third of the bubble in F = B = W units") {
+    // zb-h1's simulated bubble at p = 2, m = 4 is the paper's (p-1)/(3m+p-1) = 1/13 of the step: 1/12 of
+    // the rest, 990.515712 / 12 = 82.542976 us; compute, sends and the optimizer are 1F1B's.
+    Layout zb = layout(1, 1, 1, 2, 1);
+    zb.zero_bubble = true;
+    CHECK(zb.schedule() == PipelineSchedule::zb_h1);
+    const StepCost z = predict_step(cfg, zb, tiny_cluster(2, 1, 1e-6));
+    CHECK(z.bubble_fraction == Approx(1.0 / 13.0));
+    CHECK(z.bubble == Approx(82.542976e-6));
+    CHECK(z.compute == Approx(c.compute));
+    CHECK(z.step() == Approx(1406.77184e-6 - 247.628928e-6 + 82.542976e-6));
+  }
+
   SECTION("the heaviest stage's parameters, counted per stage") {
     // Rotary positions (no wpe) and an untied head, tp=2: per block on a tp rank qkv 64*192/2 + 96,
     // proj 64*64/2 + 64, fc 256*64/2 + 128, fcproj 64*256/2 + 64, two LayerNorms 256 = 25,184.

@@ -36,7 +36,7 @@ struct Brute {
   double least_memory = std::numeric_limits<double>::infinity();
 };
 
-// Every (tp, pp, v, micro-batch, recomputation, optimizer) of the model on 4 ranks, through dtrain's
+// Every (tp, pp, v, schedule, micro-batch, recomputation, optimizer) of the model on 4 ranks, through dtrain's
 // own checks and make_plan; the cost of those that fit `memory`.
 Brute brute_force(const Config& base, const ClusterSpec& cl) {
   Brute b;
@@ -44,14 +44,17 @@ Brute brute_force(const Config& base, const ClusterSpec& cl) {
   for (int tp = 1; tp <= world; tp *= 2)
     for (int pp = 1; tp * pp <= world; pp *= 2)
       for (int v = 1; v <= L; ++v)
+        for (bool zero_bubble : {false, true})  // zb-h1 at v = 1, zbv at v = 2
         for (int mb = 1; mb <= gb; ++mb)
           for (auto rc : {RecomputeGranularity::none, RecomputeGranularity::selective, RecomputeGranularity::full})
             for (int zero = 0; zero <= 3; ++zero) {
               Layout l;
               l.sizes = {tp, 1, world / (tp * pp), pp};
               if (v > 1 && pp == 1) continue;
+              if (zero_bubble && (pp == 1 || v > 2)) continue;
               if (zero > 0 && l.sizes.dp == 1) continue;
               l.sizes.v = v;
+              l.zero_bubble = zero_bubble;
               l.micro_batch = mb;
               l.recompute = rc;
               l.sizes.zero = zero;
