@@ -4,6 +4,7 @@
 #               names step, micro-batch and stage, and the job ends within timeout + 10 s
 #   collective  system.collective_timeout_s=4: a rank waiting on rank 3 names the operation, group and
 #               peer rank 3, and the job ends within timeout + 10 s
+#   collective_zbv  the same under the zero-bubble V schedule (two chunks a stage, split backward)
 # Either way mpirun ends with the watchdog's exit code 4 and the report names the rank's node.
 #   hang_watchdog.sh CASE DTRAIN DTRAIN_DATA SOURCE_DIR
 set -u
@@ -12,9 +13,10 @@ source "$(dirname "$0")/lib.sh"
 make_small_data "$tool"
 case $case_name in
   step) limits=(--system.step_timeout_s=4 --system.collective_timeout_s=600); expect='rank 3 on node [^:]+: error: hang watchdog: step 5 has run for [0-9.]+ s \(system.step_timeout_s=4\), busy in forward of micro-batch 0, chunk 0, pipeline stage 1' ;;
-  collective) limits=(--system.step_timeout_s=600 --system.collective_timeout_s=4); expect='error: hang watchdog: stuck for [0-9.]+ s \(system.collective_timeout_s=4\) in recv [a-z]+ \(group pp, peer rank 3,' ;;
+  collective|collective_zbv) limits=(--system.step_timeout_s=600 --system.collective_timeout_s=4); expect='error: hang watchdog: stuck for [0-9.]+ s \(system.collective_timeout_s=4\) in recv [a-z]+ \(group pp, peer rank 3,' ;;
   *) echo "unknown case"; exit 2 ;;
 esac
+[ "$case_name" = collective_zbv ] && limits+=(--system.pipeline_schedule=zbv --system.virtual_pipeline_model_parallel_size=2)
 start=$(date +%s)
 timeout -k 5 60 mpirun -np 4 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --training.train_iters=50 --checkpoint.dir= \
   --training.eval_interval=0 --logging.log_interval=1 --debug.stall_rank=3 --debug.stall_at_step=5 "${limits[@]}" > "$work/out.log" 2>&1
