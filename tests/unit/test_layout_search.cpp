@@ -45,32 +45,32 @@ Brute brute_force(const Config& base, const ClusterSpec& cl) {
     for (int pp = 1; tp * pp <= world; pp *= 2)
       for (int v = 1; v <= L; ++v)
         for (bool zero_bubble : {false, true})  // zb-h1 at v = 1, zbv at v = 2
-        for (int mb = 1; mb <= gb; ++mb)
-          for (auto rc : {RecomputeGranularity::none, RecomputeGranularity::selective, RecomputeGranularity::full})
-            for (int zero = 0; zero <= 3; ++zero) {
-              Layout l;
-              l.sizes = {tp, 1, world / (tp * pp), pp};
-              if (v > 1 && pp == 1) continue;
-              if (zero_bubble && (pp == 1 || v > 2)) continue;
-              if (zero > 0 && l.sizes.dp == 1) continue;
-              l.sizes.v = v;
-              l.zero_bubble = zero_bubble;
-              l.micro_batch = mb;
-              l.recompute = rc;
-              l.sizes.zero = zero;
-              l.sequence_parallel = tp > 1;
-              Config c = with_layout(base, l);
-              c.system.device = ComputeDevice::cpu;
-              double memory = 0;
-              try {
-                validate_config(c);
-                memory = static_cast<double>(make_plan(c, world).peak_memory());
-              } catch (const UserError&) {
-                continue;
+          for (int mb = 1; mb <= gb; ++mb)
+            for (auto rc : {RecomputeGranularity::none, RecomputeGranularity::selective, RecomputeGranularity::full})
+              for (int zero = 0; zero <= 3; ++zero) {
+                Layout l;
+                l.sizes = {tp, 1, world / (tp * pp), pp};
+                if (v > 1 && pp == 1) continue;
+                if (zero_bubble && (pp == 1 || v > 2)) continue;
+                if (zero > 0 && l.sizes.dp == 1) continue;
+                l.sizes.v = v;
+                l.zero_bubble = zero_bubble;
+                l.micro_batch = mb;
+                l.recompute = rc;
+                l.sizes.zero = zero;
+                l.sequence_parallel = tp > 1;
+                Config c = with_layout(base, l);
+                c.system.device = ComputeDevice::cpu;
+                double memory = 0;
+                try {
+                  validate_config(c);
+                  memory = static_cast<double>(make_plan(c, world).peak_memory());
+                } catch (const UserError&) {
+                  continue;
+                }
+                b.least_memory = std::min(b.least_memory, memory);
+                if (memory <= cl.memory) b.fastest = std::min(b.fastest, predict_step(c, l, cl).step());
               }
-              b.least_memory = std::min(b.least_memory, memory);
-              if (memory <= cl.memory) b.fastest = std::min(b.fastest, predict_step(c, l, cl).step());
-            }
   return b;
 }
 

@@ -201,26 +201,26 @@ TEST_CASE("zbv ordered for measured costs", "[schedule][zero-bubble]") {
   const ActionCosts measured{1.0, 1.12, 0.76};
   // Also Bs far dearer than Ws, where a scheduler filling every slot with first-chunk forwards gets stuck.
   for (const ActionCosts& costs : {measured, ActionCosts{1.0, 2.0, 0.01}, ActionCosts{1.0, 3.0, 0.3}})
-  for (int p : {2, 3, 4, 8})
-    for (int m : {p, 2 * p, 4 * p, 4 * p + 3}) {
-      INFO("p=" << p << " m=" << m << " costs 1 : " << costs.input_grad << " : " << costs.weight_grad);
-      const auto tuned = zbv_actions(p, m, costs), equal = zbv_actions(p, m);
-      for (int s = 0; s < p; ++s) {
-        CHECK(stage_actions_problem(tuned[s], m, 2).empty());
-        CHECK(peak_in_flight(tuned[s]) <= max_in_flight(PipelineSchedule::zbv, p, m, 2, s));
-        std::vector<int> last_w(2, -1);
-        for (const auto& a : tuned[s])
-          if (a.kind == PipelineAction::weight_grad) {
-            CHECK(a.micro_batch > last_w[static_cast<std::size_t>(a.chunk)]);
-            last_w[static_cast<std::size_t>(a.chunk)] = a.micro_batch;
-          }
+    for (int p : {2, 3, 4, 8})
+      for (int m : {p, 2 * p, 4 * p, 4 * p + 3}) {
+        INFO("p=" << p << " m=" << m << " costs 1 : " << costs.input_grad << " : " << costs.weight_grad);
+        const auto tuned = zbv_actions(p, m, costs), equal = zbv_actions(p, m);
+        for (int s = 0; s < p; ++s) {
+          CHECK(stage_actions_problem(tuned[s], m, 2).empty());
+          CHECK(peak_in_flight(tuned[s]) <= max_in_flight(PipelineSchedule::zbv, p, m, 2, s));
+          std::vector<int> last_w(2, -1);
+          for (const auto& a : tuned[s])
+            if (a.kind == PipelineAction::weight_grad) {
+              CHECK(a.micro_batch > last_w[static_cast<std::size_t>(a.chunk)]);
+              last_w[static_cast<std::size_t>(a.chunk)] = a.micro_batch;
+            }
+        }
+        const SimulationResult t = simulate_schedule(tuned, PipelineSchedule::zbv, m, 2, costs);
+        const SimulationResult e = simulate_schedule(equal, PipelineSchedule::zbv, m, 2, costs);
+        REQUIRE(t.ok);
+        REQUIRE(e.ok);
+        CHECK(t.makespan <= e.makespan + 1e-9);
       }
-      const SimulationResult t = simulate_schedule(tuned, PipelineSchedule::zbv, m, 2, costs);
-      const SimulationResult e = simulate_schedule(equal, PipelineSchedule::zbv, m, 2, costs);
-      REQUIRE(t.ok);
-      REQUIRE(e.ok);
-      CHECK(t.makespan <= e.makespan + 1e-9);
-    }
   // 1F1B at the same costs (a stage's whole forward is two chunks' worth).
   std::vector<StageActions> one;
   for (int s = 0; s < 2; ++s) one.push_back(schedule_actions(PipelineSchedule::one_f_one_b, 2, 8, 1, s));
