@@ -2,7 +2,6 @@
 #include "config/load.hpp"
 
 #include <algorithm>
-#include <regex>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -68,9 +67,30 @@ std::string did_you_mean(const std::string& unknown, const std::vector<std::stri
   return best_d <= limit ? best : "";
 }
 
+namespace {
+
+// Whether a line of `text` is `header` with only spaces and tabs around it (and a CR at its end), in
+// one pass: std::regex's matcher recursed per character and a 3 MB run of spaces overflowed the stack.
+bool has_section_line(const std::string& text, const std::string& header) {
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    std::size_t a = begin, b = end;
+    if (b > a && text[b - 1] == '\r') --b;
+    while (a < b && (text[a] == ' ' || text[a] == '\t')) ++a;
+    while (b > a && (text[b - 1] == ' ' || text[b - 1] == '\t')) --b;
+    if (text.compare(a, b - a, header) == 0) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
 Config load_config(const std::string& ini_text, const std::string& ini_name,
                    const std::vector<std::string>& overrides) {
-  if (!std::regex_search(ini_text, std::regex(R"((^|\n)[ \t]*\[model\][ \t]*(\r?\n|$))")))
+  if (!has_section_line(ini_text, "[model]"))
     throw UserError(ini_name + " has no [model] section: it is not a dtrain input file (see inputs/tiny.ini for one)");
   Config cfg;
   OptionTable table(cfg);

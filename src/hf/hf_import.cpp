@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/bounded_json.hpp"
 #include "hf/hf_convert.hpp"
 #include "hf/hf_model.hpp"
 #include "ckpt/weights_file.hpp"
@@ -37,11 +38,8 @@ class HfFiles {
     const std::string index = dir + "/model.safetensors.index.json";
     if (fs::exists(index)) {
       nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(read_text_file(index));
-      } catch (const nlohmann::json::exception& e) {
-        throw UserError("'" + index + "' is not JSON: " + e.what());
-      }
+      if (std::string error; !parse_bounded_json(read_text_file(index), j, error))
+        throw UserError("'" + index + "' is not JSON: " + error);
       if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
         throw UserError("'" + index + "' has no weight_map object");
       for (const auto& [name, file] : j["weight_map"].items()) {

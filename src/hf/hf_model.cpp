@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ckpt/compatibility.hpp"
+#include "common/bounded_json.hpp"
 #include "common/error.hpp"
 #include "config/validate.hpp"
 #include "plan/tensor_table.hpp"
@@ -342,11 +343,7 @@ HfModelConfig parse_hf_config(const Json& j, const std::string& path) {
 
 HfModelConfig config_from_hf(const std::string& json_text, const std::string& path) {
   Json j;
-  try {
-    j = Json::parse(json_text);
-  } catch (const Json::exception& e) {
-    throw UserError("'" + path + "' is not JSON: " + e.what());
-  }
+  if (std::string error; !parse_bounded_json(json_text, j, error)) throw UserError("'" + path + "' is not JSON: " + error);
   if (!j.is_object()) throw UserError("'" + path + "' is not a JSON object");
   try {
     return parse_hf_config(j, path);

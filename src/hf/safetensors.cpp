@@ -10,6 +10,7 @@
 
 #include "ckpt/checksum.hpp"
 #include "common/bf16.hpp"
+#include "common/bounded_json.hpp"
 #include "common/error.hpp"
 #include "common/fp16.hpp"
 #include "common/round16.hpp"
@@ -77,11 +78,7 @@ Reader::Reader(const std::string& path) : path_(path) {
   data_start_ = 8 + header_len;
   const std::uint64_t data_size = size - data_start_;
   nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(header);
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(std::string("its header is not JSON (") + e.what() + ")");
-  }
+  if (std::string error; !parse_bounded_json(header, json, error)) throw bad("its header is not JSON (" + error + ")");
   if (!json.is_object()) throw bad("its header is not a JSON object");
   for (const auto& [key, value] : json.items()) {
     if (key == "__metadata__") {

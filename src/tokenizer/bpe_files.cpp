@@ -2,6 +2,8 @@
 // model, pre-tokenizer, normalizer and decoder checked against what Gpt2Tokenizer implements.
 #include "tokenizer/bpe_files.hpp"
 
+#include "common/bounded_json.hpp"
+
 #include <array>
 #include <filesystem>
 #include <fstream>
@@ -23,11 +25,11 @@ std::string read_text(const std::string& path, const std::string& hint) {
 }
 
 nlohmann::json parse_json(const std::string& path, const std::string& hint) {
-  try {
-    return nlohmann::json::parse(read_text(path, hint));
-  } catch (const nlohmann::json::exception& e) {
-    throw UserError("tokenizer file '" + path + "' is not valid JSON (" + e.what() + "); " + hint);
-  }
+  nlohmann::json j;
+  std::string error;
+  if (!parse_bounded_json(read_text(path, hint), j, error))
+    throw UserError("tokenizer file '" + path + "' is not valid JSON (" + error + "); " + hint);
+  return j;
 }
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }

@@ -60,6 +60,18 @@ TEST_CASE("a wrong type names the key", "[config]") {
   CHECK(contains(error_of([] { load_config("[model]\n[system]\nsequence_parallel = maybe\n", "t.ini", {}); }), "system.sequence_parallel"));
 }
 
+// A very long run of blank characters (3 MB of spaces on a line before the sections) is read in one
+// pass: the [model] check's std::regex recursed per character and overflowed the stack (SIGSEGV);
+// a file without [model] is still refused.
+TEST_CASE("an input with a 3 MB line of spaces loads", "[config]") {
+  const std::string spaces(3000000, ' ');
+  const Config cfg = load_config("\n" + spaces + "\n[model]\nnum_layers=3\n\t \n  [system]  \r\ndevice=cpu\n", "spaces.ini", {});
+  CHECK(cfg.model.num_layers == 3);
+  CHECK(testing::contains(testing::error_of([&] { load_config("\n" + spaces + "\n[system]\n", "spaces.ini", {}); }),
+                          "spaces.ini has no [model] section"));
+  CHECK(testing::contains(testing::error_of([] { load_config("[model ]\nx[model]\n", "near.ini", {}); }), "near.ini has no [model] section"));
+}
+
 TEST_CASE("a malformed line is reported", "[config]") {
   CHECK(contains(error_of([] { load_config("[model\nnum_layers 4\n", "t.ini", {}); }), "t.ini"));
 }

@@ -57,6 +57,18 @@ TEST_CASE("Llama 3 pre-tokenisation splits as its pattern does", "[tokenizer]") 
   CHECK(llama3("x \xC2\x85y") == V{"x", " ", "\xC2\x85y"});               // U+0085 (NEL) is
 }
 
+// JSON a user downloads is parsed under bounds: a tokenizer.json nesting 300,000 arrays (which
+// crashed the copy and the dump that followed the parse) is one error naming the file and the bound.
+TEST_CASE("a deeply nested tokenizer.json is one error", "[tokenizer]") {
+  testing::TempDir dir;
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  const std::string text = R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": )" + deep + "}";
+  testing::save_bytes(dir.file("tokenizer.json"), std::vector<std::uint8_t>(text.begin(), text.end()));
+  const std::string e = testing::error_of([&] { make_tokenizer("hf:" + dir.file("")); });
+  INFO(e);
+  CHECK(testing::contains(e, "tokenizer.json' is not valid JSON (nested deeper than 64 levels)"));
+}
+
 TEST_CASE("the byte tokenizer round-trips every byte", "[tokenizer]") {
   const auto t = make_tokenizer("byte");
   std::string all;
