@@ -216,8 +216,9 @@ void validate(boost::any& out, const std::vector<std::string>& values, StepList*
     const std::size_t comma = std::min(s.find(',', at), s.size());
     const std::string part = s.substr(at, comma - at);
     char* end = nullptr;
+    errno = 0;
     const long step = part.empty() ? -1 : std::strtol(part.c_str(), &end, 10);
-    if (step < 1 || *end != '\0') bad_word(s, accepted);
+    if (step < 1 || *end != '\0' || errno == ERANGE) bad_word(s, accepted);  // ERANGE: beyond a long, not its largest value
     v.steps.push_back(step);
     at = comma + 1;
   }

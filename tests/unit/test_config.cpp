@@ -213,6 +213,9 @@ TEST_CASE("steps to skip and the non-finite policy", "[config]") {
   CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--training.iterations_to_skip=3,x"}); }),
                  "a comma-separated list of 1-based steps"));
   CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--training.iterations_to_skip=0"}); }), "1-based steps"));
+  // A number beyond 64 bits was read as the largest long, silently.
+  CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--training.iterations_to_skip=5,99999999999999999999"}); }),
+                 "1-based steps"));
   CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--training.on_nonfinite=retry"}); }), "use stop or rollback"));
   Config rollback = load_config(kIni, "t.ini", {"--training.on_nonfinite=rollback"});
   rollback.checkpoint.dir.clear();
