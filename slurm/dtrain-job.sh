@@ -25,11 +25,20 @@
 #   DTRAIN_ARGS            extra dtrain arguments, e.g. "--training.train_iters=100"
 #   DTRAIN_MAX_REQUEUES    requeue at most this many times (default 10)
 #   DTRAIN_MAX_RESTARTS    restart a failed step at most this many times in the allocation (default 3)
-#   DTRAIN_RESTART_WAIT_S  seconds before the first restart, doubling after each (default 5)
+#   DTRAIN_RESTART_WAIT_S  seconds before the first restart, doubling after each (default 5; fractions too)
 #   DTRAIN_EXCLUDE_FAILED  1 (default): leave the node of a failure behind (srun --exclude with
 #                          system.layout = auto; a requeue with ExcNodeList when the nodes left are too few);
 #                          0: restart on the same nodes
 set -uo pipefail
+# The variables read below, checked first: a bad value is one message and exit 2, not a failure later.
+check_var() {  # NAME PATTERN DESCRIPTION DEFAULT
+  local value=${!1:-$4}
+  [[ $value =~ $2 ]] || { echo "dtrain job: $1=$value: must be $3" >&2; exit 2; }
+}
+check_var DTRAIN_MAX_RESTARTS '^[0-9]+$' 'a whole number of restarts >= 0' 3
+check_var DTRAIN_MAX_REQUEUES '^[0-9]+$' 'a whole number of requeues >= 0' 10
+check_var DTRAIN_RESTART_WAIT_S '^[0-9]+([.][0-9]+)?$' 'a number of seconds >= 0 (e.g. 5 or 0.5)' 5
+check_var DTRAIN_EXCLUDE_FAILED '^[01]$' '1 (leave a failed node behind) or 0' 1
 home=${DTRAIN_HOME:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 input=${INPUT:-${1:-$home/inputs/tiny.ini}}
 echo "dtrain job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}) on ${SLURM_JOB_NODELIST:-?}: $SLURM_JOB_NUM_NODES node(s), ${SLURM_NTASKS:-?} task(s), input $input, $(date -Is)"
@@ -44,10 +53,23 @@ else
   export PATH="$home/build:$home/build/tools:$PATH"
 fi
 
-# The layout this allocation gives, before any compute is spent.
+# The layout this allocation gives, before any compute is spent. A dry run that fails twice (bad input:
+# exit 2, with its message) ends the job with its status: the step would fail the same way.
 srun_args=(${DTRAIN_SRUN_ARGS---mpi=pmix})
+# "${a[@]+"${a[@]}"}": an empty array expands to nothing under set -u on bash < 4.4 as well.
 # shellcheck disable=SC2086
-dry=$(srun "${srun_args[@]}" dtrain --dry-run "$input" ${DTRAIN_ARGS:-})
+dry=$(srun ${srun_args[@]+"${srun_args[@]}"} dtrain --dry-run "$input" ${DTRAIN_ARGS:-})
+dry_rc=$?
+if [ $dry_rc -ne 0 ]; then
+  sleep 2
+  # shellcheck disable=SC2086
+  dry=$(srun ${srun_args[@]+"${srun_args[@]}"} dtrain --dry-run "$input" ${DTRAIN_ARGS:-})
+  dry_rc=$?
+fi
+if [ $dry_rc -ne 0 ]; then
+  echo "dtrain job: the dry run failed twice (exit $dry_rc; its error is above): not starting the job" >&2
+  exit "$dry_rc"
+fi
 sed -n '/^== launch/,/^== pipeline/p' <<<"$dry" | grep -v '^== pipeline'
 # The run's checkpoint.dir and system.layout, from the resolved configuration the dry run prints.
 ckpt_dir=$(sed -n '/^\[checkpoint\]/,/^\[/s/^dir = //p' <<<"$dry")
@@ -63,6 +85,17 @@ latest() { [ -n "$ckpt_dir" ] && cat "$ckpt_dir/latest" 2>/dev/null; }
 # job's ExcNodeList, and which of the nodes named are down, drained, failing or not responding (sinfo's
 # compact state ends in * when the node does not respond).
 job_field() { scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p" | grep -v '^(null)$'; }
+# The allocation's nodes as Slurm sees them now, asked up to 3 times a second apart; nothing and status 1
+# when the controller does not answer (a timeout during a node failure): no answer is not "no nodes".
+job_nodes() {
+  local n try
+  for try in 1 2 3; do
+    n=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | tr ' ' '\n' | sed -n 's/^NodeList=//p' | grep -v '^(null)$')
+    [ -n "$n" ] && { echo "$n"; return 0; }
+    [ $try -lt 3 ] && sleep 1
+  done
+  return 1
+}
 unusable() { [ -n "$1" ] && sinfo -h -N -n "$1" -o '%N %t' 2>/dev/null |
                awk '$2 ~ /\*$/ || $2 ~ /^(down|drain|drng|fail|maint|boot|pow|inval|futr)/ {print $1}' | sort -u | paste -sd, -; }
 hosts() { [ -n "$1" ] && scontrol show hostnames "$1" 2>/dev/null; true; }  # one node name per line
@@ -80,10 +113,17 @@ while true; do
   # The step's output also goes to a file, where its ranks' last words are looked up; the pipeline's
   # status is srun's (pipefail), and waiting for it waits for tee too.
   # shellcheck disable=SC2086
-  srun "${srun_args[@]}" "${place[@]}" --kill-on-bad-exit=1 dtrain "$input" ${DTRAIN_ARGS:-} 2>&1 | tee "$attempt_log" &
+  # The subshell's status is srun's alone: a failing tee (the log's disk full) warns and goes on copying
+  # to the job's output, and does not replace dtrain's exit code.
+  (
+    srun ${srun_args[@]+"${srun_args[@]}"} ${place[@]+"${place[@]}"} --kill-on-bad-exit=1 dtrain "$input" ${DTRAIN_ARGS:-} 2>&1 |
+      tee --output-error=warn "$attempt_log"
+    exit "${PIPESTATUS[0]}"
+  ) &
   step=$!
   wait $step; rc=$?
   while kill -0 $step 2>/dev/null; do wait $step; rc=$?; done   # wait again if a trapped signal interrupted it
+  wait $step 2>/dev/null; rc=$?  # the step's own status (bash keeps it), also when a signal cut the last wait
   failed_at=$(date +%s.%N)
   case $rc in
     0 | 3) lost=0; break ;;
@@ -108,8 +148,12 @@ while true; do
   fi
   # Slurm's verdict on the nodes the step ran on: one it took out of the allocation (a --no-kill job
   # keeps running without it), or one it shows down, drained or not responding.
-  on=$(placed)
-  missing=$(grep -vxF -f <(hosts "$(job_field NodeList)") <(hosts "$on") | paste -sd, -)
+  on=$(placed) missing=""
+  if now=$(job_nodes); then
+    missing=$(grep -vxF -f <(hosts "$now") <(hosts "$on") | paste -sd, -)
+  else
+    echo "dtrain job: Slurm's controller did not answer 'scontrol show job': which nodes it took away is not known"
+  fi
   if [ -z "$failed" ] && [ -n "$missing" ]; then
     failed=$missing class="$class; Slurm took $missing out of the allocation" lost=1
   elif [ -z "$failed" ]; then
@@ -132,7 +176,7 @@ while true; do
   shrink=0
   if [ -n "$failed" ] && [ "${DTRAIN_EXCLUDE_FAILED:-1}" = 1 ] && [ "$layout_mode" = auto ] && [ "$left" -ge 1 ]; then
     # shellcheck disable=SC2086
-    if fit=$(srun "${srun_args[@]}" "${try_place[@]}" dtrain --dry-run "$input" ${DTRAIN_ARGS:-} 2>&1); then
+    if fit=$(srun ${srun_args[@]+"${srun_args[@]}"} "${try_place[@]}" dtrain --dry-run "$input" ${DTRAIN_ARGS:-} 2>&1); then
       shrink=1
     else
       echo "dtrain job: the $left node(s) left cannot run the job: $(grep -a 'error' <<<"$fit" | head -1)"
@@ -146,7 +190,8 @@ while true; do
   if [ "$restarts" -ge "${DTRAIN_MAX_RESTARTS:-3}" ]; then
     echo "dtrain job: DTRAIN_MAX_RESTARTS=${DTRAIN_MAX_RESTARTS:-3} restarts made: giving up"; break
   fi
-  if [ "$restarts" -gt 0 ] && [ "$(latest)" = "$before" ]; then
+  # (A restart on fewer nodes is a new attempt, whatever the last one made.)
+  if [ "$restarts" -gt 0 ] && [ "$shrink" -eq 0 ] && [ "$(latest)" = "$before" ]; then
     echo "dtrain job: no new checkpoint since the last restart: not restarting it again"; break
   fi
   if [ "$shrink" -eq 1 ]; then
@@ -162,7 +207,7 @@ while true; do
     rc=3; break
   fi
   echo "dtrain job: restarting, $(awk -v t="$failed_at" -v n="$(date +%s.%N)" 'BEGIN {printf "%.1f", n - t}') s after the step failed"
-  wait_s=$((wait_s * 2))
+  wait_s=$(awk -v w="$wait_s" 'BEGIN {print w * 2}')
 done
 rm -f "$attempt_log"
 # The checkpoint the last requeue without a node resumed from (checkpoint.dir/.dtrain-requeued: job id
