@@ -53,21 +53,22 @@ else
   export PATH="$home/build:$home/build/tools:$PATH"
 fi
 
-# The layout this allocation gives, before any compute is spent. A dry run that fails twice (bad input:
-# exit 2, with its message) ends the job with its status: the step would fail the same way.
+# The layout this allocation gives, before any compute is spent. A dry run that fails ends the job with
+# its status, the step would fail the same way: at once for bad input (exit 2, its message above), after
+# a second try for anything else (a start-up that failed).
 srun_args=(${DTRAIN_SRUN_ARGS---mpi=pmix})
 # "${a[@]+"${a[@]}"}": an empty array expands to nothing under set -u on bash < 4.4 as well.
 # shellcheck disable=SC2086
 dry=$(srun ${srun_args[@]+"${srun_args[@]}"} dtrain --dry-run "$input" ${DTRAIN_ARGS:-})
 dry_rc=$?
-if [ $dry_rc -ne 0 ]; then
+if [ $dry_rc -ne 0 ] && [ $dry_rc -ne 2 ]; then
   sleep 2
   # shellcheck disable=SC2086
   dry=$(srun ${srun_args[@]+"${srun_args[@]}"} dtrain --dry-run "$input" ${DTRAIN_ARGS:-})
   dry_rc=$?
 fi
 if [ $dry_rc -ne 0 ]; then
-  echo "dtrain job: the dry run failed twice (exit $dry_rc; its error is above): not starting the job" >&2
+  echo "dtrain job: the dry run failed (exit $dry_rc$([ $dry_rc -eq 2 ] && echo ': bad input'); its error is above): not starting the job" >&2
   exit "$dry_rc"
 fi
 sed -n '/^== launch/,/^== pipeline/p' <<<"$dry" | grep -v '^== pipeline'

@@ -24,6 +24,9 @@ class LossScaler {
  public:
   explicit LossScaler(const OptimizerConfig& cfg);
   double scale() const { return state_.scale; }
+  // Dynamic scaling already at optimizer.min_loss_scale: a lower scale cannot cure an overflow, so a
+  // non-finite gradient there is a non-finite step (stop or rollback), not a skip.
+  bool at_floor() const { return dynamic_ && state_.scale <= min_scale_; }
   // After a step: found_inf says whether any gradient was not finite (the step is skipped then).
   void update(bool found_inf);
   const LossScalerState& state() const { return state_; }

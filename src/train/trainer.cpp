@@ -191,17 +191,20 @@ void Trainer::read_pending() {
     // A non-finite loss stops training (the forward pass overflowed or diverged: no scale cures that); a
     // non-finite gradient norm skips the update in an fp16 run (the scale was too large) and stops
     // training otherwise. The device skipped the step's update in both cases (step_factor).
-    const bool overflow = scaler_ && std::isfinite(s.loss) && !std::isfinite(s.grad_norm);
+    // At the smallest scale no back-off remains: skipping would skip every step that follows and exit 0.
+    const bool floor = scaler_ && scaler_->at_floor();
+    const bool overflow = scaler_ && !floor && std::isfinite(s.loss) && !std::isfinite(s.grad_norm);
     if (!overflow && (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm))) {
       settled_.clear();
       const int last = steps.back().step + 1;
       char buf[640];
       std::snprintf(buf, sizeof buf,
-                    "step %d: the loss is %g and the gradient norm %g; its optimizer update was skipped and training stops%s, "
+                    "step %d: the loss is %g and the gradient norm %g%s; its optimizer update was skipped and training stops%s, "
                     "and nothing from it is saved (the last checkpoint, if any, is untouched); lower optimizer.lr, set "
                     "optimizer.clip_grad, check the data, or let training.on_nonfinite=rollback go back to the last checkpoint "
                     "and skip this step's batch",
                     p.step + 1, s.loss, s.grad_norm,
+                    floor ? " at fp16's smallest loss scale (optimizer.min_loss_scale), which no back-off can lower" : "",
                     last == p.step + 1 ? "" : (" at step " + std::to_string(last) + ", where it was read back").c_str());
       throw NonFiniteStep(p.step + 1, buf);
     }

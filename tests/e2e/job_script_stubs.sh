@@ -5,7 +5,8 @@
 #                      during a node failure): a plain restart, never a requeue without every node
 #   fractional_wait    DTRAIN_RESTART_WAIT_S=0.5: two restarts after 0.5 and 1 s, then success (exit 0)
 #   bad_variable       DTRAIN_MAX_RESTARTS=x: one message naming it, exit 2, nothing run
-#   dry_run_fails      the dry run fails (bad input, exit 2) twice: the job ends with 2 and runs no step
+#   dry_run_fails      the dry run fails with bad input (exit 2): the job ends with 2 and runs no step
+#   dry_run_retried    the first dry run fails otherwise (exit 1: a start-up that failed): tried again
 #   job_script_stubs.sh CASE SOURCE_DIR
 set -u
 case_name=$1 src=$2
@@ -19,8 +20,9 @@ cat > "$work/bin/srun" <<'STUB'
 # each time), then succeeds.
 for a in "$@"; do [ "$a" = --dry-run ] && dry=1; done
 if [ "${dry:-0}" = 1 ]; then
-  echo $(( $(cat "$W/dry_runs" 2>/dev/null || echo 0) + 1 )) > "$W/dry_runs"
-  [ "${DRY_RC:-0}" -eq 0 ] || { echo "dtrain: error: the stub's bad input" >&2; exit "$DRY_RC"; }
+  d=$(cat "$W/dry_runs" 2>/dev/null || echo 0)
+  echo $((d + 1)) > "$W/dry_runs"
+  [ "$d" -ge "${DRY_FAILS:-0}" ] || { echo "dtrain: error: the stub's dry run failure" >&2; exit "$DRY_RC"; }
   printf '== launch ==\nlayout tp=1 (stub)\n== pipeline ==\n[checkpoint]\ndir = %s\n[system]\nlayout = manual\n' "$W/ck"
   exit 0
 fi
@@ -52,7 +54,8 @@ case $case_name in
   controller_silent) export SCONTROL_SILENT=1 FAILS=1 ;;
   fractional_wait) export DTRAIN_RESTART_WAIT_S=0.5 FAILS=2 ;;
   bad_variable) export DTRAIN_MAX_RESTARTS=x ;;
-  dry_run_fails) export DRY_RC=2 ;;
+  dry_run_fails) export DRY_RC=2 DRY_FAILS=9 ;;
+  dry_run_retried) export DRY_RC=1 DRY_FAILS=1 ;;
   *) echo "unknown case"; exit 2 ;;
 esac
 timeout -k 5 60 bash "$src/slurm/dtrain-job.sh" "$src/inputs/tiny.ini" > "$work/job.log" 2>&1
@@ -78,8 +81,12 @@ case $case_name in
     [ ! -e "$work/dry_runs" ] && [ "$steps" -eq 0 ] || fail "something ran before the check" ;;
   dry_run_fails)
     [ $rc -eq 2 ] || fail "the job ended with $rc, not the dry run's 2"
-    grep -q "the dry run failed twice (exit 2" "$work/job.log" || fail "no message for the failed dry run"
-    [ "$(cat "$work/dry_runs")" -eq 2 ] || fail "the dry run ran $(cat "$work/dry_runs") times, not 2"
+    grep -q "the dry run failed (exit 2: bad input" "$work/job.log" || fail "no message for the failed dry run"
+    [ "$(cat "$work/dry_runs")" -eq 1 ] || fail "bad input's dry run ran $(cat "$work/dry_runs") times, not once"
     [ "$steps" -eq 0 ] || fail "a step ran after the dry run failed" ;;
+  dry_run_retried)
+    [ $rc -eq 0 ] || fail "the job ended with $rc, not 0"
+    [ "$(cat "$work/dry_runs")" -eq 2 ] || fail "the dry run ran $(cat "$work/dry_runs") times, not twice"
+    [ "$steps" -eq 1 ] || fail "$steps steps ran, not 1" ;;
 esac
 echo PASS

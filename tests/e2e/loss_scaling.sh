@@ -9,7 +9,9 @@
 #    moments, bit for bit;
 #  - the checkpoint holds the scaler (h5py): step 5's loss_scale 1024, trackers {growth 1, hysteresis 0},
 #    skipped_steps 1;
-#  - resumed at step 5 on tp=2, the run goes on with the same scales and losses as the uninterrupted one.
+#  - resumed at step 5 on tp=2, the run goes on with the same scales and losses as the uninterrupted one;
+#  - at the smallest scale (initial = min_loss_scale = 1) the same overflow is a non-finite step:
+#    exit 5 and a message naming the scale, not a skip of every step that follows.
 #   loss_scaling.sh DTRAIN DTRAIN_DATA SOURCE_DIR
 set -u
 dtrain=$1 tool=$2 src=$3
@@ -27,6 +29,10 @@ train() {  # train NAME NP TP [ARGS...]: metrics in $work/NAME.jsonl, output in 
   "$here/run_mpi.sh" 120 "$np" "$dtrain" "${common[@]}" --system.tensor_model_parallel_size="$tp" \
     "--logging.metrics_file=$work/$name.jsonl" "$@" > "$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "$name run failed"; }
 }
+"$here/run_mpi.sh" 120 1 "$dtrain" "${common[@]}" --system.tensor_model_parallel_size=1 --optimizer.initial_loss_scale=1 \
+  --optimizer.min_loss_scale=1 --optimizer.loss_scale_window=100 --checkpoint.dir= > "$work/floor.out" 2>&1
+grep -q '^rank-exit 0 5$' "$work/floor.out" && grep -q "step 4: .* at fp16's smallest loss scale" "$work/floor.out" ||
+  { cat "$work/floor.out"; fail "an overflow at the smallest loss scale was not a non-finite step (exit 5)"; }
 train one 1 1 "--checkpoint.dir=$work/ck" --checkpoint.save_interval=1 --checkpoint.keep_last=10
 train tp2 2 2 "--checkpoint.dir=$work/ck2"
 train resumed 2 2 "--checkpoint.dir=$work/ck3" "--checkpoint.load=$work/ck/step_00000005"
