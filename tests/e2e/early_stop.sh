@@ -4,7 +4,7 @@
 # then rises (3.429, 3.454, 3.443 at steps 12-16, each more than 0.3% above it: no machine's rounding
 # reorders them). With patience 3 the run ends after step 16, exit 0, naming step 10; the directory keeps
 # the newest checkpoint (keep_last=1) and the two lowest validations (keep_best=2: steps 10 and 12), each
-# manifest with its val_loss; model-final.h5 holds step 10's weights (equal to its consolidation). The
+# manifest with its val_loss (kept by a reshard); model-final.h5 holds step 10's weights (equal to its consolidation). The
 # checkpoints carry the record: resumed at step 12, the run stops after step 16 again, naming step 10.
 #   early_stop.sh DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE SOURCE_DIR
 set -u
@@ -25,6 +25,10 @@ grep -q "early stop after step 16: 3 validation(s) without a lower loss than .* 
 [ "$(ls "$work/ck" | grep '^step_' | tr '\n' ' ')" = "step_00000010 step_00000012 step_00000016 " ] ||
   fail "kept $(ls "$work/ck" | tr '\n' ' '), expected steps 10, 12 (best) and 16 (last)"
 for s in 10 12 16; do grep -q '^val_loss [0-9.]*$' "$work/ck/step_000000$s/manifest.txt" || fail "step $s's manifest has no val_loss"; done
+# A reshard keeps it (it was dropped, so keep_best could not rank the resharded checkpoint).
+"$consolidate" "$work/ck/step_00000010" --reshard tp=2,pp=1,dp=1 --out "$work/rs" > /dev/null || fail "reshard step 10"
+[ "$(grep '^val_loss' "$work/rs/step_00000010/manifest.txt")" = "$(grep '^val_loss' "$work/ck/step_00000010/manifest.txt")" ] ||
+  fail "the resharded checkpoint's manifest lost step 10's val_loss"
 "$consolidate" "$work/ck/step_00000010" --out "$work/best.h5" > /dev/null || fail "consolidate step 10"
 h5diff --exclude-attribute / "$work/best.h5" "$work/ck/model-final.h5" > "$work/diff.txt" ||
   { head "$work/diff.txt"; fail "model-final.h5 is not step 10's weights"; }
