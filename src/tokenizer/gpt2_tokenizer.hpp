@@ -41,6 +41,7 @@ class Gpt2Tokenizer : public Tokenizer {
   std::unordered_map<std::uint64_t, Merge> merges_;             // (left, right) -> rank, result
   std::unordered_map<std::string, std::vector<std::uint32_t>> cache_;  // piece -> ids, at most kCachedPieces
   static constexpr std::size_t kCachedPieces = std::size_t{1} << 20;
+  static constexpr std::size_t kLongestCachedPiece = 256;  // bytes: the cache holds at most 2^20 x 256 B of keys
   bool llama3_split_ = false, ignore_merges_ = false;
 };
 
