@@ -158,10 +158,11 @@ PipelineStepStats PipelineExecutor::run() {
         if (!spare_grads_.empty()) spare_grads_.pop_back();
         local_grads_.emplace(a.micro_batch, std::move(buffer));
       }
+      auto t0 = Clock::now();  // the outbox's buffer may wait for an earlier send to complete
       void* input_grad = hand_over ? local_grads_.at(a.micro_batch).data() : vs > 0 ? outbox_.buffer() : nullptr;
+      st.wait_seconds += since(t0);
       {
-        Trace::Span span(ps_.trace(), (whole ? "B+W mb" : "B mb") + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk),
-                         "backward");
+        Trace::Span span(ps_.trace(), "B mb" + std::to_string(a.micro_batch) + " c" + std::to_string(a.chunk), "backward");
         compute(1, [&] {
           if (whole)
             compute_.backward(slot, a.chunk, a.micro_batch, output_grad, input_grad);
@@ -174,7 +175,7 @@ PipelineStepStats PipelineExecutor::run() {
         local_grads_.erase(a.micro_batch);
       }
       if (vs > 0 && !hand_over) {
-        const auto t0 = Clock::now();
+        t0 = Clock::now();
         Trace::Span span(ps_.trace(), "send grad mb" + std::to_string(a.micro_batch), "p2p");
         send(1, {"send gradient", a.micro_batch, stage_});
         st.wait_seconds += since(t0);
