@@ -91,7 +91,7 @@ job_field() { scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | tr ' ' '\n' | s
 job_nodes() {
   local n try
   for try in 1 2 3; do
-    n=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | tr ' ' '\n' | sed -n 's/^NodeList=//p' | grep -v '^(null)$')
+    n=$(job_field NodeList)
     [ -n "$n" ] && { echo "$n"; return 0; }
     [ $try -lt 3 ] && sleep 1
   done

@@ -16,9 +16,9 @@
 #include "data/batch_sampler.hpp"
 #include "data/open_data.hpp"
 #include "optim/lr_schedule.hpp"
-#include "train/schedule_tuning.hpp"
 #include "parallel/all_to_all_dispatch.hpp"
 #include "parallel/context_parallel.hpp"
+#include "train/schedule_tuning.hpp"
 
 namespace dtrain {
 namespace {
