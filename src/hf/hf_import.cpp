@@ -6,11 +6,9 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
-#include "common/bounded_json.hpp"
 #include "hf/hf_convert.hpp"
 #include "hf/hf_model.hpp"
 #include "ckpt/weights_file.hpp"
@@ -37,18 +35,7 @@ class HfFiles {
   explicit HfFiles(const std::string& dir) : dir_(dir) {
     const std::string index = dir + "/model.safetensors.index.json";
     if (fs::exists(index)) {
-      nlohmann::json j;
-      if (std::string error; !parse_bounded_json(read_text_file(index), j, error))
-        throw UserError("'" + index + "' is not JSON: " + error);
-      if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-        throw UserError("'" + index + "' has no weight_map object");
-      for (const auto& [name, file] : j["weight_map"].items()) {
-        if (!file.is_string()) throw UserError("'" + index + "': the file of tensor '" + name + "' is not a string");
-        const std::string f = file.get<std::string>();
-        if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
-          throw UserError("'" + index + "': tensor '" + name + "' is in '" + f + "', which is not a file name in " + dir);
-        located_[name] = f;
-      }
+      located_ = safetensors::read_index(read_text_file(index), index, dir);
       index_ = index;
     } else if (!fs::exists(dir + "/model.safetensors")) {
       throw UserError("'" + dir + "' has neither model.safetensors nor model.safetensors.index.json");

@@ -50,6 +50,10 @@ class Reader {
   std::map<std::string, std::string> metadata_;
 };
 
+// model.safetensors.index.json's weight_map (tensor name -> file name in `dir`) from its text (read
+// from `path`, named in errors); UserError unless it is JSON with a weight_map of plain file names.
+std::map<std::string, std::string> read_index(const std::string& text, const std::string& path, const std::string& dir);
+
 struct PlannedTensor {
   std::string name;
   std::vector<std::int64_t> shape;
