@@ -158,7 +158,7 @@ std::vector<float> Reader::read(const TensorInfo& t) const {
     throw UserError("'" + path_ + "': cannot read tensor '" + t.name + "' (" + (got < 0 ? std::strerror(errno) : "file shorter than its header says") + ")");
   std::vector<float> out(n);
   if (t.dtype == DType::f32) {
-    std::memcpy(out.data(), raw.data(), raw.size());
+    if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());  // an empty vector's data() may be null
   } else {
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint16_t bits = static_cast<std::uint16_t>(raw[2 * i] | raw[2 * i + 1] << 8);
@@ -166,6 +166,22 @@ std::vector<float> Reader::read(const TensorInfo& t) const {
     }
   }
   return out;
+}
+
+std::map<std::string, std::string> read_index(const std::string& text, const std::string& path, const std::string& dir) {
+  nlohmann::json j;
+  if (std::string error; !parse_bounded_json(text, j, error)) throw UserError("'" + path + "' is not JSON: " + error);
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    throw UserError("'" + path + "' has no weight_map object");
+  std::map<std::string, std::string> located;
+  for (const auto& [name, file] : j["weight_map"].items()) {
+    if (!file.is_string()) throw UserError("'" + path + "': the file of tensor '" + name + "' is not a string");
+    const std::string f = file.get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+      throw UserError("'" + path + "': tensor '" + name + "' is in '" + f + "', which is not a file name in " + dir);
+    located[name] = f;
+  }
+  return located;
 }
 
 Writer::Writer(std::string path, std::vector<PlannedTensor> tensors, DType dtype, const std::map<std::string, std::string>& metadata)
