@@ -104,6 +104,9 @@ std::string latest_checkpoint(const std::string& dir) {
   if (!(in >> name))
     throw UserError("'" + path + "' is empty or unreadable, so the checkpoint to resume from is unknown; write the name of a " +
                     "step directory into it (e.g. step_00000100), or set checkpoint.load to a step directory");
+  if (name.find('/') != std::string::npos || name == "." || name == "..")
+    throw UserError("'" + path + "' names '" + name + "', which is not a step directory in " + dir +
+                    "; write the name of one into it (e.g. step_00000100), or set checkpoint.load to a step directory");
   return dir + "/" + name;
 }
 

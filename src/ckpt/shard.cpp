@@ -233,6 +233,8 @@ Manifest read_manifest(const std::string& path) {
   for (std::size_t i = 0; i < count; ++i) {
     ShardRecord r;
     if (!(in >> word >> r.file >> r.bytes >> hex) || word != "shard") throw bad("shard line " + std::to_string(i + 1));
+    if (r.file.find('/') != std::string::npos || r.file == "." || r.file == "..")
+      throw bad("shard '" + r.file + "' is not a file name in the step directory");
     if (!h5::parse_hex64(hex, r.hash))
       throw bad("the checksum '" + hex + "' of " + r.file + " is not 16 hexadecimal digits");
     m.shards.push_back(r);
