@@ -5,7 +5,7 @@
 
 namespace dtrain {
 
-std::unique_ptr<Communicator> make_nccl_communicator(const std::string&, MPI_Comm, int, int, std::vector<int>, bool, Watchdog*,
+std::unique_ptr<Communicator> make_nccl_communicator(const std::string&, HostComm, int, int, std::vector<int>, bool, Watchdog*,
                                                      Trace*) {
   fatal("system.comm_backend=nccl but this dtrain was built without CUDA; rebuild with nvcc on PATH or use system.comm_backend=mpi");
 }
