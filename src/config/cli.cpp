@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "config/po_error.hpp"
 
 namespace po = boost::program_options;
 
@@ -21,7 +22,7 @@ po::variables_map parse_command_line_options(int argc, const char* const* argv, 
     po::store(po::command_line_parser(args).options(options).positional(positional).style(style).run(), values);
     po::notify(values);
   } catch (const po::error& e) {
-    throw UserError(std::string(e.what()) + "; see '" + program + " --help'");
+    throw UserError(program_options_error(e, /*ini_keys=*/false) + "; see '" + program + " --help'");
   }
   return values;
 }

@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "config/options.hpp"
+#include "config/po_error.hpp"
 
 namespace po = boost::program_options;
 
@@ -52,13 +53,6 @@ std::string describe_unknown(const std::vector<std::string>& unknown, const std:
   if (named < unknown.size()) os << " and " << unknown.size() - named << " more";
   os << "; see 'dtrain --help' for every key";
   return os.str();
-}
-
-// Boost's messages name options as "--section.key"; ours name them as the INI key.
-std::string rephrase(const po::error& e) {
-  std::string what = e.what();
-  for (std::string::size_type p; (p = what.find("'--")) != std::string::npos;) what.erase(p + 1, 2);
-  return what;
 }
 
 }  // namespace
@@ -136,7 +130,7 @@ Config load_config(const std::string& ini_text, const std::string& ini_name,
     if (!unknown_cmd.empty()) throw UserError(describe_unknown(unknown_cmd, known, "the command line"));
     po::store(cmd, vm);
   } catch (const po::error& e) {
-    throw UserError("the command line: " + rephrase(e));
+    throw UserError("the command line: " + program_options_error(e, /*ini_keys=*/true));
   }
   try {
     std::istringstream in(ini_text);
@@ -148,12 +142,12 @@ Config load_config(const std::string& ini_text, const std::string& ini_name,
     po::store(ini, vm);
     po::notify(vm);
   } catch (const po::invalid_config_file_syntax& e) {
-    throw UserError(ini_name + ": malformed line (" + rephrase(e) + "); expected '[section]' or 'key = value'");
+    throw UserError(ini_name + ": malformed line (" + program_options_error(e, /*ini_keys=*/true) + "); expected '[section]' or 'key = value'");
   } catch (const po::multiple_occurrences& e) {
     throw UserError(ini_name + ": key '" + e.get_option_name().substr(e.get_option_name().rfind('-') + 1) +
                     "' is given twice; keep one");
   } catch (const po::error& e) {
-    throw UserError(ini_name + ": " + rephrase(e));
+    throw UserError(ini_name + ": " + program_options_error(e, /*ini_keys=*/true));
   }
   return cfg;
 }

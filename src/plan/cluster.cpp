@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "config/load.hpp"
+#include "config/po_error.hpp"
 
 namespace po = boost::program_options;
 
@@ -46,12 +47,6 @@ po::options_description cluster_keys(RawCluster& r) {
       "cluster.intra_node_all_reduce_gb_s", po::value(&r.intra_ar))("cluster.inter_node_all_reduce_gb_s", po::value(&r.inter_ar))(
       "cluster.intra_node_reduce_scatter_gb_s", po::value(&r.intra_rs))("cluster.inter_node_reduce_scatter_gb_s", po::value(&r.inter_rs));
   return d;
-}
-
-std::string rephrase(const po::error& e) {
-  std::string what = e.what();
-  for (std::string::size_type p; (p = what.find("'--")) != std::string::npos;) what.erase(p + 1, 2);
-  return what;
 }
 
 // A finite number > 0 filling `text` (blanks around it allowed), or nothing.
@@ -173,9 +168,9 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& name) {
     key.erase(0, key.find_first_not_of('-'));
     throw UserError(name + ": the key '" + key + "' is missing; add it (every key of inputs/clusters/dgx-h100.ini is required; name, device and the measured rates elementwise_gb_s, released_memory_gb_s, attention_score_ns, gemm_efficiency_by_width, host_link_gb_s, host_memory_bandwidth_gb_s, *_all_reduce_gb_s, *_reduce_scatter_gb_s are optional)");
   } catch (const po::invalid_config_file_syntax& e) {
-    throw UserError(name + ": malformed line (" + rephrase(e) + "); expected '[cluster]' or 'key = value'");
+    throw UserError(name + ": malformed line (" + program_options_error(e, /*ini_keys=*/true) + "); expected '[cluster]' or 'key = value'");
   } catch (const po::error& e) {
-    throw UserError(name + ": " + rephrase(e));
+    throw UserError(name + ": " + program_options_error(e, /*ini_keys=*/true));
   }
   ClusterSpec c;
   c.name = r.name.empty() ? name : r.name;

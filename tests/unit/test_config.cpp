@@ -14,6 +14,7 @@
 #include "config/load.hpp"
 #include "config/options.hpp"
 #include "config/validate.hpp"
+#include "plan/cluster.hpp"
 #include "plan/layout_checks.hpp"
 
 using namespace dtrain;
@@ -66,6 +67,20 @@ TEST_CASE("many unknown keys, or a very long one, make one short error", "[confi
   const std::string one = error_of([&] { load_config("[model]\n" + key + "hidden_size = 1\n", "long.ini", {}); });
   CHECK(contains(one, "'model." + std::string(74, 'x') + "...' (100017 characters)"));
   CHECK(one.size() < 300);
+}
+
+// Found by the cluster_description fuzz target: Boost.ProgramOptions' what() replaced its placeholders
+// until none was left, so a malformed line or a value holding one ("%invalid_line%", "%value%") made
+// dtrain --dry-run loop for ever (SIGTERM blocked by the launcher: only SIGKILL ended it).
+TEST_CASE("a line or value holding Boost's placeholders is one error", "[config]") {
+  const std::string line = error_of([] { load_config("[model]\nthis %invalid_line% is malformed\n", "pct.ini", {}); });
+  CHECK(contains(line, "pct.ini: malformed line"));
+  CHECK(contains(line, "this %25invalid_line%25 is malformed"));
+  const std::string value = error_of([] { load_config("[model]\n[system]\ndevice = %value%\n", "pct.ini", {}); });
+  CHECK(contains(value, "system.device"));
+  CHECK(contains(value, "%25value%25"));
+  CHECK(contains(error_of([] { load_config("[model]\n", "pct.ini", {"--system.device=%canonical_option%"}); }), "system.device"));
+  CHECK(contains(error_of([] { parse_cluster("[cluster]\n%invalid_line%\n", "c.ini"); }), "c.ini: malformed line"));
 }
 
 TEST_CASE("a wrong type names the key", "[config]") {
