@@ -55,6 +55,9 @@ struct CheckpointMeta {
   std::vector<std::int64_t> skipped_batches;
   // The validation loss measured at this step (the manifest's val_loss line; checkpoint.keep_best).
   std::optional<double> val_loss;
+  // The run that published it (the manifest's run line; 0 in older checkpoints): drawn at a fresh start,
+  // kept by a resume and a reshard. keep_best ranks only the run's own checkpoints.
+  std::uint64_t run_id = 0;
   // The run's validations so far, for early stopping (attributes `best_val_loss`, `best_val_step`,
   // `stale_validations`; absent before the first validation and in older checkpoints).
   struct Validations {

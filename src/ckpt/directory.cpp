@@ -31,6 +31,7 @@ std::vector<PublishedCheckpoint> published_checkpoints(const std::string& dir) {
       c.step = m.step;
       c.sequence = m.sequence;
       c.val_loss = m.val_loss;
+      c.run_id = m.run_id;
     } catch (const UserError&) {
       continue;  // not something this dtrain can identify (another format, a copy, an I/O error): left alone
     }
@@ -55,7 +56,7 @@ std::vector<bool> kept_checkpoints(const std::vector<PublishedCheckpoint>& all, 
   for (std::size_t i = all.size() > last ? all.size() - last : 0; i < all.size(); ++i) kept[i] = true;
   std::vector<std::size_t> measured;
   for (std::size_t i = 0; i < all.size(); ++i)
-    if (all[i].val_loss) measured.push_back(i);
+    if (all[i].val_loss && all[i].run_id == keep.run) measured.push_back(i);
   std::stable_sort(measured.begin(), measured.end(), [&](std::size_t a, std::size_t b) { return *all[a].val_loss < *all[b].val_loss; });
   for (std::size_t k = 0; k < measured.size() && k < static_cast<std::size_t>(std::max(0, keep.keep_best)); ++k) kept[measured[k]] = true;
   return kept;

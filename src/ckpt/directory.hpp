@@ -18,13 +18,17 @@ struct PublishedCheckpoint {
   std::int64_t step = 0;
   std::int64_t sequence = 0;  // publication order (0 for checkpoints older than the sequence)
   std::optional<double> val_loss;  // the validation loss at its step, when one was measured there
+  std::uint64_t run_id = 0;        // the run that published it (0: an older checkpoint)
 };
 
-// What pruning keeps: the keep_last newest publications, and the keep_best with the lowest validation
-// loss (checkpoint.keep_best; ties: the earlier publication).
+// What pruning keeps: the keep_last newest publications, and the keep_best of run `run` with the lowest
+// validation loss (checkpoint.keep_best; ties: the earlier publication). Another run's checkpoints in the
+// same directory never take the places of this run's best (they would leave early stopping's best
+// pruned); keep_last counts every publication.
 struct Retention {
   int keep_last = 1;
   int keep_best = 0;
+  std::uint64_t run = 0;
 };
 
 // The published checkpoints of dir, oldest publication first (ties by step, then name). Step

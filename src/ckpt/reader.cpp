@@ -53,6 +53,7 @@ CheckpointReader::CheckpointReader(const std::string& step_dir, bool hash_files)
   const std::uint64_t id = manifest.checkpoint_id;
   const std::int64_t step = manifest.step;
   meta_.val_loss = manifest.val_loss;  // kept by a reshard (keep_best and load_best rank checkpoints by it)
+  meta_.run_id = manifest.run_id;
   const auto& records = manifest.shards;
   if (records.empty()) throw UserError("checkpoint '" + dir_ + "' lists no shards in its manifest");
   for (const auto& r : records) {

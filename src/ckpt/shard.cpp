@@ -157,6 +157,7 @@ double publish_checkpoint(const std::string& tmp, const std::string& dir, const 
                           const std::vector<unsigned long long>& triples) {
   Manifest m;
   m.checkpoint_id = meta.checkpoint_id;
+  m.run_id = meta.run_id;
   m.step = meta.step;
   m.sequence = next_publication_sequence(dir);
   m.val_loss = meta.val_loss;
@@ -209,6 +210,7 @@ void write_manifest(const std::string& path, const Manifest& m) {
     std::snprintf(loss, sizeof loss, "%.17g", *m.val_loss);
     os << "val_loss " << loss << "\n";
   }
+  if (m.run_id) os << "run " << h5::hex64(m.run_id) << "\n";
   write_file_atomically(path, os.str());
 }
 
@@ -239,10 +241,15 @@ Manifest read_manifest(const std::string& path) {
       throw bad("the checksum '" + hex + "' of " + r.file + " is not 16 hexadecimal digits");
     m.shards.push_back(r);
   }
-  if (in >> word) {
+  while (in >> word) {
     double loss = 0.0;
-    if (word != "val_loss" || !(in >> loss) || !std::isfinite(loss)) throw bad("an unknown line after the shards ('" + word + "')");
-    m.val_loss = loss;
+    if (word == "val_loss" && !m.val_loss && (in >> loss) && std::isfinite(loss)) {
+      m.val_loss = loss;
+    } else if (word == "run" && !m.run_id && (in >> hex)) {
+      if (!h5::parse_hex64(hex, m.run_id) || m.run_id == 0) throw bad("run '" + hex + "' is not 16 hexadecimal digits, not all 0");
+    } else {
+      throw bad("an unknown or repeated line after the shards ('" + word.substr(0, 40) + "')");
+    }
   }
   return m;
 }

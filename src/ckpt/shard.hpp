@@ -32,6 +32,7 @@ struct Manifest {
   std::int64_t step = 0;
   std::int64_t sequence = 0;
   std::optional<double> val_loss;  // "val_loss" line after the shards (absent in older manifests, and without a validation)
+  std::uint64_t run_id = 0;        // "run" line after the shards: the run that published it (0: absent, older manifests)
   std::vector<ShardRecord> shards;
 };
 void write_manifest(const std::string& path, const Manifest& manifest);

@@ -162,12 +162,41 @@ int Checkpointing::resume(Trainer& trainer) {
   });
   broadcast_string(world_, path);
   if (path.empty()) {
+    run_id_ = new_checkpoint_id(world_);  // a new run: keep_best ranks its checkpoints apart from others'
     if (!cfg_.checkpoint.init_from.empty()) init_from_weights(trainer);
     return 0;
   }
   if (!cfg_.checkpoint.init_from.empty())
     log_.message("checkpoint: resuming from " + path + "; checkpoint.init_from applies only when there is no checkpoint to resume");
-  return load(trainer, path, "resumed from");
+  resumed_dir_ = std::filesystem::path(path).lexically_normal().parent_path().string();
+  const int step = load(trainer, path, "resumed from");
+  // Early stopping ends with the best validation's weights: the checkpoint that holds them must be
+  // there now, not found missing after the whole run.
+  const Trainer::Validations& v = trainer.validations();
+  collective_check(world_, [&] {
+    if (rank_ == 0 && cfg_.training.early_stop_patience > 0 && v.best)
+      best_checkpoint(v.best_step, "training.early_stop_patience ends with the weights of the best validation so far (step " +
+                                       std::to_string(v.best_step) + ", recorded in the checkpoint resumed)");
+  });
+  return step;
+}
+
+std::string Checkpointing::best_checkpoint(int step, const std::string& why) const {
+  std::vector<std::string> dirs{cfg_.checkpoint.dir};
+  if (!resumed_dir_.empty() && resumed_dir_ != std::filesystem::path(cfg_.checkpoint.dir).lexically_normal().string())
+    dirs.push_back(resumed_dir_);
+  for (const std::string& d : dirs) {
+    const std::string path = d + "/" + step_dir_name(step);
+    try {
+      const Manifest m = read_manifest(path + "/manifest.txt");
+      if (m.step == step && m.run_id == run_id_) return path;
+    } catch (const UserError&) {
+    }
+  }
+  std::string where = "'" + dirs[0] + "'";
+  if (dirs.size() > 1) where += " nor '" + dirs[1] + "'";
+  throw UserError(why + ", but neither " + where + " holds this run's checkpoint of step " + std::to_string(step) +
+                  " (pruned or moved); put it back, set training.early_stop_patience=0, or start fresh (checkpoint.load=none)");
 }
 
 int Checkpointing::rollback(Trainer& trainer, int bad_step) {
@@ -212,6 +241,7 @@ int Checkpointing::load(Trainer& trainer, const std::string& path, const char* v
     state_bytes = rank_state_bytes(st);
     trainer.load_state(st);
     const CheckpointMeta& meta = reader->meta();
+    run_id_ = meta.run_id;  // a resume, rollback or best load goes on as the run that saved it
     trainer.set_skipped_steps(meta.skipped_steps);
     for (std::int64_t s : meta.skipped_batches) trainer.skip_batch(s);
     Trainer::Validations& v = trainer.validations();
@@ -246,11 +276,16 @@ void Checkpointing::prepare(Trainer& trainer) {
                " MB on rank 0, allocated now and kept)");
 }
 
-Retention Checkpointing::retention() const { return {cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best}; }
+Retention Checkpointing::retention() const { return {cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best, run_id_}; }
 
 int Checkpointing::load_best(Trainer& trainer, int step) {
   finish();
-  return load(trainer, cfg_.checkpoint.dir + "/" + step_dir_name(step), "early stop: loaded the best validation's checkpoint");
+  std::string path;
+  collective_check(world_, [&] {
+    if (rank_ == 0) path = best_checkpoint(step, "early stopping loads the best validation's weights (step " + std::to_string(step) + ")");
+  });
+  broadcast_string(world_, path);
+  return load(trainer, path, "early stop: loaded the best validation's checkpoint");
 }
 
 bool Checkpointing::due(int steps_done, bool last, bool validated) const {
@@ -270,6 +305,7 @@ CheckpointMeta Checkpointing::meta_of(Trainer& trainer, int steps_done) const {
     meta.loss_scaler = CheckpointMeta::LossScaler{s.scale, s.growth_tracker, s.hysteresis_tracker};
   }
   meta.step = steps_done;
+  meta.run_id = run_id_;
   meta.consumed_samples = static_cast<std::int64_t>(steps_done) * cfg_.model.global_batch_size;
   meta.layout = plan_.sizes;
   meta.order = cfg_.system.rank_order;

@@ -55,7 +55,8 @@ class Checkpointing {
   // else written and published before returning. Throws UserError on every rank if any rank's write
   // failed (the previous checkpoint stays latest).
   void save(Trainer& trainer, int steps_done, bool wait, std::optional<double> val_loss = std::nullopt);
-  // Collective: loads the checkpoint of `step` (kept by keep_best) into the trainer.
+  // Collective: loads this run's checkpoint of `step` (kept by keep_best) into the trainer, from
+  // checkpoint.dir or the directory the run resumed from (a checkpoint.load=PATH elsewhere).
   int load_best(Trainer& trainer, int step);
   // Collective, at every step boundary: publishes the save in flight once every rank's write finished
   // (the same decision on every rank).
@@ -68,6 +69,9 @@ class Checkpointing {
 
  private:
   std::string load_path() const;
+  // Rank 0: this run's checkpoint of `step` in checkpoint.dir or resumed_dir_; UserError naming both
+  // when neither holds it. `why` says what needs it.
+  std::string best_checkpoint(int step, const std::string& why) const;
   Retention retention() const;  // checkpoint.keep_last and keep_best
   int load(Trainer& trainer, const std::string& path, const char* verb);  // collective; the step loaded
   void init_from_weights(Trainer& trainer);  // collective
@@ -96,9 +100,11 @@ class Checkpointing {
     double snapshot_s = 0.0;  // the stall at its step boundary
     double stall_s = 0.0;     // all the stall it caused so far
   } in_flight_;
-  std::vector<std::string> pruned_;
+  std::vector<std::string> pruned_;  // rank 0: pruned checkpoints set aside, removed by the next write
   double last_load_s_ = 0.0;
-  std::string own_latest_;  // the checkpoint this run last resumed from or published: where a rollback goes  // rank 0: pruned checkpoints set aside, removed by the next write
+  std::string own_latest_;  // the checkpoint this run last resumed from or published: where a rollback goes
+  std::uint64_t run_id_ = 0;  // this run's (CheckpointMeta::run_id): drawn at a fresh start, else the resumed one's
+  std::string resumed_dir_;   // the directory of the checkpoint resumed from, where load_best also looks
   StateSnapshot snapshot_;
   BackgroundWrite writer_;  // declared after the snapshot it reads: joined before the buffer goes
 };

@@ -5,7 +5,9 @@
 # reorders them). With patience 3 the run ends after step 16, exit 0, naming step 10; the directory keeps
 # the newest checkpoint (keep_last=1) and the two lowest validations (keep_best=2: steps 10 and 12), each
 # manifest with its val_loss (kept by a reshard); model-final.h5 holds step 10's weights (equal to its consolidation). The
-# checkpoints carry the record: resumed at step 12, the run stops after step 16 again, naming step 10.
+# checkpoints carry the record: resumed at step 12 into another directory, the run stops after step 16
+# again with step 10's weights, found where it resumed; resumed where step 10 is gone, it refuses at
+# start. A fresh run beside another run's checkpoint of a lower loss keeps and loads its own best.
 #   early_stop.sh DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE SOURCE_DIR
 set -u
 dtrain=$1 tool=$2 consolidate=$3 src=$4
@@ -40,12 +42,33 @@ import sys, h5py
 a = h5py.File(sys.argv[1], "r").attrs
 assert a["best_val_step"] == 10 and a["stale_validations"] == 1 and abs(a["best_val_loss"] - 3.387) < 0.01, dict(a)
 PY
-out=$("$here/run_mpi.sh" 120 1 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/train" --system.tensor_model_parallel_size=1 \
+# Resumed into another checkpoint.dir (ck2), early stopping loads step 10 from where it was resumed
+# (it looked for ck2/step_00000010 and failed after the whole run).
+run() { "$here/run_mpi.sh" 120 1 "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/train" --system.tensor_model_parallel_size=1 \
       --system.pipeline_model_parallel_size=1 --training.train_iters=40 --training.eval_interval=2 --training.eval_iters=1 \
-      --logging.log_interval=2 --logging.sample_tokens=0 "--checkpoint.dir=$work/ck" --checkpoint.keep_last=1 \
-      --checkpoint.keep_best=2 --training.early_stop_patience=3 --optimizer.warmup_iters=2 --optimizer.lr=3e-3 \
-      "--checkpoint.load=$work/ck/step_00000012" 2>&1)
-grep -q "early stop after step 16: 3 validation(s) without a lower loss than .* at step 10" <<<"$out" ||
-  { echo "$out" | grep -E "val loss|early|resumed"; fail "resumed at step 12, the run did not stop after step 16 naming step 10"; }
-echo "resumed at step 12: early stop after step 16 again, naming step 10"
+      --logging.log_interval=2 --logging.sample_tokens=0 --checkpoint.keep_last=1 --training.early_stop_patience=3 \
+      --optimizer.warmup_iters=2 --optimizer.lr=3e-3 "$@" 2>&1; }
+out=$(run "--checkpoint.dir=$work/ck2" --checkpoint.keep_best=2 "--checkpoint.load=$work/ck/step_00000012")
+grep -q '^rank-exit 0 0$' <<<"$out" && grep -q "early stop after step 16: 3 validation(s) without a lower loss than .* at step 10" <<<"$out" ||
+  { echo "$out" | grep -E "val loss|early|resumed|error"; fail "resumed at step 12 into another directory, the run did not stop after step 16 with step 10's weights"; }
+h5diff --exclude-attribute / "$work/best.h5" "$work/ck2/model-final.h5" > "$work/diff.txt" ||
+  { head "$work/diff.txt"; fail "ck2/model-final.h5 is not step 10's weights"; }
+echo "resumed at step 12 into another directory: early stop after step 16 again, with step 10's weights from where it resumed"
+# Resumed where step 10 is gone, the run refuses before training, naming the step.
+rm -rf "$work/ck2/step_00000010"
+out=$(run "--checkpoint.dir=$work/ck2" --checkpoint.keep_best=2 "--checkpoint.load=$work/ck2/step_00000016")
+grep -q '^rank-exit 0 2$' <<<"$out" && grep -q "holds this run's checkpoint of step 10" <<<"$out" && ! grep -q '^step ' <<<"$out" ||
+  { echo "$out" | tail -5; fail "resumed without the best validation's checkpoint, the run did not refuse at start"; }
+echo "resumed without the best checkpoint: refused before training"
+# A fresh run in a directory where an older run's checkpoint (no run line) has a lower validation loss (0.5): keep_best=1
+# keeps this run's best (step 10), not the other's in its place, and early stopping loads it.
+mkdir -p "$work/ck3" && cp -r "$work/ck/step_00000016" "$work/ck3/step_00000003" &&
+  sed -i -e 's/^step .*/step 3/' -e 's/^sequence .*/sequence 1/' -e 's/^val_loss .*/val_loss 0.5/' \
+      -e '/^run /d' "$work/ck3/step_00000003/manifest.txt" || fail "planting another run's checkpoint"
+out=$(run "--checkpoint.dir=$work/ck3" --checkpoint.keep_best=1)
+grep -q '^rank-exit 0 0$' <<<"$out" && grep -q "early stop after step 16: 3 validation(s) without a lower loss than .* at step 10" <<<"$out" ||
+  { echo "$out" | grep -E "val loss|early|error"; fail "beside another run's better checkpoint, early stopping did not end with step 10's weights"; }
+h5diff --exclude-attribute / "$work/best.h5" "$work/ck3/model-final.h5" > "$work/diff.txt" ||
+  { head "$work/diff.txt"; fail "ck3/model-final.h5 is not step 10's weights"; }
+echo "beside another run's lower validation loss: this run's best kept and loaded"
 echo PASS

@@ -31,6 +31,24 @@ TEST_CASE("checkpoints kept: the newest and the best validations", "[checkpoint]
   CHECK(kept_checkpoints(all, {0, 9}) == Kept{false, true, true, false, true, true});
 }
 
+// keep_best ranks the run's own checkpoints: another run's lower validation losses in the same directory
+// took its places, so its best was pruned and early stopping had nothing to load.
+TEST_CASE("another run's checkpoints do not take the places of this run's best", "[checkpoint][retention]") {
+  std::vector<PublishedCheckpoint> all(5);
+  const double losses[5] = {1.0, 1.5, 3.0, 2.5, 2.7};  // publications 1-2 by run 7, 3-5 by run 9
+  for (int i = 0; i < 5; ++i) {
+    all[i].step = 2 * (i + 1);
+    all[i].sequence = i + 1;
+    all[i].val_loss = losses[i];
+    all[i].run_id = i < 2 ? 7 : 9;
+  }
+  using Kept = std::vector<bool>;
+  CHECK(kept_checkpoints(all, {1, 1, 9}) == Kept{false, false, false, true, true});
+  CHECK(kept_checkpoints(all, {1, 1, 7}) == Kept{true, false, false, false, true});
+  CHECK(kept_checkpoints(all, {1, 2, 9}) == Kept{false, false, false, true, true});
+  CHECK(kept_checkpoints(all, {1, 3, 9}) == Kept{false, false, true, true, true});
+}
+
 // `latest` and the manifest name files inside the checkpoint directory: a name that leads out of it
 // ("../other/step_00000100", a shard "../../x.h5") is refused, not followed.
 TEST_CASE("latest and the manifest name only entries of their directory", "[checkpoint]") {
@@ -48,4 +66,14 @@ TEST_CASE("latest and the manifest name only entries of their directory", "[chec
   write(dir.file("manifest.txt"), manifest + "shard ../../x.h5 10 0123456789abcdef\n");
   CHECK(testing::contains(testing::error_of([&] { read_manifest(dir.file("manifest.txt")); }),
                           "shard '../../x.h5' is not a file name in the step directory"));
+  // The optional lines after the shards, in either order, each at most once.
+  const std::string shard = "shard shard_00000.h5 10 0123456789abcdef\n";
+  write(dir.file("manifest.txt"), manifest + shard + "run 00000000000000a7\nval_loss 2.5\n");
+  const Manifest m = read_manifest(dir.file("manifest.txt"));
+  CHECK(m.run_id == 0xa7);
+  CHECK(m.val_loss == 2.5);
+  for (const char* bad : {"run 0000000000000000\n", "run 12\n", "val_loss 1\nval_loss 2\n", "runs 00000000000000a7\n"}) {
+    write(dir.file("manifest.txt"), manifest + shard + bad);
+    CHECK(testing::contains(testing::error_of([&] { read_manifest(dir.file("manifest.txt")); }), "is malformed"));
+  }
 }
