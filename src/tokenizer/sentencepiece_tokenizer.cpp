@@ -38,7 +38,15 @@ class LineIterator : public sentencepiece::SentenceIterator {
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path, std::string identity)
     : Tokenizer(std::move(identity)), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()), path_(model_path) {
-  const auto status = sp_->Load(model_path);
+  sentencepiece::util::Status status;
+  try {
+    status = sp_->Load(model_path);
+  } catch (const std::exception& e) {
+    // libsentencepiece's own checks return a status, but its trie builder (darts_clone) throws: a model
+    // with an empty piece made dtrain end with an internal error (found by fuzzing the model loader).
+    throw UserError("cannot load the SentencePiece model '" + model_path + "' (" + e.what() +
+                    "); make one with dtrain-data --train-tokenizer sentencepiece");
+  }
   if (!status.ok())
     throw UserError("cannot load the SentencePiece model '" + model_path + "' (" + status.ToString() +
                     "); make one with dtrain-data --train-tokenizer sentencepiece");
