@@ -6,6 +6,18 @@
 # have no high-speed fabric, so Open MPI ends with its ob1 transport (shared memory, TCP) anyway: naming
 # it skips the 0.2 s each rank spends probing Omni-Path's PSM libraries at MPI_Init.
 set(DTRAIN_MPI_TEST_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_pml=ob1;OPENBLAS_NUM_THREADS=1")
+# Sanitizer builds (cmake/DtrainSanitizers.cmake): Open MPI's allocations kept until exit are not leaks of
+# ours (tests/sanitizers/lsan.supp); UBSan prints a stack; ThreadSanitizer's reports fail the test, and
+# its suppressions name what is outside dtrain (tests/sanitizers/tsan.supp).
+if(DTRAIN_SANITIZE)
+  set(_dtrain_supp ${PROJECT_SOURCE_DIR}/tests/sanitizers)
+  # Open MPI's components stay loaded (not dlclose'd), and allocations record whole stacks (the fast
+  # unwinder stops at libraries built without frame pointers), so that its leaks name its libraries.
+  list(APPEND DTRAIN_MPI_TEST_ENV "OMPI_MCA_mca_base_component_disable_dlclose=1" "ASAN_OPTIONS=fast_unwind_on_malloc=0"
+       "LSAN_OPTIONS=suppressions=${_dtrain_supp}/lsan.supp:print_suppressions=0"
+       "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+       "TSAN_OPTIONS=suppressions=${_dtrain_supp}/tsan.supp:halt_on_error=1:second_deadlock_stack=1")
+endif()
 
 function(dtrain_add_test_binary name)
   add_executable(${name} ${ARGN} $<TARGET_OBJECTS:dtrain_catch_main>)
@@ -18,6 +30,11 @@ function(dtrain_add_mpi_test prefix target)
   cmake_parse_arguments(T "" "TIMEOUT" "NP;LABELS;ARGS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
+  endif()
+  if(DTRAIN_SANITIZE STREQUAL "thread")  # instrumented code runs several times slower
+    math(EXPR T_TIMEOUT "${T_TIMEOUT} * 10")
+  elseif(DTRAIN_SANITIZE)
+    math(EXPR T_TIMEOUT "${T_TIMEOUT} * 4")
   endif()
   foreach(np IN LISTS T_NP)
     add_test(NAME ${prefix}_np${np}
