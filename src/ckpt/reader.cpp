@@ -41,8 +41,18 @@ void CheckpointReader::check_piece_geometry(const Piece& p, const std::string& p
   };
   const std::size_t dims = p.global_shape.size();
   if (dims == 0 || p.local_shape.size() != dims || p.local_offset.size() != dims) throw bad("has inconsistent shape attributes");
+  // No tensor comes near 2^50 elements; bounding the global shape first keeps every sum and product
+  // below in range (huge attributes overflowed them: undefined behaviour, found by fuzzing).
+  constexpr std::int64_t kMaxElements = std::int64_t{1} << 50;
+  std::int64_t elements = 1;
+  for (std::int64_t g : p.global_shape) {
+    if (g < 1 || g > kMaxElements / elements) throw bad("describes a tensor of more than 2^50 elements");
+    elements *= g;
+  }
+  if (p.flat_begin > kMaxElements || p.count > kMaxElements) throw bad("is larger than its slice");
   for (std::size_t d = 0; d < dims; ++d)
-    if (p.global_shape[d] < 1 || p.local_shape[d] < 1 || p.local_offset[d] < 0 || p.local_offset[d] + p.local_shape[d] > p.global_shape[d])
+    if (p.global_shape[d] < 1 || p.local_shape[d] < 1 || p.local_offset[d] < 0 || p.local_offset[d] > p.global_shape[d] ||
+        p.local_shape[d] > p.global_shape[d] - p.local_offset[d])
       throw bad("describes a slice outside its tensor");
   if (p.count < 0) throw bad("is not one-dimensional");
   if (p.flat_begin < 0 || p.flat_begin + p.count > product(p.local_shape)) throw bad("is larger than its slice");
