@@ -84,6 +84,18 @@ void prune_checkpoints(const std::string& dir, Retention keep, std::vector<std::
   }
 }
 
+std::string find_run_checkpoint(const std::vector<std::string>& dirs, std::int64_t step, std::uint64_t run_id) {
+  for (const std::string& d : dirs) {
+    const std::string path = d + "/" + step_dir_name(step);
+    try {
+      const Manifest m = read_manifest(path + "/manifest.txt");
+      if (m.step == step && m.run_id == run_id) return path;
+    } catch (const UserError&) {
+    }
+  }
+  return "";
+}
+
 int remove_stale_temporaries(const std::string& dir) {
   int removed = 0;
   std::error_code ec;

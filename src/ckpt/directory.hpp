@@ -43,6 +43,10 @@ void prune_checkpoints(const std::string& dir, Retention keep, std::vector<std::
 // The indices of `all` (publication order) that `keep` keeps. Pure.
 std::vector<bool> kept_checkpoints(const std::vector<PublishedCheckpoint>& all, Retention keep);
 
+// The step directory of `step` published by run `run_id` in the first of `dirs` that holds one; "" when
+// none does (a directory without it, a manifest of another run or step, or none readable).
+std::string find_run_checkpoint(const std::vector<std::string>& dirs, std::int64_t step, std::uint64_t run_id);
+
 // Removes temporaries in dir (".tmp-*": interrupted saves, and pruned checkpoints set aside). Returns
 // how many interrupted saves there were.
 int remove_stale_temporaries(const std::string& dir);

@@ -2,6 +2,7 @@
 // directory, the input split into files, and the replay build's table of targets.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <typeinfo>
 
 #include "common/error.hpp"
+#include "data/token_source.hpp"
 #include "data/json_record.hpp"
 #include "fuzz/fuzz_target.hpp"
 
@@ -80,6 +82,16 @@ std::string write_scratch(const std::string& name, std::string_view bytes) {
     std::abort();
   }
   return path;
+}
+
+void read_every_token(const TokenSource& source) {
+  std::vector<int> tokens(64);
+  std::vector<std::uint8_t> mask(64);
+  for (std::uint64_t at = 0; at < source.size(); at += 64) {
+    const int n = static_cast<int>(std::min<std::uint64_t>(64, source.size() - at));
+    source.read(at, n, tokens.data());
+    if (source.has_loss_mask()) source.read_loss_mask(at, n, mask.data());
+  }
 }
 
 std::vector<std::string_view> split(const std::uint8_t* data, std::size_t size, std::string_view separator, int parts) {

@@ -15,6 +15,10 @@
 #include <string_view>
 #include <vector>
 
+namespace dtrain {
+class TokenSource;
+}
+
 namespace dtrain::fuzz {
 
 using Body = void (*)(const std::uint8_t* data, std::size_t size);
@@ -38,6 +42,9 @@ std::string write_scratch(const std::string& name, std::string_view bytes);
 // The input cut at each occurrence of `separator` into at most `parts` pieces (the last takes the rest);
 // missing pieces are empty. Lets one input carry several files (a vocabulary and its merges).
 std::vector<std::string_view> split(const std::uint8_t* data, std::size_t size, std::string_view separator, int parts);
+
+// Reads every token of the source, and its loss mask when it has one, 64 at a time, as training does.
+void read_every_token(const TokenSource& source);
 
 }  // namespace dtrain::fuzz
 

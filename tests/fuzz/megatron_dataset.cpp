@@ -19,11 +19,5 @@ DTRAIN_FUZZ_TARGET(megatron_dataset) {
   const std::uint64_t docs = ds.num_documents();
   ds.keep_documents(docs / 2, docs);
   ds.check_tokens(50304, 0, ds.size());
-  std::vector<int> tokens(64);
-  std::vector<std::uint8_t> mask(64);
-  for (std::uint64_t at = 0; at < ds.size(); at += 64) {
-    const int n = static_cast<int>(std::min<std::uint64_t>(64, ds.size() - at));
-    ds.read(at, n, tokens.data());
-    if (ds.has_loss_mask()) ds.read_loss_mask(at, n, mask.data());
-  }
+  dtrain::fuzz::read_every_token(ds);
 }

@@ -9,11 +9,5 @@ DTRAIN_FUZZ_TARGET(token_file) {
   const std::string path = dtrain::fuzz::write_scratch("data.train.bin", parts[0]);
   auto tf = dtrain::TokenFile::open(path, 50304);
   if (!parts[1].empty()) tf.attach_loss_mask(dtrain::fuzz::write_scratch("data.train.lossmask.bin", parts[1]), path);
-  std::vector<int> tokens(64);
-  std::vector<std::uint8_t> mask(64);
-  for (std::uint64_t at = 0; at < tf.size(); at += 64) {
-    const int n = static_cast<int>(std::min<std::uint64_t>(64, tf.size() - at));
-    tf.read(at, n, tokens.data());
-    if (tf.has_loss_mask()) tf.read_loss_mask(at, n, mask.data());
-  }
+  dtrain::fuzz::read_every_token(tf);
 }
