@@ -292,6 +292,20 @@ std::vector<std::int64_t> File::shape(const std::string& name) const {
   const int rank = H5Sget_simple_extent_ndims(space.id);
   std::vector<hsize_t> dims(static_cast<std::size_t>(rank > 0 ? rank : 0));
   if (rank < 0 || H5Sget_simple_extent_dims(space.id, dims.data(), nullptr) < 0) fail("reading the shape of dataset " + name, __LINE__);
+  // Every dataset dtrain writes is whole and contiguous: its stored bytes are its elements times their
+  // size. One declaring other dimensions (never written, or a shape that no file holds) is refused here,
+  // before its shape sizes any buffer.
+  Handle type{H5Dget_type(ds.id), H5Tclose};
+  const hsize_t width = type.id < 0 ? 0 : H5Tget_size(type.id);
+  const hsize_t stored = H5Dget_storage_size(ds.id);
+  hsize_t elements = 1;
+  bool fits = width > 0;
+  for (hsize_t d : dims) {
+    fits = fits && (d == 0 || elements <= stored / d);
+    elements = fits ? elements * d : 0;
+  }
+  if (!fits || elements * width != stored)
+    fail("dataset " + name + " has a shape that disagrees with the bytes the file stores for it (corrupt)", __LINE__, false);
   return {dims.begin(), dims.end()};
 }
 

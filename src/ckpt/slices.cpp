@@ -25,6 +25,13 @@ TensorSpec CheckpointReader::global_geometry(const std::string& name) const {
 
 std::vector<float> CheckpointReader::global_tensor(const std::string& kind, const std::string& name) const {
   const TensorSpec t = global_geometry(name);
+  // The pieces must hold every element (read_slice checks which): a shape attribute larger than what
+  // they hold is refused before it sizes the buffer.
+  std::size_t held = 0;
+  for (const Piece& p : pieces_of(kind, name)) held += static_cast<std::size_t>(p.count);
+  if (held < t.numel)
+    throw UserError("checkpoint '" + dir_ + "': the pieces of " + kind + " of tensor '" + name + "' hold " + std::to_string(held) +
+                    " elements of its " + std::to_string(t.numel) + " (corrupt or incomplete)");
   std::vector<float> values(t.numel);
   read_slice(kind, t, 0, t.numel, values.data());
   return values;

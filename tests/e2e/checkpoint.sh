@@ -28,7 +28,8 @@
 #                        checkpoint resumes in bf16
 #   consolidate_bf16     --dtype bf16 writes every weight rounded to nearest even (checked with numpy), h5dump
 #                        reads it; a bf16 run's checkpoint survives --reshard bitwise; --dtype fp16 writes
-#                        numpy's float16 rounding (h5py), an unknown --dtype is one clear error
+#                        numpy's float16 rounding (h5py), an unknown --dtype is one clear error, a dataset
+#                        h5py declared but never wrote is refused by name (not read as zeros)
 #   roundtrip            consolidate(reshard(C, Y)) == consolidate(C) bitwise for several Y; h5dump and
 #                        h5py read the consolidated tensors by name with their global shapes
 #   kill_during_save     a rank SIGKILLed inside the second save: the job ends, latest still names the
@@ -356,6 +357,13 @@ PY
     "$consolidate" "$work/big.h5" --export-hf "$work/big-hf" --dtype fp16 > "$work/big.log" 2>&1 && fail "an fp16 export of 1e5 was accepted"
     grep -q "beyond float16's range (65504)" "$work/big.log" || { cat "$work/big.log"; fail "no error naming float16's range"; }
     [ -z "$(ls "$work/big-hf" 2>/dev/null)" ] || fail "a refused fp16 export left files"
+    # A dataset with the right shape that was never written (h5py: no storage; HDF5 would read it as
+    # zeros) is refused by name, not exported as zero weights.
+    cp "$work/F.h5" "$work/hollow.h5"
+    /usr/bin/python3 -c "import h5py; f = h5py.File('$work/hollow.h5', 'r+'); s = f['wte'].shape; del f['wte']; f.create_dataset('wte', s, 'f4')" || fail "h5py"
+    "$consolidate" "$work/hollow.h5" --export-hf "$work/hollow-hf" > "$work/hollow.log" 2>&1 && fail "a never-written dataset was exported"
+    grep -q "dataset /*wte has a shape that disagrees with the bytes the file stores for it (corrupt)" "$work/hollow.log" ||
+      { cat "$work/hollow.log"; fail "no error naming the never-written dataset"; }
     "$consolidate" "$work/ckA16" --out "$work/X.h5" --dtype fp8 > "$work/x.log" 2>&1 && fail "--dtype fp8 was accepted"
     grep -q "ckpt-consolidate: error: --dtype 'fp8' is not accepted; use fp32, bf16 or fp16" "$work/x.log" || fail "no clear --dtype error" ;;
   roundtrip)
