@@ -1,5 +1,5 @@
-// MpiCommunicator: each operation is one MPI call, wrapped in the watchdog scope and the trace span,
-// on the caller's buffers or on pinned host copies of them.
+// MpiCommunicator: each operation is one nonblocking MPI call, waited for by comm/mpi_wait's polls,
+// wrapped in the watchdog scope and the trace span, on the caller's buffers or on pinned host copies.
 #include "comm/mpi_communicator.hpp"
 
 #include <array>
@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 
+#include "comm/mpi_wait.hpp"
 #include "common/error.hpp"
 
 namespace dtrain {
@@ -86,7 +87,7 @@ class MpiRequest final : public CommRequest::Impl {
   void wait() override {
     {
       auto w = watch(watchdog_, info_);
-      MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+      mpi_wait_all(static_cast<int>(requests_.size()), requests_.data());
     }
     finish();
   }
@@ -185,7 +186,9 @@ CommRequest MpiCommunicator::all_reduce(void* buf, std::size_t count, DType t, R
   {
     auto w = watch(watchdog_, info(label, -1, bytes));
     Trace::Span span(trace_, label.what, "comm");
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(op, t), comm_));
+    MPI_Request r;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(op, t), comm_, &r));
+    mpi_wait(r);
   }
   done(h, buf, 0, bytes);
   return {};
@@ -198,7 +201,9 @@ void MpiCommunicator::all_gather(const void* send, void* recv, std::size_t count
   {
     auto w = watch(watchdog_, info(label, -1, all));
     Trace::Span span(trace_, label.what, "comm");
-    MPI_CHECK(MPI_Allgather(hs.data, n, mpi_type(t), hr.data, n, mpi_type(t), comm_));
+    MPI_Request r;
+    MPI_CHECK(MPI_Iallgather(hs.data, n, mpi_type(t), hr.data, n, mpi_type(t), comm_, &r));
+    mpi_wait(r);
   }
   done(hs, nullptr, 0, 0);
   done(hr, recv, 0, all);
@@ -211,7 +216,9 @@ void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t c
   {
     auto w = watch(watchdog_, info(label, -1, all));
     Trace::Span span(trace_, label.what, "comm");
-    MPI_CHECK(MPI_Reduce_scatter_block(hs.data, hr.data, n, mpi_type(t), mpi_op(ReduceOp::sum, t), comm_));
+    MPI_Request r;
+    MPI_CHECK(MPI_Ireduce_scatter_block(hs.data, hr.data, n, mpi_type(t), mpi_op(ReduceOp::sum, t), comm_, &r));
+    mpi_wait(r);
   }
   done(hs, nullptr, 0, 0);
   done(hr, recv, 0, bytes);
@@ -237,7 +244,9 @@ CommRequest MpiCommunicator::reduce_scatter_in_place(void* buf, std::size_t coun
   {
     auto w = watch(watchdog_, info(label, -1, all));
     Trace::Span span(trace_, label.what, "comm");
-    MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(ReduceOp::sum, t), comm_));
+    MPI_Request r;
+    MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(ReduceOp::sum, t), comm_, &r));
+    mpi_wait(r);
   }
   finish();
   return {};
@@ -257,7 +266,9 @@ CommRequest MpiCommunicator::all_gather_in_place(void* buf, std::size_t count, D
   {
     auto w = watch(watchdog_, info(label, -1, all));
     Trace::Span span(trace_, label.what, "comm");
-    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, mpi_type(t), h.data, n, mpi_type(t), comm_));
+    MPI_Request r;
+    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, mpi_type(t), h.data, n, mpi_type(t), comm_, &r));
+    mpi_wait(r);
   }
   done(h, buf, 0, all);
   return {};
@@ -277,7 +288,9 @@ void MpiCommunicator::all_to_all_v(const void* send, const Blocks& send_blocks, 
     auto w = watch(watchdog_, info(label, -1, (send_blocks.total() + recv_blocks.total()) * e));
     Trace::Span span(trace_, label.what, "comm");
     const AllToAllTimer timer(all_to_all_seconds_);
-    MPI_CHECK(MPI_Alltoallv(hs.data, sc.data(), sd.data(), mpi_type(t), hr.data, rc.data(), rd.data(), mpi_type(t), comm_));
+    MPI_Request r;
+    MPI_CHECK(MPI_Ialltoallv(hs.data, sc.data(), sd.data(), mpi_type(t), hr.data, rc.data(), rd.data(), mpi_type(t), comm_, &r));
+    mpi_wait(r);
   }
   done(hs, nullptr, 0, 0);
   if (hr.slot < 0) return;
@@ -297,7 +310,9 @@ std::vector<std::size_t> MpiCommunicator::exchange_counts(const std::vector<std:
     auto w = watch(watchdog_, info(label, -1, 2 * out.size() * sizeof(std::uint64_t)));
     Trace::Span span(trace_, label.what, "comm");
     const AllToAllTimer timer(all_to_all_seconds_);
-    MPI_CHECK(MPI_Alltoall(out.data(), k, MPI_UINT64_T, in.data(), k, MPI_UINT64_T, comm_));
+    MPI_Request r;
+    MPI_CHECK(MPI_Ialltoall(out.data(), k, MPI_UINT64_T, in.data(), k, MPI_UINT64_T, comm_, &r));
+    mpi_wait(r);
   }
   return {in.begin(), in.end()};
 }
@@ -308,7 +323,9 @@ void MpiCommunicator::broadcast(void* buf, std::size_t count, DType t, int root,
   {
     auto w = watch(watchdog_, info(label, root, bytes));
     Trace::Span span(trace_, label.what, "comm");
-    MPI_CHECK(MPI_Bcast(h.data, checked_count(count), mpi_type(t), root, comm_));
+    MPI_Request r;
+    MPI_CHECK(MPI_Ibcast(h.data, checked_count(count), mpi_type(t), root, comm_, &r));
+    mpi_wait(r);
   }
   done(h, buf, 0, rank() == root ? 0 : bytes);
 }
@@ -321,7 +338,9 @@ void MpiCommunicator::reduce(const void* send, void* recv, std::size_t count, DT
   {
     auto w = watch(watchdog_, info(label, root, bytes));
     Trace::Span span(trace_, label.what, "comm");
-    MPI_CHECK(MPI_Reduce(hs.data, hr.data, checked_count(count), mpi_type(t), mpi_op(ReduceOp::sum, t), root, comm_));
+    MPI_Request r;
+    MPI_CHECK(MPI_Ireduce(hs.data, hr.data, checked_count(count), mpi_type(t), mpi_op(ReduceOp::sum, t), root, comm_, &r));
+    mpi_wait(r);
   }
   done(hs, nullptr, 0, 0);
   if (is_root) done(hr, recv, 0, bytes);
@@ -333,7 +352,9 @@ void MpiCommunicator::recv(void* buf, std::size_t count, DType t, int peer, int 
   {
     auto w = watch(watchdog_, info(label, peer, bytes));
     Trace::Span span(trace_, label.what, "p2p");
-    MPI_CHECK(MPI_Recv(h.data, checked_count(count), mpi_type(t), peer, tag, comm_, MPI_STATUS_IGNORE));
+    MPI_Request r;
+    MPI_CHECK(MPI_Irecv(h.data, checked_count(count), mpi_type(t), peer, tag, comm_, &r));
+    mpi_wait(r);
   }
   done(h, buf, 0, bytes);
 }
