@@ -2,8 +2,8 @@
 // without end; on a node with more ranks than cores it calls sched_yield between idle polls, and a
 // yield hands the core to any process that computes for the rest of its time slice, so a collective
 // whose ranks share cores with a busy process advances about one hop per slice (measured in
-// docs/measurements/mpi-waits.json: 4 ranks on 2 cores beside one busy process, minutes instead of
-// seconds). mpi_wait_all polls for a short spin, as MPI_Waitall does, then sleeps between polls with a
+// docs/measurements/mpi-waits.json: 4 ranks on 2 cores beside one busy process, over 90 s instead of
+// 6 s). mpi_wait_all polls for a short spin, as MPI_Waitall does, then sleeps between polls with a
 // growing back-off, so a wait that lasts gives its core away until it ends. Every wait of dtrain's MPI
 // traffic goes through it (blocking collectives are their nonblocking forms followed by mpi_wait).
 //
