@@ -43,6 +43,20 @@ bool ranks_share_cores() {
   return yields;
 }
 
+// Polls the requests for `spin`, then sleeps between polls, each sleep twice the last up to the cap.
+void poll_then_sleep(int count, MPI_Request* requests, std::chrono::microseconds spin) {
+  const auto start = std::chrono::steady_clock::now();
+  long sleep_ns = kFirstSleepNs;
+  for (int done = 0;;) {
+    MPI_CHECK(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE));
+    if (done) return;
+    if (std::chrono::steady_clock::now() - start < spin) continue;
+    const timespec pause{0, sleep_ns};
+    nanosleep(&pause, nullptr);
+    sleep_ns = std::min(2 * sleep_ns, kMaxSleepNs);
+  }
+}
+
 }  // namespace
 
 WaitPolicy parse_wait_policy(const char* value) {
@@ -68,20 +82,12 @@ bool mpi_waits_sleep() {
 }
 
 void mpi_wait_all(int count, MPI_Request* requests) {
-  if (!mpi_waits_sleep()) {
+  if (mpi_waits_sleep())
+    poll_then_sleep(count, requests, kSpin);
+  else
     MPI_CHECK(MPI_Waitall(count, requests, MPI_STATUSES_IGNORE));
-    return;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  long sleep_ns = kFirstSleepNs;
-  for (int done = 0;;) {
-    MPI_CHECK(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE));
-    if (done) return;
-    if (std::chrono::steady_clock::now() - start < kSpin) continue;
-    const timespec pause{0, sleep_ns};
-    nanosleep(&pause, nullptr);
-    sleep_ns = std::min(2 * sleep_ns, kMaxSleepNs);
-  }
 }
+
+void mpi_wait_sleeping(MPI_Request& request) { poll_then_sleep(1, &request, std::chrono::microseconds(0)); }
 
 }  // namespace dtrain

@@ -26,5 +26,8 @@ bool mpi_waits_sleep();
 
 void mpi_wait_all(int count, MPI_Request* requests);
 inline void mpi_wait(MPI_Request& request) { mpi_wait_all(1, &request); }
+// Sleeps between polls from the start, whatever the policy: for waits during which nothing on the node
+// may compute or spin (the ranks waiting while one measures the node's sgemm peak).
+void mpi_wait_sleeping(MPI_Request& request);
 
 }  // namespace dtrain

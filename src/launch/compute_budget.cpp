@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "comm/host_values.hpp"
+#include "comm/mpi_wait.hpp"
 #include "common/error.hpp"
 #include "runtime/cuda_device.hpp"
 #include "runtime/machine.hpp"
@@ -41,16 +42,12 @@ double best_sgemm_gflops(int n, double seconds) {
   return best;
 }
 
-// A barrier that sleeps while it waits: Open MPI's blocking barrier spins, and a rank spinning on a
+// A barrier that sleeps while it waits, whatever DTRAIN_MPI_WAIT says: a rank spinning on a
 // core would take it from the measurement.
 void sleeping_barrier(HostComm comm) {
   MPI_Request req;
   MPI_CHECK(MPI_Ibarrier(comm.mpi(), &req));
-  for (int done = 0;;) {
-    MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  mpi_wait_sleeping(req);
 }
 
 void pin_to(int cpu) {
