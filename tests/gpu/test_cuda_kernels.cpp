@@ -734,6 +734,35 @@ void check_all_kernels() {
       CHECK((got == out_h || (std::isnan(got) && std::isnan(out_h))));
     }
   }
+  SECTION("fp8") {
+    // The same arithmetic on both (kernels/fp8_math.hpp: a maximum, then exact scalings and one rounding
+    // to nearest even): the same bits. Values over 2^30 of range, so that some are subnormal or zero in
+    // E4M3 at the tensor's scale; an odd length; then a NaN, which amax keeps.
+    const long n = N * F - 3;
+    auto x = random_vec<KT>(gen, n, 3.0f);
+    for (long i = 0; i < n; i += 7) x[static_cast<std::size_t>(i)] = from_float<KT>(to_float(x[static_cast<std::size_t>(i)]) * 0x1p-20f);
+    x[5] = from_float<KT>(-1000.0f);
+    for (const int format : {0, 1}) {
+      INFO("format " << format);
+      std::vector<KT> out(n);
+      OnGpu<KT> x_d(x), out_d(out);
+      float amax_h = 0.0f;
+      OnGpu<float> amax_d(std::vector<float>{0.0f});
+      h.fp8_amax(&amax_h, x.data(), n);
+      g.fp8_amax(amax_d.data(), x_d.data(), n);
+      CHECK(amax_d.get()[0] == amax_h);
+      CHECK(amax_h == 1000.0f);
+      h.fp8_round(out.data(), x.data(), &amax_h, n, format);
+      g.fp8_round(out_d.data(), x_d.data(), amax_d.data(), n, format);
+      const std::vector<KT> got = out_d.get();
+      CHECK(std::memcmp(got.data(), out.data(), sizeof(KT) * static_cast<std::size_t>(n)) == 0);
+    }
+    x[n / 2] = from_float<KT>(NAN);
+    OnGpu<KT> x_d(x);
+    OnGpu<float> amax_d(std::vector<float>{0.0f});
+    g.fp8_amax(amax_d.data(), x_d.data(), n);
+    CHECK(std::isnan(amax_d.get()[0]));
+  }
 }
 
 }  // namespace
