@@ -36,6 +36,7 @@ template <>
 constexpr DType dtype_of<fp16>() { return DType::f16; }
 // The DType of the model's compute tensors in a run of this precision.
 inline DType storage_dtype(Precision p) {
+  p = storage_precision(p);
   return p == Precision::bf16 ? DType::bf16 : p == Precision::fp16 ? DType::f16 : DType::f32;
 }
 

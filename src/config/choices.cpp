@@ -51,7 +51,9 @@ std::ostream& operator<<(std::ostream& os, CommBackend v) {
   return os;
 }
 std::ostream& operator<<(std::ostream& os, PipelineSchedule v) { return os << to_string(v); }
-const char* to_string(Precision v) { return v == Precision::bf16 ? "bf16" : v == Precision::fp16 ? "fp16" : "fp32"; }
+const char* to_string(Precision v) {
+  return v == Precision::bf16 ? "bf16" : v == Precision::fp16 ? "fp16" : v == Precision::fp8 ? "fp8" : "fp32";
+}
 std::ostream& operator<<(std::ostream& os, Precision v) { return os << to_string(v); }
 std::ostream& operator<<(std::ostream& os, Normalization v) { return os << (v == Normalization::rmsnorm ? "RMSNorm" : "LayerNorm"); }
 std::ostream& operator<<(std::ostream& os, RopeScaling v) { return os << (v == RopeScaling::llama3 ? "llama3" : "none"); }
@@ -160,7 +162,8 @@ void validate(boost::any& out, const std::vector<std::string>& values, Precision
   if (s == "fp32") out = Precision::fp32;
   else if (s == "bf16") out = Precision::bf16;
   else if (s == "fp16") out = Precision::fp16;
-  else bad_word(s, "fp32, bf16 or fp16");
+  else if (s == "fp8") out = Precision::fp8;
+  else bad_word(s, "fp32, bf16, fp16 or fp8");
 }
 
 void validate(boost::any& out, const std::vector<std::string>& values, DataFormat*, int) {

@@ -25,6 +25,10 @@ Placement place_ranks(HostComm world, ComputeDevice device, CommBackend comm, Pr
     throw UserError("system.precision=bf16 needs GPUs of compute capability 8.0 or later (A100, H100), but this job has one "
                     "of " + std::to_string(p.compute_capability / 10) + "." + std::to_string(p.compute_capability % 10) +
                     " (no bf16 tensor cores); use system.precision=fp16 (with its loss scaling) or fp32");
+  if (precision == Precision::fp8 && p.compute_capability < 89)
+    throw UserError("system.precision=fp8 needs GPUs of compute capability 8.9 or later (L40S, H100), but this job has one "
+                    "of " + std::to_string(p.compute_capability / 10) + "." + std::to_string(p.compute_capability % 10) +
+                    " (no fp8 tensor cores); use system.precision=bf16");
   p.description = std::string("cuda") + (shared ? " (ranks share GPUs)" : "") + (p.nccl ? " + nccl" : " + mpi (staged through pinned memory)");
   return p;
 }

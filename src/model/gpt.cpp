@@ -81,14 +81,16 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
   const long N = d.N();
   const ModelShape& m = plan_.shape;
   norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
-  k_.matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, d.C, d.QKVl());
+  const auto qkv = fp8_.forward(a.ln1, p.qkv_w, N, d.C, d.QKVl());
+  k_.matmul_forward(a.qkv, qkv.x, qkv.w, p.qkv_b, N, d.C, d.QKVl());
   if (m.rope) rope(a.qkv, batch_->positions, false);
   if (ring_)
     ring_->forward(a.atty, a.lse, a.qkv, batch_->doc_start, acts_.scratch());
   else
     k_.attention_forward(a.atty, a.lse, acts_.scratch().dtt, a.qkv, batch_->doc_start, d.B, d.T, d.NHl, d.NKVl, d.HD());
   const LinearOutput<T> proj = output_rows(a.res1);
-  linear_forward(k_, proj, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
+  const auto proj_in = fp8_.forward(a.atty, p.proj_w, N, d.Cl, d.C);
+  linear_forward(k_, proj, proj_in.x, proj_in.w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
   reduce_rows(a.res1, proj.partial);
   norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, p.ln2_w, p.ln2_b, a.res1, x);
   // MoE layers always leave fp32 partial sums.
@@ -168,7 +170,7 @@ GptModel::GptModel(const RankPlan& plan, Device& device)
 
 std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, Communicator* cp,
                                          ExpertDispatch* dispatch) {
-  if (plan.precision == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend, cp, dispatch);
+  if (storage_precision(plan.precision) == Precision::bf16) return std::make_unique<GptModelImpl<bf16>>(plan, tp, backend, cp, dispatch);
   if (plan.precision == Precision::fp16) return std::make_unique<GptModelImpl<fp16>>(plan, tp, backend, cp, dispatch);
   return std::make_unique<GptModelImpl<float>>(plan, tp, backend, cp, dispatch);
 }

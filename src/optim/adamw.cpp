@@ -79,6 +79,7 @@ void AdamW::step(Arena& params, Arena& grads, double lr, int t, const float* gra
   if (host_params && !offloaded()) fatal("internal error: AdamW given host parameters without an offloaded optimizer");
   switch (plan_.precision) {
     case Precision::fp32: step_as<float>(params, grads, lr, t, grad_factor, static_cast<float*>(host_params)); break;
+    case Precision::fp8:
     case Precision::bf16: step_as<bf16>(params, grads, lr, t, grad_factor, static_cast<bf16*>(host_params)); break;
     case Precision::fp16: step_as<fp16>(params, grads, lr, t, grad_factor, static_cast<fp16*>(host_params)); break;
   }

@@ -169,6 +169,12 @@ struct Scratch {
   std::vector<BlockActs<T>> replay;
   T* fch_gelu;        // (N,Fl)      selective
   MoeScratch<T> moe;  // null without MoE blocks
+  // precision=fp8 (null otherwise): a linear layer's operands rounded to fp8 (model/fp8_operands.hpp),
+  // its input, weight and output gradient, and the amax of the tensor being rounded.
+  T* fp8_input;     // (N, max(C,Fl))
+  T* fp8_weight;    // (max(QKVl,Hl), C)
+  T* fp8_grad;      // (N, max(QKVl,C,Hl))
+  float* fp8_amax;  // (1)
 };
 
 // The shape of a rank's activation arena.

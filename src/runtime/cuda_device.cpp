@@ -198,6 +198,7 @@ CudaSelection select_cuda_device(int local_rank, int local_size, const std::stri
 }
 
 double gpu_gemm_peak_gflops(Precision precision, double seconds) {
+  precision = storage_precision(precision);  // fp8's GEMMs are emulated in bf16
   const int n = 8192;
   const std::size_t count = static_cast<std::size_t>(n) * n, bytes = count * (is_16bit(precision) ? 2 : 4);
   void *a = nullptr, *b = nullptr, *c = nullptr;
@@ -209,6 +210,7 @@ double gpu_gemm_peak_gflops(Precision precision, double seconds) {
     for (const auto& [operand, seed] : {std::pair{a, 0x9e3779b97f4a7c15ull}, std::pair{b, 0x5851f42d4c957f2dull}}) {
       switch (precision) {
         case Precision::fp32: fill_gemm_operand(host.data(), count, seed); break;
+        case Precision::fp8:  // storage_precision made it bf16
         case Precision::bf16: fill_gemm_operand(reinterpret_cast<bf16*>(host.data()), count, seed); break;
         case Precision::fp16: fill_gemm_operand(reinterpret_cast<fp16*>(host.data()), count, seed); break;
       }

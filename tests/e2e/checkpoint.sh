@@ -298,6 +298,17 @@ for path in glob.glob('$work/old/step_00000004/*.h5'):
     train 8 "$work/resumed.jsonl" "$work/ckB" "${big[@]}" --system.precision=bf16 "--checkpoint.load=$work/ckA16/step_00000002"
     grep -q "resumed from .*step_00000002 at step 2" "$work/last.log" || fail "no resume message"
     compare_tail "$work/resumed.jsonl" 0 "$work/ref16.jsonl" ;;
+  fp8_resume_same_layout)
+    # fp8's current scaling takes each tensor's scale from its amax at the step that uses it: nothing
+    # but the weights and moments carries over, so its checkpoint (fp32 master weights and moments, as
+    # bf16's) resumes bit for bit. The fp8 run is not a bf16 run: their losses differ.
+    train 8 "$work/ref8.jsonl" "$work/ckA8" "${big[@]}" --system.precision=fp8
+    train 8 "$work/resumed.jsonl" "$work/ckB" "${big[@]}" --system.precision=fp8 "--checkpoint.load=$work/ckA8/step_00000002"
+    grep -q "resumed from .*step_00000002 at step 2" "$work/last.log" || fail "no resume message"
+    compare_tail "$work/resumed.jsonl" 0 "$work/ref8.jsonl"
+    reference bf16
+    paste <(losses "$work/ref8.jsonl") <(losses "$work/ref16.jsonl")
+    [ "$(losses "$work/ref8.jsonl" | tail -n 3)" != "$(losses "$work/ref16.jsonl" | tail -n 3)" ] || fail "fp8 trained as bf16" ;;
   bf16_other_precision_and_layout)
     # The bf16 checkpoint holds fp32 master weights: it resumes in fp32 and in bf16 on another layout,
     # and an fp32 checkpoint resumes in bf16, each within bf16's resolution 2^-8 of the reference

@@ -161,6 +161,14 @@ void check_layouts(const std::vector<Variant>& variants, const std::vector<std::
   testing::remove_test_data(MPI_COMM_WORLD, data);
 }
 
+// The layouts of the fp16 and fp8 tests (the bf16 test's, without its np 8 variant without SP).
+std::vector<Variant> reduced_precision_variants(int world) {
+  if (world == 8) return {{2, 2, 2, true, true}, {2, 2, 2, true, true, "interleaved"}};
+  if (world == 4) return {{2, 2, 1}, {2, 1, 2, true, true}, {1, 2, 2, false, true}};
+  if (world == 2) return {{2, 1, 1, true}, {1, 2, 1}, {1, 1, 2, false, true}};
+  return {};
+}
+
 // v at context-parallel size cp.
 Variant with_cp(Variant v, int cp) {
   v.cp = cp;
@@ -316,13 +324,25 @@ TEST_CASE("bf16 layouts match one rank in bf16", "[mpi][layouts][bf16]") {
 TEST_CASE("fp16 layouts match one rank in fp16", "[mpi][layouts][fp16]") {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  std::vector<Variant> variants;
-  if (world == 8) variants = {{2, 2, 2, true, true}, {2, 2, 2, true, true, "interleaved"}};
-  if (world == 4) variants = {{2, 2, 1}, {2, 1, 2, true, true}, {1, 2, 2, false, true}};
-  if (world == 2) variants = {{2, 1, 1, true}, {1, 2, 1}, {1, 1, 2, false, true}};
+  const std::vector<Variant> variants = reduced_precision_variants(world);
   check_layouts(variants,
                 {"--system.precision=fp16", "--optimizer.initial_loss_scale=256", "--optimizer.loss_scale_window=4", kSmoothAdam},
                 testing::kFp16Resolution, testing::kFp16Resolution, testing::kFp16Resolution);
+}
+
+// fp8 (bf16 storage; the blocks' linear layers on fp8-rounded operands, model/fp8_operands.hpp) at the
+// layouts of the bf16 test and with context parallelism: each tensor's amax is reduced over the ranks
+// holding its pieces (tensor and context parallelism), a maximum and so exact, and every layout picks one
+// rank's scales; what remains is the bf16 argument at fp8's resolutions (kFp8ForwardResolution for the
+// losses, kFp8GradientResolution for the weights).
+TEST_CASE("fp8 layouts match one rank in fp8", "[mpi][layouts][fp8]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::vector<Variant> variants = reduced_precision_variants(world);
+  if (world == 2) variants.push_back(with_cp({1, 1, 1}, 2));
+  if (world == 4) variants.push_back(with_cp({2, 1, 1, true}, 2));
+  check_layouts(variants, {"--system.precision=fp8", kSmoothAdam}, testing::kFp8ForwardResolution, testing::kFp8ForwardResolution,
+                testing::kFp8GradientResolution);
 }
 
 // Context parallelism: every sample cut into 2 x cp chunks (zig-zag), ring attention over the cp group,

@@ -13,21 +13,13 @@
 #include "comm/parallel_state.hpp"
 #include "comm/solo_communicator.hpp"
 #include "launch/launch_env.hpp"
+#include "support/mpi_over_world.hpp"
 
 using namespace dtrain;
 
 namespace {
 
-// The MPI backend over every rank of the job (at one rank too, where ParallelState's groups are solo).
-std::unique_ptr<MpiCommunicator> mpi_over_world(const CommOptions& options = {}) {
-  int world = 0, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::vector<int> everyone(static_cast<std::size_t>(world));
-  std::iota(everyone.begin(), everyone.end(), 0);
-  return std::make_unique<MpiCommunicator>("all", MPI_COMM_WORLD, 0, rank, everyone, nullptr, nullptr, options.synchronous_sends,
-                                           host_device(), options.stage_through_host);
-}
+using testing::mpi_over_world;
 
 std::vector<ParallelLayout> layouts_for(int world) {
   std::vector<ParallelLayout> out;

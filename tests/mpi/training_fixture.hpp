@@ -81,4 +81,13 @@ constexpr double kBf16Resolution = 0x1p-8;
 // run that skipped a step another did not is off by a whole update (1e-2 or more).
 constexpr double kFp16Resolution = 0x1p-11;
 
+// The same for fp8 runs (system.precision = fp8: bf16 storage, the blocks' linear layers on operands
+// rounded to fp8 at power-of-two scales from amaxes that every layout reduces exactly): the argument
+// above at the coarsest rounding an operand gets. A bf16 step of an operand that lies at an fp8 rounding
+// boundary moves its fp8 copy by one fp8 step: the forward's operands (E4M3, 3 stored mantissa bits)
+// by 2^-4 relative, the output gradients (E5M2, 2 bits) by 2^-3. Losses follow the forward's, weights
+// (Adam's updates, smooth in gradients resolved to 2^-3) the gradients'.
+constexpr double kFp8ForwardResolution = 0x1p-4;
+constexpr double kFp8GradientResolution = 0x1p-3;
+
 }  // namespace dtrain::testing
