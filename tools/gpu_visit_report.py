@@ -7,6 +7,10 @@ JSON, the lines the visit prints, and OUT_DIR/summary.json with its verdict. Onl
   gpu_visit_report.py variants WORK                                 JSON of the variants (WORK/var/NAME.json) and
                                                                     this tree's step time over each's
   gpu_visit_report.py show-dtrain JSON | show-ncu JSON | show-variants JSON   the lines the visit prints
+  gpu_visit_report.py fp8 WORK WARMUP TOKENS_PER_STEP              JSON of the fp8 and bf16 runs (fp8_*.jsonl);
+                                                                    exit 1 if fp8's late losses leave the bound
+  gpu_visit_report.py llama1b WORK WARMUP MICRO_BATCH SEQ_LENGTH    JSON of the Llama 1B run (llama1b.jsonl)
+  gpu_visit_report.py show-fp8 JSON                                 the lines the visit prints for fp8
   gpu_visit_report.py summary WORK OUT_DIR                          writes OUT_DIR/summary.json
   gpu_visit_report.py verdict SUMMARY                               prints it; exit 1 if a stage failed
 """
@@ -19,7 +23,63 @@ import re
 import statistics
 import sys
 
-STAGES = ["preflight", "tests", "sanitizer", "dtrain", "torch", "hf", "ncu", "attention", "variants"]
+STAGES = ["preflight", "tests", "sanitizer", "dtrain", "torch", "hf", "ncu", "attention", "variants", "fp8", "llama1b"]
+
+# fp8 against bf16: fp8's mean loss over the last FP8_WINDOW steps within FP8_BOUND (relative) of bf16's.
+# The bound is E4M3's resolution 2^-4, the coarsest rounding of the forward's operands (a run whose
+# rounding were wrong, or whose scales overflowed, diverges far beyond it).
+FP8_WINDOW, FP8_BOUND = 50, 2.0 ** -4
+
+
+def timed_run(path, warmup, tokens_per_step):
+    """Median/min step time after the warm-up, tokens/s, MFU (against the measured GEMM peak), peak
+    memory and the losses of one metrics file."""
+    rows = [json.loads(l) for l in open(path)]
+    timed = [r for r in rows if r["step"] > warmup]
+    t = [r["step_s"] for r in timed]
+    med = statistics.median(t)
+    return {"steps": len(rows), "step_ms_median": 1e3 * med, "step_ms_min": 1e3 * min(t), "tokens_per_s_median": tokens_per_step / med,
+            "tokens_per_s_max": tokens_per_step / min(t), "mfu_vs_measured_gemm": statistics.median(r["mfu"] for r in timed),
+            "peak_memory_bytes": max(r.get("device_peak_bytes", 0) for r in rows), "losses": [r["loss"] for r in rows]}
+
+
+def fp8(work, warmup, tokens_per_step):
+    res = {"window": FP8_WINDOW, "bound": FP8_BOUND}
+    for p in ("bf16", "fp8"):
+        path = os.path.join(work, "fp8_%s.jsonl" % p)
+        if os.path.exists(path):
+            res[p] = timed_run(path, int(warmup), int(tokens_per_step))
+    if "bf16" not in res or "fp8" not in res:
+        print(json.dumps(res))
+        return 1
+    late = {p: statistics.mean(res[p]["losses"][-FP8_WINDOW:]) for p in ("bf16", "fp8")}
+    res["late_loss"] = late
+    res["late_loss_relative_difference"] = abs(late["fp8"] - late["bf16"]) / late["bf16"]
+    res["fp8_over_bf16_tokens_per_s"] = res["fp8"]["tokens_per_s_median"] / res["bf16"]["tokens_per_s_median"]
+    res["within_bound"] = res["late_loss_relative_difference"] <= FP8_BOUND
+    print(json.dumps(res))
+    return 0 if res["within_bound"] else 1
+
+
+def show_fp8(path):
+    r = json.load(open(path))
+    for p in ("bf16", "fp8"):
+        if p in r:
+            q = r[p]
+            print("   %s: %d steps, loss %.4f -> %.4f, %.0f tokens/s (median), %.1f%% MFU" % (
+                p, q["steps"], q["losses"][0], q["losses"][-1], q["tokens_per_s_median"], 100 * q["mfu_vs_measured_gemm"]))
+    if "late_loss" in r:
+        print("   last %d steps' mean loss: fp8 %.4f, bf16 %.4f (relative %.2e, bound %.2e); fp8 tokens/s x%.2f of bf16's" % (
+            r["window"], r["late_loss"]["fp8"], r["late_loss"]["bf16"], r["late_loss_relative_difference"], r["bound"],
+            r["fp8_over_bf16_tokens_per_s"]))
+
+
+def llama1b(work, warmup, micro_batch, seq_length):
+    mb = int(micro_batch)
+    res = timed_run(os.path.join(work, "llama1b.jsonl"), int(warmup), mb * int(seq_length))
+    res["micro_batch"] = mb
+    del res["losses"]
+    print(json.dumps(res))
 
 
 def dtrain(work, mbs, warmup, log):
@@ -214,7 +274,7 @@ def verdict(path):
     return 0 if all(v["passed"] or v["skipped"] for v in s["stages"].values()) else 1
 
 
-COMMANDS = {"dtrain": (dtrain, 4), "ncu": (ncu, 1), "variants": (variants, 1), "show-dtrain": (show_dtrain, 1), "show-ncu": (show_ncu, 1),
+COMMANDS = {"fp8": (fp8, 3), "llama1b": (llama1b, 4), "show-fp8": (show_fp8, 1), "dtrain": (dtrain, 4), "ncu": (ncu, 1), "variants": (variants, 1), "show-dtrain": (show_dtrain, 1), "show-ncu": (show_ncu, 1),
             "show-variants": (show_variants, 1),
             "summary": (summary, 2), "verdict": (verdict, 1)}
 

@@ -4,11 +4,13 @@
 #   no_gpu      the default stages: exit 77 after the preflight alone, within 30 s, saying there is no GPU;
 #               --variants with a missing folder: exit 2, naming it; the report's variants step: this
 #               tree's step time over a variant's, from their JSON (hand-made here: the timing needs a GPU)
-#   cpu_stages  --stages torch,hf (the stages that need no GPU), /usr/bin's python3 (PyTorch): the torch
+#   cpu_stages  --stages torch,hf,fp8,llama1b (the stages that need no GPU), /usr/bin's python3 (PyTorch): the torch
 #               script ran at its tiny shape on the CPU; the hf stage trained and exported its three models
 #               (its log holds the config.json of a GPT2LMHeadModel and of two LlamaForCausalLM, one with
 #               Llama 3.1's rope_scaling), and without
-#               transformers the stage is skipped (exit 77), not failed, in summary.json and the exit code
+#               transformers the stage is skipped (exit 77), not failed, in summary.json and the exit code;
+#               fp8 and llama1b at their tiny CPU shapes: both precisions ran, fp8's late losses within the
+#               bound and not bf16's, the Llama run timed
 #   gpu_visit.sh CASE SOURCE_DIR BUILD_DIR
 set -u
 case=$1 src=$2 build=$3
@@ -53,17 +55,22 @@ PY
       fail "show-variants"
     ;;
   cpu_stages)
-    "$src/tools/gpu-visit" --build "$build" --stages torch,hf "$out" > "$work/visit.log" 2>&1
+    "$src/tools/gpu-visit" --build "$build" --stages torch,hf,fp8,llama1b "$out" > "$work/visit.log" 2>&1
     rc=$?
     cat "$work/visit.log"
-    [ $rc = 0 ] || fail "gpu-visit --stages torch,hf exited $rc"
+    [ $rc = 0 ] || fail "gpu-visit --stages torch,hf,fp8,llama1b exited $rc"
     transformers=0
     python3 -c 'import transformers' 2> /dev/null && transformers=1
     python3 - "$out" "$transformers" <<'PY' || fail "summary.json or hf.log"
 import json, os, re, sys
 out, transformers = sys.argv[1], sys.argv[2] == "1"
 s = json.load(open(os.path.join(out, "summary.json")))["stages"]
-assert set(s) == {"preflight", "torch", "hf"}, s
+assert set(s) == {"preflight", "torch", "hf", "fp8", "llama1b"}, s
+f = s["fp8"]  # both precisions ran, their late losses compared, their speeds side by side
+assert f["passed"] and f["within_bound"] and f["bf16"]["steps"] == f["fp8"]["steps"] == 60, f
+assert f["late_loss"]["fp8"] != f["late_loss"]["bf16"] and f["fp8_over_bf16_tokens_per_s"] > 0, f
+l = s["llama1b"]
+assert l["passed"] and l["micro_batch"] == 2 and l["tokens_per_s_median"] > 0 and l["mfu_vs_measured_gemm"] > 0, l
 t = s["torch"]
 assert t["passed"] and not t["skipped"] and t["device"] == "cpu", t
 assert t["runs"] and all(r["impl"] == "eager" and r["tokens_per_s_median"] > 0 for r in t["runs"]), t["runs"]
