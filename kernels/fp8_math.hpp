@@ -7,8 +7,9 @@
 // Encoding rounds to nearest even and saturates: a magnitude beyond the largest finite value (infinity
 // included) becomes the largest finite value, NaN stays NaN (cvt.rn.satfinite, __NV_SATFINITE).
 // A tensor is scaled by a power of two s from its amax (the largest magnitude) so that amax * s fits the
-// format: multiplying by s and dividing the decoded value by it are exact, so a value rounded this way
-// is exactly (fp8 code) / s, which bf16 holds exactly (4 significant bits, bf16's exponent range).
+// format, and stored as the codes of x * s: its values are decode(code) / s, exactly, and the product of
+// two such values is exact in fp32, so a GEMM on the codes that multiplies by 1 / (s_a s_b) at the end
+// (cuBLASLt's scales) and one on the decoded values (the host) differ in the order of their sums only.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -54,56 +55,13 @@ DTRAIN_HOST_DEVICE inline float fp8_decode(std::uint8_t code, Fp8Format f) {
   return (code & 0x80) ? -v : v;
 }
 
-// The code nearest to x (ties to even), saturating to the largest finite value; any NaN gives the NaN
-// code 0.1111.111 (E4M3) or 0.11111.11 (E5M2).
-DTRAIN_HOST_DEVICE inline std::uint8_t fp8_encode(float x, Fp8Format f) {
-  const std::uint32_t bits = fp8_float_bits(x);
-  const auto sign = static_cast<std::uint8_t>((bits >> 24) & 0x80u);
-  const std::uint32_t magnitude_bits = bits & 0x7FFFFFFFu;
-  if (magnitude_bits > 0x7F800000u) return 0x7F;  // the canonical NaN, as cvt.rn.satfinite gives
-  const float a = fp8_float_from_bits(magnitude_bits);
-  const std::uint8_t max_code = fp8_max_code(f);
-  if (a >= fp8_max(f)) return static_cast<std::uint8_t>(sign | max_code);
+// y rounded to the format's values, to nearest even, saturating at the largest finite value (y finite
+// or infinite, not NaN). In the normal range the fp32 bits are rounded to the format's mantissa bits,
+// below it y is rounded to a multiple of the smallest subnormal by adding and subtracting a power of two
+// whose spacing that is (fp32 addition rounds to nearest even; IEEE arithmetic, no -ffast-math here).
+DTRAIN_HOST_DEVICE inline float fp8_round_value(float y, Fp8Format f) {
   const int m = fp8_mantissa_bits(f), min_exponent = 1 - fp8_exponent_bias(f);
-  int e = 0;
-  (void)std::frexp(a, &e);  // a = r * 2^e, r in [0.5, 1): a's binade starts at 2^(e-1)
-  e = e - 1 < min_exponent ? min_exponent : e - 1;
-  // a in units of the binade's spacing 2^(e-m) (exact: a power-of-two scaling of a value above 2^-150),
-  // rounded to nearest even by rint in the default rounding mode.
-  int k = static_cast<int>(std::rint(std::ldexp(a, m - e)));
-  if (k == (2 << m)) {  // rounded up into the next binade
-    k = 1 << m;
-    ++e;
-  }
-  int code;
-  if (k < (1 << m))
-    code = k;  // subnormal (e is the smallest exponent): exponent field 0
-  else
-    code = ((e - min_exponent + 1) << m) | (k - (1 << m));
-  if (code > max_code) code = max_code;
-  return static_cast<std::uint8_t>(sign | code);
-}
-
-// The per-tensor scale for a tensor whose largest magnitude is amax: the largest power of two s with
-// amax * s <= the format's largest value (2^100 at most); 1 where amax is 0 or not finite.
-DTRAIN_HOST_DEVICE inline float fp8_scale(float amax, Fp8Format f) {
-  if (!(amax > 0.0f) || !std::isfinite(amax)) return 1.0f;
-  int e_amax = 0, e_max = 0;
-  const float r_amax = std::frexp(amax, &e_amax), r_max = std::frexp(fp8_max(f), &e_max);
-  int k = e_max - e_amax - (r_max < r_amax ? 1 : 0);
-  if (k > 100) k = 100;
-  return std::ldexp(1.0f, k);
-}
-
-// x rounded to the format at scale s (fp8_scale): decode(encode(x * s)) / s, exact as it says, computed
-// on the value (no code): in the normal range the fp32 bits rounded to the format's mantissa bits (to
-// nearest even), below it to a multiple of the smallest subnormal by adding and subtracting a power of
-// two (fp32 addition rounds to nearest even), saturating at the largest finite value. A non-finite x is
-// returned unchanged, so infinities and NaNs reach the loss and the norm as in bf16.
-DTRAIN_HOST_DEVICE inline float fp8_round(float x, float scale, Fp8Format f) {
-  if (!std::isfinite(x)) return x;
-  const int m = fp8_mantissa_bits(f), min_exponent = 1 - fp8_exponent_bias(f);
-  const float y = x * scale, a = std::fabs(y), max = fp8_max(f);
+  const float a = std::fabs(y), max = fp8_max(f);
   float r;
   if (a >= max) {
     r = max;
@@ -115,10 +73,41 @@ DTRAIN_HOST_DEVICE inline float fp8_round(float x, float scale, Fp8Format f) {
     r = fp8_float_from_bits(bits);
     if (r > max) r = max;
   } else {
-    const float shift = std::ldexp(1.0f, min_exponent - m + 23);  // its spacing is the smallest subnormal
-    r = (a + shift) - shift;  // IEEE arithmetic (no -ffast-math here): the sum rounds, the difference is exact
+    const float shift = std::ldexp(1.0f, min_exponent - m + 23);
+    r = (a + shift) - shift;
   }
-  return std::copysign(r, y) / scale;
+  return std::copysign(r, y);
+}
+
+// The code nearest to x (ties to even), saturating to the largest finite value; any NaN gives the NaN
+// code 0.1111.111 (E4M3) or 0.11111.11 (E5M2), as cvt.rn.satfinite does.
+DTRAIN_HOST_DEVICE inline std::uint8_t fp8_encode(float x, Fp8Format f) {
+  if (x != x) return 0x7F;
+  const int m = fp8_mantissa_bits(f), min_exponent = 1 - fp8_exponent_bias(f);
+  const std::uint32_t bits = fp8_float_bits(fp8_round_value(x, f));
+  const auto sign = static_cast<std::uint8_t>((bits >> 24) & 0x80u);
+  const std::uint32_t magnitude_bits = bits & 0x7FFFFFFFu;
+  const int exponent = static_cast<int>(magnitude_bits >> 23) - 127;
+  int code;
+  if (magnitude_bits == 0)
+    code = 0;
+  else if (exponent < min_exponent)  // subnormal: the value in units of the smallest subnormal, exactly
+    code = static_cast<int>(std::ldexp(fp8_float_from_bits(magnitude_bits), m - min_exponent));
+  else
+    code = ((exponent - min_exponent + 1) << m) | static_cast<int>((magnitude_bits >> (23 - m)) & ((1u << m) - 1u));
+  return static_cast<std::uint8_t>(sign | code);
+}
+
+// The per-tensor scale for a tensor whose largest magnitude is amax: the largest power of two s with
+// amax * s <= the format's largest value (2^100 at most); 1 where amax is 0 or not finite. Multiplying
+// by s, and dividing a decoded value by it, are exact.
+DTRAIN_HOST_DEVICE inline float fp8_scale(float amax, Fp8Format f) {
+  if (!(amax > 0.0f) || !std::isfinite(amax)) return 1.0f;
+  int e_amax = 0, e_max = 0;
+  const float r_amax = std::frexp(amax, &e_amax), r_max = std::frexp(fp8_max(f), &e_max);
+  int k = e_max - e_amax - (r_max < r_amax ? 1 : 0);
+  if (k > 100) k = 100;
+  return std::ldexp(1.0f, k);
 }
 
 // The running maximum of fp8_amax: the larger magnitude, NaN once either is NaN (so the result does

@@ -4,6 +4,8 @@
 // runs. The model never names a backend.
 #pragma once
 
+#include <cstdint>
+
 #include "common/storage_type.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/rope_frequencies.hpp"

@@ -300,5 +300,13 @@ template <typename T>
 bool gemm_bias_gelu(bool transa, bool transb, int m, int n, int k, const T* A, int lda, const T* B, int ldb, const T* bias, T* D, T* pre);
 template <typename T>
 bool gemm_dgelu(bool transa, bool transb, int m, int n, int k, const T* A, int lda, const T* B, int ldb, const T* pre, T* D);
+// Column-major D (m x n, ld m) = a_scale b_scale A^T B + beta D (+ bias, m values, one per row of D;
+// null: none) of fp8 codes A (k x m, ld k: each of D's rows a column of k contiguous codes) and B (k x n,
+// ld k), E4M3 or E5M2 (not both E5M2), their dequantization scales in device memory, accumulated in
+// fp32 (gemm_bias.cu: cuBLASLt on sm_89 and newer). false, with nothing done, where cuBLASLt has no
+// algorithm (fp8 wants k and the leading dimensions multiples of 16) or the bias is not 16-byte aligned.
+template <typename TD>
+bool gemm_fp8_lt(int m, int n, int k, const std::uint8_t* A, bool a_e5m2, const float* a_scale, const std::uint8_t* B, bool b_e5m2,
+                 const float* b_scale, const TD* bias, float beta, TD* D);
 
 }  // namespace dtrain::kernels::cuda

@@ -5,6 +5,7 @@
 // gradient (gemm_dgelu), instead of passes of their own. Each shape's descriptors
 // and algorithm are made once (cuBLASLt's heuristic, the first call) and kept. The bias has the
 // output's type (cuBLASLt takes no 16-bit bias with an fp32 output: a bf16 or fp16 bias is widened).
+// The fp8 GEMMs (gemm_fp8_lt) go through the same plans, with their operands' scales.
 #include <cublasLt.h>
 
 #include <array>
@@ -53,7 +54,16 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
   bool found = false;
 };
-using PlanKey = std::array<long, 13>;  // epilogue, transa, transb, m, n, k, lda, ldb, A type, D type, A/B/D alignments
+using PlanKey = std::array<long, 14>;  // epilogue, transa, transb, m, n, k, lda, ldb, A/B/D types, A/B/D alignments
+// The data types of a GEMM: its operands (the same but for fp8's E4M3 x E5M2) and its output.
+struct Types {
+  cudaDataType_t a, b, d;
+  bool fp8() const { return a == CUDA_R_8F_E4M3 || a == CUDA_R_8F_E5M2; }
+};
+template <typename TA, typename TD>
+Types types_of() {
+  return {cuda_type<TA>(), cuda_type<TA>(), cuda_type<TD>()};
+}
 
 template <typename T>
 void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
@@ -65,32 +75,34 @@ void set(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t a
 }
 
 const char* epilogue_name(cublasLtEpilogue_t e) {
-  return e == CUBLASLT_EPILOGUE_BIAS             ? "bias"
+  return e == CUBLASLT_EPILOGUE_DEFAULT          ? "plain"
+         : e == CUBLASLT_EPILOGUE_BIAS           ? "bias"
          : e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? "bias+gelu"
          : e == CUBLASLT_EPILOGUE_GELU_AUX      ? "gelu"
                                                 : "dgelu";
 }
 
-template <typename T>
-constexpr const char* type_name() {
-  return std::is_same_v<T, float> ? "fp32" : std::is_same_v<T, bf16> ? "bf16" : "fp16";
+const char* type_name(cudaDataType_t t) {
+  return t == CUDA_R_32F ? "fp32" : t == CUDA_R_16BF ? "bf16" : t == CUDA_R_16F ? "fp16" : t == CUDA_R_8F_E4M3 ? "e4m3" : "e5m2";
 }
 
-template <typename TA, typename TD>
-Plan make_plan(cublasLtEpilogue_t epilogue, bool transa, bool transb, int m, int n, int k, int lda, int ldb, std::uint32_t align_a,
+Plan make_plan(cublasLtEpilogue_t epilogue, bool transa, bool transb, int m, int n, int k, int lda, int ldb, Types t, std::uint32_t align_a,
                std::uint32_t align_b, std::uint32_t align_d) {
   Plan p;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));  // fp32 accumulation, no TF32
   set(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, transa ? CUBLAS_OP_T : CUBLAS_OP_N);
   set(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, transb ? CUBLAS_OP_T : CUBLAS_OP_N);
   set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
-  set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, cuda_type<TD>());  // cuBLASLt takes no 16-bit bias with an fp32 output
+  set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, t.d);  // cuBLASLt takes no 16-bit bias with an fp32 output
+  // fp8: the products accumulate in fp32 throughout (no FAST_ACCUM, whose Hopper accumulator keeps fewer
+  // bits between promotions).
+  if (t.fp8()) set(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<std::int8_t>(0));
   // The GELU epilogues' auxiliary matrix (the pre-activation) has D's type and layout.
   if (epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_DGELU)
     set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, static_cast<std::int64_t>(m));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, cuda_type<TA>(), transa ? k : m, transa ? m : k, lda));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, cuda_type<TA>(), transb ? n : k, transb ? k : n, ldb));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, cuda_type<TD>(), m, n, m));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, t.a, transa ? k : m, transa ? m : k, lda));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, t.b, transb ? n : k, transb ? k : n, ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, t.d, m, n, m));
   cublasLtMatmulPreference_t pref;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<std::uint64_t>(kWorkspaceBytes));
@@ -113,7 +125,7 @@ Plan make_plan(cublasLtEpilogue_t epilogue, bool transa, bool transb, int m, int
     std::fprintf(stderr,
                  "dtrain: warning: cuBLASLt offers no %s-epilogue GEMM for m=%d n=%d k=%d (%s inputs, %s output): %s; "
                  "this layer does that in a separate pass%s\n",
-                 epilogue_name(epilogue), m, n, k, type_name<TA>(), type_name<TD>(),
+                 epilogue_name(epilogue), m, n, k, type_name(t.a), type_name(t.d),
                  rc == CUBLAS_STATUS_SUCCESS ? "no algorithm" : cublasGetStatusString(rc),
                  warned == 8 ? " (further shapes are not reported)" : "");
   return p;
@@ -157,21 +169,22 @@ void destroy(Plan& p) {
 // heuristic picks the same algorithm for a shape either way, so results do not depend on the cache.
 constexpr std::size_t kMaxPlans = 64;
 
-// D = op(A) op(B) + beta D with `epilogue`; pointers(desc) sets the call's bias and auxiliary
-// pointers once the plan is known to exist. false, with nothing done, where cuBLASLt has no algorithm.
-template <typename TA, typename TD, typename Pointers>
-bool lt_matmul(cublasLtEpilogue_t epilogue, float beta, bool transa, bool transb, int m, int n, int k, const TA* A, int lda,
-               const TA* B, int ldb, TD* D, Pointers pointers) {
-  static std::map<PlanKey, Plan> plans;  // per instantiation: the key's types are this one's
+// D = op(A) op(B) + beta D with `epilogue` on data of types t; pointers(desc) sets the call's bias,
+// auxiliary and scale pointers once the plan is known to exist. false, with nothing done, where cuBLASLt
+// has no algorithm.
+template <typename Pointers>
+bool lt_matmul(cublasLtEpilogue_t epilogue, float beta, bool transa, bool transb, int m, int n, int k, Types t, const void* A, int lda,
+               const void* B, int ldb, void* D, Pointers pointers) {
+  static std::map<PlanKey, Plan> plans;
   const std::uint32_t align_a = alignment_of(A), align_b = alignment_of(B), align_d = alignment_of(D);
-  const PlanKey key{static_cast<long>(epilogue), transa, transb, m, n, k, lda, ldb, static_cast<long>(sizeof(TA)),
-                    static_cast<long>(sizeof(TD)), align_a, align_b, align_d};
+  const PlanKey key{static_cast<long>(epilogue), transa, transb, m, n, k, lda, ldb, static_cast<long>(t.a), static_cast<long>(t.b),
+                    static_cast<long>(t.d), align_a, align_b, align_d};
   Plan once;  // a plan not kept
   auto it = plans.find(key);
   if (it == plans.end() && plans.size() < kMaxPlans)
-    it = plans.emplace(key, make_plan<TA, TD>(epilogue, transa, transb, m, n, k, lda, ldb, align_a, align_b, align_d)).first;
+    it = plans.emplace(key, make_plan(epilogue, transa, transb, m, n, k, lda, ldb, t, align_a, align_b, align_d)).first;
   else if (it == plans.end())
-    once = make_plan<TA, TD>(epilogue, transa, transb, m, n, k, lda, ldb, align_a, align_b, align_d);
+    once = make_plan(epilogue, transa, transb, m, n, k, lda, ldb, t, align_a, align_b, align_d);
   Plan& p = it != plans.end() ? it->second : once;
   bool ran = false;
   if (p.found) {
@@ -197,7 +210,7 @@ template <typename TA, typename TD>
 bool gemm_bias(bool transa, bool transb, int m, int n, int k, const TA* A, int lda, const TA* B, int ldb, const TA* bias, TD* D) {
   constexpr bool kWidened = sizeof(TA) < sizeof(TD);  // a 16-bit bias widened into an aligned fp32 copy
   if (!kWidened && !aligned16(bias)) return false;
-  return lt_matmul(CUBLASLT_EPILOGUE_BIAS, 0.0f, transa, transb, m, n, k, A, lda, B, ldb, D, [&](cublasLtMatmulDesc_t desc) {
+  return lt_matmul(CUBLASLT_EPILOGUE_BIAS, 0.0f, transa, transb, m, n, k, types_of<TA, TD>(), A, lda, B, ldb, D, [&](cublasLtMatmulDesc_t desc) {
     const void* epilogue_bias = bias;
     if constexpr (kWidened) epilogue_bias = widened_bias(bias, m);
     set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_bias);
@@ -208,7 +221,7 @@ template <typename T>
 bool gemm_bias_gelu(bool transa, bool transb, int m, int n, int k, const T* A, int lda, const T* B, int ldb, const T* bias, T* D, T* pre) {
   if (!aligned16(bias) || !aligned16(pre) || m % 8 != 0) return false;  // the auxiliary output's alignment and row stride
   const cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-  return lt_matmul(epilogue, 0.0f, transa, transb, m, n, k, A, lda, B, ldb, D, [&](cublasLtMatmulDesc_t desc) {
+  return lt_matmul(epilogue, 0.0f, transa, transb, m, n, k, types_of<T, T>(), A, lda, B, ldb, D, [&](cublasLtMatmulDesc_t desc) {
     if (bias) set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
     set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(pre));
   });
@@ -217,12 +230,30 @@ bool gemm_bias_gelu(bool transa, bool transb, int m, int n, int k, const T* A, i
 template <typename T>
 bool gemm_dgelu(bool transa, bool transb, int m, int n, int k, const T* A, int lda, const T* B, int ldb, const T* pre, T* D) {
   if (!aligned16(pre) || m % 8 != 0) return false;
-  return lt_matmul(CUBLASLT_EPILOGUE_DGELU, 0.0f, transa, transb, m, n, k, A, lda, B, ldb, D, [&](cublasLtMatmulDesc_t desc) {
+  return lt_matmul(CUBLASLT_EPILOGUE_DGELU, 0.0f, transa, transb, m, n, k, types_of<T, T>(), A, lda, B, ldb, D, [&](cublasLtMatmulDesc_t desc) {
     set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(pre));
   });
 }
 
+template <typename TD>
+bool gemm_fp8_lt(int m, int n, int k, const std::uint8_t* A, bool a_e5m2, const float* a_scale, const std::uint8_t* B, bool b_e5m2,
+                 const float* b_scale, const TD* bias, float beta, TD* D) {
+  if (bias && !aligned16(bias)) return false;
+  const Types t{a_e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3, b_e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3, cuda_type<TD>()};
+  const cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  return lt_matmul(epilogue, beta, true, false, m, n, k, t, A, k, B, k, D, [&](cublasLtMatmulDesc_t desc) {
+    if (bias) set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+    set(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(a_scale));
+    set(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(b_scale));
+  });
+}
 
+template bool gemm_fp8_lt(int, int, int, const std::uint8_t*, bool, const float*, const std::uint8_t*, bool, const float*, const float*, float,
+                          float*);
+template bool gemm_fp8_lt(int, int, int, const std::uint8_t*, bool, const float*, const std::uint8_t*, bool, const float*, const bf16*, float,
+                          bf16*);
+template bool gemm_fp8_lt(int, int, int, const std::uint8_t*, bool, const float*, const std::uint8_t*, bool, const float*, const fp16*, float,
+                          fp16*);
 template bool gemm_bias(bool, bool, int, int, int, const float*, int, const float*, int, const float*, float*);
 template bool gemm_bias(bool, bool, int, int, int, const bf16*, int, const bf16*, int, const bf16*, bf16*);
 template bool gemm_bias(bool, bool, int, int, int, const bf16*, int, const bf16*, int, const bf16*, float*);

@@ -1,7 +1,16 @@
-// Host backend: the fp8 emulation of system.precision = fp8 (kernels/fp8_math.hpp), elementwise on the
-// storage type (no fp32 scratch: each element is widened, rounded and stored back on its own).
+// Host backend: the fp8 kernels of system.precision = fp8 (kernels/fp8_math.hpp). The GEMMs decode
+// their operands' codes into fp32 at their scales (decode(code) / s, exact) and multiply them with CBLAS
+// sgemm: each product of two decoded values is exact in fp32, so this computes what cuBLASLt's fp8 GEMM
+// computes (the codes' products, times 1 / (s_A s_B)), up to the order of the sums.
+#include <cblas.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
 #include "common/storage_type.hpp"
 #include "kernels/fp8_math.hpp"
+#include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
 
 namespace dtrain::kernels::host {
@@ -15,19 +24,67 @@ void amax_of(float* amax, const KT* x, long n) {
 }
 
 template <typename KT>
-void round_to_fp8(KT* out, const KT* x, const float* amax, long n, int format) {
+void quantize(std::uint8_t* codes, const KT* x, const float* amax, long R, long C, int format, int transpose) {
   const auto f = static_cast<Fp8Format>(format);
   const float scale = fp8_scale(*amax, f);
-  for (long i = 0; i < n; ++i) out[i] = from_float<KT>(fp8_round(to_float(x[i]), scale, f));
+  Kokkos::parallel_for(
+      "fp8_quantize", HostRange(0, R), KOKKOS_LAMBDA(const long r) {
+        for (long c = 0; c < C; ++c) codes[transpose ? c * R + r : r * C + c] = fp8_encode(to_float(x[r * C + c]) * scale, f);
+      });
+}
+
+// The values of an operand's n codes: decode(code) / s, into reused per-thread scratch.
+const float* decoded(std::vector<float>& buffer, const std::uint8_t* codes, int format, const float* amax, long n) {
+  const auto f = static_cast<Fp8Format>(format);
+  float value[256];
+  const float inverse = 1.0f / fp8_scale(*amax, f);  // a power of two: exact
+  for (int c = 0; c < 256; ++c) value[c] = fp8_decode(static_cast<std::uint8_t>(c), f) * inverse;
+  buffer.resize(static_cast<std::size_t>(n));
+  for (long i = 0; i < n; ++i) buffer[static_cast<std::size_t>(i)] = value[codes[i]];
+  return buffer.data();
+}
+
+// out (M,N) = beta out + A B^T + bias, in fp32.
+template <typename KT>
+void product(float* out, float beta, const std::uint8_t* a, int a_format, const float* a_amax, const std::uint8_t* b, int b_format,
+             const float* b_amax, const KT* bias, long M, long N, long K) {
+  thread_local std::vector<float> va, vb;
+  const float* A = decoded(va, a, a_format, a_amax, M * K);
+  const float* B = decoded(vb, b, b_format, b_amax, N * K);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, A,
+              static_cast<int>(K), B, static_cast<int>(K), beta, out, static_cast<int>(N));
+  if (bias)
+    for (long i = 0; i < M; ++i)
+      for (long j = 0; j < N; ++j) out[i * N + j] += to_float(bias[j]);
+}
+
+template <typename KT>
+void gemm(KT* out, const std::uint8_t* a, int a_format, const float* a_amax, const std::uint8_t* b, int b_format, const float* b_amax,
+          const KT* bias, long M, long N, long K) {
+  thread_local std::vector<float> wide;
+  wide.resize(static_cast<std::size_t>(M * N));
+  product(wide.data(), 0.0f, a, a_format, a_amax, b, b_format, b_amax, bias, M, N, K);
+  for (long i = 0; i < M * N; ++i) out[i] = from_float<KT>(wide[static_cast<std::size_t>(i)]);
 }
 
 }  // namespace
 
-void fp8_amax(float* amax, const float* x, long n) { amax_of(amax, x, n); }
-void fp8_amax(float* amax, const bf16* x, long n) { amax_of(amax, x, n); }
-void fp8_amax(float* amax, const fp16* x, long n) { amax_of(amax, x, n); }
-void fp8_round(float* out, const float* x, const float* amax, long n, int format) { round_to_fp8(out, x, amax, n, format); }
-void fp8_round(bf16* out, const bf16* x, const float* amax, long n, int format) { round_to_fp8(out, x, amax, n, format); }
-void fp8_round(fp16* out, const fp16* x, const float* amax, long n, int format) { round_to_fp8(out, x, amax, n, format); }
+#define DTRAIN_FP8_KERNELS(KT)                                                                                                        \
+  void fp8_amax(float* amax, const KT* x, long n) { amax_of(amax, x, n); }                                                           \
+  void fp8_quantize(std::uint8_t* codes, const KT* x, const float* amax, long R, long C, int format, int transpose) {                 \
+    quantize(codes, x, amax, R, C, format, transpose);                                                                                \
+  }                                                                                                                                   \
+  void gemm_fp8(KT* out, const std::uint8_t* a, int a_format, const float* a_amax, const std::uint8_t* b, int b_format,                \
+                const float* b_amax, const KT* bias, long M, long N, long K) {                                                        \
+    gemm(out, a, a_format, a_amax, b, b_format, b_amax, bias, M, N, K);                                                               \
+  }                                                                                                                                   \
+  void gemm_fp8_wide(float* out, int accumulate, const std::uint8_t* a, int a_format, const float* a_amax, const std::uint8_t* b,      \
+                     int b_format, const float* b_amax, const KT* bias, long M, long N, long K) {                                     \
+    product(out, accumulate ? 1.0f : 0.0f, a, a_format, a_amax, b, b_format, b_amax, bias, M, N, K);                                   \
+  }
+DTRAIN_FP8_KERNELS(float)
+DTRAIN_FP8_KERNELS(bf16)
+DTRAIN_FP8_KERNELS(fp16)
+#undef DTRAIN_FP8_KERNELS
 
 }  // namespace dtrain::kernels::host

@@ -20,8 +20,8 @@ enum class CommBackend { automatic, nccl, mpi };
 // system.precision: the storage of the model's compute tensors (weights, activations, messages).
 // Master weights, gradients and optimizer state are fp32 in all of them; fp16 runs scale the loss
 // (OptimizerConfig: loss scaling) so that small activation gradients stay representable. fp8 is a bf16
-// run whose blocks' linear layers multiply operands rounded to fp8 (e4m3 inputs and weights, e5m2 output
-// gradients, each tensor at its own power-of-two scale: model/fp8_operands.hpp).
+// run whose blocks' linear layers run fp8 GEMMs (e4m3 inputs and weights, e5m2 output gradients, each
+// tensor at its own power-of-two scale: model/linear_gemms.hpp).
 enum class Precision { fp32, bf16, fp16, fp8 };
 // bf16, fp16 and fp8: 16-bit compute storage, with fp32 master weights in the optimizer.
 inline bool is_16bit(Precision p) { return p != Precision::fp32; }

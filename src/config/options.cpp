@@ -111,8 +111,8 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("system.precision", &s.precision,
       "fp32, bf16, fp16 or fp8: 16-bit weights, activations and messages for compute (fp32 arithmetic), fp32 master weights, "
       "gradients and optimizer state; fp16 (for GPUs without bf16) scales the loss (optimizer.loss_scale and the keys "
-      "after it); fp8 is bf16 whose blocks' linear layers multiply fp8-rounded operands (e4m3 inputs and weights, e5m2 "
-      "output gradients, a power-of-two scale per tensor from its current amax; emulated: bf16 GEMMs on CPU and GPU); "
+      "after it); fp8 is bf16 whose blocks' linear layers run fp8 GEMMs (e4m3 inputs and weights, e5m2 output gradients, "
+      "a power-of-two scale per tensor from its current amax; cuBLASLt on GPUs of compute capability 8.9+); "
       "checkpoints hold the fp32 master weights in every precision");
   add("system.tensor_model_parallel_size", &s.tensor_model_parallel_size, "tensor-parallel ranks tp");
   add("system.pipeline_model_parallel_size", &s.pipeline_model_parallel_size, "pipeline stages pp");

@@ -81,16 +81,14 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
   const long N = d.N();
   const ModelShape& m = plan_.shape;
   norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
-  const auto qkv = fp8_.forward(a.ln1, p.qkv_w, N, d.C, d.QKVl());
-  k_.matmul_forward(a.qkv, qkv.x, qkv.w, p.qkv_b, N, d.C, d.QKVl());
+  linear_.forward({a.qkv, nullptr}, a.ln1, p.qkv_w, p.qkv_b, N, d.C, d.QKVl());
   if (m.rope) rope(a.qkv, batch_->positions, false);
   if (ring_)
     ring_->forward(a.atty, a.lse, a.qkv, batch_->doc_start, acts_.scratch());
   else
     k_.attention_forward(a.atty, a.lse, acts_.scratch().dtt, a.qkv, batch_->doc_start, d.B, d.T, d.NHl, d.NKVl, d.HD());
   const LinearOutput<T> proj = output_rows(a.res1);
-  const auto proj_in = fp8_.forward(a.atty, p.proj_w, N, d.Cl, d.C);
-  linear_forward(k_, proj, proj_in.x, proj_in.w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
+  linear_.forward(proj, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
   reduce_rows(a.res1, proj.partial);
   norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, p.ln2_w, p.ln2_b, a.res1, x);
   // MoE layers always leave fp32 partial sums.

@@ -76,16 +76,14 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
     dense_.backward(dln, p, g, a, full_rows_grad(), sc);
   }
   norm_backward(sc.dres, g.ln2_w, g.ln2_b, mlp_partial, a.res1, p.ln2_w, a.ln2_mean, a.ln2_rstd);
-  const auto proj = fp8_.backward(full_rows_grad(), a.atty, p.proj_w, g.proj_b, N, d.Cl, d.C);
-  wg_.matmul(sc.datty, g.proj_w, proj.dbias, proj.dy, proj.x, proj.w, N, d.Cl, d.C);
+  linear_.backward({sc.datty, nullptr}, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
   // Both keep the attention output and each row's log-sum-exp; the probabilities are recomputed.
   if (ring_)
     ring_->backward(sc.dqkv, sc.datty, a.atty, a.lse, a.qkv, batch_->doc_start, sc);
   else
     k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.atty, a.lse, a.qkv, batch_->doc_start, d.B, d.T, d.NHl, d.NKVl, d.HD());
   if (m.rope) rope(sc.dqkv, batch_->positions, true);
-  const auto qkv = fp8_.backward(sc.dqkv, a.ln1, p.qkv_w, g.qkv_b, N, d.C, d.QKVl());
-  linear_backward(wg_, dln, g.qkv_w, qkv.dbias, qkv.dy, qkv.x, qkv.w, N, d.C, d.QKVl());
+  linear_.backward(dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
   norm_backward(sc.dres, g.ln1_w, g.ln1_b, dln.partial, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);
 }
 

@@ -14,7 +14,7 @@
 #include "kernels/kernels.hpp"
 #include "model/activations.hpp"
 #include "model/dense_mlp.hpp"
-#include "model/fp8_operands.hpp"
+#include "model/linear_gemms.hpp"
 #include "model/gpt.hpp"
 #include "model/kv_decoder_factory.hpp"
 #include "model/linear_output.hpp"
@@ -43,8 +43,8 @@ class GptModelImpl final : public GptModel {
                                                          static_cast<std::size_t>(plan.activations.dims.C)
                                                    : 0),
         wg_(k_),
-        fp8_(k_, acts_.scratch(), tp_, cp),
-        dense_(k_, wg_, fp8_, plan.activations.dims, plan.shape.swiglu, bias_owner_,
+        linear_(k_, wg_, acts_.scratch(), tp_, cp),
+        dense_(k_, linear_, plan.activations.dims, plan.shape.swiglu, bias_owner_,
                plan.activations.recompute == RecomputeGranularity::selective) {
     if (plan.activations.dims.cp > 1) {
       if (!cp || cp->size() != plan.activations.dims.cp) fatal("internal error: context parallelism without its group");
@@ -155,7 +155,7 @@ class GptModelImpl final : public GptModel {
   std::vector<int> replay_from_;  // for the last block of a fully recomputed group: its first block, else -1
   Arena head_grad_;               // plan().separate_tied_head: the tied head's gradient until the step's end
   WeightGrads<T> wg_;             // the backward's weight gradients, joined or split
-  Fp8Operands<T> fp8_;            // precision=fp8: the linear layers' operands rounded to fp8 (else as they are)
+  LinearGemms<T> linear_;         // the blocks' linear layers' GEMMs (fp8 in fp8 runs)
   DenseMlp<T> dense_;
   LocalExpertDispatch local_dispatch_;
   std::unique_ptr<MoeLayer<T>> moe_;  // MoE blocks

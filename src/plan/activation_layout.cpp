@@ -194,10 +194,12 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   if (all_kinds & kMoeMlp) take_moe_scratch(cv, d, scratch.moe);
   const bool fp8 = layout.precision == Precision::fp8;
   const std::size_t widest_out = std::max<std::size_t>({static_cast<std::size_t>(d.QKVl()), C, static_cast<std::size_t>(d.Hl())});
-  scratch.fp8_input = fp8 ? cv.take<T>(mul(N, std::max<std::size_t>(C, Fl))) : nullptr;
-  scratch.fp8_weight = fp8 ? cv.take<T>(mul(std::max<std::size_t>(static_cast<std::size_t>(d.QKVl()), static_cast<std::size_t>(d.Hl())), C)) : nullptr;
-  scratch.fp8_grad = fp8 ? cv.take<T>(mul(N, widest_out)) : nullptr;
-  scratch.fp8_amax = fp8 ? cv.take<float>(1) : nullptr;
+  const std::size_t widest_weight = mul(std::max<std::size_t>(static_cast<std::size_t>(d.QKVl()), static_cast<std::size_t>(d.Hl())), C);
+  for (std::uint8_t** codes : {&scratch.fp8_x, &scratch.fp8_x_t})
+    *codes = fp8 ? cv.take<std::uint8_t>(mul(N, std::max<std::size_t>(C, Fl))) : nullptr;
+  for (std::uint8_t** codes : {&scratch.fp8_w, &scratch.fp8_w_t}) *codes = fp8 ? cv.take<std::uint8_t>(widest_weight) : nullptr;
+  for (std::uint8_t** codes : {&scratch.fp8_dy, &scratch.fp8_dy_t}) *codes = fp8 ? cv.take<std::uint8_t>(mul(N, widest_out)) : nullptr;
+  scratch.fp8_amax = fp8 ? cv.take<float>(3) : nullptr;
   // The pointers of recomputed tensors lead into the scratch: a group's blocks into the replay blocks
   // (the last one keeps its own output), a selective block's activation into the selective buffer.
   for (auto& s : out)

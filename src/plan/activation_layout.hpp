@@ -16,6 +16,7 @@
 // rerunning the forward kernels; the kept tensors are the same ones at the same places.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -169,12 +170,12 @@ struct Scratch {
   std::vector<BlockActs<T>> replay;
   T* fch_gelu;        // (N,Fl)      selective
   MoeScratch<T> moe;  // null without MoE blocks
-  // precision=fp8 (null otherwise): a linear layer's operands rounded to fp8 (model/fp8_operands.hpp),
-  // its input, weight and output gradient, and the amax of the tensor being rounded.
-  T* fp8_input;     // (N, max(C,Fl))
-  T* fp8_weight;    // (max(QKVl,Hl), C)
-  T* fp8_grad;      // (N, max(QKVl,C,Hl))
-  float* fp8_amax;  // (1)
+  // precision=fp8 (null otherwise): a linear layer's GEMM operands as fp8 codes (model/linear_gemms.hpp),
+  // its input, weight and output gradient, each as it is and transposed, and their amaxes.
+  std::uint8_t *fp8_x, *fp8_x_t;    // (N, max(C,Fl)), transposed
+  std::uint8_t *fp8_w, *fp8_w_t;    // (max(QKVl,Hl), C), transposed
+  std::uint8_t *fp8_dy, *fp8_dy_t;  // (N, max(QKVl,C,Hl)), transposed
+  float* fp8_amax;                  // (3): input, weight, output gradient
 };
 
 // The shape of a rank's activation arena.

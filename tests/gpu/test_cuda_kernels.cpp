@@ -735,32 +735,61 @@ void check_all_kernels() {
     }
   }
   SECTION("fp8") {
-    // The same arithmetic on both (kernels/fp8_math.hpp: a maximum, then exact scalings and one rounding
-    // to nearest even): the same bits. Values over 2^30 of range, so that some are subnormal or zero in
-    // E4M3 at the tensor's scale; an odd length; then a NaN, which amax keeps.
-    const long n = N * F - 3;
+    // amax and the codes: the same arithmetic on both (kernels/fp8_math.hpp: a maximum, an exact scaling
+    // and one rounding to nearest even), so the same bits. Values over 2^30 of range, so that some are
+    // subnormal or zero in E4M3 at the tensor's scale; shapes that are not whole 32 x 32 tiles.
+    const long R = 70, Cw = 100, n = R * Cw;
     auto x = random_vec<KT>(gen, n, 3.0f);
     for (long i = 0; i < n; i += 7) x[static_cast<std::size_t>(i)] = from_float<KT>(to_float(x[static_cast<std::size_t>(i)]) * 0x1p-20f);
     x[5] = from_float<KT>(-1000.0f);
-    for (const int format : {0, 1}) {
-      INFO("format " << format);
-      std::vector<KT> out(n);
-      OnGpu<KT> x_d(x), out_d(out);
-      float amax_h = 0.0f;
-      OnGpu<float> amax_d(std::vector<float>{0.0f});
-      h.fp8_amax(&amax_h, x.data(), n);
-      g.fp8_amax(amax_d.data(), x_d.data(), n);
-      CHECK(amax_d.get()[0] == amax_h);
-      CHECK(amax_h == 1000.0f);
-      h.fp8_round(out.data(), x.data(), &amax_h, n, format);
-      g.fp8_round(out_d.data(), x_d.data(), amax_d.data(), n, format);
-      const std::vector<KT> got = out_d.get();
-      CHECK(std::memcmp(got.data(), out.data(), sizeof(KT) * static_cast<std::size_t>(n)) == 0);
+    OnGpu<KT> x_d(x);
+    float amax_h = 0.0f;
+    OnGpu<float> amax_d(std::vector<float>{0.0f});
+    h.fp8_amax(&amax_h, x.data(), n);
+    g.fp8_amax(amax_d.data(), x_d.data(), n);
+    CHECK(amax_d.get()[0] == amax_h);
+    CHECK(amax_h == 1000.0f);
+    for (const int format : {0, 1})
+      for (const int transpose : {0, 1}) {
+        INFO("format " << format << " transpose " << transpose);
+        std::vector<std::uint8_t> codes(n);
+        OnGpu<std::uint8_t> codes_d(codes);
+        h.fp8_quantize(codes.data(), x.data(), &amax_h, R, Cw, format, transpose);
+        g.fp8_quantize(codes_d.data(), x_d.data(), amax_d.data(), R, Cw, format, transpose);
+        CHECK(codes_d.get() == codes);
+      }
+    // The GEMMs: cuBLASLt's fp8 matmul (M, N, K multiples of 16) and the plain kernel (not), against the
+    // host's sgemm of the decoded values: exact products, fp32 sums in another order (tolerance<float>(K)
+    // of the largest output) and, for a KT output, its one rounding.
+    for (const auto& [M, Nn, K] : {std::tuple<long, long, long>{64, 48, 96}, std::tuple<long, long, long>{20, 12, 36}}) {
+      INFO("M " << M << " N " << Nn << " K " << K);
+      auto a_x = random_vec<KT>(gen, M * K), b_x = random_vec<KT>(gen, Nn * K, 0.1f), bias = random_vec<KT>(gen, Nn);
+      std::vector<float> amaxes(2);
+      h.fp8_amax(&amaxes[0], a_x.data(), M * K);
+      h.fp8_amax(&amaxes[1], b_x.data(), Nn * K);
+      std::vector<std::uint8_t> a(M * K), b(Nn * K);
+      h.fp8_quantize(a.data(), a_x.data(), &amaxes[0], M, K, 1, 0);  // E5M2 times E4M3, as the backward's products
+      h.fp8_quantize(b.data(), b_x.data(), &amaxes[1], Nn, K, 0, 0);
+      OnGpu<std::uint8_t> a_d(a), b_d(b);
+      OnGpu<float> amaxes_d(amaxes);
+      OnGpu<KT> bias_d(bias);
+      std::vector<KT> out(M * Nn);
+      OnGpu<KT> out_d(out);
+      h.gemm_fp8(out.data(), a.data(), 1, &amaxes[0], b.data(), 0, &amaxes[1], bias.data(), M, Nn, K);
+      g.gemm_fp8(out_d.data(), a_d.data(), 1, amaxes_d.data(), b_d.data(), 0, amaxes_d.data() + 1, bias_d.data(), M, Nn, K);
+      expect_close("gemm_fp8 " + std::to_string(M) + "x" + std::to_string(Nn) + "x" + std::to_string(K), out_d.get(), out, tolerance<KT>(K));
+      auto wide = random_vec<float>(gen, M * Nn);
+      OnGpu<float> wide_d(wide);
+      h.gemm_fp8_wide(wide.data(), 1, a.data(), 1, &amaxes[0], b.data(), 0, &amaxes[1], nullptr, M, Nn, K);
+      g.gemm_fp8_wide(wide_d.data(), 1, a_d.data(), 1, amaxes_d.data(), b_d.data(), 0, amaxes_d.data() + 1, nullptr, M, Nn, K);
+      expect_close("gemm_fp8_wide accumulated", wide_d.get(), wide, tolerance<float>(K));
+      h.gemm_fp8_wide(wide.data(), 0, a.data(), 1, &amaxes[0], b.data(), 0, &amaxes[1], bias.data(), M, Nn, K);
+      g.gemm_fp8_wide(wide_d.data(), 0, a_d.data(), 1, amaxes_d.data(), b_d.data(), 0, amaxes_d.data() + 1, bias_d.data(), M, Nn, K);
+      expect_close("gemm_fp8_wide with bias", wide_d.get(), wide, tolerance<float>(K));
     }
     x[n / 2] = from_float<KT>(NAN);
-    OnGpu<KT> x_d(x);
-    OnGpu<float> amax_d(std::vector<float>{0.0f});
-    g.fp8_amax(amax_d.data(), x_d.data(), n);
+    OnGpu<KT> nan_d(x);
+    g.fp8_amax(amax_d.data(), nan_d.data(), n);
     CHECK(std::isnan(amax_d.get()[0]));
   }
 }

@@ -330,7 +330,7 @@ TEST_CASE("fp16 layouts match one rank in fp16", "[mpi][layouts][fp16]") {
                 testing::kFp16Resolution, testing::kFp16Resolution, testing::kFp16Resolution);
 }
 
-// fp8 (bf16 storage; the blocks' linear layers on fp8-rounded operands, model/fp8_operands.hpp) at the
+// fp8 (bf16 storage; the blocks' linear layers' GEMMs on fp8 operands, model/linear_gemms.hpp) at the
 // layouts of the bf16 test and with context parallelism: each tensor's amax is reduced over the ranks
 // holding its pieces (tensor and context parallelism), a maximum and so exact, and every layout picks one
 // rank's scales; what remains is the bf16 argument at fp8's resolutions (kFp8ForwardResolution for the
