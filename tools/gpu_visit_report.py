@@ -75,10 +75,26 @@ def show_fp8(path):
 
 
 def llama1b(work, warmup, micro_batch, seq_length):
-    mb = int(micro_batch)
-    res = timed_run(os.path.join(work, "llama1b.jsonl"), int(warmup), mb * int(seq_length))
-    res["micro_batch"] = mb
+    """The Llama run at the micro-batch that fitted (llama1b.jsonl, its log llama1b.dtrain.log), MFU
+    against the data-sheet peak from the FLOPs per token dtrain printed, and PyTorch's runs at the same
+    micro-batch (torch_llama.json) with dtrain's tokens/s and peak memory over theirs."""
+    mb, t = int(micro_batch), int(seq_length)
+    res = timed_run(os.path.join(work, "llama1b.jsonl"), int(warmup), mb * t)
+    res["micro_batch"], res["seq_length"] = mb, t
     del res["losses"]
+    log = os.path.join(work, "llama1b.dtrain.log")
+    fpt = re.search(r"([0-9.]+) GFLOP/token", open(log).read()) if os.path.exists(log) else None
+    if fpt:
+        res["flops_per_token"] = float(fpt.group(1)) * 1e9
+        res["mfu_vs_peak"] = res["tokens_per_s_median"] * res["flops_per_token"] / 989e12
+    path = os.path.join(work, "torch_llama.json")
+    if os.path.exists(path):
+        torch_runs = json.load(open(path)).get("runs", [])
+        res["torch"] = torch_runs
+        res["dtrain_over_torch"] = {q["impl"]: {"tokens_per_s": res["tokens_per_s_median"] / q["tokens_per_s_median"],
+                                                "peak_memory": res["peak_memory_bytes"] / q["peak_memory_bytes"]
+                                                if q.get("peak_memory_bytes") and res["peak_memory_bytes"] else None}
+                                    for q in torch_runs if q["micro_batch"] == mb}
     print(json.dumps(res))
 
 

@@ -10,7 +10,7 @@
 #               Llama 3.1's rope_scaling), and without
 #               transformers the stage is skipped (exit 77), not failed, in summary.json and the exit code;
 #               fp8 and llama1b at their tiny CPU shapes: both precisions ran, fp8's late losses within the
-#               bound and not bf16's, the Llama run timed
+#               bound and not bf16's, the Llama run timed beside PyTorch's (eager) at its micro-batch
 #   gpu_visit.sh CASE SOURCE_DIR BUILD_DIR
 set -u
 case=$1 src=$2 build=$3
@@ -71,6 +71,8 @@ assert f["passed"] and f["within_bound"] and f["bf16"]["steps"] == f["fp8"]["ste
 assert f["late_loss"]["fp8"] != f["late_loss"]["bf16"] and f["fp8_over_bf16_tokens_per_s"] > 0, f
 l = s["llama1b"]
 assert l["passed"] and l["micro_batch"] == 2 and l["tokens_per_s_median"] > 0 and l["mfu_vs_measured_gemm"] > 0, l
+assert l["flops_per_token"] > 0 and l["mfu_vs_peak"] > 0, l  # from the GFLOP/token dtrain printed
+assert l["torch"] and l["torch"][0]["impl"] == "eager" and l["dtrain_over_torch"]["eager"]["tokens_per_s"] > 0, l
 t = s["torch"]
 assert t["passed"] and not t["skipped"] and t["device"] == "cpu", t
 assert t["runs"] and all(r["impl"] == "eager" and r["tokens_per_s_median"] > 0 for r in t["runs"]), t["runs"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch_gpt2.py: the PyTorch baseline dtrain's GPU speed is compared with.
+"""torch_gpt2.py: the PyTorch baseline dtrain's GPU speed is compared with (GPT-2, or --arch llama).
 
 GPT-2 as dtrain trains it (inputs/gpt2-small-1gpu.ini: pre-LayerNorm blocks, biases, GELU (tanh),
 tied embedding and output weights, learned positions, vocabulary 50304), written as a PyTorch user would
@@ -9,10 +9,15 @@ clipping at 1.0, then the same model under torch.compile (compile time reported 
 so that a compile failure still leaves a number. One optimizer step per micro-batch, as dtrain runs
 with global_batch_size = micro_batch_size.
 
-  torch_gpt2.py --out FILE.json [--micro-batches 8,16,32] [--steps 13] [--warmup 3] [--no-compile]
-                [--device cuda|cpu] [--tiny]
+With --arch llama, the Llama 3.2 1B architecture of inputs/llama3-1b-1gpu.ini instead (16 layers,
+d=2048, 32 query heads on 8 key/value groups, RMSNorm, RoPE base 500000 (Hugging Face's rotate-half
+pairs), SwiGLU width 8192, no biases, tied output weights, vocabulary 128256, T=2048), grouped-query
+attention through SDPA with the key/value heads repeated, the same optimizer.
 
---tiny: a 2-layer, 64-wide, T=64 model (for CI on a CPU with an old PyTorch): the script runs end to end
+  torch_gpt2.py --out FILE.json [--arch gpt2|llama] [--micro-batches 8,16,32] [--steps 13] [--warmup 3]
+                [--no-compile] [--device cuda|cpu] [--tiny]
+
+--tiny: a 2-layer, 64-wide, T=64 model (Llama: 4 heads on 2 groups, SwiGLU width 128, vocabulary 256) (for CI on a CPU with an old PyTorch): the script runs end to end
 and says which features it had to do without (no SDPA before PyTorch 2.0, no torch.compile, no fused
 AdamW). Each measured configuration is one JSON object in "runs": impl (eager/compiled), micro_batch,
 seq_length, steps, step_ms_median/min/max, tokens_per_s_median/min, mfu_vs_peak (the datasheet peak
@@ -87,10 +92,88 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 
-def flops_per_token(layers, c, t, vocab):
+def rms_norm(x, weight, eps):
+    return weight * (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def rotate(x, cos, sin):  # Hugging Face's RoPE: the pairs (i, i + d/2) of each head
+    half = x.size(-1) // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, c, heads, groups, ffn):
+        super().__init__()
+        self.heads, self.groups, self.hd = heads, groups, c // heads
+        self.ln_1 = nn.Parameter(torch.ones(c))
+        self.qkv = nn.Linear(c, (heads + 2 * groups) * self.hd, bias=False)
+        self.proj = nn.Linear(c, c, bias=False)
+        self.ln_2 = nn.Parameter(torch.ones(c))
+        self.gate_up = nn.Linear(c, 2 * ffn, bias=False)
+        self.down_proj = nn.Linear(ffn, c, bias=False)
+
+    def attention(self, x, cos, sin):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split([self.heads * self.hd, self.groups * self.hd, self.groups * self.hd], dim=2)
+        q = q.view(b, t, self.heads, self.hd).transpose(1, 2)
+        k, v = (z.view(b, t, self.groups, self.hd).transpose(1, 2) for z in (k, v))
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        k, v = (z.repeat_interleave(self.heads // self.groups, dim=1) for z in (k, v))
+        if has_sdpa():
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            s = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+            y = s.masked_fill(~mask, float("-inf")).softmax(dim=-1) @ v
+        return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+    def forward(self, x, cos, sin):
+        x = x + self.attention(rms_norm(x, self.ln_1, 1e-5), cos, sin)
+        gate, up = self.gate_up(rms_norm(x, self.ln_2, 1e-5)).chunk(2, dim=-1)
+        return x + self.down_proj(F.silu(gate) * up)
+
+
+class Llama(nn.Module):
+    def __init__(self, layers, c, heads, groups, ffn, t, vocab):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, c)
+        self.blocks = nn.ModuleList(LlamaBlock(c, heads, groups, ffn) for _ in range(layers))
+        self.ln_f = nn.Parameter(torch.ones(c))
+        hd = c // heads
+        inv = 1.0 / (500000.0 ** (torch.arange(0, hd, 2).float() / hd))
+        angles = torch.outer(torch.arange(t).float(), inv)
+        self.register_buffer("cos", torch.cat((angles, angles), dim=-1).cos(), persistent=False)
+        self.register_buffer("sin", torch.cat((angles, angles), dim=-1).sin(), persistent=False)
+        for name, p in self.named_parameters():
+            if p.dim() == 2:
+                nn.init.normal_(p, std=0.02)
+
+    def forward(self, idx, targets):
+        x = self.wte(idx)
+        for block in self.blocks:
+            x = block(x, self.cos, self.sin)
+        logits = F.linear(rms_norm(x, self.ln_f, 1e-5), self.wte.weight)  # tied output weights
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+
+
+# The two architectures: shape (layers, hidden, heads, key/value groups, MLP width, seq_length, vocab),
+# full and --tiny.
+SHAPES = {"gpt2": ((12, 768, 12, 12, 3072, 1024, 50304), (2, 64, 4, 4, 256, 64, 50304)),
+          "llama": ((16, 2048, 32, 8, 8192, 2048, 128256), (2, 64, 4, 2, 128, 64, 256))}
+
+
+def make_model(arch, shape):
+    layers, c, heads, groups, ffn, t, vocab = shape
+    return GPT(layers, c, heads, t, vocab) if arch == "gpt2" else Llama(layers, c, heads, groups, ffn, t, vocab)
+
+
+def flops_per_token(arch, shape):
     # dtrain's convention (src/plan/model_flops.cpp): 6 x the matrix parameters a token meets (the
     # output layer included) + 6 L T C for causal attention (half of 12 L T C).
-    return 6.0 * (layers * 12 * c * c + vocab * c) + 6.0 * layers * t * c
+    layers, c, heads, groups, ffn, t, vocab = shape
+    hd = c // heads
+    per_layer = 12 * c * c if arch == "gpt2" else c * (heads + 2 * groups) * hd + c * c + 3 * c * ffn
+    return 6.0 * (layers * per_layer + vocab * c) + 6.0 * layers * t * c
 
 
 def make_optimizer(model, device, notes):
@@ -105,10 +188,10 @@ def make_optimizer(model, device, notes):
 
 
 def run(args, shape, micro_batch, compiled, notes):
-    layers, c, heads, t, vocab = shape
+    t, vocab = shape[5], shape[6]
     device = args.device
     torch.manual_seed(1234)
-    model = GPT(layers, c, heads, t, vocab).to(device)
+    model = make_model(args.arch, shape).to(device)
     opt = make_optimizer(model, device, notes)
     step_model = model
     compile_s = None
@@ -153,7 +236,7 @@ def run(args, shape, micro_batch, compiled, notes):
         losses.append(loss.item())
     tokens = micro_batch * t
     med = statistics.median(times)
-    fpt = flops_per_token(layers, c, t, vocab)
+    fpt = flops_per_token(args.arch, shape)
     return {
         "impl": "compiled" if compiled else "eager",
         "micro_batch": micro_batch,
@@ -177,6 +260,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--out", required=True, help="JSON file to write")
+    ap.add_argument("--arch", default="gpt2", choices=sorted(SHAPES), help="the model: GPT-2 124M or the Llama 3.2 1B architecture")
     ap.add_argument("--micro-batches", default="8,16,32", help="comma-separated micro-batch sizes")
     ap.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (the first compiles)")
@@ -193,7 +277,7 @@ def main():
         compile_mbs = mbs if args.compile_micro_batches is None else [int(x) for x in args.compile_micro_batches.split(",")]
     except ValueError:
         ap.error("--micro-batches takes whole numbers separated by commas, e.g. 8,16,32")
-    shape = (2, 64, 4, 64, 50304) if args.tiny else (12, 768, 12, 1024, 50304)
+    shape = SHAPES[args.arch][1 if args.tiny else 0]
     notes = []
     if not has_sdpa():
         notes.append("PyTorch %s has no scaled_dot_product_attention: masked softmax attention" % torch.__version__)
@@ -204,7 +288,7 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     result = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-              "model": dict(zip(("layers", "hidden", "heads", "seq_length", "vocab"), shape)),
+              "model": dict(arch=args.arch, **dict(zip(("layers", "hidden", "heads", "groups", "ffn", "seq_length", "vocab"), shape))),
               "peak_tflops": args.peak_tflops, "runs": [], "failures": [], "notes": notes}
 
     def save():
