@@ -145,10 +145,6 @@ void validate_config(const Config& c) {
            y.virtual_pipeline_model_parallel_size > 1)
     p.add("system.virtual_pipeline_model_parallel_size=" + s(static_cast<long>(y.virtual_pipeline_model_parallel_size)) +
           " needs system.pipeline_schedule=interleaved (or zbv with 2)");
-  if (y.precision == Precision::fp8 && (y.pipeline_schedule == PipelineSchedule::zb_h1 || y.pipeline_schedule == PipelineSchedule::zbv))
-    p.add("system.precision=fp8 does not yet split the backward pass as system.pipeline_schedule=" +
-          std::string(to_string(y.pipeline_schedule)) + " does (its deferred weight gradients would need the fp8 operands kept); "
-          "use system.pipeline_schedule=1f1b or interleaved, or system.precision=bf16");
   p.real("system.max_bubble_fraction", y.max_bubble_fraction, 0, 1, true, true, "between 0 and 1 (exclusive)");
   p.real("system.memory_budget_gb", y.memory_budget_gb, 0, 1e9, false, false, "a number of GB >= 0 (0 = the node's memory)");
   p.real("system.collective_timeout_s", y.collective_timeout_s, 0, 1e9, false, false, "a number of seconds >= 0 (0 = no limit)");

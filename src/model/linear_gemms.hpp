@@ -1,6 +1,6 @@
 // LinearGemms<T>: the GEMMs of the blocks' linear layers (the QKV product, the attention projection,
 // the dense MLP's two layers), forward and backward: the kernels of the run's storage type (the
-// backward's weight half through WeightGrads, which a split backward defers), or in fp8 runs
+// backward's weight half through WeightGrads, which a split backward defers, fp8's too), or in fp8 runs
 // (system.precision = fp8) fp8 GEMMs. MoE experts, the router and the LM head stay bf16 there.
 //
 // fp8 follows Transformer Engine's HYBRID format: inputs and weights in E4M3, output gradients in E5M2
@@ -57,7 +57,7 @@ class LinearGemms {
   void backward(LinearOutput<T> dinp, float* dweight, float* dbias, const T* dy, const T* x, const T* w, long N, int IC, int OC) {
     if (!fp8()) return linear_backward(wg_, dinp, dweight, dbias, dy, x, w, N, IC, OC);
     input_grad_fp8(dinp.partial, dinp.rows, dbias, dy, w, N, IC, OC);
-    weight_grad_fp8(dweight, x, N, IC, OC);
+    weight_grad_fp8(dweight, dy, x, N, IC, OC);
   }
   // The backward of a layer whose input is act = gelu(pre) (the MLP's second layer): dpre (=) (dy w) *
   // gelu'(pre), dact (N,IC) scratch; dweight += dy^T act; dbias += the column sums of dy.
@@ -66,7 +66,7 @@ class LinearGemms {
     if (!fp8()) return wg_.matmul_gelu(dpre, dact, dweight, dbias, dy, act, w, pre, N, IC, OC);
     input_grad_fp8(nullptr, dact, dbias, dy, w, N, IC, OC);
     k_.gelu_backward(dpre, pre, dact, N * IC);
-    weight_grad_fp8(dweight, act, N, IC, OC);
+    weight_grad_fp8(dweight, dy, act, N, IC, OC);
   }
 
   // The amax of a tensor of n elements as the GEMMs use it (in device memory): reduced over tensor
@@ -88,23 +88,26 @@ class LinearGemms {
     k_.fp8_quantize(sc_.fp8_x, x, reduced_amax(kX, x, N * IC, true), N, IC, kE4m3, 0);
     k_.fp8_quantize(sc_.fp8_w, w, reduced_amax(kW, w, static_cast<long>(OC) * IC, false), OC, IC, kE4m3, 0);
   }
-  // dinp (N,IC) = dy w as fp32 partials (wide) or rows: dy (E5M2) times w^T (E4M3, (IC,OC)); the output
-  // gradient also kept transposed for the weight gradient; dbias from the unrounded dy.
+  // dinp (N,IC) = dy w as fp32 partials (wide) or rows: dy (E5M2) times w^T (E4M3, (IC,OC)); dbias from
+  // the unrounded dy (in B of a split backward, as the norms' weight gradients).
   void input_grad_fp8(float* wide, T* rows, float* dbias, const T* dy, const T* w, long N, int IC, int OC) {
     if (dbias) k_.matmul_backward(nullptr, nullptr, dbias, dy, nullptr, nullptr, N, 0, OC);
-    const float* dy_amax = reduced_amax(kDy, dy, N * OC, true);
-    k_.fp8_quantize(sc_.fp8_dy, dy, dy_amax, N, OC, kE5m2, 0);
-    k_.fp8_quantize(sc_.fp8_dy_t, dy, dy_amax, N, OC, kE5m2, 1);
+    k_.fp8_quantize(sc_.fp8_dy, dy, reduced_amax(kDy, dy, N * OC, true), N, OC, kE5m2, 0);
     k_.fp8_quantize(sc_.fp8_w_t, w, reduced_amax(kW, w, static_cast<long>(OC) * IC, false), OC, IC, kE4m3, 1);
     if (wide)
       k_.gemm_fp8_wide(wide, 0, sc_.fp8_dy, kE5m2, amax(kDy), sc_.fp8_w_t, kE4m3, amax(kW), nullptr, N, IC, OC);
     else
       k_.gemm_fp8(rows, sc_.fp8_dy, kE5m2, amax(kDy), sc_.fp8_w_t, kE4m3, amax(kW), nullptr, N, IC, OC);
   }
-  // dweight (OC,IC) += dy^T x: dy^T (E5M2, (OC,N), left by input_grad_fp8) times x^T (E4M3, (IC,N)).
-  void weight_grad_fp8(float* dweight, const T* x, long N, int IC, int OC) {
-    k_.fp8_quantize(sc_.fp8_x_t, x, reduced_amax(kX, x, N * IC, true), N, IC, kE4m3, 1);
-    k_.gemm_fp8_wide(dweight, 1, sc_.fp8_dy_t, kE5m2, amax(kDy), sc_.fp8_x_t, kE4m3, amax(kX), nullptr, OC, IC, N);
+  // dweight (OC,IC) += dy^T x: dy^T (E5M2, (OC,N)) times x^T (E4M3, (IC,N)); now, or at W in a split
+  // backward (WeightGrads keeps dy and x), where dy's amax is taken again (B's has been overwritten).
+  void weight_grad_fp8(float* dweight, const T* dy, const T* x, long N, int IC, int OC) {
+    wg_.weight(dy, N * OC, x, N * IC, [this, dweight, N, IC, OC](const T* d, const T* in, bool deferred) {
+      const float* dy_amax = deferred ? reduced_amax(kDy, d, N * OC, true) : amax(kDy);
+      k_.fp8_quantize(sc_.fp8_dy_t, d, dy_amax, N, OC, kE5m2, 1);
+      k_.fp8_quantize(sc_.fp8_x_t, in, reduced_amax(kX, in, N * IC, true), N, IC, kE4m3, 1);
+      k_.gemm_fp8_wide(dweight, 1, sc_.fp8_dy_t, kE5m2, amax(kDy), sc_.fp8_x_t, kE4m3, amax(kX), nullptr, OC, IC, N);
+    });
   }
 
   const kernels::KernelTable<T>& k_;

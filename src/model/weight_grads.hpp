@@ -78,6 +78,16 @@ class WeightGrads {
     k_.matmul_backward_gelu(dpre, dact, nullptr, nullptr, dout, act, weight, pre, N, IC, OC);
     defer_gemm(k_, dweight, dbias, dout, act, N, IC, OC);
   }
+  // A weight half of its own (fp8's quantize-and-multiply, model/linear_gemms.hpp): weight_half(dout,
+  // inp, false) now, or in a split backward recorded with dout's n_dout and inp's n_inp elements kept
+  // (as defer_gemm keeps them) and made at W as weight_half(kept dout, kept inp, true).
+  template <typename F>
+  void weight(const T* dout, long n_dout, const T* inp, long n_inp, F weight_half) {
+    if (!splitting()) return weight_half(dout, inp, false);
+    const T* kept_dout = keep(k_, dout, n_dout);
+    const T* kept_inp = keep(k_, inp, n_inp);
+    record([=] { weight_half(kept_dout, kept_inp, true); });
+  }
   // kernels' embedding_backward, all of it weight gradient (tokens and positions are the step's
   // batch, which outlives the step's actions).
   void embedding(float* dwte, float* dwpe, const T* dout, const int* tokens, const int* positions, int vocab_start, int B, int Tn, int C,

@@ -56,7 +56,7 @@ TEST_CASE("a split backward on the GPU equals the joined one bit for bit", "[gpu
        "--model.add_bias_linear=false"},
       {"--model.num_experts=4", "--model.moe_router_topk=2"}};
   for (const auto& model : models)
-    for (const char* precision : {"fp32", "bf16"}) {
+    for (const char* precision : {"fp32", "bf16", "fp8"}) {  // fp8: cuBLASLt's fp8 GEMMs (every dimension a multiple of 16)
       std::vector<std::string> o = {"--system.pipeline_schedule=zb-h1", std::string("--system.precision=") + precision};
       o.insert(o.end(), model.begin(), model.end());
       const Config cfg = load_config("[model]\nnum_layers=2\nhidden_size=64\nnum_attention_heads=4\nseq_length=64\nvocab_size=64\n"

@@ -331,7 +331,8 @@ TEST_CASE("fp16 layouts match one rank in fp16", "[mpi][layouts][fp16]") {
 }
 
 // fp8 (bf16 storage; the blocks' linear layers' GEMMs on fp8 operands, model/linear_gemms.hpp) at the
-// layouts of the bf16 test and with context parallelism: each tensor's amax is reduced over the ranks
+// layouts of the bf16 test, with context parallelism and the zero-bubble schedules (their weight halves
+// quantize at W): each tensor's amax is reduced over the ranks
 // holding its pieces (tensor and context parallelism), a maximum and so exact, and every layout picks one
 // rank's scales; what remains is the bf16 argument at fp8's resolutions (kFp8ForwardResolution for the
 // losses, kFp8GradientResolution for the weights).
@@ -339,8 +340,8 @@ TEST_CASE("fp8 layouts match one rank in fp8", "[mpi][layouts][fp8]") {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   std::vector<Variant> variants = reduced_precision_variants(world);
-  if (world == 2) variants.push_back(with_cp({1, 1, 1}, 2));
-  if (world == 4) variants.push_back(with_cp({2, 1, 1, true}, 2));
+  if (world == 2) variants.insert(variants.end(), {with_cp({1, 1, 1}, 2), {1, 2, 1, false, false, "zbv"}});
+  if (world == 4) variants.insert(variants.end(), {with_cp({2, 1, 1, true}, 2), {2, 2, 1, true, false, "zb-h1"}});
   check_layouts(variants, {"--system.precision=fp8", kSmoothAdam}, testing::kFp8ForwardResolution, testing::kFp8ForwardResolution,
                 testing::kFp8GradientResolution);
 }

@@ -265,6 +265,9 @@ TEST_CASE("word-valued keys accept their words only", "[config]") {
   const auto e = error_of([] { load_config(kIni, "t.ini", {"--system.pipeline_schedule=gpipe"}); });
   CHECK(contains(e, "'system.pipeline_schedule' = 'gpipe' is not accepted; use 1f1b, interleaved, afab, zb-h1 or zbv"));
   CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--system.device=tpu"}); }), "'system.device' = 'tpu' is not accepted"));
+  CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--system.precision=fp4"}); }),
+                 "'system.precision' = 'fp4' is not accepted; use fp32, bf16, fp16 or fp8"));
+  CHECK(load_config(kIni, "t.ini", {"--system.precision=fp8"}).system.precision == Precision::fp8);
   CHECK(contains(error_of([] { load_config(kIni, "t.ini", {"--model.micro_batch_size=two"}); }),
                  "'model.micro_batch_size' = 'two' is not accepted; use a positive integer or auto"));
   CHECK(load_config(kIni, "t.ini", {"--model.micro_batch_size=auto"}).model.micro_batch_size.automatic);

@@ -3,7 +3,8 @@
 // gradient of the joined backward() bit for bit, for every block type (GPT-2; Llama: RMSNorm, RoPE,
 // SwiGLU, grouped-query attention, no biases; MoE router and experts), the embedding and the LM head
 // (tied and untied), with selective and full recomputation, in fp32, bf16 and fp16 (the host
-// kernels; tests/gpu has the CUDA twin). Both stages of a two-stage pipeline are run: the first holds
+// kernels; tests/gpu has the CUDA twin), and in fp8 (whose weight half quantizes the kept operands at W,
+// model/linear_gemms.hpp). Both stages of a two-stage pipeline are run: the first holds
 // the embedding and takes an output gradient, the last holds the head and gives an input gradient.
 // Exact equality is the claim: W makes the same GEMMs on the same operands, in the same order per
 // tensor, as the joined backward.
@@ -133,5 +134,20 @@ TEMPLATE_TEST_CASE("B then W equals the joined backward bit for bit", "[model][z
     o.insert(o.end(), kMoe.begin(), kMoe.end());
     o.insert(o.end(), {"--model.recompute_granularity=full", "--model.recompute_num_layers=2"});
     check_model<TestType>(o);
+  }
+}
+
+TEST_CASE("B then W equals the joined backward bit for bit in fp8", "[model][zero-bubble][fp8]") {
+  const std::vector<std::string> p = {"--system.precision=fp8"};
+  SECTION("GPT-2 blocks, tied embedding") { check_model<bf16>(p); }
+  SECTION("Llama blocks, untied head") {
+    auto o = p;
+    o.insert(o.end(), kLlama.begin(), kLlama.end());
+    check_model<bf16>(o);
+  }
+  SECTION("selective recomputation") {
+    auto o = p;
+    o.push_back("--model.recompute_granularity=selective");
+    check_model<bf16>(o);
   }
 }
