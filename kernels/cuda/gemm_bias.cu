@@ -124,9 +124,10 @@ Plan make_plan(cublasLtEpilogue_t epilogue, bool transa, bool transb, int m, int
   else if (warned++ < 8)
     std::fprintf(stderr,
                  "dtrain: warning: cuBLASLt offers no %s-epilogue GEMM for m=%d n=%d k=%d (%s inputs, %s output): %s; "
-                 "this layer does that in a separate pass%s\n",
+                 "%s%s\n",
                  epilogue_name(epilogue), m, n, k, type_name(t.a), type_name(t.d),
                  rc == CUBLAS_STATUS_SUCCESS ? "no algorithm" : cublasGetStatusString(rc),
+                 t.fp8() ? "dtrain's plain fp8 GEMM kernel runs it instead (correct, slow)" : "this layer does that in a separate pass",
                  warned == 8 ? " (further shapes are not reported)" : "");
   return p;
 }
