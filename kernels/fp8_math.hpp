@@ -24,8 +24,6 @@ enum class Fp8Format : int { e4m3 = 0, e5m2 = 1 };
 DTRAIN_HOST_DEVICE inline int fp8_mantissa_bits(Fp8Format f) { return f == Fp8Format::e4m3 ? 3 : 2; }
 DTRAIN_HOST_DEVICE inline int fp8_exponent_bias(Fp8Format f) { return f == Fp8Format::e4m3 ? 7 : 15; }
 DTRAIN_HOST_DEVICE inline float fp8_max(Fp8Format f) { return f == Fp8Format::e4m3 ? 448.0f : 57344.0f; }
-// The code of the largest finite positive value.
-DTRAIN_HOST_DEVICE inline std::uint8_t fp8_max_code(Fp8Format f) { return f == Fp8Format::e4m3 ? 0x7E : 0x7B; }
 
 DTRAIN_HOST_DEVICE inline std::uint32_t fp8_float_bits(float x) {
   std::uint32_t b;

@@ -31,24 +31,37 @@ STAGES = ["preflight", "tests", "sanitizer", "dtrain", "torch", "hf", "ncu", "at
 FP8_WINDOW, FP8_BOUND = 50, 2.0 ** -4
 
 
-def timed_run(path, warmup, tokens_per_step):
-    """Median/min step time after the warm-up, tokens/s, MFU (against the measured GEMM peak), peak
-    memory and the losses of one metrics file."""
+def flops_per_token(log_text):
+    """The FLOPs per token dtrain printed at start-up (GFLOP/token), or None."""
+    m = re.search(r"([0-9.]+) GFLOP/token", log_text)
+    return float(m.group(1)) * 1e9 if m else None
+
+
+def timed_run(path, warmup, tokens_per_step, fpt=None):
+    """One metrics file: the timed steps' (after the warm-up) median/min/max step time, tokens/s, MFU
+    against the measured GEMM peak and, given the FLOPs per token, against the data-sheet peak; peak
+    memory and every step's loss. None without timed steps."""
     rows = [json.loads(l) for l in open(path)]
     timed = [r for r in rows if r["step"] > warmup]
+    if not timed:
+        return None
     t = [r["step_s"] for r in timed]
     med = statistics.median(t)
-    return {"steps": len(rows), "step_ms_median": 1e3 * med, "step_ms_min": 1e3 * min(t), "tokens_per_s_median": tokens_per_step / med,
-            "tokens_per_s_max": tokens_per_step / min(t), "mfu_vs_measured_gemm": statistics.median(r["mfu"] for r in timed),
-            "peak_memory_bytes": max(r.get("device_peak_bytes", 0) for r in rows), "losses": [r["loss"] for r in rows]}
+    return {"steps": len(t), "step_ms_median": 1e3 * med, "step_ms_min": 1e3 * min(t), "step_ms_max": 1e3 * max(t),
+            "tokens_per_s_median": tokens_per_step / med, "tokens_per_s_max": tokens_per_step / min(t),
+            "mfu_vs_measured_gemm": statistics.median(r["mfu"] for r in timed),
+            "mfu_vs_peak": tokens_per_step / med * fpt / 989e12 if fpt else None,
+            "peak_memory_bytes": max(r.get("device_peak_bytes", 0) for r in rows), "loss_first": rows[0]["loss"],
+            "loss_last": rows[-1]["loss"], "losses": [r["loss"] for r in rows]}
 
 
 def fp8(work, warmup, tokens_per_step):
     res = {"window": FP8_WINDOW, "bound": FP8_BOUND}
     for p in ("bf16", "fp8"):
         path = os.path.join(work, "fp8_%s.jsonl" % p)
-        if os.path.exists(path):
-            res[p] = timed_run(path, int(warmup), int(tokens_per_step))
+        run = timed_run(path, int(warmup), int(tokens_per_step)) if os.path.exists(path) else None
+        if run:
+            res[p] = run
     if "bf16" not in res or "fp8" not in res:
         print(json.dumps(res))
         return 1
@@ -66,8 +79,8 @@ def show_fp8(path):
     for p in ("bf16", "fp8"):
         if p in r:
             q = r[p]
-            print("   %s: %d steps, loss %.4f -> %.4f, %.0f tokens/s (median), %.1f%% MFU" % (
-                p, q["steps"], q["losses"][0], q["losses"][-1], q["tokens_per_s_median"], 100 * q["mfu_vs_measured_gemm"]))
+            print("   %s: %d steps, loss %.4f -> %.4f, %.0f tokens/s (median of %d timed), %.1f%% MFU" % (
+                p, len(q["losses"]), q["loss_first"], q["loss_last"], q["tokens_per_s_median"], q["steps"], 100 * q["mfu_vs_measured_gemm"]))
     if "late_loss" in r:
         print("   last %d steps' mean loss: fp8 %.4f, bf16 %.4f (relative %.2e, bound %.2e); fp8 tokens/s x%.2f of bf16's" % (
             r["window"], r["late_loss"]["fp8"], r["late_loss"]["bf16"], r["late_loss_relative_difference"], r["bound"],
@@ -79,14 +92,13 @@ def llama1b(work, warmup, micro_batch, seq_length):
     against the data-sheet peak from the FLOPs per token dtrain printed, and PyTorch's runs at the same
     micro-batch (torch_llama.json) with dtrain's tokens/s and peak memory over theirs."""
     mb, t = int(micro_batch), int(seq_length)
-    res = timed_run(os.path.join(work, "llama1b.jsonl"), int(warmup), mb * t)
-    res["micro_batch"], res["seq_length"] = mb, t
-    del res["losses"]
     log = os.path.join(work, "llama1b.dtrain.log")
-    fpt = re.search(r"([0-9.]+) GFLOP/token", open(log).read()) if os.path.exists(log) else None
-    if fpt:
-        res["flops_per_token"] = float(fpt.group(1)) * 1e9
-        res["mfu_vs_peak"] = res["tokens_per_s_median"] * res["flops_per_token"] / 989e12
+    fpt = flops_per_token(open(log).read()) if os.path.exists(log) else None
+    res = timed_run(os.path.join(work, "llama1b.jsonl"), int(warmup), mb * t, fpt)
+    if res is None:
+        return 1
+    res.update(micro_batch=mb, seq_length=t, flops_per_token=fpt)
+    del res["losses"]
     path = os.path.join(work, "torch_llama.json")
     if os.path.exists(path):
         torch_runs = json.load(open(path)).get("runs", [])
@@ -103,26 +115,14 @@ def dtrain(work, mbs, warmup, log):
     the profiled run (phase totals from the trace, every launch waited for; kernels from the profile)."""
     mbs, warmup = [int(x) for x in mbs.split(",")], int(warmup)
     text = open(log).read()
-    fpt = re.search(r"([0-9.]+) GFLOP/token", text)
-    fpt = float(fpt.group(1)) * 1e9 if fpt else None
+    fpt = flops_per_token(text)
     res = {"runs": [], "flops_per_token": fpt, "peak_tflops_datasheet": 989.0}
     for mb in mbs:
         path = os.path.join(work, "mb%d.jsonl" % mb)
-        if not os.path.exists(path):
-            continue
-        rows = [json.loads(l) for l in open(path)]
-        timed = [r for r in rows if r["step"] > warmup]
-        if not timed:
-            continue
-        t = [r["step_s"] for r in timed]
-        med = statistics.median(t)
-        tok = mb * 1024
-        res["runs"].append({"micro_batch": mb, "steps": len(t), "step_ms_median": 1e3 * med, "step_ms_min": 1e3 * min(t),
-                            "step_ms_max": 1e3 * max(t), "tokens_per_s_median": tok / med, "tokens_per_s_max": tok / min(t),
-                            "mfu_vs_measured_gemm": statistics.median(r["mfu"] for r in timed),
-                            "mfu_vs_peak": tok / med * fpt / 989e12 if fpt else None,
-                            "peak_memory_bytes": max(r.get("device_peak_bytes", 0) for r in rows),
-                            "loss_first": rows[0]["loss"], "loss_last": rows[-1]["loss"]})
+        run = timed_run(path, warmup, mb * 1024, fpt) if os.path.exists(path) else None
+        if run:
+            del run["losses"]
+            res["runs"].append(dict(micro_batch=mb, **run))
     m = re.search(r"peak ([0-9.]+) GFLOP/s \(([^)]*)\)", text)
     if m:
         res["measured_gemm_tflops"] = float(m.group(1)) / 1e3

@@ -156,22 +156,6 @@ void gemm(TO* out, float beta, const std::uint8_t* a, int a_format, const float*
 
 }  // namespace
 
-#define DTRAIN_FP8_KERNELS(KT)                                                                                                        \
-  void fp8_amax(float* amax, const KT* x, long n) { amax_of(amax, x, n); }                                                           \
-  void fp8_quantize(std::uint8_t* codes, const KT* x, const float* amax, long R, long C, int format, int transpose) {                 \
-    quantize(codes, x, amax, R, C, format, transpose);                                                                                \
-  }                                                                                                                                   \
-  void gemm_fp8(KT* out, const std::uint8_t* a, int a_format, const float* a_amax, const std::uint8_t* b, int b_format,                \
-                const float* b_amax, const KT* bias, long M, long N, long K) {                                                        \
-    gemm(out, 0.0f, a, a_format, a_amax, b, b_format, b_amax, bias, M, N, K);                                                          \
-  }                                                                                                                                   \
-  void gemm_fp8_wide(float* out, int accumulate, const std::uint8_t* a, int a_format, const float* a_amax, const std::uint8_t* b,      \
-                     int b_format, const float* b_amax, const KT* bias, long M, long N, long K) {                                     \
-    gemm(out, accumulate ? 1.0f : 0.0f, a, a_format, a_amax, b, b_format, b_amax, bias, M, N, K);                                      \
-  }
-DTRAIN_FP8_KERNELS(float)
-DTRAIN_FP8_KERNELS(bf16)
-DTRAIN_FP8_KERNELS(fp16)
-#undef DTRAIN_FP8_KERNELS
+#include "kernels/fp8_entries.inc"
 
 }  // namespace dtrain::kernels::cuda

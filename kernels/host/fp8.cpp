@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "common/storage_type.hpp"
@@ -58,33 +59,22 @@ void product(float* out, float beta, const std::uint8_t* a, int a_format, const 
       for (long j = 0; j < N; ++j) out[i * N + j] += to_float(bias[j]);
 }
 
-template <typename KT>
-void gemm(KT* out, const std::uint8_t* a, int a_format, const float* a_amax, const std::uint8_t* b, int b_format, const float* b_amax,
-          const KT* bias, long M, long N, long K) {
-  thread_local std::vector<float> wide;
-  wide.resize(static_cast<std::size_t>(M * N));
-  product(wide.data(), 0.0f, a, a_format, a_amax, b, b_format, b_amax, bias, M, N, K);
-  for (long i = 0; i < M * N; ++i) out[i] = from_float<KT>(wide[static_cast<std::size_t>(i)]);
+// out (M,N) = beta out + A B^T + bias: into out itself in fp32, else through fp32 scratch rounded once.
+template <typename TO, typename KT>
+void gemm(TO* out, float beta, const std::uint8_t* a, int a_format, const float* a_amax, const std::uint8_t* b, int b_format,
+          const float* b_amax, const KT* bias, long M, long N, long K) {
+  if constexpr (std::is_same_v<TO, float>) {
+    product(out, beta, a, a_format, a_amax, b, b_format, b_amax, bias, M, N, K);
+  } else {
+    thread_local std::vector<float> wide;
+    wide.resize(static_cast<std::size_t>(M * N));
+    product(wide.data(), 0.0f, a, a_format, a_amax, b, b_format, b_amax, bias, M, N, K);
+    for (long i = 0; i < M * N; ++i) out[i] = from_float<TO>(wide[static_cast<std::size_t>(i)]);
+  }
 }
 
 }  // namespace
 
-#define DTRAIN_FP8_KERNELS(KT)                                                                                                        \
-  void fp8_amax(float* amax, const KT* x, long n) { amax_of(amax, x, n); }                                                           \
-  void fp8_quantize(std::uint8_t* codes, const KT* x, const float* amax, long R, long C, int format, int transpose) {                 \
-    quantize(codes, x, amax, R, C, format, transpose);                                                                                \
-  }                                                                                                                                   \
-  void gemm_fp8(KT* out, const std::uint8_t* a, int a_format, const float* a_amax, const std::uint8_t* b, int b_format,                \
-                const float* b_amax, const KT* bias, long M, long N, long K) {                                                        \
-    gemm(out, a, a_format, a_amax, b, b_format, b_amax, bias, M, N, K);                                                               \
-  }                                                                                                                                   \
-  void gemm_fp8_wide(float* out, int accumulate, const std::uint8_t* a, int a_format, const float* a_amax, const std::uint8_t* b,      \
-                     int b_format, const float* b_amax, const KT* bias, long M, long N, long K) {                                     \
-    product(out, accumulate ? 1.0f : 0.0f, a, a_format, a_amax, b, b_format, b_amax, bias, M, N, K);                                   \
-  }
-DTRAIN_FP8_KERNELS(float)
-DTRAIN_FP8_KERNELS(bf16)
-DTRAIN_FP8_KERNELS(fp16)
-#undef DTRAIN_FP8_KERNELS
+#include "kernels/fp8_entries.inc"
 
 }  // namespace dtrain::kernels::host

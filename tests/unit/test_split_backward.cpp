@@ -110,44 +110,40 @@ void check_model(const std::vector<std::string>& overrides) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("B then W equals the joined backward bit for bit", "[model][zero-bubble]", float, bf16, fp16) {
-  const std::string precision = std::is_same_v<TestType, float> ? "fp32" : std::is_same_v<TestType, bf16> ? "bf16" : "fp16";
+namespace {
+
+// Every block type and recomputation of the file's header, at `precision` (storage type T).
+template <typename T>
+void check_models(const std::string& precision) {
   const std::vector<std::string> p = {"--system.precision=" + precision};
-  SECTION("GPT-2 blocks, tied embedding") { check_model<TestType>(p); }
+  SECTION("GPT-2 blocks, tied embedding") { check_model<T>(p); }
   SECTION("Llama blocks, untied head") {
     auto o = p;
     o.insert(o.end(), kLlama.begin(), kLlama.end());
-    check_model<TestType>(o);
+    check_model<T>(o);
   }
   SECTION("MoE router and experts") {
     auto o = p;
     o.insert(o.end(), kMoe.begin(), kMoe.end());
-    check_model<TestType>(o);
+    check_model<T>(o);
   }
   SECTION("selective recomputation") {
     auto o = p;
     o.push_back("--model.recompute_granularity=selective");
-    check_model<TestType>(o);
+    check_model<T>(o);
   }
   SECTION("full recomputation, MoE") {
     auto o = p;
     o.insert(o.end(), kMoe.begin(), kMoe.end());
     o.insert(o.end(), {"--model.recompute_granularity=full", "--model.recompute_num_layers=2"});
-    check_model<TestType>(o);
+    check_model<T>(o);
   }
 }
 
-TEST_CASE("B then W equals the joined backward bit for bit in fp8", "[model][zero-bubble][fp8]") {
-  const std::vector<std::string> p = {"--system.precision=fp8"};
-  SECTION("GPT-2 blocks, tied embedding") { check_model<bf16>(p); }
-  SECTION("Llama blocks, untied head") {
-    auto o = p;
-    o.insert(o.end(), kLlama.begin(), kLlama.end());
-    check_model<bf16>(o);
-  }
-  SECTION("selective recomputation") {
-    auto o = p;
-    o.push_back("--model.recompute_granularity=selective");
-    check_model<bf16>(o);
-  }
+}  // namespace
+
+TEMPLATE_TEST_CASE("B then W equals the joined backward bit for bit", "[model][zero-bubble]", float, bf16, fp16) {
+  check_models<TestType>(std::is_same_v<TestType, float> ? "fp32" : std::is_same_v<TestType, bf16> ? "bf16" : "fp16");
 }
+
+TEST_CASE("B then W equals the joined backward bit for bit in fp8", "[model][zero-bubble][fp8]") { check_models<bf16>("fp8"); }
