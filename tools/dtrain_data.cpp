@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/staged_file.hpp"
 #include "config/choices.hpp"
 #include "config/cli.hpp"
 #include "config/tokenizer_spec.hpp"
@@ -245,30 +246,6 @@ std::size_t val_count(std::size_t total, double fraction) {
   return std::min(std::max<std::size_t>(n, 1), total - 1);
 }
 
-// Files written under temporary names and renamed together at the end; those not published by then are
-// removed, so a failure leaves no output behind.
-class StagedFiles {
- public:
-  ~StagedFiles() {
-    if (!published_)
-      for (const auto& f : files_) std::remove(f.first.c_str());
-  }
-  std::string stage(const std::string& path) {
-    files_.emplace_back(path + ".staged." + std::to_string(::getpid()), path);
-    return files_.back().first;
-  }
-  void publish() {
-    for (const auto& [tmp, path] : files_)
-      if (std::rename(tmp.c_str(), path.c_str()) != 0)
-        throw UserError("cannot rename '" + tmp + "' to '" + path + "' (" + std::strerror(errno) + ")");
-    published_ = true;
-  }
-
- private:
-  std::vector<std::pair<std::string, std::string>> files_;
-  bool published_ = false;
-};
-
 // Where each stream's documents go.
 struct Output {
   std::string prefix;
@@ -309,7 +286,10 @@ int run(int argc, char** argv) {
 
   const bool megatron = a.format == dtrain::DataFormat::megatron;
   const int vocab = t.tokenizer->vocab_size();
-  StagedFiles staged;
+  std::vector<std::unique_ptr<dtrain::StagedFile>> staged;  // the dtrain format's files, published together
+  const auto stage = [&](const std::string& path, const char* what) -> dtrain::StagedFile& {
+    return *staged.emplace_back(std::make_unique<dtrain::StagedFile>(path, what));
+  };
   std::vector<Output> outs;
   for (const std::string& prefix : stream_prefixes(a)) {
     Output out;
@@ -351,17 +331,19 @@ int run(int argc, char** argv) {
     for (const bool val : {false, true}) {
       const std::string path = out.prefix + (val ? ".val.bin" : ".train.bin");
       const auto first = val ? split : 0, last = val ? static_cast<std::ptrdiff_t>(out.tokens.size()) : split;
-      const std::uint64_t hash = dtrain::TokenFile::write(staged.stage(path), {out.tokens.begin() + first, out.tokens.begin() + last}, vocab,
-                                                          t.tokenizer->identity());
-      if (a.sft) dtrain::write_loss_mask(staged.stage(dtrain::loss_mask_path(path)), {out.mask.begin() + first, out.mask.begin() + last}, hash);
+      const std::uint64_t hash = dtrain::TokenFile::write(stage(path, "token file"), {out.tokens.begin() + first, out.tokens.begin() + last},
+                                                          vocab, t.tokenizer->identity());
+      if (a.sft)
+        dtrain::write_loss_mask(stage(dtrain::loss_mask_path(path), "loss mask file"), {out.mask.begin() + first, out.mask.begin() + last}, hash);
     }
   }
-  // Everything is on disk: publish it all at once.
-  for (Output& out : outs) {
-    if (out.writer) out.writer->publish();
-    if (out.mask_writer) out.mask_writer->publish();
-  }
-  staged.publish();
+  // Everything is on disk (written, synced, closed): publish it all at once, all or nothing.
+  std::vector<dtrain::StagedFile*> files;
+  for (Output& out : outs)
+    for (const auto* w : {out.writer.get(), out.mask_writer.get()})
+      if (w) for (auto* f : w->files()) files.push_back(f);
+  for (auto& f : staged) files.push_back(f.get());
+  dtrain::publish_together(files);
   for (const Output& out : outs) {
     if (megatron) {
       std::cout << "dtrain-data: wrote " << out.prefix << ".bin and " << out.prefix << ".idx (" << out.writer->num_tokens() << " tokens in "

@@ -37,23 +37,27 @@ struct LaunchProfile {
     const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
     if (!size) size = std::getenv("SLURM_NTASKS");
     const std::string file = (size && std::atoi(size) > 1 && rank) ? path + ".rank" + rank : path;
-    std::FILE* f = std::fopen(file.c_str(), "w");
-    if (!f) {
-      std::fprintf(stderr, "warning: DTRAIN_KERNEL_PROFILE: cannot write %s: %s\n", file.c_str(), std::strerror(errno));
-      return;
-    }
     std::vector<std::pair<std::string, Entry>> rows(seconds.begin(), seconds.end());
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.device > b.second.device; });
     double total = 0.0, host = 0.0;
     for (const auto& r : rows) total += r.second.device, host += r.second.host;
-    std::fprintf(f,
-                 "# device time per launch (each launch waited for), %.3f s in all; host time before the launches %.3f s\n"
-                 "# seconds\tshare\tcalls\thost_seconds\tname\n",
-                 total, host);
-    for (const auto& r : rows)
-      std::fprintf(f, "%.6f\t%.4f\t%ld\t%.6f\t%s\n", r.second.device, total > 0 ? r.second.device / total : 0.0, r.second.calls,
-                   r.second.host, r.first.c_str());
-    std::fclose(f);
+    char line[1024];
+    std::snprintf(line, sizeof line,
+                  "# device time per launch (each launch waited for), %.3f s in all; host time before the launches %.3f s\n"
+                  "# seconds\tshare\tcalls\thost_seconds\tname\n",
+                  total, host);
+    std::string text = line;
+    for (const auto& r : rows) {
+      std::snprintf(line, sizeof line, "%.6f\t%.4f\t%ld\t%.6f\t", r.second.device, total > 0 ? r.second.device / total : 0.0,
+                    r.second.calls, r.second.host);
+      text += line + r.first + "\n";
+    }
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    const bool written = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    const int err = errno;
+    const bool closed = f && std::fclose(f) == 0;
+    if (!written || !closed)  // at exit: a warning, the run's outcome stands
+      std::fprintf(stderr, "warning: DTRAIN_KERNEL_PROFILE: cannot write %s: %s\n", file.c_str(), std::strerror(written ? errno : err));
   }
 };
 

@@ -12,7 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <functional>
 #include <tuple>
 #include <vector>
@@ -22,6 +22,7 @@
 #include "comm/nccl_communicator.hpp"
 #include "common/bf16.hpp"
 #include "common/error.hpp"
+#include "common/staged_file.hpp"
 #include "kernels/attention_scratch.hpp"
 #include "kernels/kernels.hpp"
 #include "launch/compute_budget.hpp"
@@ -359,11 +360,11 @@ int run_calibrate(HostComm host_world, const CalibrateOptions& o) {
   c.name = o.name.empty() ? std::string(host) + " (" + std::to_string(size) + " ranks, " + per_rank + ", dtrain calibrate)" : o.name;
   collective_check(host_world, [&] {  // rank 0 writes; its error ends every rank
     if (rank != 0) return;
-    std::ofstream out(o.out);
+    std::ostringstream out;
     out << "# " << o.out << ": measured by `mpirun -np " << size << " dtrain calibrate" << (o.quick ? " --quick" : "")
         << (device.is_host() ? "" : " --device cuda") << "` on "
         << host << "\n# " << links << "\n" << format_cluster(c);
-    if (!out) throw UserError("dtrain calibrate: cannot write --out '" + o.out + "'; give a writable path");
+    write_file_atomically(o.out, out.str(), "--out");
   });
   if (rank != 0) return 0;
   std::printf("dtrain calibrate: %d rank(s) on %d node(s), %s, %d BLAS thread(s) per rank\n", size, nodes, placement.description.c_str(),

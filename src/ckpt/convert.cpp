@@ -13,6 +13,7 @@
 #include "comm/collective_check.hpp"
 #include "comm/host_values.hpp"
 #include "common/error.hpp"
+#include "common/staged_file.hpp"
 #include "config/load.hpp"
 #include "plan/layout_checks.hpp"
 #include "plan/pipeline_split.hpp"
@@ -44,7 +45,8 @@ void stream_tensor(const CheckpointReader& reader, const std::string& kind, cons
 }  // namespace
 
 std::string resolve_checkpoint(const std::string& path) {
-  if (fs::exists(path + "/manifest.txt")) return path;
+  std::error_code ec;
+  if (fs::exists(path + "/manifest.txt", ec)) return path;
   const std::string latest = latest_checkpoint(path);
   if (!latest.empty()) return latest;
   throw UserError("'" + path + "' is neither a checkpoint step directory (no manifest.txt) nor a checkpoint directory with a 'latest' file");
@@ -64,7 +66,8 @@ void consolidate(HostComm comm, const CheckpointReader& reader, const std::strin
       if (reader.has_kind(k)) kinds.push_back(k);
     if (kinds.size() == 1) throw UserError("checkpoint '" + reader.dir() + "' holds no optimizer state");
   }
-  const std::string tmp = out + ".tmp";
+  std::string tmp = staged_name(out);  // rank 0's: one file of all ranks
+  broadcast_string(comm, tmp, 0);
   // Every step on the shared file is agreed over comm, so a failure anywhere is a failure everywhere
   // and every rank discards the file together (the discard is collective).
   std::optional<h5::File> file;
@@ -91,6 +94,9 @@ void consolidate(HostComm comm, const CheckpointReader& reader, const std::strin
           ++i;
         }
     });
+    collective_check(comm, [&] {  // each close writes what HDF5 still buffers (collective)
+      for (auto& d : datasets) d.close();
+    });
     datasets.clear();
     collective_check(comm, [&] {  // the same values on every rank
       file->set_attr("step", reader.meta().step);
@@ -100,7 +106,7 @@ void consolidate(HostComm comm, const CheckpointReader& reader, const std::strin
     file->close();  // agrees on the outcome itself
     file.reset();
     collective_check(comm, [&] {
-      if (rank == 0 && std::rename(tmp.c_str(), out.c_str()) != 0) throw UserError("cannot rename '" + tmp + "' to '" + out + "'");
+      if (rank == 0) publish_file(tmp, out, "consolidated checkpoint");
     });
   } catch (const UserError&) {
     datasets.clear();

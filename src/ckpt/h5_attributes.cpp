@@ -18,6 +18,7 @@ void File::write_attr(const std::string& name, const std::string& object, hid_t 
   Handle space{H5Screate_simple(1, &n, nullptr), H5Sclose};
   Handle attr{H5Acreate_by_name(id_, object.c_str(), name.c_str(), stored, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
   if (attr.id < 0 || H5Awrite(attr.id, memory, values) < 0) fail("writing attribute " + name, __LINE__);
+  check_written("writing attribute " + name, __LINE__);
 }
 
 template <typename T>
@@ -47,6 +48,7 @@ void File::set_attr(const std::string& name, const std::string& v, const std::st
               H5Aclose};
   const std::string padded = v.empty() ? std::string(1, '\0') : v;
   if (attr.id < 0 || H5Awrite(attr.id, type.id, padded.data()) < 0) fail("writing attribute " + name, __LINE__);
+  check_written("writing attribute " + name, __LINE__);
 }
 
 std::vector<std::int64_t> File::attr_ints(const std::string& name, const std::string& object) const {

@@ -109,12 +109,18 @@ std::uint64_t dataset_bytes_read() { return bytes_read.load(); }
 File File::create(const std::string& path) {
   IoPhaseTimer t(IoPhase::metadata);
   Quiet q;
+  auto record = std::make_unique<IoRecord>();
   // Closing the file closes whatever of it is still open, so one close releases it entirely.
-  Handle fapl{H5Pcreate(H5P_FILE_ACCESS), H5Pclose};
-  H5Pset_fclose_degree(fapl.id, H5F_CLOSE_STRONG);
-  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id);
-  if (id < 0) throw UserError("cannot create '" + path + "' (directory missing, not writable, or disk full; HDF5: " + innermost_error() + ")");
-  return File(id, path, /*writable=*/true);
+  Handle fapl{checked_driver_fapl(record.get()), H5Pclose};
+  if (fapl.id >= 0) H5Pset_fclose_degree(fapl.id, H5F_CLOSE_STRONG);
+  const hid_t id = fapl.id < 0 ? -1 : H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id);
+  if (id < 0)
+    throw UserError("cannot create '" + path + "' (" +
+                    (record->open_err ? std::string(std::strerror(record->open_err)) : "HDF5: " + innermost_error()) +
+                    "); check that its directory exists, is writable and has space");
+  File f(id, path, /*writable=*/true, {}, std::move(record));
+  f.check_written("creating it", __LINE__);
+  return f;
 }
 
 File File::create_parallel(const std::string& path, HostComm comm) {
@@ -136,7 +142,7 @@ File File::open_read(const std::string& path) {
 }
 
 File::File(File&& o) noexcept
-    : id_(o.id_), path_(std::move(o.path_)), writable_(o.writable_), comm_(o.comm_), failed_(o.failed_) {
+    : id_(o.id_), path_(std::move(o.path_)), writable_(o.writable_), comm_(o.comm_), record_(std::move(o.record_)), failed_(o.failed_) {
   o.id_ = -1;
 }
 
@@ -174,9 +180,21 @@ void File::close() {
   if (id_ < 0) return;
   Quiet q;
   if (!agreed(H5Fflush(id_, H5F_SCOPE_GLOBAL) >= 0)) fail("closing (disk full?)", __LINE__);  // the destructor discards it
+  check_written("closing", __LINE__);
   const bool closed = agreed(H5Fclose(id_) >= 0);
   id_ = -1;
   if (!closed) fail("closing (disk full?)", __LINE__);
+  if (record_ && record_->failed()) {
+    if (::truncate(path_.c_str(), 0) != 0) {
+      // nothing more can be freed; the caller removes the file
+    }
+    check_written("closing", __LINE__);
+  }
+}
+
+void File::check_written(const std::string& what, int line) const {
+  if (!record_ || !record_->failed()) return;
+  fail(what + ": " + record_->step + " failed (" + std::strerror(record_->err) + ")", line, false);
 }
 
 void File::fail(const std::string& what, int line, bool library_error) const {
@@ -196,7 +214,9 @@ Dataset File::create_dataset(const std::string& name, const std::vector<std::int
   Handle space{H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose};
   const hid_t id = H5Dcreate2(id_, name.c_str(), file_type(stored), space.id, lcpl.id, H5P_DEFAULT, H5P_DEFAULT);
   if (id < 0) fail("creating dataset " + name + " (disk full?)", __LINE__);
-  return Dataset(this, id, name, dims, n, stored);
+  Dataset d(this, id, name, dims, n, stored);
+  check_written("creating dataset " + name, __LINE__);
+  return d;
 }
 
 Dataset::~Dataset() {
@@ -204,6 +224,16 @@ Dataset::~Dataset() {
     Quiet q;
     H5Dclose(id_);
   }
+}
+
+void Dataset::close() {
+  if (id_ < 0) return;
+  IoPhaseTimer t(IoPhase::data);  // what HDF5 still buffers of the dataset's data is written now
+  Quiet q;
+  const bool closed = file_->agreed(H5Dclose(id_) >= 0);
+  id_ = -1;
+  if (!closed) file_->fail("writing dataset " + name_ + " (disk full?)", __LINE__);
+  file_->check_written("writing dataset " + name_, __LINE__);
 }
 
 void Dataset::write_range(std::size_t at, std::size_t count, const float* data) {
@@ -239,10 +269,13 @@ void Dataset::write_range(std::size_t at, std::size_t count, const float* data) 
     rc = H5Dwrite(id_, file_type(stored_), memory.id, space.id, H5P_DEFAULT, rounded.data());
   }
   if (rc < 0) file_->fail("writing dataset " + name_ + " (disk full?)", __LINE__);
+  file_->check_written("writing dataset " + name_, __LINE__);
 }
 
 void File::write_floats(const std::string& name, const float* data, const std::vector<std::int64_t>& shape) {
-  create_dataset(name, shape).write(data);
+  Dataset d = create_dataset(name, shape);
+  d.write(data);
+  d.close();
 }
 
 std::vector<float> File::read_floats(const std::string& name, std::vector<std::int64_t>* shape) const {

@@ -7,9 +7,11 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "ckpt/h5_checked_driver.hpp"
 #include "ckpt/h5_float_types.hpp"
 #include "comm/host_comm.hpp"
 
@@ -26,7 +28,8 @@ struct Span {
 // Bytes this process has read from datasets (as stored: 4 per fp32 element, 2 per bf16), since it started.
 std::uint64_t dataset_bytes_read();
 
-// One float dataset of a writable file, open until destroyed.
+// One float dataset of a writable file, open until closed (close() checks that its data reached the
+// file; the destructor of a dataset not closed, on an error's way out, only releases it).
 class Dataset {
  public:
   Dataset(Dataset&& o) noexcept
@@ -40,6 +43,9 @@ class Dataset {
   void write(const float* data) { write_range(0, count_, data); }
   // Writes elements [at, at + count) (flat, row-major) of the dataset, the same way.
   void write_range(std::size_t at, std::size_t count, const float* data);
+  // Closes the dataset, writing what HDF5 still buffers of it; throws when that failed. Collective
+  // for a parallel file.
+  void close();
   std::size_t size() const { return count_; }
 
  private:
@@ -56,7 +62,9 @@ class Dataset {
 
 class File {
  public:
-  static File create(const std::string& path);      // truncates
+  // Truncates. Written through the checked driver (h5_checked_driver.hpp): every write that failed is
+  // an error of the call that made it, or of close().
+  static File create(const std::string& path);
   // Collective over comm: one file written by all its ranks (MPI-IO). Dataset creation, attributes
   // and close are collective; Dataset::write is not.
   static File create_parallel(const std::string& path, HostComm comm);
@@ -65,13 +73,13 @@ class File {
   File& operator=(File&&) = delete;
   File(const File&) = delete;
   ~File();
-  // Flushes and closes; throws on failure (a full disk shows here). Collective for a parallel file:
-  // if the flush failed on any rank, every rank discards the file and throws.
+  // Flushes and closes; throws on failure (a full disk shows here), having truncated the file to
+  // nothing. Collective for a parallel file: if the flush failed on any rank, every rank discards the
+  // file and throws.
   void close();
   // A file this process created and that failed to write (disk full, I/O error) is discarded when
-  // destroyed: its space is freed before HDF5 closes it, so that closing cannot fail in turn. (HDF5
-  // 1.10 leaves a file whose close failed half-open, and crashes at MPI_Finalize closing it again.)
-  // A parallel file must be marked failed on every rank (the discard is collective).
+  // destroyed: its space is freed before HDF5 closes it. A parallel file must be marked failed on
+  // every rank (the discard is collective).
   void mark_failed() const { failed_ = true; }
   hid_t id() const { return id_; }
   const std::string& path() const { return path_; }
@@ -104,11 +112,13 @@ class File {
 
  private:
   friend class Dataset;
-  File(hid_t id, std::string path, bool writable, HostComm comm = {})
-      : id_(id), path_(std::move(path)), writable_(writable), comm_(comm) {}
+  File(hid_t id, std::string path, bool writable, HostComm comm = {}, std::unique_ptr<IoRecord> record = nullptr)
+      : id_(id), path_(std::move(path)), writable_(writable), comm_(comm), record_(std::move(record)) {}
   // Throws UserError naming the file, what failed, HDF5's own cause (when it is a library failure) and
   // the line of h5_file.cpp; marks the file failed.
   [[noreturn]] void fail(const std::string& what, int line, bool library_error = true) const;
+  // Fails (as fail does) when the checked driver recorded a failed system call: `what` was being done.
+  void check_written(const std::string& what, int line) const;
   void discard();  // truncates the (failed, writable) file to nothing, then closes it
   // Numeric attributes: n values of memory type `memory` stored as `stored`; all of an attribute's values.
   void write_attr(const std::string& name, const std::string& object, hid_t stored, hid_t memory, const void* values, hsize_t n);
@@ -119,6 +129,7 @@ class File {
   std::string path_;
   bool writable_;
   HostComm comm_;  // null for a serial file
+  std::unique_ptr<IoRecord> record_;  // a file written through the checked driver: its first failure
   mutable bool failed_ = false;
 };
 

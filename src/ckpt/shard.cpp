@@ -18,6 +18,7 @@
 #include "ckpt/h5_file.hpp"
 #include "ckpt/io_phases.hpp"
 #include "common/error.hpp"
+#include "common/staged_file.hpp"
 #include "dtrain_config.hpp"
 
 namespace dtrain {
@@ -26,25 +27,7 @@ const char* const kPieceKinds[3] = {"param", "exp_avg", "exp_avg_sq"};
 
 void fsync_path(const std::string& path) {
   IoPhaseTimer t(IoPhase::fsync);
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw UserError("cannot open '" + path + "' to sync it to disk");
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) throw UserError("cannot sync '" + path + "' to disk (disk full or I/O error)");
-}
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw UserError("cannot write '" + tmp + "' (disk full?)");
-  }
-  fsync_path(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw UserError("cannot rename '" + tmp + "' to '" + path + "'");
-  const auto slash = path.rfind('/');
-  fsync_path(slash == std::string::npos ? "." : path.substr(0, slash));
+  sync_path(path);
 }
 
 namespace {
@@ -191,7 +174,7 @@ double publish_checkpoint(const std::string& tmp, const std::string& dir, const 
     throw UserError("cannot publish '" + final_dir + "' (" + std::strerror(errno) + ")");
   }
   fsync_path(dir);
-  write_file_atomically(dir + "/latest", step_dir_name(meta.step) + "\n");
+  write_file_atomically(dir + "/latest", step_dir_name(meta.step) + "\n", "checkpoint pointer");
   std::filesystem::remove_all(tmp, ec);  // the replaced checkpoint, if there was one
   return bytes;
 }
@@ -211,7 +194,7 @@ void write_manifest(const std::string& path, const Manifest& m) {
     os << "val_loss " << loss << "\n";
   }
   if (m.run_id) os << "run " << h5::hex64(m.run_id) << "\n";
-  write_file_atomically(path, os.str());
+  write_file_atomically(path, os.str(), "checkpoint manifest");
 }
 
 Manifest read_manifest(const std::string& path) {

@@ -48,8 +48,7 @@ std::string shard_file_name(int rank);          // "shard_00003.h5"
 double publish_checkpoint(const std::string& tmp, const std::string& dir, const CheckpointMeta& meta,
                           const std::vector<unsigned long long>& triples);
 
-// Writes text to path via a temporary file, fsync and rename; fsyncs the directory.
-void write_file_atomically(const std::string& path, const std::string& text);
+// Syncs a file or directory to disk (common/staged_file's sync_path), timed as the fsync phase.
 void fsync_path(const std::string& path);
 
 }  // namespace dtrain

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/staged_file.hpp"
 
 namespace dtrain {
 namespace {
@@ -24,7 +25,7 @@ void check_tensor(const h5::File& f, const std::vector<std::string>& present, co
 }  // namespace
 
 WeightsWriter::WeightsWriter(const std::string& path, const WeightsMeta& meta, h5::Stored stored)
-    : path_(path), tmp_(path + ".tmp"), stored_(stored) {
+    : path_(path), tmp_(staged_name(path)), stored_(stored) {
   try {
     file_.emplace(h5::File::create(tmp_));
     file_->set_attr("tokenizer", meta.tokenizer);
@@ -55,6 +56,7 @@ void WeightsWriter::write(const std::string& name, const std::vector<long>& shap
   if (!file_) fatal("WeightsWriter::write on a finished or failed file '" + path_ + "'");
   try {
     if (!dataset_ || name != tensor_) {
+      if (dataset_) dataset_->close();
       dataset_.reset();
       dataset_.emplace(file_->create_dataset(name, std::vector<std::int64_t>(shape.begin(), shape.end()), stored_));
       tensor_ = name;
@@ -68,10 +70,11 @@ void WeightsWriter::write(const std::string& name, const std::vector<long>& shap
 void WeightsWriter::finish() {
   if (!file_) fatal("WeightsWriter::finish on a finished or failed file '" + path_ + "'");
   try {
+    if (dataset_) dataset_->close();
     dataset_.reset();
     file_->close();
     file_.reset();
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0) throw UserError("cannot rename '" + tmp_ + "' to '" + path_ + "'");
+    publish_file(tmp_, path_, "weights file");
   } catch (const UserError& e) {
     failed(e.what());
   }

@@ -25,9 +25,10 @@ struct WeightsMeta {
   std::string config_text;  // "" when the file has none
 };
 
-// A weights file written tensor by tensor, each in parts (hyperslabs), into PATH.tmp, renamed to PATH
-// by finish(); a writer destroyed unfinished removes the temporary. Any failure is a UserError "the
-// weights file 'PATH' was not written: ..." (HDF5's cause, disk full).
+// A weights file written tensor by tensor, each in parts (hyperslabs), into its staged temporary
+// (common/staged_file), published as PATH by finish() once every write, the close and the fsync
+// succeeded; a writer destroyed unfinished removes the temporary. Any failure is a UserError "the
+// weights file 'PATH' was not written: ..." (the step and the system's cause: disk full).
 class WeightsWriter {
  public:
   WeightsWriter(const std::string& path, const WeightsMeta& meta, h5::Stored stored = h5::Stored::f32);

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "common/error.hpp"
+#include "common/staged_file.hpp"
 
 namespace dtrain {
 namespace {
@@ -33,24 +34,20 @@ std::string loss_mask_path(const std::string& token_file) {
   return token_file + ".lossmask.bin";
 }
 
-void write_loss_mask(const std::string& path, const std::vector<std::uint8_t>& mask, std::uint64_t tokens_hash) {
+void write_loss_mask(StagedFile& out, const std::vector<std::uint8_t>& mask, std::uint64_t tokens_hash) {
   std::uint8_t header[kLossMaskHeaderBytes] = {};
   std::memcpy(header, kLossMaskMagic, sizeof kLossMaskMagic);
   store_le(header + 8, 1, 4);
   store_le(header + 16, mask.size(), 8);
   store_le(header + 24, tokens_hash, 8);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const auto fail = [&](int err) {
-    std::remove(tmp.c_str());
-    return UserError("cannot write loss mask file '" + path + "' (" + std::strerror(err) + "); check that its directory is writable and has space");
-  };
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw fail(errno);
-  const bool written = std::fwrite(header, 1, sizeof header, f) == sizeof header &&
-                       (mask.empty() || std::fwrite(mask.data(), 1, mask.size(), f) == mask.size());
-  const int write_err = errno;
-  if (std::fclose(f) != 0 || !written) throw fail(written ? errno : write_err);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw fail(errno);
+  out.write(header, sizeof header);
+  out.write(mask.data(), mask.size());
+}
+
+void write_loss_mask(const std::string& path, const std::vector<std::uint8_t>& mask, std::uint64_t tokens_hash) {
+  StagedFile out(path, "loss mask file");
+  write_loss_mask(out, mask, tokens_hash);
+  out.publish();
 }
 
 std::vector<std::uint8_t> read_loss_mask(const std::string& path, std::uint64_t tokens, std::uint64_t tokens_hash,

@@ -14,15 +14,19 @@
 
 namespace dtrain {
 
+class StagedFile;
+
 constexpr char kLossMaskMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'L', 'M'};
 constexpr std::size_t kLossMaskHeaderBytes = 32;
 
 // The mask file's name for the token file PATH (".bin" -> ".lossmask.bin").
 std::string loss_mask_path(const std::string& token_file);
 
-// Writes mask (0/1 bytes) for a token file of mask.size() tokens whose bytes hash to tokens_hash, via
-// a temporary renamed into place; UserError naming the file when it cannot be written.
+// Writes mask (0/1 bytes) for a token file of mask.size() tokens whose bytes hash to tokens_hash, staged
+// and published (common/staged_file); UserError naming the file when it cannot be written.
 void write_loss_mask(const std::string& path, const std::vector<std::uint8_t>& mask, std::uint64_t tokens_hash);
+// The same into a staged file the caller publishes.
+void write_loss_mask(StagedFile& out, const std::vector<std::uint8_t>& mask, std::uint64_t tokens_hash);
 
 // Reads and checks the whole mask file against its token file (count, hash, every byte 0 or 1); every
 // problem is a UserError naming both files.

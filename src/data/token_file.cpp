@@ -11,6 +11,7 @@
 
 #include "ckpt/checksum.hpp"
 #include "common/error.hpp"
+#include "common/staged_file.hpp"
 #include "data/loss_mask_file.hpp"
 
 namespace dtrain {
@@ -131,22 +132,6 @@ std::vector<std::uint8_t> encode(const std::vector<std::uint32_t>& tokens, int v
   return bytes;
 }
 
-// Writes PATH.tmp.<pid> and renames it over PATH, so a reader never sees a partial file.
-void write_atomically(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const auto fail = [&](int err) {
-    std::remove(tmp.c_str());
-    return UserError("cannot write " + file_label(path) + " (" + std::strerror(err) +
-                     "); check that its directory exists and is writable");
-  };
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw fail(errno);
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const int write_err = errno;
-  if (std::fclose(f) != 0 || !written) throw fail(written ? errno : write_err);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw fail(errno);
-}
-
 }  // namespace
 
 TokenFile::TokenFile(TokenFileHeader header, std::vector<std::uint8_t> bytes)
@@ -187,11 +172,18 @@ void TokenFile::read(std::uint64_t start, int len, int* out) const {
   for (int t = 0; t < len; ++t) out[t] = static_cast<int>(token_at(start + t));
 }
 
+std::uint64_t TokenFile::write(StagedFile& out, const std::vector<std::uint32_t>& tokens, int vocab_size, const std::string& tokenizer) {
+  const std::vector<std::uint8_t> bytes = encode(tokens, vocab_size, tokenizer);
+  out.write(bytes.data(), bytes.size());
+  return h5::hash64(bytes.data(), bytes.size());
+}
+
 std::uint64_t TokenFile::write(const std::string& path, const std::vector<std::uint32_t>& tokens, int vocab_size,
                                const std::string& tokenizer) {
-  const std::vector<std::uint8_t> bytes = encode(tokens, vocab_size, tokenizer);
-  write_atomically(path, bytes);
-  return h5::hash64(bytes.data(), bytes.size());
+  StagedFile out(path, "token file");
+  const std::uint64_t hash = write(out, tokens, vocab_size, tokenizer);
+  out.publish();
+  return hash;
 }
 
 std::uint64_t TokenFile::content_hash() const { return h5::hash64(bytes_.data(), bytes_.size()); }

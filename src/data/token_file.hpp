@@ -9,6 +9,8 @@
 
 namespace dtrain {
 
+class StagedFile;
+
 // Layout of the 32-byte header; integers are little-endian on disk whatever the host.
 //   offset 0  char[8]  magic "DTRAINTK"
 //   offset 8  uint32   version (kTokenFileVersion)
@@ -35,11 +37,12 @@ class TokenFile : public TokenSource {
   // Reads and validates the whole file; every problem is a UserError naming the file and the fix.
   static TokenFile open(const std::string& path, int model_vocab_size);
   // Writes tokens (each below vocab_size) with the narrowest bytes_per_token and the identity of the
-  // tokenizer that made them, via a temporary file renamed into place. Throws UserError when the file
-  // cannot be written.
-  // Returns the hash of the bytes written (what a loss mask file records).
+  // tokenizer that made them, staged and published (common/staged_file). Throws UserError when the file
+  // cannot be written. Returns the hash of the bytes written (what a loss mask file records).
   static std::uint64_t write(const std::string& path, const std::vector<std::uint32_t>& tokens, int vocab_size,
                              const std::string& tokenizer = "byte");
+  // The same into a staged file the caller publishes (with the other files of its output).
+  static std::uint64_t write(StagedFile& out, const std::vector<std::uint32_t>& tokens, int vocab_size, const std::string& tokenizer);
 
   std::uint64_t size() const override { return header_.count; }
   int vocab_size() const { return static_cast<int>(header_.vocab_size); }

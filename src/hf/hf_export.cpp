@@ -16,6 +16,7 @@
 #include "comm/collective_check.hpp"
 #include "comm/host_values.hpp"
 #include "common/error.hpp"
+#include "common/staged_file.hpp"
 #include "config/load.hpp"
 #include "config/options.hpp"
 #include "hf/hf_model.hpp"
@@ -25,19 +26,6 @@ namespace fs = std::filesystem;
 
 namespace dtrain {
 namespace {
-
-// Writes text to path through path.tmp, fsync'd and renamed.
-void write_text_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw UserError("cannot create '" + tmp + "': " + std::strerror(errno));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  const int err = errno;
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw UserError("cannot write '" + path + "': " + std::strerror(err ? err : errno) + " (disk full?)");
-  }
-}
 
 // Runs step with any library exception (nlohmann, std::filesystem, allocation) as a UserError, so a
 // collective step fails on every rank alike instead of ending one rank.
@@ -209,13 +197,13 @@ void export_hf(HostComm comm, const ModelWeights& w, const std::string& dir, con
           for (std::size_t i : s.tensors) index["weight_map"][tensors[i].name] = s.file;
         }
         index["metadata"]["total_size"] = total;
-        write_text_file(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+        write_file_atomically(dir + "/model.safetensors.index.json", index.dump(2) + "\n", "safetensors index");
       }
       const char* torch_dtype = options.dtype == safetensors::DType::bf16  ? "bfloat16"
                                 : options.dtype == safetensors::DType::f16 ? "float16"
                                                                            : "float32";
-      write_text_file(dir + "/config.json", hf_config_json(w.cfg, torch_dtype, w.tokenizer));
-      for (const auto& [name, contents] : options.extra_files) write_text_file(dir + "/" + name, contents);
+      write_file_atomically(dir + "/config.json", hf_config_json(w.cfg, torch_dtype, w.tokenizer), "config.json");
+      for (const auto& [name, contents] : options.extra_files) write_file_atomically(dir + "/" + name, contents, name);
     }); });
   } catch (const UserError&) {
     barrier(comm);  // every writer has closed (and removed) its temporary

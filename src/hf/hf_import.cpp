@@ -34,10 +34,11 @@ class HfFiles {
  public:
   explicit HfFiles(const std::string& dir) : dir_(dir) {
     const std::string index = dir + "/model.safetensors.index.json";
-    if (fs::exists(index)) {
+    std::error_code ec;
+    if (fs::exists(index, ec)) {
       located_ = safetensors::read_index(read_text_file(index), index, dir);
       index_ = index;
-    } else if (!fs::exists(dir + "/model.safetensors")) {
+    } else if (!fs::exists(dir + "/model.safetensors", ec)) {
       throw UserError("'" + dir + "' has neither model.safetensors nor model.safetensors.index.json");
     }
   }
@@ -89,7 +90,8 @@ bool is_buffer(const std::string& name) {
 
 Config import_hf(const std::string& dir, const std::string& out, const std::string& tokenizer, const Progress& progress) {
   const std::string config_path = dir + "/config.json";
-  if (!fs::exists(config_path))
+  std::error_code ec;
+  if (!fs::exists(config_path, ec))
     throw UserError("'" + dir + "' has no config.json; --import-hf needs a Hugging Face model directory (config.json and "
                     "model.safetensors or model.safetensors.index.json)");
   HfModelConfig hc = config_from_hf(read_text_file(config_path), config_path);

@@ -185,7 +185,7 @@ std::map<std::string, std::string> read_index(const std::string& text, const std
 }
 
 Writer::Writer(std::string path, std::vector<PlannedTensor> tensors, DType dtype, const std::map<std::string, std::string>& metadata)
-    : path_(std::move(path)), tmp_(path_ + ".tmp"), tensors_(std::move(tensors)), dtype_(dtype) {
+    : file_(std::make_unique<StagedFile>(path, "safetensors file")), tensors_(std::move(tensors)), dtype_(dtype) {
   nlohmann::ordered_json header;
   header["__metadata__"] = metadata;
   std::uint64_t at = 0;
@@ -197,25 +197,13 @@ Writer::Writer(std::string path, std::vector<PlannedTensor> tensors, DType dtype
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  file_ = std::fopen(tmp_.c_str(), "wb");
-  if (!file_) throw UserError("cannot create '" + tmp_ + "': " + std::strerror(errno));
   unsigned char len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
-  put(len_bytes, 8);
-  put(text.data(), text.size());
+  file_->write(len_bytes, 8);
+  file_->write(text);
 }
 
-Writer::~Writer() {
-  if (file_) {
-    std::fclose(file_);
-    std::remove(tmp_.c_str());
-  }
-}
-
-void Writer::put(const void* data, std::size_t bytes) {
-  if (std::fwrite(data, 1, bytes, file_) != bytes)
-    throw UserError("cannot write '" + tmp_ + "': " + std::strerror(errno) + " (disk full?)");
-}
+Writer::~Writer() = default;
 
 void Writer::write(const std::string& name, const float* values, std::size_t count) {
   if (next_ >= tensors_.size() || tensors_[next_].name != name) fatal("safetensors::Writer: '" + name + "' written out of order");
@@ -225,7 +213,7 @@ void Writer::write(const std::string& name, const float* values, std::size_t cou
   if (!h5::all_finite(values, count))
     throw UserError("tensor '" + name + "' holds non-finite values (NaN or infinity); it is not exported");
   if (dtype_ == DType::f32) {
-    put(values, count * sizeof(float));
+    file_->write(values, count * sizeof(float));
   } else {
     // Rounded to nearest even; a value the 16-bit type cannot hold (beyond 65504 in float16) is refused.
     const bool f16 = dtype_ == DType::f16;
@@ -234,25 +222,14 @@ void Writer::write(const std::string& name, const float* values, std::size_t cou
     if (bad < count)
       throw UserError("tensor '" + name + "' holds a value beyond " + (f16 ? "float16's range (65504)" : "bfloat16's range") + " (" +
                       std::to_string(values[bad]) + "); export it with --dtype fp32");
-    put(rounded.data(), count * sizeof(std::uint16_t));
+    file_->write(rounded.data(), count * sizeof(std::uint16_t));
   }
   ++next_;
 }
 
 void Writer::finish() {
   if (next_ != tensors_.size()) fatal("safetensors::Writer: finished after " + std::to_string(next_) + " of its tensors");
-  const bool flushed = std::fflush(file_) == 0 && ::fsync(fileno(file_)) == 0;
-  const int err = errno;
-  const bool closed = std::fclose(file_) == 0;
-  file_ = nullptr;
-  if (!flushed || !closed) {
-    std::remove(tmp_.c_str());
-    throw UserError("cannot write '" + tmp_ + "': " + std::strerror(err) + " (disk full?)");
-  }
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    std::remove(tmp_.c_str());
-    throw UserError("cannot rename '" + tmp_ + "' to '" + path_ + "': " + std::strerror(errno));
-  }
+  file_->publish();
 }
 
 }  // namespace dtrain::safetensors

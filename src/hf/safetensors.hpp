@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "common/staged_file.hpp"
 
 namespace dtrain::safetensors {
 
@@ -68,19 +71,17 @@ class Writer {
   Writer(std::string path, std::vector<PlannedTensor> tensors, DType dtype, const std::map<std::string, std::string>& metadata);
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
-  ~Writer();  // an unfinished file is removed
+  ~Writer();  // an unfinished file is removed (it is staged: common/staged_file)
   // The next tensor's values (count must be its element count); rounded to bf16 when the dtype says so.
   // Non-finite values are refused.
   void write(const std::string& name, const float* values, std::size_t count);
   void finish();
 
  private:
-  void put(const void* data, std::size_t bytes);
-  std::string path_, tmp_;
+  std::unique_ptr<StagedFile> file_;
   std::vector<PlannedTensor> tensors_;
   DType dtype_;
   std::size_t next_ = 0;
-  std::FILE* file_ = nullptr;
 };
 
 }  // namespace dtrain::safetensors

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/error.hpp"
+#include "common/staged_file.hpp"
 
 namespace dtrain {
 
@@ -20,18 +22,21 @@ Trace::Trace(int rank, const std::string& prefix, const std::function<void()>& a
 
 Trace::~Trace() {
   if (!enabled_) return;
-  std::FILE* f = std::fopen(path_.c_str(), "w");
-  if (!f) {
-    std::fprintf(stderr, "dtrain: rank %d: warning: cannot write trace file '%s'\n", rank_, path_.c_str());
-    return;
+  std::string text = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"rank %d\"}}", rank_, rank_);
+  text += line;
+  for (const auto& e : events_) {
+    text += ",\n{\"name\": \"" + e.name + "\", \"cat\": \"" + e.category + "\", \"ph\": \"X\", \"pid\": " + std::to_string(rank_);
+    std::snprintf(line, sizeof line, ", \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f}", e.start, e.end - e.start);
+    text += line;
   }
-  std::fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
-  std::fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"rank %d\"}}", rank_, rank_);
-  for (const auto& e : events_)
-    std::fprintf(f, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f}",
-                 e.name.c_str(), e.category, rank_, e.start, e.end - e.start);
-  std::fprintf(f, "\n]}\n");
-  std::fclose(f);
+  text += "\n]}\n";
+  try {
+    write_file_atomically(path_, text, "trace file");
+  } catch (const UserError& e) {  // at the end of a run, on one rank: a warning, the run's outcome stands
+    std::fprintf(stderr, "dtrain: rank %d: warning: %s\n", rank_, e.what());
+  }
 }
 
 double Trace::now_us() const {

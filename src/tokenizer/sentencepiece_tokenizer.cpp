@@ -1,13 +1,16 @@
-// SentencePieceTokenizer and train_sentencepiece over the library's processor and trainer.
+// SentencePieceTokenizer and train_sentencepiece over the library's processor and trainer (the trained
+// model's files written by dtrain, staged and published).
 #include "tokenizer/sentencepiece_tokenizer.hpp"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
 #include <algorithm>
+#include <sstream>
 #include <unordered_map>
 
 #include "common/error.hpp"
+#include "common/staged_file.hpp"
 
 namespace dtrain {
 namespace {
@@ -93,7 +96,6 @@ std::string SentencePieceTokenizer::decode(const std::vector<std::uint32_t>& ids
 void train_sentencepiece(const std::string& text, int vocab_size, const std::string& prefix) {
   LineIterator lines(text);
   const std::unordered_map<std::string, std::string> options = {
-      {"model_prefix", prefix},
       {"vocab_size", std::to_string(vocab_size)},
       {"model_type", "unigram"},
       {"character_coverage", "1.0"},
@@ -104,10 +106,22 @@ void train_sentencepiece(const std::string& text, int vocab_size, const std::str
       {"split_digits", "true"},
       {"minloglevel", "1"},
   };
-  const auto status = sentencepiece::SentencePieceTrainer::Train(options, &lines);
+  std::string model;  // the trainer hands the model over instead of writing files unchecked
+  const auto status = sentencepiece::SentencePieceTrainer::Train(options, &lines, &model);
   if (!status.ok())
     throw UserError("SentencePiece training of '" + prefix + ".model' failed: " + status.ToString() +
                     " (a smaller --vocab-size, or more text, usually helps)");
+  sentencepiece::SentencePieceProcessor sp;
+  if (!sp.LoadFromSerializedProto(model).ok()) throw UserError("SentencePiece's trainer made a model it cannot load ('" + prefix + ".model')");
+  std::ostringstream vocab;  // what the trainer writes as PREFIX.vocab: piece, tab, score
+  for (int id = 0; id < sp.GetPieceSize(); ++id) vocab << sp.IdToPiece(id) << "\t" << sp.GetScore(id) << "\n";
+  StagedFile model_file(prefix + ".model", "SentencePiece model"), vocab_file(prefix + ".vocab", "SentencePiece vocabulary");
+  model_file.write(model);
+  vocab_file.write(vocab.str());
+  model_file.finish();
+  vocab_file.finish();
+  model_file.publish();
+  vocab_file.publish();
 }
 
 }  // namespace dtrain

@@ -28,8 +28,13 @@ void Checkpointing::init_from_weights(Trainer& trainer) {
         throw UserError("checkpoint.init_from=hf:" + dir + " converts the Hugging Face directory into a weights file in checkpoint.dir, "
                         "which every rank reads; set checkpoint.dir");
       if (rank_ != 0) return;
-      std::filesystem::create_directories(cfg_.checkpoint.dir);
-      converted = cfg_.checkpoint.dir + "/.init_from-hf.tmp.h5";
+      std::error_code ec;
+      std::filesystem::create_directories(cfg_.checkpoint.dir, ec);
+      if (ec)
+        throw UserError("checkpoint.init_from=hf:" + dir + " converts the Hugging Face directory into a weights file in checkpoint.dir, " +
+                        "but checkpoint.dir '" + cfg_.checkpoint.dir + "' cannot be created (" + ec.message() +
+                        "); give a writable directory");
+      converted = cfg_.checkpoint.dir + "/.init_from-hf.h5";
       try {
         import_hf(dir, converted, "", {});
       } catch (const UserError& e) {

@@ -223,7 +223,7 @@ PY
       --logging.metrics_file="$work/hfdir.jsonl" > "$work/hfdir.log" 2>&1 || { cat "$work/hfdir.log"; fail "init_from=hf:DIR"; }
     grep -q "initialised the model from Hugging Face directory '$work/hf'" "$work/hfdir.log" || { cat "$work/hfdir.log"; fail "no hf:DIR message"; }
     [ "$(first_loss "$work/hfdir.jsonl")" = "$b" ] || fail "init_from=hf:DIR first loss $(first_loss "$work/hfdir.jsonl"), the weights file's $b"
-    [ ! -e "$work/ck-hf/.init_from-hf.tmp.h5" ] || fail "the converted weights file was left behind"
+    [ -z "$(ls -a "$work/ck-hf" | grep init_from-hf)" ] || fail "the converted weights file was left behind"
     timeout 120 mpirun -np 2 "$dtrain" "$work/llama.ini" "${common[@]}" --model.num_query_groups=4 > "$work/other.log" 2>&1
     rc=$?
     [ $rc -eq 2 ] || { cat "$work/other.log"; fail "another model: exit $rc, expected 2"; }
@@ -250,7 +250,7 @@ PY
       *) why="" ;;
     esac
     [ -z "$why" ] || grep -q "ckpt-consolidate: error: .*$why" "$work/bad.log" || fail "the error does not say '$why'"
-    [ ! -e "$work/out.h5" ] && [ ! -e "$work/out.h5.tmp" ] || fail "a weights file was left behind" ;;
+    [ -z "$(ls -a "$work" | grep "^out\.h5")" ] || fail "a weights file was left behind: $(ls "$work")" ;;
   export_refusals)
     train gpt2
     mkdir -p "$work/full" && touch "$work/full/old.safetensors"
