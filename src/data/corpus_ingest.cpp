@@ -2,6 +2,7 @@
 // and the results reach the sink in input order; a progress line on a terminal.
 #include "data/corpus_ingest.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -207,7 +208,7 @@ IngestReport ingest(const IngestOptions& o, const Tokenizer& tokenizer, const Do
     throw UserError(std::string(o.sft ? "--sft" : "--append-eod") + " needs an end-of-document token, which the tokenizer (" +
                     tokenizer.identity() + ") lacks; use gpt2, hf:DIR or sentencepiece");
   const Tokenise tokenise(o, kind, tokenizer);
-  std::vector<WorkerState> states(static_cast<std::size_t>(o.workers));
+  std::vector<WorkerState> states(static_cast<std::size_t>(std::max(o.workers, 1)));
   for (WorkerState& s : states) s.tokenizer = tokenizer.clone();
   OrderedWorkers<Batch, BatchOut> workers(o.workers, [&](int w, Batch& b) { return tokenise(states[static_cast<std::size_t>(w)], b); });
 

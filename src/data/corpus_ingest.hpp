@@ -28,7 +28,7 @@ struct IngestOptions {
   ChatTemplate chat_template = ChatTemplate::plain;
   bool append_eod = false;  // every document ends with the tokenizer's end-of-document token (sft: always)
   bool skip_bad_lines = false;
-  int workers = 1;
+  int workers = 1;                // tokenising threads; 0: on the reading thread (no scheduling in the outcome)
   std::uint64_t max_tokens = 0;  // sft: a record of more tokens is refused (0: no bound) ...
   bool truncate = false;         // ... or cut to max_tokens, its last token then the end-of-document token
   bool progress = false;         // a progress line on stderr (a terminal), rewritten in place

@@ -2,7 +2,8 @@
 // were submitted, so that what is written does not depend on N or on which thread ran what. A worker's
 // exception is kept with its result and rethrown when that result's turn comes (the first problem in
 // input order is the one reported). The caller keeps at most 2N batches in flight (full()), taking
-// results with next() in between.
+// results with next() in between. With no workers (N = 0) there are no threads: submit() does the work
+// on the caller's thread, as worker 0 (a run that must not depend on scheduling: the fuzz target).
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -21,7 +22,8 @@ template <typename In, typename Out>
 class OrderedWorkers {
  public:
   // work(worker index, batch): runs on worker `index`'s thread (per-worker state, e.g. a tokenizer copy).
-  OrderedWorkers(int workers, std::function<Out(int, In&)> work) : work_(std::move(work)), limit_(2 * static_cast<std::size_t>(workers)) {
+  OrderedWorkers(int workers, std::function<Out(int, In&)> work)
+      : work_(std::move(work)), limit_(2 * static_cast<std::size_t>(workers > 0 ? workers : 1)), inline_(workers == 0) {
     for (int w = 0; w < workers; ++w) threads_.emplace_back([this, w] { run(w); });
   }
   ~OrderedWorkers() {
@@ -38,6 +40,10 @@ class OrderedWorkers {
 
   // Queues the next batch.
   void submit(In batch) {
+    if (inline_) {
+      results_.emplace(submitted_++, attempt(0, batch));
+      return;
+    }
     std::lock_guard<std::mutex> lock(m_);
     queue_.push_back({submitted_++, std::move(batch)});
     wake_.notify_one();
@@ -74,18 +80,22 @@ class OrderedWorkers {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
-      Result r;
-      try {
-        r.value.emplace(work_(w, job.second));
-      } catch (...) {
-        r.error = std::current_exception();
-      }
+      Result r = attempt(w, job.second);
       {
         std::lock_guard<std::mutex> lock(m_);
         results_.emplace(job.first, std::move(r));
       }
       done_.notify_all();
     }
+  }
+  Result attempt(int w, In& batch) {
+    Result r;
+    try {
+      r.value.emplace(work_(w, batch));
+    } catch (...) {
+      r.error = std::current_exception();
+    }
+    return r;
   }
 
   std::function<Out(int, In&)> work_;
@@ -96,6 +106,7 @@ class OrderedWorkers {
   std::map<std::uint64_t, Result> results_;
   std::uint64_t submitted_ = 0, taken_ = 0;
   bool stop_ = false;
+  bool inline_;
   std::vector<std::thread> threads_;
 };
 

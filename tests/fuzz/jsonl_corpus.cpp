@@ -18,6 +18,7 @@ DTRAIN_FUZZ_TARGET(jsonl_corpus) {
   o.skip_bad_lines = opt & 4;
   o.max_tokens = 64;
   o.truncate = opt & 32;
+  o.workers = 0;  // on this thread: libFuzzer's coverage, and so its mutations, must not depend on scheduling
   static const auto tokenizer = dtrain::make_tokenizer("byte");
   std::uint64_t tokens = 0;
   const auto report = dtrain::ingest(o, *tokenizer, [&](std::size_t, const std::uint32_t*, std::size_t n, const std::uint8_t*) { tokens += n; });
