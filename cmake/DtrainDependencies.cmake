@@ -33,10 +33,13 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SentencePiece REQUIRED IMPORTED_TARGET sentencepiece)
 
-# Corpora: simdjson parses JSON Lines, zlib and libzstd decompress .gz and .zst inputs.
+# Corpora: simdjson parses JSON Lines; zlib, libzstd, liblzma and libbz2 decompress .gz, .zst, .xz and
+# .bz2 inputs.
 find_package(simdjson REQUIRED)
 find_package(ZLIB REQUIRED)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+pkg_check_modules(LZMA REQUIRED IMPORTED_TARGET liblzma)
+find_package(BZip2 REQUIRED)
 
 if(DTRAIN_ENABLE_TESTING)
   find_package(Catch2 2 REQUIRED)

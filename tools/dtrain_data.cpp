@@ -6,6 +6,7 @@
 // first). A plain tool: it links dtrain_core but never starts MPI. Nothing is published unless
 // everything was written: outputs go to temporaries, renamed together at the end.
 #include <boost/program_options.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,8 +84,9 @@ po::options_description visible_options(Args& a) {
        "against model.vocab_size but cannot tell which tokenizer made them, so train with the same one "
        "(data.tokenizer)")
       ("json-keys", po::value(&a.json_keys)->multitoken()->value_name("KEY ...")->default_value({"text"}, "text"),
-       "JSON Lines input (.jsonl or .json, optionally .gz or .zst): the keys whose string values are the documents, "
-       "one output each (Megatron's --json-keys)")
+       "JSON Lines input (.jsonl or .json, optionally .gz, .zst, .xz or .bz2): the keys whose string values are the "
+       "documents, one output each (Megatron's --json-keys); the option takes every word after it, so give the input files "
+       "first or end the keys with --")
       ("append-eod", po::bool_switch(&a.append_eod),
        "end every document with the tokenizer's end-of-document token (<|endoftext|>, <|end_of_text|>, </s>), as "
        "Megatron's --append-eod; data.reset_attention_mask, reset_position_ids and eod_mask_loss find documents by it")
@@ -110,8 +112,8 @@ po::options_description visible_options(Args& a) {
 }
 
 void print_usage(const po::options_description& visible) {
-  std::cout << "Usage: dtrain-data --out PREFIX [--tokenizer NAME] [--format dtrain|megatron] [--workers N] INPUT.txt|INPUT.jsonl[.gz|.zst] ...\n"
-               "       dtrain-data --out PREFIX --json-keys KEY [KEY ...] [--append-eod] [--skip-bad-lines] INPUT.jsonl ...\n"
+  std::cout << "Usage: dtrain-data --out PREFIX [--tokenizer NAME] [--format dtrain|megatron] [--workers N] INPUT.txt|INPUT.jsonl[.gz|.zst|.xz|.bz2] ...\n"
+               "       dtrain-data --out PREFIX [--append-eod] [--skip-bad-lines] INPUT.jsonl ... --json-keys KEY [KEY ...]\n"
                "       dtrain-data --out PREFIX --sft [--chat-template auto|llama3|plain] [--seq-length N [--truncate]] CHAT.jsonl ...\n"
                "       dtrain-data --out PREFIX --train-tokenizer sentencepiece --vocab-size N [--format dtrain|megatron] INPUT.txt ...\n"
                "Reads the inputs in order (text: a document per paragraph; JSON Lines: a document per line and key),\n"
@@ -139,6 +141,13 @@ Args parse_args(int argc, char** argv) {
   if (a.out.empty()) throw UserError("missing --out PREFIX (e.g. --out data/mobydick); see dtrain-data --help");
   if (std::filesystem::path(a.out).filename().empty()) {
     throw UserError("--out '" + a.out + "' names a directory, not a prefix; give e.g. --out " + a.out + "corpus");
+  }
+  for (const std::string& key : a.json_keys) {
+    std::error_code ec;
+    // a path, not a word: a key that names a file and has a '/' or a '.' in it
+    if (!given["json-keys"].defaulted() && key.find_first_of("/.") != std::string::npos && std::filesystem::exists(key, ec))
+      throw UserError("--json-keys took '" + key + "', a file, as a key (the option takes every word after it); give the input "
+                      "files before --json-keys, or end the keys with --");
   }
   if (a.inputs.empty()) throw UserError("no input files given; see dtrain-data --help");
   if (!(a.val_fraction > 0.0 && a.val_fraction < 1.0)) {
@@ -171,6 +180,20 @@ Args parse_args(int argc, char** argv) {
     throw UserError("--val-fraction applies to --format dtrain; dtrain splits a Megatron dataset by data.split");
   }
   if (a.json_keys.empty()) throw UserError("--json-keys needs at least one key (e.g. --json-keys text)");
+  if (!given["json-keys"].defaulted())
+    for (const std::string& in : a.inputs)
+      if (dtrain::input_kind(in) != dtrain::InputKind::json)
+        throw UserError("--json-keys applies to JSON Lines inputs (.jsonl, .json), but '" + in + "' is read as text");
+  for (std::size_t i = 0; i < a.inputs.size(); ++i) {  // the same file twice would be its documents twice
+    struct stat si {};
+    if (::stat(a.inputs[i].c_str(), &si) != 0) continue;  // unreadable: the reader says so
+    for (std::size_t j = 0; j < i; ++j) {
+      struct stat sj {};
+      if (::stat(a.inputs[j].c_str(), &sj) == 0 && si.st_dev == sj.st_dev && si.st_ino == sj.st_ino)
+        throw UserError("the input '" + a.inputs[i] + "' is the same file as '" + a.inputs[j] +
+                        "': its documents would be written twice; give each file once");
+    }
+  }
   for (std::size_t i = 0; i < a.json_keys.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (a.json_keys[i] == a.json_keys[j]) throw UserError("--json-keys names \"" + a.json_keys[i] + "\" twice");

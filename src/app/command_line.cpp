@@ -26,12 +26,25 @@ po::options_description train_options(CommandLine& cl) {
   return d;
 }
 
+// --seed: digits only, so that "-1" is not read as 2^64-1 (Boost reads an unsigned value by strtoull).
+std::uint64_t parse_seed(const std::string& text) {
+  std::uint64_t v = 0;
+  bool ok = !text.empty() && text.size() <= 20;
+  for (char c : text) {
+    ok = ok && c >= '0' && c <= '9' && v <= (UINT64_MAX - static_cast<std::uint64_t>(c - '0')) / 10;
+    if (ok) v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (!ok) throw UserError("dtrain generate: --seed '" + text + "' is not a whole number from 0 to 18446744073709551615");
+  return v;
+}
+
 po::options_description generate_options(CommandLine& cl) {
   po::options_description d = common_options(cl);
   GenerateOptions& g = cl.generate;
   d.add_options()("weights", po::value(&g.weights)->value_name("FILE"),
                   "weights file (model-final.h5 or ckpt-consolidate --out); default checkpoint.dir/model-final.h5")(
-      "prompt", po::value(&g.prompt)->value_name("TEXT"), "text to continue (default: a newline)")(
+      "prompt", po::value<std::string>()->value_name("TEXT")->notifier([&g](const std::string& t) { g.prompt = t, g.prompt_given = true; }),
+      "text to continue (default: a newline)")(
       "prompts", po::value(&g.prompts_file)->value_name("FILE"),
       "a file of prompts, one a line (\\n in a line is a newline): a batch generated together, each continuation printed "
       "after a line '=== prompt K'")(
@@ -42,8 +55,8 @@ po::options_description generate_options(CommandLine& cl) {
       "nucleus sampling: among the fewest most probable tokens whose probabilities sum to P (1: all)")(
       "no-cache", po::bool_switch(&g.no_cache),
       "no key/value cache: every token a forward pass over the whole context (slower; the cache's reference)")(
-      "seed", po::value<std::uint64_t>()->value_name("N")->notifier([&g](std::uint64_t s) { g.seed = s; }),
-      "sampling seed (default: training.seed)");
+      "seed", po::value<std::string>()->value_name("N")->notifier([&g](const std::string& s) { g.seed = parse_seed(s); }),
+      "sampling seed, 0 to 2^64-1 (default: training.seed)");
   return d;
 }
 

@@ -16,6 +16,7 @@ namespace dtrain {
 struct GenerateOptions {
   std::string weights;  // default: checkpoint.dir/model-final.h5
   std::string prompt = "\n";
+  bool prompt_given = false;
   int tokens = 400;
   std::string prompts_file;  // one prompt a line: a batch generated together
   double temperature = 0.8;

@@ -115,7 +115,7 @@ MemoryLimit memory_limit(HostComm world, const Config& cfg, const LaunchEnv& env
   return limit;
 }
 
-int run(int argc, char** argv, HostComm world) {
+int run(int argc, char** argv, HostComm world, StartupStop& startup) {
   const int rank = world.rank(), size = world.size();
   const CommandLine cl = parse_dtrain_command_line(argc, argv);
   if (cl.help) {
@@ -148,13 +148,13 @@ int run(int argc, char** argv, HostComm world) {
   OptionTable table(cfg);  // views the loaded values, for reports and checkpoints
   // A dry run plans on any machine (a login node has no GPU): it does not select devices.
   const Placement placement = cl.dry_run ? Placement{} : place_ranks(world, cfg.system.device, cfg.system.comm_backend, cfg.system.precision, env);
-  if (cl.command == CommandLine::Command::generate) return run_generate(cfg, env, cl.generate, placement.backend);
+  if (cl.command == CommandLine::Command::generate) return run_generate(cfg, env, cl.generate, placement.backend, startup);
   const TrainingPlan plan = make_plan(cfg, size, memory_limit(world, cfg, env, placement));
   if (cl.dry_run) {
     print_dry_run(world, table, cfg, plan, env);
     return 0;
   }
-  return run_training(world, cfg, plan, env, placement, config_as_ini(table));
+  return run_training(world, cfg, plan, env, placement, config_as_ini(table), startup);
 }
 
 }  // namespace
@@ -168,9 +168,11 @@ int dtrain_main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int code = 0;
   {
+    // A stop signal before any step ends the job within a second (plan, calibrate, a long start-up).
+    StartupStop startup;
     kernels::HostRuntime host_kernels;
     try {
-      code = run(argc, argv, MPI_COMM_WORLD);
+      code = run(argc, argv, MPI_COMM_WORLD, startup);
     } catch (const UserError& e) {
       // Raised identically on every rank: print once, exit everywhere.
       if (rank == 0) {

@@ -115,6 +115,9 @@ void read_weights(const std::string& path, const TensorTable& table, float* valu
   for (const auto& t : table.tensors()) {
     check_tensor(f, present, t);
     const std::vector<float> data = f.read_floats(t.name);
+    if (!std::all_of(data.begin(), data.end(), [](float v) { return std::isfinite(v); }))
+      throw UserError("weights file '" + path + "': tensor '" + t.name + "' holds non-finite values (NaN or infinity); a model "
+                      "cannot start from it");
     std::copy(data.begin(), data.end(), values + t.offset);
   }
 }

@@ -53,8 +53,8 @@ class WeightsWriter {
 // a temporary file renamed into place; stored as fp32 or rounded to bf16 or fp16.
 void write_weights(const std::string& path, const TensorTable& table, const float* values, const WeightsMeta& meta,
                    h5::Stored stored = h5::Stored::f32);
-// Reads every tensor of `table` into values (table.total() floats, arena order); a missing dataset or
-// a shape mismatch is a UserError naming both.
+// Reads every tensor of `table` into values (table.total() floats, arena order); a missing dataset, a
+// shape mismatch or a non-finite value is a UserError naming the file and the tensor.
 void read_weights(const std::string& path, const TensorTable& table, float* values);
 WeightsMeta weights_meta(const std::string& path);
 // The 16-bit type every weight of the file (its root datasets) is stored in (bf16 or fp16), else fp32.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -102,9 +103,11 @@ class Tokenise {
       return;
     }
     const SftRecord record = w.parser.sft(text);
-    bool answered = record.pair;  // a pair's completion is not empty (the parser checked it)
-    for (const ChatMessage& m : record.messages) answered = answered || (m.role == "assistant" && !trim_whitespace(m.content).empty());
-    if (!answered) throw RecordError("the assistant's content is only whitespace: nothing to train on (an empty completion)");
+    // Every answer trains something: the parser saw each non-empty, and none may be only whitespace.
+    for (std::size_t k = record.pair ? 1 : 0; k < record.messages.size(); ++k)
+      if ((record.pair || record.messages[k].role == "assistant") && trim_whitespace(record.messages[k].content).empty())
+        throw RecordError("the assistant's content is only whitespace: nothing to train on (" +
+                          (record.pair ? std::string("the completion") : "message " + std::to_string(k + 1)) + ")");
     MaskedTokens r = renderer_->render(record, *w.tokenizer);
     const auto trained = [&] {
       for (std::uint8_t m : r.mask)
@@ -189,8 +192,7 @@ class Progress {
 
 InputKind input_kind(const std::string& path) {
   std::string p = path;
-  for (const char* c : {".gz", ".zst"})
-    if (ends_with(p, c)) p.resize(p.size() - std::string(c).size());
+  p.resize(p.size() - std::strlen(compression_suffix(compression_of(p))));
   return ends_with(p, ".jsonl") || ends_with(p, ".json") ? InputKind::json : InputKind::text;
 }
 
@@ -203,8 +205,8 @@ IngestReport ingest(const IngestOptions& o, const Tokenizer& tokenizer, const Do
   for (const std::string& p : o.inputs)
     if (input_kind(p) != kind)
       throw UserError("the inputs mix JSON Lines ('" + o.inputs[0] + "') and text ('" + p + "'); give files of one kind");
-  if (o.sft && kind != InputKind::json) throw UserError("--sft reads JSON Lines (.jsonl, .json, optionally .gz or .zst), not text");
-  if ((o.append_eod || o.sft) && !tokenizer.eod() && !(o.sft && o.chat_template == ChatTemplate::plain))
+  if (o.sft && kind != InputKind::json) throw UserError("--sft reads JSON Lines (.jsonl, .json, optionally .gz, .zst, .xz or .bz2), not text");
+  if ((o.append_eod || o.sft) && !tokenizer.eod())
     throw UserError(std::string(o.sft ? "--sft" : "--append-eod") + " needs an end-of-document token, which the tokenizer (" +
                     tokenizer.identity() + ") lacks; use gpt2, hf:DIR or sentencepiece");
   const Tokenise tokenise(o, kind, tokenizer);

@@ -1,7 +1,10 @@
 // Reading a user's corpus file as a stream of bytes, plain or compressed (chosen by the name's ending:
-// .gz through zlib, .zst through libzstd, anything else as it is), and cutting it into lines. Every
-// problem (unreadable file, corrupt or truncated compressed data, a line beyond the bound) is a UserError
-// naming the file (and the line).
+// .gz through zlib, .zst through libzstd, .xz through liblzma, .bz2 through libbz2, anything else as it
+// is; the first bytes must agree: a name that promises a format the bytes do not hold, or compressed
+// bytes under a plain name, is refused), and cutting it into lines. Concatenated members, frames and
+// streams are read as the formats' own tools read them. Every problem (unreadable file, corrupt or
+// truncated compressed data, other bytes after it, a line beyond the bound) is a UserError naming the
+// file (and the line): compressed data never just ends early.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -11,10 +14,12 @@
 
 namespace dtrain {
 
-enum class Compression { none, gzip, zstd };
+enum class Compression { none, gzip, zstd, xz, bzip2 };
 
-// By the file name: ".gz" gzip, ".zst" zstd, else none.
+// By the file name: ".gz" gzip, ".zst" zstd, ".xz" xz, ".bz2" bzip2, else none.
 Compression compression_of(const std::string& path);
+// The name's ending of a compression ("" for none).
+const char* compression_suffix(Compression c);
 
 class InputStream {
  public:

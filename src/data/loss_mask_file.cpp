@@ -56,8 +56,10 @@ std::vector<std::uint8_t> read_loss_mask(const std::string& path, std::uint64_t 
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) throw UserError("cannot read " + label + " (" + std::strerror(errno) + ")");
   std::uint8_t header[kLossMaskHeaderBytes];
-  if (std::fread(header, 1, sizeof header, f.get()) != sizeof header)
+  if (std::fread(header, 1, sizeof header, f.get()) != sizeof header) {
+    if (std::ferror(f.get())) throw UserError("cannot read " + label + " (" + std::strerror(errno) + ")");  // a directory: EISDIR
     throw UserError(label + " is shorter than its 32-byte header; " + kRemake);
+  }
   if (std::memcmp(header, kLossMaskMagic, sizeof kLossMaskMagic) != 0)
     throw UserError("'" + path + "' is not a dtrain loss mask file (no \"DTRAINLM\" magic); " + kRemake);
   if (load_le(header + 8, 4) != 1) throw UserError(label + " has format version " + std::to_string(load_le(header + 8, 4)) + ", but this dtrain reads version 1; " + kRemake);

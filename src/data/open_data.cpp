@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/error.hpp"
 #include "data/batch_sampler.hpp"
 #include "data/loss_mask_file.hpp"
 #include "data/megatron_dataset.hpp"
@@ -23,17 +24,34 @@ std::unique_ptr<TokenSource> open_token_file(const std::string& prefix, const st
   auto file = std::make_unique<TokenFile>(TokenFile::open(path, vocab_size));
   check_made_with(spec, tokenizer, file->tokenizer(), "token file '" + path + "'");
   check_sequence_fits(*file, seq_length, "token file '" + path + "'");
-  // A loss mask beside the tokens (dtrain-data --sft) comes with them.
+  // A loss mask beside the tokens (dtrain-data --sft) comes with them, for both streams or for neither:
+  // a mask missing beside one would make that stream count every token without a word.
   std::error_code ec;
-  if (const std::string mask = loss_mask_path(path); std::filesystem::exists(mask, ec)) file->attach_loss_mask(mask, path);
+  const std::string mask = loss_mask_path(path);
+  for (const char* other : {"train", "val"}) {
+    const std::string other_tokens = prefix + "." + other + ".bin", other_mask = loss_mask_path(other_tokens);
+    if (other == stream || !std::filesystem::exists(other_tokens, ec)) continue;
+    const bool here = std::filesystem::exists(mask, ec), there = std::filesystem::exists(other_mask, ec);
+    if (here != there)
+      throw UserError("loss mask file '" + (here ? other_mask : mask) + "' is missing, but '" + (here ? mask : other_mask) +
+                      "' is there: a data set with a loss mask needs it for both splits; re-make both with dtrain-data --sft");
+  }
+  if (std::filesystem::exists(mask, ec)) file->attach_loss_mask(mask, path);
   return file;
 }
 
 std::unique_ptr<TokenSource> open_megatron(const std::string& prefix, const std::string& stream, const DataSplit& split,
                                            int vocab_size, int seq_length, ScanShare share) {
   auto data = std::make_unique<MegatronDataset>(MegatronDataset::open(prefix));
+  // A loss mask dataset beside it (dtrain-data --sft): both of its files, or neither.
   std::error_code ec;
-  if (const std::string mask = megatron_loss_mask_prefix(prefix); std::filesystem::exists(mask + ".idx", ec)) data->attach_loss_mask(mask);
+  const std::string mask = megatron_loss_mask_prefix(prefix);
+  const bool idx = std::filesystem::exists(mask + ".idx", ec), bin = std::filesystem::exists(mask + ".bin", ec);
+  if (idx != bin)
+    throw UserError("loss mask dataset '" + mask + "' has " + (idx ? ".idx but no .bin" : ".bin but no .idx") +
+                    " beside Megatron dataset '" + prefix + "'; a loss mask needs both of its files: re-make them with dtrain-data --sft, "
+                    "or remove the one left");
+  if (idx) data->attach_loss_mask(mask);
   const int part = stream == "train" ? 0 : 1;
   const auto [first, last] = split_documents(data->num_documents(), split, part);
   data->keep_documents(first, last);

@@ -1,5 +1,6 @@
 // import_hf: a Hugging Face directory of safetensors files -> a dtrain weights file.
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -159,9 +160,14 @@ Config import_hf(const std::string& dir, const std::string& out, const std::stri
   std::size_t done = 0;
   for (const auto& spec : whole.table.tensors()) {
     std::vector<float> global(spec.numel);
-    for (std::size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].source == spec.name)
-        from_hf(tensors[i], found[i].first->read(*found[i].second), global, spec.global_shape.back());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].source != spec.name) continue;
+      const std::vector<float> hf = found[i].first->read(*found[i].second);
+      if (!std::all_of(hf.begin(), hf.end(), [](float v) { return std::isfinite(v); }))
+        throw UserError("'" + found[i].first->path() + "': tensor '" + tensors[i].name +
+                        "' holds non-finite values (NaN or infinity); a model cannot start from it");
+      from_hf(tensors[i], hf, global, spec.global_shape.back());
+    }
     std::copy(global.begin(), global.end(), values.begin() + static_cast<std::ptrdiff_t>(spec.offset));
     if (progress) progress(static_cast<int>(++done), static_cast<int>(whole.table.tensors().size()), spec.name);
   }

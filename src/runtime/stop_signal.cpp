@@ -1,9 +1,12 @@
 // Stop-signal recording (async-signal-safe: one sig_atomic_t) and the step-boundary agreement.
 #include "runtime/stop_signal.hpp"
 
+#include <mpi.h>
 #include <pthread.h>
 
+#include <chrono>
 #include <csignal>
+#include <cstdio>
 
 
 namespace dtrain {
@@ -33,6 +36,42 @@ void install_stop_signal_handlers() {
 }
 
 int received_stop_signal() { return g_stop_signal; }
+
+StartupStop::StartupStop(double grace_s) {
+  watcher_ = std::thread([this, grace_s] {
+    // The stop signals stay with the main thread, whose handler records them.
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGUSR1);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    using clock = std::chrono::steady_clock;
+    clock::time_point seen{};
+    std::unique_lock<std::mutex> lock(m_);
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(20), [this] { return done_; })) {
+      const int signo = received_stop_signal();
+      if (signo == 0) continue;
+      if (seen == clock::time_point{}) seen = clock::now();
+      if (std::chrono::duration<double>(clock::now() - seen).count() < grace_s) continue;
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      std::fprintf(stderr, "dtrain: rank %d: received %s during start-up, before any step: nothing to save; ending the job with "
+                   "code %d so that it can be requeued\n", rank, signal_name(signo), kPreemptedExit);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, kPreemptedExit);
+    }
+  });
+}
+
+void StartupStop::done() {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    if (done_) return;
+    done_ = true;
+  }
+  wake_.notify_all();
+  watcher_.join();
+}
 
 const char* signal_name(int signo) {
   switch (signo) {

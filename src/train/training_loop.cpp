@@ -28,7 +28,7 @@
 namespace dtrain {
 
 int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env, const Placement& placement,
-                 const std::string& config_text) {
+                 const std::string& config_text, StartupStop& startup) {
   const kernels::Backend backend = placement.backend;
   const RankLayout layout(plan.sizes, cfg.system.rank_order);
   Watchdog watchdog(env.world_rank, cfg.system.collective_timeout_s, cfg.system.step_timeout_s, env.node_name);
@@ -109,7 +109,9 @@ int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, co
 
   // A stop signal received during start-up (handlers are installed first thing in main): nothing has
   // been trained since the last checkpoint, so there is nothing to save.
-  if (const int sig = all_reduce(world, received_stop_signal(), HostOp::max)) {
+  const int sig = all_reduce(world, received_stop_signal(), HostOp::max);
+  startup.done();  // from here on a stop signal is agreed on at the step boundaries
+  if (sig) {
     log.message(std::string("dtrain: received ") + signal_name(sig) + " before the first step; nothing to save" +
                 (first_step > 0 ? " (step " + std::to_string(first_step) + " is already checkpointed)" : std::string()) +
                 "; exiting with code " + std::to_string(kPreemptedExit) + " so the job can be requeued");

@@ -8,12 +8,14 @@
 #include "launch/launch_env.hpp"
 #include "launch/placement.hpp"
 #include "plan/training_plan.hpp"
+#include "runtime/stop_signal.hpp"
 
 namespace dtrain {
 
 // Collective over world. config_text is the resolved input file (stored in checkpoints). Returns the
-// process exit code: 0 when training is complete, kPreemptedExit after a stop signal.
+// process exit code: 0 when training is complete, kPreemptedExit after a stop signal. `startup` is
+// done once the ranks agreed, before the first step, whether a stop signal came during start-up.
 int run_training(HostComm world, const Config& cfg, const TrainingPlan& plan, const LaunchEnv& env, const Placement& placement,
-                 const std::string& config_text);
+                 const std::string& config_text, StartupStop& startup);
 
 }  // namespace dtrain

@@ -29,7 +29,8 @@
 #       far below a fresh model's, and checkpoint.init_from=hf:DIR on 1 rank with the very same first loss
 #       as the weights file there (no converted file left); a model with other keys is refused naming the key
 #   bad_missing_tensor, bad_wrong_shape, bad_extra_tensor, bad_truncated, bad_bad_header, bad_no_config,
-#   bad_index_missing_tensor, bad_trailing_bytes, bad_gap, bad_huge_shape
+#   bad_index_missing_tensor, bad_trailing_bytes, bad_gap, bad_huge_shape, bad_nan (a NaN in a tensor: the
+#   error names the Hugging Face file and tensor, not a temporary file and dtrain's name)
 #       a damaged directory: --import-hf fails with one error naming the file and the tensor, exit 2,
 #       and writes no weights file
 #   export_refusals
@@ -247,6 +248,7 @@ PY
       trailing_bytes) why="trailing bytes" ;;
       gap) why="a gap in the data" ;;
       huge_shape) why="more bytes than 64 bits count" ;;
+      nan) why="holds non-finite values (NaN or infinity)" ;;
       *) why="" ;;
     esac
     [ -z "$why" ] || grep -q "ckpt-consolidate: error: .*$why" "$work/bad.log" || fail "the error does not say '$why'"

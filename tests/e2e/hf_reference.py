@@ -443,6 +443,11 @@ def damage(kind, src, dst):
     elif kind == "huge_shape":  # a shape whose byte count does not fit 64 bits
         header[victim]["shape"] = [2 ** 32, 2 ** 32]
         write_safetensors(path, header, data)
+    elif kind == "nan":  # one element of the victim a NaN, in the file's own dtype
+        begin = header[victim]["data_offsets"][0]
+        nan = struct.pack("<f", float("nan")) if header[victim]["dtype"] == "F32" else struct.pack("<H", 0x7FC0 if header[victim]["dtype"] == "BF16" else 0x7E00)
+        data = data[:begin + len(nan)] + nan + data[begin + 2 * len(nan):]
+        write_safetensors(path, header, data)
     elif kind == "index_missing_tensor":
         j = json.load(open(index))
         del j["weight_map"][victim]

@@ -7,13 +7,17 @@
 #                   while it still loads its libraries, long before the handler is installed (the
 #                   ranks preload SLOW_START_LIBRARY, whose 0.3 s constructor stands for a cold node's
 #                   library loading: on a warm machine the window is a few ms)
+#         slow_load as soon as every rank has its handler installed, while a start-up phase takes 30 s (the
+#                   ranks preload SLOW_START_LIBRARY = slow_open.c, whose open of the token file waits):
+#                   the job must end within 10 s with code 3 (mpirun's), not after the phase
 #   SIGNAL: USR1 (default) or TERM
 set -u
 dtrain=$1 tool=$2 src=$3 when=${4:-handled} sig=${5:-USR1} slow=${6:-}
 source "$(dirname "$0")/lib.sh"
 export OMPI_MCA_orte_abort_on_non_zero_status=0
 make_small_data "$tool"
-timeout -k 5 60 mpirun -np 2 ${slow:+-x LD_PRELOAD="$slow"} bash -c '"$@"; echo "rank-exit $OMPI_COMM_WORLD_RANK $?"' _ "$dtrain" "$src/inputs/tiny.ini" \
+[ "$when" = slow_load ] && export SLOW_OPEN=d.train.bin
+timeout -k 5 60 mpirun -np 2 ${slow:+-x LD_PRELOAD="$slow"} ${SLOW_OPEN:+-x SLOW_OPEN} bash -c '"$@"; echo "rank-exit $OMPI_COMM_WORLD_RANK $?"' _ "$dtrain" "$src/inputs/tiny.ini" \
   "--data.path=$work/d" --system.tensor_model_parallel_size=1 --training.train_iters=50 --training.eval_interval=0 \
   "--checkpoint.dir=$work/ck" "--logging.metrics_file=$work/m.jsonl" > "$work/out.log" 2>&1 &
 runner=$!
@@ -50,8 +54,20 @@ done
 [ "$when" != at_launch ] || [ "$(wc -w <<<"$signalled")" -eq 2 ] ||
   { kill -"$sig" $pids; wait $runner; fail "a rank never had SIG$sig blocked at start (the dtrain launcher blocks it first)"; }
 [ "$when" = at_launch ] || kill -"$sig" $pids
+signalled_at=$(date +%s.%N)
 wait $runner
+runner_rc=$?
 cat "$work/out.log"
+if [ "$when" = slow_load ]; then
+  took=$(echo "$(date +%s.%N) - $signalled_at" | bc)
+  echo "the job ended $took s after the signal, with code $runner_rc"
+  [ "$runner_rc" -eq 3 ] || fail "mpirun exited $runner_rc, not 3"
+  [ "$(echo "$took < 10" | bc)" -eq 1 ] || fail "the job went on with its start-up for $took s after the signal"
+  grep -q "received SIG$sig during start-up, before any step: nothing to save" "$work/out.log" || fail "no message"
+  [ ! -e "$work/ck/latest" ] || fail "a checkpoint was written"
+  echo PASS
+  exit 0
+fi
 [ "$(grep -c '^rank-exit [01] 3$' "$work/out.log")" -eq 2 ] || fail "not every rank exited 3"
 grep -q "received SIG$sig before the first step; nothing to save" "$work/out.log" || fail "no message"
 [ ! -e "$work/ck/latest" ] || fail "a checkpoint was written"
