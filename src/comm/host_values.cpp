@@ -1,5 +1,5 @@
 // The host-value collectives of host_values.hpp: one checked nonblocking MPI call each, waited for by
-// mpi_wait (comm/mpi_wait.hpp).
+// mpi_blocking (comm/mpi_wait.hpp).
 #include "comm/host_values.hpp"
 
 #include "comm/mpi_wait.hpp"
@@ -42,17 +42,13 @@ MPI_Op mpi_op(HostOp op) {
 }  // namespace
 
 void barrier(HostComm comm) {
-  MPI_Request r;
-  MPI_CHECK(MPI_Ibarrier(comm.mpi(), &r));
-  mpi_wait(r);
+  mpi_blocking([&](MPI_Request* r) { MPI_CHECK(MPI_Ibarrier(comm.mpi(), r)); });
 }
 
 template <typename T>
 T all_reduce(HostComm comm, T value, HostOp op) {
   T out{};
-  MPI_Request r;
-  MPI_CHECK(MPI_Iallreduce(&value, &out, 1, mpi_type<T>(), mpi_op(op), comm.mpi(), &r));
-  mpi_wait(r);
+  mpi_blocking([&](MPI_Request* r) { MPI_CHECK(MPI_Iallreduce(&value, &out, 1, mpi_type<T>(), mpi_op(op), comm.mpi(), r)); });
   return out;
 }
 
@@ -62,56 +58,49 @@ std::pair<double, int> all_reduce_loc(HostComm comm, double value, HostOp op) {
     double value;
     int rank;
   } mine{value, comm.rank()}, best{0.0, 0};
-  MPI_Request r;
-  MPI_CHECK(MPI_Iallreduce(&mine, &best, 1, MPI_DOUBLE_INT, op == HostOp::min ? MPI_MINLOC : MPI_MAXLOC, comm.mpi(), &r));
-  mpi_wait(r);
+  mpi_blocking([&](MPI_Request* r) {
+    MPI_CHECK(MPI_Iallreduce(&mine, &best, 1, MPI_DOUBLE_INT, op == HostOp::min ? MPI_MINLOC : MPI_MAXLOC, comm.mpi(), r));
+  });
   return {best.value, best.rank};
 }
 
 template <typename T>
 void broadcast(HostComm comm, T* values, int count, int root) {
-  MPI_Request r;
-  MPI_CHECK(MPI_Ibcast(values, count, mpi_type<T>(), root, comm.mpi(), &r));
-  mpi_wait(r);
+  mpi_blocking([&](MPI_Request* r) { MPI_CHECK(MPI_Ibcast(values, count, mpi_type<T>(), root, comm.mpi(), r)); });
 }
 
 void broadcast_string(HostComm comm, std::string& text, int root) {
   long len = static_cast<long>(text.size());
-  MPI_Request r;
-  MPI_CHECK(MPI_Ibcast(&len, 1, MPI_LONG, root, comm.mpi(), &r));
-  mpi_wait(r);
+  mpi_blocking([&](MPI_Request* r) { MPI_CHECK(MPI_Ibcast(&len, 1, MPI_LONG, root, comm.mpi(), r)); });
   text.resize(static_cast<std::size_t>(len));
-  MPI_CHECK(MPI_Ibcast(text.data(), static_cast<int>(len), MPI_CHAR, root, comm.mpi(), &r));
-  mpi_wait(r);
+  mpi_blocking([&](MPI_Request* r) { MPI_CHECK(MPI_Ibcast(text.data(), static_cast<int>(len), MPI_CHAR, root, comm.mpi(), r)); });
 }
 
 template <typename T>
 void gather(HostComm comm, const T* mine, int count, T* all, int root) {
-  MPI_Request r;
-  MPI_CHECK(MPI_Igather(mine, count, mpi_type<T>(), all, count, mpi_type<T>(), root, comm.mpi(), &r));
-  mpi_wait(r);
+  mpi_blocking([&](MPI_Request* r) {
+    MPI_CHECK(MPI_Igather(mine, count, mpi_type<T>(), all, count, mpi_type<T>(), root, comm.mpi(), r));
+  });
 }
 
 template <typename T>
 void gather_in_place_on_root(HostComm comm, const T* mine, int count, T* all, const int* counts, const int* offsets, int root) {
   const bool on_root = comm.rank() == root;
-  MPI_Request r;
-  MPI_CHECK(MPI_Igatherv(on_root ? MPI_IN_PLACE : mine, count, mpi_type<T>(), all, counts, offsets, mpi_type<T>(), root, comm.mpi(), &r));
-  mpi_wait(r);
+  mpi_blocking([&](MPI_Request* r) {
+    MPI_CHECK(MPI_Igatherv(on_root ? MPI_IN_PLACE : mine, count, mpi_type<T>(), all, counts, offsets, mpi_type<T>(), root, comm.mpi(), r));
+  });
 }
 
 template <typename T>
 void gatherv(HostComm comm, const T* mine, int count, T* all, const int* counts, const int* offsets, int root) {
-  MPI_Request r;
-  MPI_CHECK(MPI_Igatherv(mine, count, mpi_type<T>(), all, counts, offsets, mpi_type<T>(), root, comm.mpi(), &r));
-  mpi_wait(r);
+  mpi_blocking([&](MPI_Request* r) {
+    MPI_CHECK(MPI_Igatherv(mine, count, mpi_type<T>(), all, counts, offsets, mpi_type<T>(), root, comm.mpi(), r));
+  });
 }
 
 template <typename T>
 void reduce_sum(HostComm comm, const T* mine, T* out, int count, int root) {
-  MPI_Request r;
-  MPI_CHECK(MPI_Ireduce(mine, out, count, mpi_type<T>(), MPI_SUM, root, comm.mpi(), &r));
-  mpi_wait(r);
+  mpi_blocking([&](MPI_Request* r) { MPI_CHECK(MPI_Ireduce(mine, out, count, mpi_type<T>(), MPI_SUM, root, comm.mpi(), r)); });
 }
 
 void truncate_mpi_file(void* mpi_file_handle) { MPI_File_set_size(*static_cast<MPI_File*>(mpi_file_handle), 0); }

@@ -156,6 +156,13 @@ OpInfo MpiCommunicator::info(const CommLabel& label, int peer, std::size_t bytes
           label.micro_batch, label.stage};
 }
 
+void MpiCommunicator::blocking(const CommLabel& label, int peer, std::size_t bytes, const char* kind,
+                               const std::function<void(MPI_Request*)>& start) {
+  auto w = watch(watchdog_, info(label, peer, bytes));
+  Trace::Span span(trace_, label.what, kind);
+  mpi_blocking(start);
+}
+
 CommRequest MpiCommunicator::pending(MPI_Request request, const CommLabel& label, int peer, std::size_t bytes,
                                      std::function<void()> then) {
   return CommRequest(std::make_unique<MpiRequest>(std::vector<MPI_Request>{request}, watchdog_, info(label, peer, bytes), std::move(then)));
@@ -183,13 +190,9 @@ CommRequest MpiCommunicator::all_reduce(void* buf, std::size_t count, DType t, R
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(op, t), comm_, &req));
     return pending(req, label, -1, bytes, [this, h, buf, bytes] { done(h, buf, 0, bytes); });
   }
-  {
-    auto w = watch(watchdog_, info(label, -1, bytes));
-    Trace::Span span(trace_, label.what, "comm");
-    MPI_Request r;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(op, t), comm_, &r));
-    mpi_wait(r);
-  }
+  blocking(label, -1, bytes, "comm", [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(op, t), comm_, r));
+  });
   done(h, buf, 0, bytes);
   return {};
 }
@@ -198,13 +201,9 @@ void MpiCommunicator::all_gather(const void* send, void* recv, std::size_t count
   const int n = checked_count(count);
   const std::size_t bytes = count * dtype_bytes(t), all = bytes * static_cast<std::size_t>(size());
   const HostView hs = host_view(send, bytes, true), hr = host_view(recv, all, false);
-  {
-    auto w = watch(watchdog_, info(label, -1, all));
-    Trace::Span span(trace_, label.what, "comm");
-    MPI_Request r;
-    MPI_CHECK(MPI_Iallgather(hs.data, n, mpi_type(t), hr.data, n, mpi_type(t), comm_, &r));
-    mpi_wait(r);
-  }
+  blocking(label, -1, all, "comm", [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Iallgather(hs.data, n, mpi_type(t), hr.data, n, mpi_type(t), comm_, r));
+  });
   done(hs, nullptr, 0, 0);
   done(hr, recv, 0, all);
 }
@@ -213,13 +212,9 @@ void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::size_t c
   const int n = checked_count(count);
   const std::size_t bytes = count * dtype_bytes(t), all = bytes * static_cast<std::size_t>(size());
   const HostView hs = host_view(send, all, true), hr = host_view(recv, bytes, false);
-  {
-    auto w = watch(watchdog_, info(label, -1, all));
-    Trace::Span span(trace_, label.what, "comm");
-    MPI_Request r;
-    MPI_CHECK(MPI_Ireduce_scatter_block(hs.data, hr.data, n, mpi_type(t), mpi_op(ReduceOp::sum, t), comm_, &r));
-    mpi_wait(r);
-  }
+  blocking(label, -1, all, "comm", [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Ireduce_scatter_block(hs.data, hr.data, n, mpi_type(t), mpi_op(ReduceOp::sum, t), comm_, r));
+  });
   done(hs, nullptr, 0, 0);
   done(hr, recv, 0, bytes);
 }
@@ -241,13 +236,9 @@ CommRequest MpiCommunicator::reduce_scatter_in_place(void* buf, std::size_t coun
     MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(ReduceOp::sum, t), comm_, &req));
     return pending(req, label, -1, all, finish);
   }
-  {
-    auto w = watch(watchdog_, info(label, -1, all));
-    Trace::Span span(trace_, label.what, "comm");
-    MPI_Request r;
-    MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(ReduceOp::sum, t), comm_, &r));
-    mpi_wait(r);
-  }
+  blocking(label, -1, all, "comm", [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, h.data, n, mpi_type(t), mpi_op(ReduceOp::sum, t), comm_, r));
+  });
   finish();
   return {};
 }
@@ -263,13 +254,9 @@ CommRequest MpiCommunicator::all_gather_in_place(void* buf, std::size_t count, D
     MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, mpi_type(t), h.data, n, mpi_type(t), comm_, &req));
     return pending(req, label, -1, all, [this, h, buf, all] { done(h, buf, 0, all); });
   }
-  {
-    auto w = watch(watchdog_, info(label, -1, all));
-    Trace::Span span(trace_, label.what, "comm");
-    MPI_Request r;
-    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, mpi_type(t), h.data, n, mpi_type(t), comm_, &r));
-    mpi_wait(r);
-  }
+  blocking(label, -1, all, "comm", [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, mpi_type(t), h.data, n, mpi_type(t), comm_, r));
+  });
   done(h, buf, 0, all);
   return {};
 }
@@ -285,12 +272,10 @@ void MpiCommunicator::all_to_all_v(const void* send, const Blocks& send_blocks, 
   const std::size_t send_bytes = send_blocks.extent() * e, recv_bytes = recv_blocks.extent() * e;
   const HostView hs = host_view(send, send_bytes, true), hr = host_view(recv, recv_bytes, false);
   {
-    auto w = watch(watchdog_, info(label, -1, (send_blocks.total() + recv_blocks.total()) * e));
-    Trace::Span span(trace_, label.what, "comm");
     const AllToAllTimer timer(all_to_all_seconds_);
-    MPI_Request r;
-    MPI_CHECK(MPI_Ialltoallv(hs.data, sc.data(), sd.data(), mpi_type(t), hr.data, rc.data(), rd.data(), mpi_type(t), comm_, &r));
-    mpi_wait(r);
+    blocking(label, -1, (send_blocks.total() + recv_blocks.total()) * e, "comm", [&](MPI_Request* r) {
+      MPI_CHECK(MPI_Ialltoallv(hs.data, sc.data(), sd.data(), mpi_type(t), hr.data, rc.data(), rd.data(), mpi_type(t), comm_, r));
+    });
   }
   done(hs, nullptr, 0, 0);
   if (hr.slot < 0) return;
@@ -307,12 +292,10 @@ std::vector<std::size_t> MpiCommunicator::exchange_counts(const std::vector<std:
   const int k = checked_count(send_counts.size() / n);
   std::vector<std::uint64_t> out(send_counts.begin(), send_counts.end()), in(send_counts.size());
   {
-    auto w = watch(watchdog_, info(label, -1, 2 * out.size() * sizeof(std::uint64_t)));
-    Trace::Span span(trace_, label.what, "comm");
     const AllToAllTimer timer(all_to_all_seconds_);
-    MPI_Request r;
-    MPI_CHECK(MPI_Ialltoall(out.data(), k, MPI_UINT64_T, in.data(), k, MPI_UINT64_T, comm_, &r));
-    mpi_wait(r);
+    blocking(label, -1, 2 * out.size() * sizeof(std::uint64_t), "comm", [&](MPI_Request* r) {
+      MPI_CHECK(MPI_Ialltoall(out.data(), k, MPI_UINT64_T, in.data(), k, MPI_UINT64_T, comm_, r));
+    });
   }
   return {in.begin(), in.end()};
 }
@@ -320,13 +303,9 @@ std::vector<std::size_t> MpiCommunicator::exchange_counts(const std::vector<std:
 void MpiCommunicator::broadcast(void* buf, std::size_t count, DType t, int root, const CommLabel& label) {
   const std::size_t bytes = count * dtype_bytes(t);
   const HostView h = host_view(buf, bytes, rank() == root);
-  {
-    auto w = watch(watchdog_, info(label, root, bytes));
-    Trace::Span span(trace_, label.what, "comm");
-    MPI_Request r;
-    MPI_CHECK(MPI_Ibcast(h.data, checked_count(count), mpi_type(t), root, comm_, &r));
-    mpi_wait(r);
-  }
+  blocking(label, root, bytes, "comm", [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Ibcast(h.data, checked_count(count), mpi_type(t), root, comm_, r));
+  });
   done(h, buf, 0, rank() == root ? 0 : bytes);
 }
 
@@ -335,13 +314,9 @@ void MpiCommunicator::reduce(const void* send, void* recv, std::size_t count, DT
   const bool is_root = rank() == root;
   const HostView hs = host_view(send, bytes, true);
   const HostView hr = is_root ? host_view(recv, bytes, false) : HostView{nullptr, -1};
-  {
-    auto w = watch(watchdog_, info(label, root, bytes));
-    Trace::Span span(trace_, label.what, "comm");
-    MPI_Request r;
-    MPI_CHECK(MPI_Ireduce(hs.data, hr.data, checked_count(count), mpi_type(t), mpi_op(ReduceOp::sum, t), root, comm_, &r));
-    mpi_wait(r);
-  }
+  blocking(label, root, bytes, "comm", [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Ireduce(hs.data, hr.data, checked_count(count), mpi_type(t), mpi_op(ReduceOp::sum, t), root, comm_, r));
+  });
   done(hs, nullptr, 0, 0);
   if (is_root) done(hr, recv, 0, bytes);
 }
@@ -349,13 +324,9 @@ void MpiCommunicator::reduce(const void* send, void* recv, std::size_t count, DT
 void MpiCommunicator::recv(void* buf, std::size_t count, DType t, int peer, int tag, const CommLabel& label) {
   const std::size_t bytes = count * dtype_bytes(t);
   const HostView h = host_view(buf, bytes, false);
-  {
-    auto w = watch(watchdog_, info(label, peer, bytes));
-    Trace::Span span(trace_, label.what, "p2p");
-    MPI_Request r;
-    MPI_CHECK(MPI_Irecv(h.data, checked_count(count), mpi_type(t), peer, tag, comm_, &r));
-    mpi_wait(r);
-  }
+  blocking(label, peer, bytes, "p2p", [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Irecv(h.data, checked_count(count), mpi_type(t), peer, tag, comm_, r));
+  });
   done(h, buf, 0, bytes);
 }
 

@@ -70,6 +70,9 @@ class MpiCommunicator final : public Communicator {
   // The watchdog's description of an operation of this group.
   OpInfo info(const CommLabel& label, int peer, std::size_t bytes) const;
   CommRequest pending(MPI_Request request, const CommLabel& label, int peer, std::size_t bytes, std::function<void()> then = {});
+  // One blocking operation: `start` issues its nonblocking call into the request, which is waited for
+  // (mpi_blocking) under the watchdog's watch and a trace span of `kind` ("comm", "p2p").
+  void blocking(const CommLabel& label, int peer, std::size_t bytes, const char* kind, const std::function<void(MPI_Request*)>& start);
   // A host buffer of `bytes` standing for device memory at `device_ptr` (the memory itself when not
   // staged), holding its contents when copy_in. done() copies `out_bytes` at `out_offset` back and frees it.
   struct HostView {

@@ -13,6 +13,8 @@
 #pragma once
 #include <mpi.h>
 
+#include <functional>
+
 namespace dtrain {
 
 enum class WaitPolicy { automatic, poll, sleep };
@@ -26,6 +28,13 @@ bool mpi_waits_sleep();
 
 void mpi_wait_all(int count, MPI_Request* requests);
 inline void mpi_wait(MPI_Request& request) { mpi_wait_all(1, &request); }
+// One blocking MPI operation: `start` issues its nonblocking form (checked) into the request, which is
+// then waited for. Every blocking operation of dtrain is one call of this.
+inline void mpi_blocking(const std::function<void(MPI_Request*)>& start) {
+  MPI_Request r;
+  start(&r);
+  mpi_wait(r);
+}
 // Sleeps between polls from the start, whatever the policy: for waits during which nothing on the node
 // may compute or spin (the ranks waiting while one measures the node's sgemm peak).
 void mpi_wait_sleeping(MPI_Request& request);
