@@ -164,39 +164,21 @@ void narrow_cols(KT* out, const float* inp, long N, int W, int col, int w) {
 
 }  // namespace
 
-void attention_block_forward(float* out, float* lse, float*, const float* q, int qs, const float* kv, int ks, int Tq, int Tk, int NH,
-                             int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {
-  block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);
-}
-void attention_block_forward(float* out, float* lse, float*, const bf16* q, int qs, const bf16* kv, int ks, int Tq, int Tk, int NH,
-                             int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {
-  block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);
-}
-void attention_block_forward(float* out, float* lse, float*, const fp16* q, int qs, const fp16* kv, int ks, int Tq, int Tk, int NH,
-                             int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {
-  block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);
-}
-void attention_block_backward(float* dq, float* dkv, int dks, float*, const float* dout, const float* out, const float* lse,
-                              const float* q, int qs, const float* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos,
-                              const int* doc_start) {
-  block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);
-}
-void attention_block_backward(float* dq, float* dkv, int dks, float*, const bf16* dout, const bf16* out, const float* lse,
-                              const bf16* q, int qs, const bf16* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos,
-                              const int* doc_start) {
-  block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);
-}
-void attention_block_backward(float* dq, float* dkv, int dks, float*, const fp16* dout, const fp16* out, const float* lse,
-                              const fp16* q, int qs, const fp16* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos,
-                              const int* doc_start) {
-  block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);
-}
-
-void copy_columns(float* out, const float* inp, long N, int W, int col, int w) { copy_cols(out, inp, N, W, col, w); }
-void copy_columns(bf16* out, const bf16* inp, long N, int W, int col, int w) { copy_cols(out, inp, N, W, col, w); }
-void copy_columns(fp16* out, const fp16* inp, long N, int W, int col, int w) { copy_cols(out, inp, N, W, col, w); }
-void narrow_columns(float* out, const float* inp, long N, int W, int col, int w) { narrow_cols(out, inp, N, W, col, w); }
-void narrow_columns(bf16* out, const float* inp, long N, int W, int col, int w) { narrow_cols(out, inp, N, W, col, w); }
-void narrow_columns(fp16* out, const float* inp, long N, int W, int col, int w) { narrow_cols(out, inp, N, W, col, w); }
+#define DTRAIN_ATTENTION_BLOCK(KT)                                                                                                     \
+  void attention_block_forward(float* out, float* lse, float*, const KT* q, int qs, const KT* kv, int ks, int Tq, int Tk, int NH,      \
+                               int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {                                          \
+    block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);                                         \
+  }                                                                                                                                    \
+  void attention_block_backward(float* dq, float* dkv, int dks, float*, const KT* dout, const KT* out, const float* lse, const KT* q,  \
+                                int qs, const KT* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos,           \
+                                const int* doc_start) {                                                                                \
+    block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);                     \
+  }                                                                                                                                    \
+  void copy_columns(KT* out, const KT* inp, long N, int W, int col, int w) { copy_cols(out, inp, N, W, col, w); }                      \
+  void narrow_columns(KT* out, const float* inp, long N, int W, int col, int w) { narrow_cols(out, inp, N, W, col, w); }
+DTRAIN_ATTENTION_BLOCK(float)
+DTRAIN_ATTENTION_BLOCK(bf16)
+DTRAIN_ATTENTION_BLOCK(fp16)
+#undef DTRAIN_ATTENTION_BLOCK
 
 }  // namespace dtrain::kernels::cuda

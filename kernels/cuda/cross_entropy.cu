@@ -155,24 +155,6 @@ void xent_bw(KT* dlogits, const KT* logits, const float* lse, const int* targets
 
 }  // namespace
 
-void xent_row_max(float* row_max_out, const float* logits, long N, int V) { row_max(row_max_out, logits, N, V); }
-void xent_row_max(float* row_max_out, const bf16* logits, long N, int V) { row_max(row_max_out, logits, N, V); }
-void xent_row_max(float* row_max_out, const fp16* logits, long N, int V) { row_max(row_max_out, logits, N, V); }
-void xent_row_sum_exp(float* row_sum, const float* logits, const float* m, long N, int V) { row_sum_exp(row_sum, logits, m, N, V); }
-void xent_row_sum_exp(float* row_sum, const bf16* logits, const float* m, long N, int V) { row_sum_exp(row_sum, logits, m, N, V); }
-void xent_row_sum_exp(float* row_sum, const fp16* logits, const float* m, long N, int V) { row_sum_exp(row_sum, logits, m, N, V); }
-void xent_row_max_sum_exp(float* m, float* s, const float* logits, long N, int V) { row_max_sum_exp(m, s, logits, N, V); }
-void xent_row_max_sum_exp(float* m, float* s, const bf16* logits, long N, int V) { row_max_sum_exp(m, s, logits, N, V); }
-void xent_row_max_sum_exp(float* m, float* s, const fp16* logits, long N, int V) { row_max_sum_exp(m, s, logits, N, V); }
-void xent_target_logit(float* t, const float* logits, const int* targets, int vocab_start, long N, int V) {
-  target_logit(t, logits, targets, vocab_start, N, V);
-}
-void xent_target_logit(float* t, const bf16* logits, const int* targets, int vocab_start, long N, int V) {
-  target_logit(t, logits, targets, vocab_start, N, V);
-}
-void xent_target_logit(float* t, const fp16* logits, const int* targets, int vocab_start, long N, int V) {
-  target_logit(t, logits, targets, vocab_start, N, V);
-}
 void xent_loss(double* loss_sum, float* lse, const float* row_max_in, const float* row_sum, const float* target, const float* mask, long N) {
   loss_kernel<<<1, kReduceThreads>>>(loss_sum, lse, row_max_in, row_sum, target, mask, N);
   DTRAIN_LAUNCH_CHECK();
@@ -182,17 +164,21 @@ void loss_weights(float* dloss, const float* mask, float weight, long N) {
   loss_weights_kernel<<<blocks_for(N), kThreads>>>(dloss, mask, weight, N);
   DTRAIN_LAUNCH_CHECK();
 }
-void xent_backward(float* dlogits, const float* logits, const float* lse, const int* targets, const float* dloss, int vocab_start,
-                   long N, int V) {
-  xent_bw(dlogits, logits, lse, targets, dloss, vocab_start, N, V);
-}
-void xent_backward(bf16* dlogits, const bf16* logits, const float* lse, const int* targets, const float* dloss, int vocab_start,
-                   long N, int V) {
-  xent_bw(dlogits, logits, lse, targets, dloss, vocab_start, N, V);
-}
-void xent_backward(fp16* dlogits, const fp16* logits, const float* lse, const int* targets, const float* dloss, int vocab_start,
-                   long N, int V) {
-  xent_bw(dlogits, logits, lse, targets, dloss, vocab_start, N, V);
-}
+
+#define DTRAIN_CROSS_ENTROPY(KT)                                                                                                        \
+  void xent_row_max(float* row_max_out, const KT* logits, long N, int V) { row_max(row_max_out, logits, N, V); }                        \
+  void xent_row_sum_exp(float* row_sum, const KT* logits, const float* m, long N, int V) { row_sum_exp(row_sum, logits, m, N, V); }     \
+  void xent_row_max_sum_exp(float* m, float* s, const KT* logits, long N, int V) { row_max_sum_exp(m, s, logits, N, V); }               \
+  void xent_target_logit(float* t, const KT* logits, const int* targets, int vocab_start, long N, int V) {                              \
+    target_logit(t, logits, targets, vocab_start, N, V);                                                                                \
+  }                                                                                                                                     \
+  void xent_backward(KT* dlogits, const KT* logits, const float* lse, const int* targets, const float* dloss, int vocab_start, long N,  \
+                     int V) {                                                                                                           \
+    xent_bw(dlogits, logits, lse, targets, dloss, vocab_start, N, V);                                                                   \
+  }
+DTRAIN_CROSS_ENTROPY(float)
+DTRAIN_CROSS_ENTROPY(bf16)
+DTRAIN_CROSS_ENTROPY(fp16)
+#undef DTRAIN_CROSS_ENTROPY
 
 }  // namespace dtrain::kernels::cuda

@@ -134,30 +134,22 @@ void zero_n(KT* x, long n) {
 
 }  // namespace
 
-void gelu_forward(float* out, const float* inp, long n) { gelu_fw(out, inp, n); }
-void gelu_forward(bf16* out, const bf16* inp, long n) { gelu_fw(out, inp, n); }
-void gelu_forward(fp16* out, const fp16* inp, long n) { gelu_fw(out, inp, n); }
-void gelu_backward(float* dinp, const float* inp, const float* dout, long n) { gelu_bw(dinp, inp, dout, n); }
-void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, long n) { gelu_bw(dinp, inp, dout, n); }
-void gelu_backward(fp16* dinp, const fp16* inp, const fp16* dout, long n) { gelu_bw(dinp, inp, dout, n); }
-void residual_forward(float* out, const float* inp1, const float* inp2, long n) { residual(out, inp1, inp2, n); }
-void residual_forward(bf16* out, const bf16* inp1, const bf16* inp2, long n) { residual(out, inp1, inp2, n); }
-void residual_forward(fp16* out, const fp16* inp1, const fp16* inp2, long n) { residual(out, inp1, inp2, n); }
-void copy(float* out, const float* inp, long n) { copy_n(out, inp, n); }
-void copy(bf16* out, const bf16* inp, long n) { copy_n(out, inp, n); }
-void copy(fp16* out, const fp16* inp, long n) { copy_n(out, inp, n); }
-void zero(float* x, long n) { zero_n(x, n); }
-void zero(bf16* x, long n) { zero_n(x, n); }
-void zero(fp16* x, long n) { zero_n(x, n); }
 void fill(float* x, float value, long n) {
   fill_kernel<<<blocks_for(n), kThreads>>>(x, value, n);
   DTRAIN_LAUNCH_CHECK();
 }
-void narrow(float* out, const float* inp, long n) { convert(out, inp, n); }
-void narrow(bf16* out, const float* inp, long n) { convert(out, inp, n); }
-void narrow(fp16* out, const float* inp, long n) { convert(out, inp, n); }
-void widen(float* out, const float* inp, long n) { convert(out, inp, n); }
-void widen(float* out, const bf16* inp, long n) { convert(out, inp, n); }
-void widen(float* out, const fp16* inp, long n) { convert(out, inp, n); }
+
+#define DTRAIN_ELEMENTWISE(KT)                                                                              \
+  void gelu_forward(KT* out, const KT* inp, long n) { gelu_fw(out, inp, n); }                               \
+  void gelu_backward(KT* dinp, const KT* inp, const KT* dout, long n) { gelu_bw(dinp, inp, dout, n); }      \
+  void residual_forward(KT* out, const KT* inp1, const KT* inp2, long n) { residual(out, inp1, inp2, n); }  \
+  void copy(KT* out, const KT* inp, long n) { copy_n(out, inp, n); }                                        \
+  void zero(KT* x, long n) { zero_n(x, n); }                                                                \
+  void narrow(KT* out, const float* inp, long n) { convert(out, inp, n); }                                  \
+  void widen(float* out, const KT* inp, long n) { convert(out, inp, n); }
+DTRAIN_ELEMENTWISE(float)
+DTRAIN_ELEMENTWISE(bf16)
+DTRAIN_ELEMENTWISE(fp16)
+#undef DTRAIN_ELEMENTWISE
 
 }  // namespace dtrain::kernels::cuda

@@ -100,47 +100,24 @@ DTRAIN_MATMUL_GELU(bf16)
 DTRAIN_MATMUL_GELU(fp16)
 #undef DTRAIN_MATMUL_GELU
 
-void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, long N, int IC, int OC) {
-  matmul_fw(out, inp, weight, bias, N, IC, OC);
-}
-void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, long N, int IC, int OC) {
-  matmul_fw(out, inp, weight, bias, N, IC, OC);
-}
-void matmul_forward(fp16* out, const fp16* inp, const fp16* weight, const fp16* bias, long N, int IC, int OC) {
-  matmul_fw(out, inp, weight, bias, N, IC, OC);
-}
-void matmul_forward_wide(float* out, const float* inp, const float* weight, const float* bias, long N, int IC, int OC) {
-  matmul_fw(out, inp, weight, bias, N, IC, OC);
-}
-void matmul_forward_wide(float* out, const bf16* inp, const bf16* weight, const bf16* bias, long N, int IC, int OC) {
-  matmul_fw(out, inp, weight, bias, N, IC, OC);
-}
-void matmul_forward_wide(float* out, const fp16* inp, const fp16* weight, const fp16* bias, long N, int IC, int OC) {
-  matmul_fw(out, inp, weight, bias, N, IC, OC);
-}
-void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, long N,
-                     int IC, int OC) {
-  matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
-}
-void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight, long N,
-                     int IC, int OC) {
-  matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
-}
-void matmul_backward(fp16* dinp, float* dweight, float* dbias, const fp16* dout, const fp16* inp, const fp16* weight, long N,
-                     int IC, int OC) {
-  matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
-}
-void matmul_backward_wide(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                          long N, int IC, int OC) {
-  matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
-}
-void matmul_backward_wide(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
-                          long N, int IC, int OC) {
-  matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
-}
-void matmul_backward_wide(float* dinp, float* dweight, float* dbias, const fp16* dout, const fp16* inp, const fp16* weight,
-                          long N, int IC, int OC) {
-  matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
-}
+#define DTRAIN_MATMUL(KT)                                                                                                        \
+  void matmul_forward(KT* out, const KT* inp, const KT* weight, const KT* bias, long N, int IC, int OC) {                        \
+    matmul_fw(out, inp, weight, bias, N, IC, OC);                                                                                \
+  }                                                                                                                              \
+  void matmul_forward_wide(float* out, const KT* inp, const KT* weight, const KT* bias, long N, int IC, int OC) {                \
+    matmul_fw(out, inp, weight, bias, N, IC, OC);                                                                                \
+  }                                                                                                                              \
+  void matmul_backward(KT* dinp, float* dweight, float* dbias, const KT* dout, const KT* inp, const KT* weight, long N, int IC,  \
+                       int OC) {                                                                                                 \
+    matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);                                                               \
+  }                                                                                                                              \
+  void matmul_backward_wide(float* dinp, float* dweight, float* dbias, const KT* dout, const KT* inp, const KT* weight, long N,  \
+                            int IC, int OC) {                                                                                    \
+    matmul_bw(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);                                                               \
+  }
+DTRAIN_MATMUL(float)
+DTRAIN_MATMUL(bf16)
+DTRAIN_MATMUL(fp16)
+#undef DTRAIN_MATMUL
 
 }  // namespace dtrain::kernels::cuda

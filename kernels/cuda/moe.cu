@@ -95,15 +95,17 @@ void moe_router_backward(float* dlogits, const float* probs, const int* idx, con
   router_backward_kernel<<<blocks_for(N), kThreads>>>(dlogits, probs, idx, dw, daux, N, E, K);
   DTRAIN_LAUNCH_CHECK();
 }
-void moe_gather_rows(float* out, const float* inp, const int* src, const float* scale, long R, int C) { gather(out, inp, src, scale, R, C); }
-void moe_gather_rows(bf16* out, const bf16* inp, const int* src, const float* scale, long R, int C) { gather(out, inp, src, scale, R, C); }
-void moe_gather_rows(fp16* out, const fp16* inp, const int* src, const float* scale, long R, int C) { gather(out, inp, src, scale, R, C); }
 void moe_combine(float* out, const float* rows, const int* pos, const float* w, long N, int K, int C, bool accumulate) {
   combine_kernel<<<blocks_for(N * C), kThreads>>>(out, rows, pos, w, N, K, C, accumulate);
   DTRAIN_LAUNCH_CHECK();
 }
-void moe_row_dots(float* dw, const float* dy, const float* rows, const int* pos, long N, int K, int C) { dots(dw, dy, rows, pos, N, K, C); }
-void moe_row_dots(float* dw, const bf16* dy, const float* rows, const int* pos, long N, int K, int C) { dots(dw, dy, rows, pos, N, K, C); }
-void moe_row_dots(float* dw, const fp16* dy, const float* rows, const int* pos, long N, int K, int C) { dots(dw, dy, rows, pos, N, K, C); }
+
+#define DTRAIN_MOE(KT)                                                                                                                       \
+  void moe_gather_rows(KT* out, const KT* inp, const int* src, const float* scale, long R, int C) { gather(out, inp, src, scale, R, C); }    \
+  void moe_row_dots(float* dw, const KT* dy, const float* rows, const int* pos, long N, int K, int C) { dots(dw, dy, rows, pos, N, K, C); }
+DTRAIN_MOE(float)
+DTRAIN_MOE(bf16)
+DTRAIN_MOE(fp16)
+#undef DTRAIN_MOE
 
 }  // namespace dtrain::kernels::cuda

@@ -40,11 +40,12 @@ void swiglu_bw(KT* dinp, const KT* inp, const KT* dout, long N, int F) {
 
 }  // namespace
 
-void swiglu_forward(float* out, const float* inp, long N, int F) { swiglu_fw(out, inp, N, F); }
-void swiglu_forward(bf16* out, const bf16* inp, long N, int F) { swiglu_fw(out, inp, N, F); }
-void swiglu_forward(fp16* out, const fp16* inp, long N, int F) { swiglu_fw(out, inp, N, F); }
-void swiglu_backward(float* dinp, const float* inp, const float* dout, long N, int F) { swiglu_bw(dinp, inp, dout, N, F); }
-void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, long N, int F) { swiglu_bw(dinp, inp, dout, N, F); }
-void swiglu_backward(fp16* dinp, const fp16* inp, const fp16* dout, long N, int F) { swiglu_bw(dinp, inp, dout, N, F); }
+#define DTRAIN_SWIGLU(KT)                                                                                             \
+  void swiglu_forward(KT* out, const KT* inp, long N, int F) { swiglu_fw(out, inp, N, F); }                           \
+  void swiglu_backward(KT* dinp, const KT* inp, const KT* dout, long N, int F) { swiglu_bw(dinp, inp, dout, N, F); }
+DTRAIN_SWIGLU(float)
+DTRAIN_SWIGLU(bf16)
+DTRAIN_SWIGLU(fp16)
+#undef DTRAIN_SWIGLU
 
 }  // namespace dtrain::kernels::cuda

@@ -12,7 +12,8 @@
 // parallelism a rank holds two chunks of every sample (ActivationDims), positions are the chunks'
 // global ones, and attention is ring attention over the cp group (model/ring_attention).
 // Precision (system.precision): the compute weights, activations and the messages between stages are
-// of the storage type (fp32 or bf16); parameter gradients, statistics and the loss are fp32, and
+// of the storage type (fp32, bf16 or fp16; an fp8 run stores bf16 and runs its blocks' linear layers as
+// fp8 GEMMs, model/linear_gemms.hpp); parameter gradients, statistics and the loss are fp32, and
 // tensor-parallel partial sums are reduced in fp32 and rounded once, like the unsplit layer.
 #pragma once
 #include <cstdint>

@@ -174,7 +174,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   const int replicas = s.replicas();
   RankPlan r{c, s, cfg.system.precision, part,
              TensorTable(shape, part, s.tp, c.tp, 16 * static_cast<std::size_t>(replicas), s.ep, s.ep_rank(c)),
-             0, {}, {}, {}, {}, -1, {}};
+             0, {}, {}, {}, {}, -1, false, {}};
   r.arena_size = padded_arena_size(r.table, replicas);
   r.buckets = gradient_buckets(r.table, r.arena_size);
   r.groups = {{replicas, s.replica(c)}, {s.edp(), s.edp_rank(c)}};
