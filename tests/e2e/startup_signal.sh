@@ -62,14 +62,20 @@ if [ "$when" = slow_load ]; then
   took=$(echo "$(date +%s.%N) - $signalled_at" | bc)
   echo "the job ended $took s after the signal, with code $runner_rc"
   [ "$runner_rc" -eq 3 ] || fail "mpirun exited $runner_rc, not 3"
-  [ "$(echo "$took < 10" | bc)" -eq 1 ] || fail "the job went on with its start-up for $took s after the signal"
+  [ "$(echo "$took < 10 * ${DTRAIN_TEST_TIME_SCALE:-1}" | bc)" -eq 1 ] || fail "the job went on with its start-up for $took s after the signal"
   grep -q "received SIG$sig during start-up, before any step: nothing to save" "$work/out.log" || fail "no message"
   [ ! -e "$work/ck/latest" ] || fail "a checkpoint was written"
   echo PASS
   exit 0
 fi
-[ "$(grep -c '^rank-exit [01] 3$' "$work/out.log")" -eq 2 ] || fail "not every rank exited 3"
-grep -q "received SIG$sig before the first step; nothing to save" "$work/out.log" || fail "no message"
+if [ "${DTRAIN_TEST_TIME_SCALE:-1}" -gt 1 ] && [ "$runner_rc" -eq 3 ] && grep -q "received SIG$sig during start-up, before any step" "$work/out.log"; then
+  # A sanitized build starts up several times slower: the rest of its start-up outlasted StartupStop's
+  # second, which ended the job with 3 before the ranks' own agreement (the slow_load case's path).
+  echo "the start-up stop ended the job (a sanitized build's slow start-up)"
+else
+  [ "$(grep -c '^rank-exit [01] 3$' "$work/out.log")" -eq 2 ] || fail "not every rank exited 3"
+  grep -q "received SIG$sig before the first step; nothing to save" "$work/out.log" || fail "no message"
+fi
 [ ! -e "$work/ck/latest" ] || fail "a checkpoint was written"
 [ ! -s "$work/m.jsonl" ] || fail "a step was trained"
 echo PASS

@@ -29,14 +29,24 @@ small_fs() {  # small_fs OPTIONS: a fresh tmpfs at $work/small, or the test skip
 }
 # every_rank_exited CODE NP LOG: each of NP ranks printed "rank-exit R CODE"
 every_rank_exited() { [ "$(grep -c "^rank-exit [0-9]* $1$" "$3")" -eq "$2" ]; }
-train_ranks() {  # train_ranks NP LOG ARGS...: tiny.ini, every rank to its own end, "rank-exit R CODE" lines
-  local np=$1 log=$2
-  shift 2
-  OMPI_MCA_orte_abort_on_non_zero_status=0 timeout -k 5 120 mpirun -np "$np" bash -c '"$@"; echo "rank-exit $OMPI_COMM_WORLD_RANK $?"' _ \
-    "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --model.global_batch_size=8 --model.micro_batch_size=2 \
-    --training.eval_interval=0 --logging.log_interval=1 --system.tensor_model_parallel_size=1 \
-    --system.pipeline_model_parallel_size=1 "$no_sample" "$given_peak" "$@" > "$log" 2>&1
-  grep -v '^step' "$log"
+# on_ranks NP LOG RULE COMMAND...: COMMAND on NP ranks, each to its own end ("rank-exit R CODE" lines in
+# LOG); a non-empty RULE preloads tests/support/fail_io.c with FAIL_IO=RULE, and $work/injected records
+# that it failed a call.
+on_ranks() {
+  local np=$1 log=$2 rule=$3
+  shift 3
+  # shellcheck disable=SC2086
+  OMPI_MCA_orte_abort_on_non_zero_status=0 timeout -k 5 120 mpirun -np "$np" \
+    ${rule:+-x LD_PRELOAD=$fail_io -x FAIL_IO=$rule -x FAIL_IO_COUNT=$work/injected} \
+    bash -c '"$@"; echo "rank-exit $OMPI_COMM_WORLD_RANK $?"' _ "$@" > "$log" 2>&1
+  grep -v '^step\|^  \[' "$log"
+}
+train_ranks() {  # train_ranks NP LOG RULE ARGS...: tiny.ini on NP ranks through on_ranks
+  local np=$1 log=$2 rule=$3
+  shift 3
+  on_ranks "$np" "$log" "$rule" "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --model.global_batch_size=8 \
+    --model.micro_batch_size=2 --training.eval_interval=0 --logging.log_interval=1 --system.tensor_model_parallel_size=1 \
+    --system.pipeline_model_parallel_size=1 "$no_sample" "$given_peak" "$@"
 }
 
 case $case_name in
@@ -64,15 +74,11 @@ case $case_name in
     [ $wrote -gt 0 ] && [ $refused -gt 0 ] || fail "the sizes did not cover both outcomes" ;;
   save_close_fails)
     make_small_data "$tool"
-    train_ranks 2 "$work/ok.log" --training.train_iters=2 --checkpoint.save_interval=2 "--checkpoint.dir=$work/ck"
+    train_ranks 2 "$work/ok.log" "" --training.train_iters=2 --checkpoint.save_interval=2 "--checkpoint.dir=$work/ck"
     every_rank_exited 0 2 "$work/ok.log" || fail "the first run failed"
     # Resume at step 2; the save of step 4 fails writing shard 0's metadata as HDF5 closes it.
-    OMPI_MCA_orte_abort_on_non_zero_status=0 timeout -k 5 120 mpirun -np 2 -x LD_PRELOAD="$fail_io" -x FAIL_IO='write@0:shard_00000.h5:2' \
-      -x FAIL_IO_COUNT="$work/injected" bash -c '"$@"; echo "rank-exit $OMPI_COMM_WORLD_RANK $?"' _ \
-      "$dtrain" "$src/inputs/tiny.ini" "--data.path=$work/d" --model.global_batch_size=8 --model.micro_batch_size=2 \
-      --training.eval_interval=0 --system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 "$no_sample" "$given_peak" \
-      --training.train_iters=4 --checkpoint.save_interval=2 "--checkpoint.dir=$work/ck" > "$work/fail.log" 2>&1
-    grep -v '^step' "$work/fail.log"
+    train_ranks 2 "$work/fail.log" 'write@0:shard_00000.h5:2' --training.train_iters=4 --checkpoint.save_interval=2 \
+      "--checkpoint.dir=$work/ck"
     [ -s "$work/injected" ] || fail "no failure was injected (test broken?)"
     every_rank_exited 2 2 "$work/fail.log" || fail "not every rank exited 2 after the shard's close failed (a crash?)"
     grep -q "dtrain: error: .*checkpoint save of step 4 failed; the previous checkpoint is untouched: .*shard_00000.h5" "$work/fail.log" ||
@@ -82,7 +88,7 @@ case $case_name in
     "$consolidate" "$work/ck" --verify > /dev/null || fail "the last checkpoint does not verify"
     # The whole run on a filesystem too small for one checkpoint (about 1.6 MB).
     small_fs size=800k
-    train_ranks 2 "$work/tiny.log" --training.train_iters=2 --checkpoint.save_interval=2 "--checkpoint.dir=$work/small/ck"
+    train_ranks 2 "$work/tiny.log" "" --training.train_iters=2 --checkpoint.save_interval=2 "--checkpoint.dir=$work/small/ck"
     every_rank_exited 2 2 "$work/tiny.log" || fail "not every rank exited 2 on an 800 KB checkpoint.dir (a crash?)"
     grep -q "dtrain: error: .*checkpoint save of step 2 failed" "$work/tiny.log" || fail "no clear error for the full disk"
     [ ! -e "$work/small/ck/latest" ] || fail "a checkpoint was published" ;;
@@ -95,7 +101,7 @@ case $case_name in
     small_fs ro,size=1m
     for dir in "$work/a-file" "$work/small/ck"; do
       # shellcheck disable=SC2086
-      train_ranks 2 "$work/u.log" --training.train_iters=1 "--checkpoint.init_from=hf:$work/hf" "--checkpoint.dir=$dir" \
+      train_ranks 2 "$work/u.log" "" --training.train_iters=1 "--checkpoint.init_from=hf:$work/hf" "--checkpoint.dir=$dir" \
         --model.seq_length=16 $keys
       every_rank_exited 2 2 "$work/u.log" || fail "checkpoint.dir=$dir: not every rank exited 2"
       [ "$(grep -c "dtrain: error: .*checkpoint.dir" "$work/u.log")" -eq 1 ] || fail "checkpoint.dir=$dir: not one error naming checkpoint.dir"
@@ -103,12 +109,9 @@ case $case_name in
     done ;;
   consolidate_fsync_fails)
     make_small_data "$tool"
-    train_ranks 2 "$work/ok.log" --training.train_iters=2 --checkpoint.save_interval=2 "--checkpoint.dir=$work/ck"
+    train_ranks 2 "$work/ok.log" "" --training.train_iters=2 --checkpoint.save_interval=2 "--checkpoint.dir=$work/ck"
     every_rank_exited 0 2 "$work/ok.log" || fail "training failed"
-    OMPI_MCA_orte_abort_on_non_zero_status=0 timeout -k 5 60 mpirun -np 2 -x LD_PRELOAD="$fail_io" -x FAIL_IO='fsync:C.h5' \
-      -x FAIL_IO_COUNT="$work/injected" bash -c '"$@"; echo "rank-exit $OMPI_COMM_WORLD_RANK $?"' _ \
-      "$consolidate" "$work/ck" --out "$work/C.h5" > "$work/cons.log" 2>&1
-    grep -v '^  \[' "$work/cons.log"
+    on_ranks 2 "$work/cons.log" 'fsync:C.h5' "$consolidate" "$work/ck" --out "$work/C.h5"
     [ -s "$work/injected" ] || fail "no failure was injected (test broken?)"
     every_rank_exited 2 2 "$work/cons.log" || fail "not every rank exited 2"
     grep -q "ckpt-consolidate: error: .*C.h5.*sync" "$work/cons.log" || fail "no clear error"
