@@ -1,4 +1,5 @@
-// fatal() and the MPI checked-call reporter: one message naming rank, call, place and cause, then abort.
+// end_job, fatal() and the MPI checked-call reporter: one message naming rank, call, place and cause,
+// then the whole job ends.
 #include "common/error.hpp"
 
 #include <mpi.h>
@@ -22,17 +23,19 @@ int world_rank_or_minus_one() {
 
 }  // namespace
 
-void fatal(const std::string& message) {
+void end_job(int code, const std::string& line) {
   const int rank = world_rank_or_minus_one();
   if (rank >= 0)
-    std::fprintf(stderr, "dtrain: rank %d: error: %s\n", rank, message.c_str());
+    std::fprintf(stderr, "dtrain: rank %d: %s\n", rank, line.c_str());
   else
-    std::fprintf(stderr, "dtrain: error: %s\n", message.c_str());
+    std::fprintf(stderr, "dtrain: %s\n", line.c_str());
   std::fflush(stderr);
   std::fflush(stdout);
-  if (rank >= 0) MPI_Abort(MPI_COMM_WORLD, kFatalExit);
-  std::exit(kFatalExit);
+  if (rank >= 0) MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
 }
+
+void fatal(const std::string& message) { end_job(kFatalExit, "error: " + message); }
 
 void check_mpi(int rc, const char* call, const char* file, int line) {
   if (rc == MPI_SUCCESS) return;

@@ -31,7 +31,10 @@ class NonFiniteStep : public UserError {
   int step;
 };
 
-// Prints "dtrain: rank R: error: <message>" on stderr and ends the whole job.
+// Prints "dtrain: rank R: <line>" on stderr and ends the whole job with `code` (MPI_Abort; exit before
+// MPI_Init or after MPI_Finalize): the fatal tier, the hang watchdog, a stop signal during start-up.
+[[noreturn]] void end_job(int code, const std::string& line);
+// end_job(kFatalExit, "error: <message>").
 [[noreturn]] void fatal(const std::string& message);
 
 // Implementation of the checked-call macro.

@@ -1,13 +1,13 @@
-// Stop-signal recording (async-signal-safe: one sig_atomic_t) and the step-boundary agreement.
+// Stop-signal recording (async-signal-safe: one sig_atomic_t), and StartupStop's watcher thread.
 #include "runtime/stop_signal.hpp"
 
-#include <mpi.h>
 #include <pthread.h>
 
 #include <chrono>
 #include <csignal>
-#include <cstdio>
+#include <string>
 
+#include "common/error.hpp"
 
 namespace dtrain {
 namespace {
@@ -53,12 +53,8 @@ StartupStop::StartupStop(double grace_s) {
       if (signo == 0) continue;
       if (seen == clock::time_point{}) seen = clock::now();
       if (std::chrono::duration<double>(clock::now() - seen).count() < grace_s) continue;
-      int rank = 0;
-      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-      std::fprintf(stderr, "dtrain: rank %d: received %s during start-up, before any step: nothing to save; ending the job with "
-                   "code %d so that it can be requeued\n", rank, signal_name(signo), kPreemptedExit);
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, kPreemptedExit);
+      end_job(kPreemptedExit, std::string("received ") + signal_name(signo) + " during start-up, before any step: nothing to save; "
+              "ending the job with code " + std::to_string(kPreemptedExit) + " so that it can be requeued");
     }
   });
 }

@@ -28,14 +28,17 @@ expect_generate_error() {
 
 case $case_name in
   streams)
-    timeout 120 "$dtrain" generate "${args[@]}" --prompt "Call me" --tokens 1000000000 > "$work/out" 2> "$work/err" &
-    pid=$!
+    "$dtrain" generate "${args[@]}" --prompt "Call me" --tokens 1000000000 > "$work/out" 2> "$work/err" &
+    pid=$!  # the launcher executes dtrain-main in its own process: this is the generating process
+    on_exit+=("kill -9 $pid 2>/dev/null")  # whatever happens here: a generation that ignores signals never outlives the test
     for _ in $(seq 1 100); do [ "$(wc -c < "$work/out")" -gt 200 ] && break; sleep 0.1; done
-    [ "$(wc -c < "$work/out")" -gt 200 ] || { kill -9 $pid; fail "no text after 10 s of a long generation: it is not streamed"; }
+    [ "$(wc -c < "$work/out")" -gt 200 ] || fail "no text after 10 s of a long generation: it is not streamed"
     head -c 60 "$work/out"; echo " ..."
     grep -q "^Call me" "$work/out" || fail "the prompt does not start the text"
     kill -TERM $pid
     t0=$(date +%s.%N)
+    for _ in $(seq 1 100); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    kill -0 $pid 2>/dev/null && fail "generation went on for 10 s after SIGTERM"
     wait $pid
     rc=$?
     took=$(echo "$(date +%s.%N) - $t0" | bc)
