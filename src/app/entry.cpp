@@ -168,7 +168,7 @@ int dtrain_main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int code = 0;
   {
-    // A stop signal before any step ends the job within a second (plan, calibrate, a long start-up).
+    // A stop signal before any step ends the job within seconds (plan, calibrate, a long start-up).
     StartupStop startup;
     kernels::HostRuntime host_kernels;
     try {

@@ -3,7 +3,7 @@
 // signal; at the next step boundary the ranks agree (a collective) to stop together, save a checkpoint
 // and exit with kPreemptedExit, which the sbatch scripts turn into a requeue. A second signal during
 // the save changes nothing: the save is atomic either way.
-// Before the first step nothing is agreed on: StartupStop ends the job at most a second after the signal
+// Before the first step nothing is agreed on: StartupStop ends the job at most 5 s after the signal
 // (exit kPreemptedExit) unless the ranks reach their first agreement sooner, so that a long start-up
 // (a large model's initial weights, a checkpoint's load, a conversion, a layout search, calibrate, plan)
 // does not outlast the scheduler's patience (Slurm's KillWait).
@@ -30,7 +30,7 @@ const char* signal_name(int signo);
 // own points (the first step boundary's agreement; a generation's next token); the destructor calls it.
 class StartupStop {
  public:
-  explicit StartupStop(double grace_s = 1.0);
+  explicit StartupStop(double grace_s = 5.0);
   ~StartupStop() { done(); }
   StartupStop(const StartupStop&) = delete;
   StartupStop& operator=(const StartupStop&) = delete;
