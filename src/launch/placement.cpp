@@ -3,6 +3,8 @@
 
 #include "comm/host_values.hpp"
 #include "common/error.hpp"
+#include "dtrain_config.hpp"
+#include "runtime/cuda_arch.hpp"
 #include "runtime/cuda_device.hpp"
 
 namespace dtrain {
@@ -21,6 +23,9 @@ Placement place_ranks(HostComm world, ComputeDevice device, CommBackend comm, Pr
   p.gpu_memory_share = static_cast<double>(gpu_memory_bytes()) / ranks_on_gpu;
   p.gpu = gpu.device;
   p.compute_capability = all_reduce(world, gpu_compute_capability(), HostOp::min);
+  const int highest = all_reduce(world, gpu_compute_capability(), HostOp::max);
+  for (const int cc : {p.compute_capability, highest})
+    if (const std::string refusal = cuda_build_refusal(cc, DTRAIN_CUDA_ARCHITECTURES); !refusal.empty()) throw UserError(refusal);
   if (precision == Precision::bf16 && p.compute_capability < 80)
     throw UserError("system.precision=bf16 needs GPUs of compute capability 8.0 or later (A100, H100), but this job has one "
                     "of " + std::to_string(p.compute_capability / 10) + "." + std::to_string(p.compute_capability % 10) +
