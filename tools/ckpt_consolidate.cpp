@@ -99,7 +99,7 @@ void export_command(HostComm comm, int rank, const ModelWeights& weights, const 
   std::string tokenizer_files;
   for (const auto& f : options.extra_files) tokenizer_files += (tokenizer_files.empty() ? "" : ", ") + f.first;
   if (rank == 0)
-    std::printf("export-hf: wrote %s (%s, %s) from %s%s\n", dir.c_str(), hf_class_name(hf_architecture(weights.cfg)),
+    std::printf("export-hf: wrote %s (%s, %s) from %s%s\n", dir.c_str(), hf_family(weights.cfg).architecture,
                 h5::stored_name(stored), weights.what.c_str(), tokenizer_files.empty() ? "" : (", with " + tokenizer_files).c_str());
 }
 

@@ -96,15 +96,16 @@ Config import_hf(const std::string& dir, const std::string& out, const std::stri
     throw UserError("'" + dir + "' has no config.json; --import-hf needs a Hugging Face model directory (config.json and "
                     "model.safetensors or model.safetensors.index.json)");
   HfModelConfig hc = config_from_hf(read_text_file(config_path), config_path);
-  const HfArchitecture arch = hf_architecture(hc.cfg);
+  const HfFamily& family = hf_family(hc.cfg);
+  const std::string prefix = family.bare_prefix;
   const std::vector<HfTensor> tensors = hf_tensors(hc.cfg);
   const RankPlan whole = whole_model_plan(hc.cfg, 1);
   HfFiles files(dir);
-  // GPT-2 files saved from GPT2Model (as the original gpt2 upload) name tensors without "transformer.".
+  // Some uploads name tensors without the family's bare prefix (GPT-2 saved from GPT2Model).
   auto locate = [&](const std::string& name) {
     auto found = files.find(name);
-    if (!found.second && arch == HfArchitecture::gpt2 && name.rfind("transformer.", 0) == 0) {
-      auto bare = files.find(name.substr(12));
+    if (!found.second && !prefix.empty() && name.rfind(prefix, 0) == 0) {
+      auto bare = files.find(name.substr(prefix.size()));
       if (bare.second) return bare;
     }
     return found;
@@ -119,10 +120,10 @@ Config import_hf(const std::string& dir, const std::string& out, const std::stri
     const HfTensor& t = tensors[i];
     const auto [reader, info] = locate(t.name);
     if (!info) {
-      if (reader) throw UserError("'" + reader->path() + "' has no tensor '" + t.name + "', which a " + hf_class_name(arch) +
+      if (reader) throw UserError("'" + reader->path() + "' has no tensor '" + t.name + "', which a " + family.architecture +
                                   " as config.json describes it needs");
       throw UserError("'" + (files.index().empty() ? dir + "/model.safetensors" : files.index()) + "' lists no tensor '" +
-                      t.name + "', which a " + hf_class_name(arch) + " as config.json describes it needs");
+                      t.name + "', which a " + family.architecture + " as config.json describes it needs");
     }
     if (info->shape != t.shape)
       throw UserError("'" + reader->path() + "': tensor '" + t.name + "' has shape " + safetensors::shape_text(info->shape) +
@@ -147,7 +148,7 @@ Config import_hf(const std::string& dir, const std::string& out, const std::stri
         tied_heads.emplace_back(r, &info);
         continue;
       }
-      throw UserError("'" + r->path() + "': tensor '" + info.name + "' is not part of a " + hf_class_name(arch) +
+      throw UserError("'" + r->path() + "': tensor '" + info.name + "' is not part of a " + family.architecture +
                       " as config.json describes it; dtrain would drop it");
     }
   std::vector<float> values;

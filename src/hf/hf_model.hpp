@@ -1,46 +1,18 @@
-// dtrain's model as a Hugging Face transformers model: which architecture it is (GPT2LMHeadModel or
-// LlamaForCausalLM), its config.json, and every HF tensor's name, shape and place in dtrain's global
-// tensors (tensor_table.hpp). Pure: no files, no MPI.
-//
-// GPT-2 (LayerNorm, learned positions, GELU (tanh), biases):
-//   transformer.wte.weight (V,C) = wte          transformer.wpe.weight (T,C) = wpe
-//   transformer.h.<l>.ln_1.{weight,bias}        = h<l>.ln1_w, ln1_b
-//   transformer.h.<l>.attn.c_attn.weight (C,3C) = h<l>.qkv_w (3,C,C) as a (3C,C) matrix, transposed (Conv1D
-//                                                 stores (in,out)); .bias (3C) = qkv_b
-//   transformer.h.<l>.attn.c_proj.weight (C,C)  = proj_w transposed; mlp.c_fc.weight (C,F) = fc_w transposed;
-//   transformer.h.<l>.mlp.c_proj.weight (F,C)   = fcproj_w transposed; biases as they are
-//   transformer.ln_f.{weight,bias}; lm_head.weight = lm_head only when untied (tied: not stored)
-// Llama (RMSNorm, RoPE over whole heads, SwiGLU, no positions table; biases optional):
-//   model.embed_tokens.weight = wte; model.layers.<l>.input_layernorm.weight = ln1_w
-//   self_attn.q_proj.weight (NH*HD,C) = q_w, or block 0 of qkv_w; k_proj/v_proj (G*HD,C) = blocks of kv_w
-//   (or blocks 1, 2 of qkv_w); o_proj.weight = proj_w; post_attention_layernorm.weight = ln2_w;
-//   mlp.gate_proj/up_proj (F,C) = blocks 0, 1 of fc_w; mlp.down_proj (C,F) = fcproj_w; model.norm.weight
-//   = lnf_w; lm_head.weight = lm_head (untied). dtrain's RoPE rotates pairs (i, i + HD/2) of each head,
-//   which is the layout of Hugging Face's q_proj/k_proj (rotate_half), so no rows are permuted.
+// dtrain's model as a Hugging Face transformers model: which family it is (hf_family.hpp: the table
+// of families in hf_families.cpp), its config.json, and every HF tensor's name, shape and place in
+// dtrain's global tensors (tensor_table.hpp). Pure: no files, no MPI.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
+#include "hf/hf_family.hpp"
 
 namespace dtrain {
 
-enum class HfArchitecture { gpt2, llama };
-const char* hf_class_name(HfArchitecture a);  // "GPT2LMHeadModel", "LlamaForCausalLM"
-
-// The architecture of cfg's model; UserError naming the keys that neither GPT-2 nor Llama has.
-HfArchitecture hf_architecture(const Config& cfg);
-
-// One Hugging Face tensor: block `part` of `parts` equal blocks along the first dimension of dtrain's
-// tensor `source`, as a (rows, last dim) matrix, transposed when `transpose`.
-struct HfTensor {
-  std::string name;
-  std::vector<std::int64_t> shape;
-  std::string source;
-  int part = 0, parts = 1;
-  bool transpose = false;
-};
+// The family of cfg's model; UserError naming the model's design and every family's where none has it.
+const HfFamily& hf_family(const Config& cfg);
 
 // Every tensor of cfg's model in Hugging Face's naming, in model order (embeddings, layers, head).
 std::vector<HfTensor> hf_tensors(const Config& cfg);

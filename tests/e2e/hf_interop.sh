@@ -268,7 +268,7 @@ PY
     expect "--max-shard-size '5XB' is not a size" "$work/ck-gpt2" --export-hf "$work/new" --max-shard-size 5XB
     write_ini odd "num_attention_heads = 4" "normalization = RMSNorm"
     train odd --training.train_iters=1
-    expect "is neither GPT2LMHeadModel" "$work/ck-odd" --export-hf "$work/new"
+    expect "is none of the Hugging Face families dtrain writes: GPT2LMHeadModel (" "$work/ck-odd" --export-hf "$work/new"
     [ ! -e "$work/new" ] || [ -z "$(ls -A "$work/new")" ] || fail "a refused export left files"
     # A NaN in one tensor, found by one of 3 ranks writing shards: every rank ends with exit 2, one error,
     # and none of the files the others wrote stays.

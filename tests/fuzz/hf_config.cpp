@@ -6,7 +6,7 @@
 DTRAIN_FUZZ_TARGET(hf_config) {
   const dtrain::HfModelConfig hc =
       dtrain::config_from_hf(std::string(reinterpret_cast<const char*>(data), size), "config.json");
-  (void)dtrain::hf_architecture(hc.cfg);
+  (void)dtrain::hf_family(hc.cfg);
   (void)dtrain::hf_tensors(hc.cfg);
   (void)dtrain::model_keys_text(hc.cfg);
 }

@@ -1,0 +1,239 @@
+// The Hugging Face families dtrain reads and writes, one entry each (hf_family.hpp).
+//
+// GPT-2 (GPT2LMHeadModel: LayerNorm, learned positions, GELU (tanh), biases):
+//   transformer.wte.weight (V,C) = wte          transformer.wpe.weight (T,C) = wpe
+//   transformer.h.<l>.ln_1.{weight,bias}        = h<l>.ln1_w, ln1_b
+//   transformer.h.<l>.attn.c_attn.weight (C,3C) = h<l>.qkv_w (3,C,C) as a (3C,C) matrix, transposed (Conv1D
+//                                                 stores (in,out)); .bias (3C) = qkv_b
+//   transformer.h.<l>.attn.c_proj.weight (C,C)  = proj_w transposed; mlp.c_fc.weight (C,F) = fc_w transposed;
+//   transformer.h.<l>.mlp.c_proj.weight (F,C)   = fcproj_w transposed; biases as they are
+//   transformer.ln_f.{weight,bias}; lm_head.weight = lm_head only when untied (tied: not stored)
+// Llama (LlamaForCausalLM: RMSNorm, RoPE over whole heads, SwiGLU, no positions table; biases optional):
+//   model.embed_tokens.weight = wte; model.layers.<l>.input_layernorm.weight = ln1_w
+//   self_attn.q_proj.weight (NH*HD,C) = q_w, or block 0 of qkv_w; k_proj/v_proj (G*HD,C) = blocks of kv_w
+//   (or blocks 1, 2 of qkv_w); o_proj.weight = proj_w; post_attention_layernorm.weight = ln2_w;
+//   mlp.gate_proj/up_proj (F,C) = blocks 0, 1 of fc_w; mlp.down_proj (C,F) = fcproj_w; model.norm.weight
+//   = lnf_w; lm_head.weight = lm_head (untied). dtrain's RoPE rotates pairs (i, i + HD/2) of each head,
+//   which is the layout of Hugging Face's q_proj/k_proj (rotate_half), so no rows are permuted.
+#include "hf/hf_family.hpp"
+
+namespace dtrain {
+namespace {
+
+using Json = HfJson;
+
+// RoPE of a Llama config.json: theta from rope_theta (transformers 4) or rope_parameters.rope_theta
+// (transformers 5); the scaling from rope_scaling or rope_parameters (rope_type, or the older "type"):
+// "default" (plain RoPE) or "llama3" (Llama 3.1's remapping, with its four numbers), nothing else.
+// Both given must agree.
+void read_rope(const HfConfigReader& r, ModelConfig& m) {
+  const Json& j = r.json();
+  const auto scaling_of = [&](const Json& scaling, const char* key) {
+    if (scaling.is_null()) return;
+    if (!scaling.is_object()) throw r.error("'" + std::string(key) + "' is not an object");
+    const Json type = scaling.contains("rope_type") ? scaling["rope_type"] : scaling.contains("type") ? scaling["type"] : Json("default");
+    if (scaling.contains("partial_rotary_factor") && scaling["partial_rotary_factor"] != Json(1.0))
+      throw r.error("'" + std::string(key) + "' has a partial_rotary_factor; dtrain's Llama rotates whole heads");
+    if (type == "default") {
+      if (m.rope_scaling != RopeScaling::none) throw r.error("'rope_scaling' and 'rope_parameters' give different scalings");
+      return;
+    }
+    if (type != "llama3")
+      throw r.error("'" + std::string(key) + "' = " + scaling.dump(-1, ' ', false, Json::error_handler_t::replace) +
+                    ": dtrain implements plain RoPE and Llama 3.1's scaling (rope_type llama3), not this one");
+    const auto number = [&](const char* field) {
+      if (!scaling.contains(field) || !scaling[field].is_number())
+        throw r.error("'" + std::string(key) + "." + field + "' is missing or not a number (rope_type llama3 needs it)");
+      return scaling[field].get<double>();
+    };
+    ModelConfig scaled = m;
+    scaled.rope_scaling = RopeScaling::llama3;
+    scaled.rope_scaling_factor = number("factor");
+    scaled.rope_scaling_low_freq_factor = number("low_freq_factor");
+    scaled.rope_scaling_high_freq_factor = number("high_freq_factor");
+    scaled.rope_scaling_original_max_position_embeddings = number("original_max_position_embeddings");
+    if (m.rope_scaling == RopeScaling::llama3 &&
+        (scaled.rope_scaling_factor != m.rope_scaling_factor || scaled.rope_scaling_low_freq_factor != m.rope_scaling_low_freq_factor ||
+         scaled.rope_scaling_high_freq_factor != m.rope_scaling_high_freq_factor ||
+         scaled.rope_scaling_original_max_position_embeddings != m.rope_scaling_original_max_position_embeddings))
+      throw r.error("'rope_scaling' and 'rope_parameters' give different scalings");
+    m = scaled;
+  };
+  if (j.contains("rope_scaling")) scaling_of(j["rope_scaling"], "rope_scaling");
+  m.rotary_base = r.number("rope_theta", 10000.0);
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+    const Json& p = j["rope_parameters"];
+    scaling_of(p, "rope_parameters");
+    if (p.contains("rope_theta")) {
+      if (!p["rope_theta"].is_number()) throw r.error("'rope_parameters.rope_theta' is not a number");
+      const double t = p["rope_theta"].get<double>();
+      if (r.has("rope_theta") && t != m.rotary_base) throw r.error("'rope_theta' and 'rope_parameters.rope_theta' differ");
+      m.rotary_base = t;
+    }
+  }
+}
+
+HfFamily gpt2() {
+  HfFamily f;
+  f.architecture = "GPT2LMHeadModel";
+  f.model_type = "gpt2";
+  f.design = "LayerNorm, learned_absolute, GELU, multi-head attention, add_bias_linear=true";
+  f.bare_prefix = "transformer.";  // files saved from GPT2Model (as the original gpt2 upload)
+  f.keys = {{"n_layer", &ModelConfig::num_layers},
+            {"n_embd", &ModelConfig::hidden_size},
+            {"n_head", &ModelConfig::num_attention_heads},
+            {"n_positions", &ModelConfig::seq_length},
+            {"vocab_size", &ModelConfig::vocab_size},
+            {"layer_norm_epsilon", &ModelConfig::norm_epsilon, false, 1e-5},
+            {"tie_word_embeddings", &ModelConfig::untie_embeddings_and_output_weights, false, 1, true}};
+  f.describes = [](const Config& c) {
+    const ModelConfig& m = c.model;
+    return m.normalization == Normalization::layernorm && m.position_embedding_type == PositionEmbedding::learned_absolute &&
+           !m.swiglu && !m.group_query_attention && m.add_bias_linear;
+  };
+  f.read = [](const HfConfigReader& r, ModelConfig& m) {
+    m.ffn_hidden_size = r.integer("n_inner", 4 * m.hidden_size);
+    const std::string act = r.text("activation_function", "gelu_new");
+    if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+      throw r.error("'activation_function' = \"" + act + "\": dtrain's GPT-2 MLP uses GELU's tanh approximation (gelu_new)");
+    r.require("scale_attn_weights", true, "dtrain scales attention scores by 1/sqrt(head_dim)");
+    r.require("scale_attn_by_inverse_layer_idx", false, "dtrain does not scale attention by layer");
+  };
+  f.write = [](const Config& c, Json& j) {
+    j["activation_function"] = "gelu_new";  // the tanh approximation, as dtrain's GELU
+    j["attn_pdrop"] = j["embd_pdrop"] = j["resid_pdrop"] = 0.0;
+    j["n_ctx"] = c.model.seq_length;
+    j["n_inner"] = c.ffn_hidden();
+    j["scale_attn_weights"] = true;
+  };
+  f.tensors = [](const ModelShape& s, std::vector<HfTensor>& out) {
+    const std::int64_t C = s.hidden, F = s.ffn, V = s.vocab, T = s.seq_length;
+    const auto add = [&](std::string name, std::vector<std::int64_t> shape, std::string source, bool transpose = false) {
+      out.push_back({std::move(name), std::move(shape), std::move(source), 0, 1, transpose});
+    };
+    add("transformer.wte.weight", {V, C}, "wte");
+    add("transformer.wpe.weight", {T, C}, "wpe");
+    for (int l = 0; l < s.num_layers; ++l) {
+      const std::string h = "transformer.h." + std::to_string(l) + ".", d = "h" + std::to_string(l) + ".";
+      add(h + "ln_1.weight", {C}, d + "ln1_w");
+      add(h + "ln_1.bias", {C}, d + "ln1_b");
+      add(h + "attn.c_attn.weight", {C, 3 * C}, d + "qkv_w", true);
+      add(h + "attn.c_attn.bias", {3 * C}, d + "qkv_b");
+      add(h + "attn.c_proj.weight", {C, C}, d + "proj_w", true);
+      add(h + "attn.c_proj.bias", {C}, d + "proj_b");
+      add(h + "ln_2.weight", {C}, d + "ln2_w");
+      add(h + "ln_2.bias", {C}, d + "ln2_b");
+      add(h + "mlp.c_fc.weight", {C, F}, d + "fc_w", true);
+      add(h + "mlp.c_fc.bias", {F}, d + "fc_b");
+      add(h + "mlp.c_proj.weight", {F, C}, d + "fcproj_w", true);
+      add(h + "mlp.c_proj.bias", {C}, d + "fcproj_b");
+    }
+    add("transformer.ln_f.weight", {C}, "lnf_w");
+    add("transformer.ln_f.bias", {C}, "lnf_b");
+  };
+  return f;
+}
+
+HfFamily llama() {
+  HfFamily f;
+  f.architecture = "LlamaForCausalLM";
+  f.model_type = "llama";
+  f.design = "RMSNorm, rope with rotary_percent=1, swiglu";
+  f.bare_prefix = "";
+  f.keys = {{"num_hidden_layers", &ModelConfig::num_layers},
+            {"hidden_size", &ModelConfig::hidden_size},
+            {"num_attention_heads", &ModelConfig::num_attention_heads},
+            {"intermediate_size", &ModelConfig::ffn_hidden_size},
+            {"max_position_embeddings", &ModelConfig::seq_length},
+            {"vocab_size", &ModelConfig::vocab_size},
+            {"rms_norm_eps", &ModelConfig::norm_epsilon, false, 1e-6},
+            {"tie_word_embeddings", &ModelConfig::untie_embeddings_and_output_weights, false, 0, true}};
+  f.describes = [](const Config& c) {
+    const ModelConfig& m = c.model;
+    return m.normalization == Normalization::rmsnorm && m.position_embedding_type == PositionEmbedding::rope && m.swiglu &&
+           c.rotary_dims() == m.hidden_size / m.num_attention_heads;
+  };
+  f.read = [](const HfConfigReader& r, ModelConfig& m) {
+    const int groups = r.integer("num_key_value_heads", m.num_attention_heads);
+    m.group_query_attention = groups != m.num_attention_heads;
+    m.num_query_groups = m.group_query_attention ? groups : 1;
+    m.normalization = Normalization::rmsnorm;
+    m.position_embedding_type = PositionEmbedding::rope;
+    read_rope(r, m);
+    m.swiglu = true;
+    const bool attention_bias = r.flag("attention_bias", false), mlp_bias = r.flag("mlp_bias", false);
+    if (attention_bias != mlp_bias)
+      throw r.error("'attention_bias' and 'mlp_bias' differ; dtrain's model.add_bias_linear gives both layers biases or neither");
+    m.add_bias_linear = attention_bias;
+    const std::string act = r.text("hidden_act", "silu");
+    if (act != "silu") throw r.error("'hidden_act' = \"" + act + "\": dtrain's SwiGLU gates with silu");
+    r.require("partial_rotary_factor", 1.0, "dtrain's Llama export and import rotate whole heads");
+    if (m.num_attention_heads > 0 && r.integer("head_dim", m.hidden_size / m.num_attention_heads) * m.num_attention_heads != m.hidden_size)
+      throw r.error("'head_dim' x 'num_attention_heads' is not 'hidden_size'; dtrain's heads split the hidden size");
+  };
+  f.write = [](const Config& c, Json& j) {
+    const ModelConfig& m = c.model;
+    j["attention_bias"] = j["mlp_bias"] = m.add_bias_linear;
+    j["attention_dropout"] = 0.0;
+    j["head_dim"] = m.hidden_size / m.num_attention_heads;
+    j["hidden_act"] = "silu";
+    j["intermediate_size"] = c.ffn_hidden();
+    j["num_key_value_heads"] = m.kv_heads();
+    j["pretraining_tp"] = 1;
+    j["rope_scaling"] = nullptr;
+    if (m.rope_scaling == RopeScaling::llama3)
+      j["rope_scaling"] = {{"factor", m.rope_scaling_factor},
+                           {"high_freq_factor", m.rope_scaling_high_freq_factor},
+                           {"low_freq_factor", m.rope_scaling_low_freq_factor},
+                           {"original_max_position_embeddings", static_cast<long long>(m.rope_scaling_original_max_position_embeddings)},
+                           {"rope_type", "llama3"}};
+    j["rope_theta"] = m.rotary_base;
+  };
+  f.tensors = [](const ModelShape& s, std::vector<HfTensor>& out) {
+    const std::int64_t C = s.hidden, F = s.ffn, V = s.vocab, Q = static_cast<std::int64_t>(s.heads) * s.head_dim(),
+                       KV = static_cast<std::int64_t>(s.kv_heads) * s.head_dim();
+    const auto add = [&](std::string name, std::vector<std::int64_t> shape, std::string source, int part = 0, int parts = 1) {
+      out.push_back({std::move(name), std::move(shape), std::move(source), part, parts, false});
+    };
+    add("model.embed_tokens.weight", {V, C}, "wte");
+    for (int l = 0; l < s.num_layers; ++l) {
+      const std::string h = "model.layers." + std::to_string(l) + ".", d = "h" + std::to_string(l) + ".";
+      add(h + "input_layernorm.weight", {C}, d + "ln1_w");
+      for (const bool bias : {false, true}) {
+        if (bias && !s.bias) continue;
+        const std::string sfx = bias ? ".bias" : ".weight", suffix = bias ? "_b" : "_w";
+        auto shape = [&](std::int64_t rows) { return bias ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, C}; };
+        if (s.grouped()) {
+          add(h + "self_attn.q_proj" + sfx, shape(Q), d + "q" + suffix);
+          add(h + "self_attn.k_proj" + sfx, shape(KV), d + "kv" + suffix, 0, 2);
+          add(h + "self_attn.v_proj" + sfx, shape(KV), d + "kv" + suffix, 1, 2);
+        } else {
+          add(h + "self_attn.q_proj" + sfx, shape(Q), d + "qkv" + suffix, 0, 3);
+          add(h + "self_attn.k_proj" + sfx, shape(KV), d + "qkv" + suffix, 1, 3);
+          add(h + "self_attn.v_proj" + sfx, shape(KV), d + "qkv" + suffix, 2, 3);
+        }
+        add(h + "self_attn.o_proj" + sfx, bias ? std::vector<std::int64_t>{C} : std::vector<std::int64_t>{C, Q}, d + "proj" + suffix);
+      }
+      add(h + "post_attention_layernorm.weight", {C}, d + "ln2_w");
+      add(h + "mlp.gate_proj.weight", {F, C}, d + "fc_w", 0, 2);
+      add(h + "mlp.up_proj.weight", {F, C}, d + "fc_w", 1, 2);
+      add(h + "mlp.down_proj.weight", {C, F}, d + "fcproj_w");
+      if (s.bias) {
+        add(h + "mlp.gate_proj.bias", {F}, d + "fc_b", 0, 2);
+        add(h + "mlp.up_proj.bias", {F}, d + "fc_b", 1, 2);
+        add(h + "mlp.down_proj.bias", {C}, d + "fcproj_b");
+      }
+    }
+    add("model.norm.weight", {C}, "lnf_w");
+  };
+  return f;
+}
+
+}  // namespace
+
+const std::vector<HfFamily>& hf_families() {
+  static const std::vector<HfFamily> families = {gpt2(), llama()};
+  return families;
+}
+
+}  // namespace dtrain
