@@ -21,6 +21,7 @@
 #include "app/command_line.hpp"
 #include "app/dry_run.hpp"
 #include "app/generate_command.hpp"
+#include "app/hf_model_keys.hpp"
 #include "app/plan_command.hpp"
 #include "comm/collective_check.hpp"
 #include "comm/host_values.hpp"
@@ -117,7 +118,7 @@ MemoryLimit memory_limit(HostComm world, const Config& cfg, const LaunchEnv& env
 
 int run(int argc, char** argv, HostComm world, StartupStop& startup) {
   const int rank = world.rank(), size = world.size();
-  const CommandLine cl = parse_dtrain_command_line(argc, argv);
+  CommandLine cl = parse_dtrain_command_line(argc, argv);  // init_from=hf: adds overrides (below)
   if (cl.help) {
     if (rank == 0) {
       Config defaults;
@@ -136,7 +137,14 @@ int run(int argc, char** argv, HostComm world, StartupStop& startup) {
 
   const LaunchEnv env = detect_launch_env(world);
   const std::string ini = broadcast_input(cl.input, world);
-  Config cfg = load_config(ini, cl.input, cl.overrides);
+  std::vector<std::string> given;
+  Config cfg = load_config(ini, cl.input, cl.overrides, &given);
+  // checkpoint.init_from=hf:DIR: the model keys the input leaves out come from DIR/config.json, as
+  // overrides (so that every later reading of the input, the layout search's, has them too).
+  if (const auto taken = hf_model_overrides(world, cfg, given); !taken.empty()) {
+    cl.overrides.insert(cl.overrides.begin(), taken.begin(), taken.end());
+    cfg = load_config(ini, cl.input, cl.overrides);
+  }
   validate_config(cfg);
   if (cfg.system.layout == LayoutChoice::automatic && cl.command == CommandLine::Command::train)
     cfg = choose_layout(world, env, ini, cl, cfg);

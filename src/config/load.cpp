@@ -98,7 +98,7 @@ bool has_section_line(const std::string& text, const std::string& header) {
 }  // namespace
 
 Config load_config(const std::string& ini_text, const std::string& ini_name,
-                   const std::vector<std::string>& overrides) {
+                   const std::vector<std::string>& overrides, std::vector<std::string>* given) {
   if (!has_section_line(ini_text, "[model]"))
     throw UserError(ini_name + " has no [model] section: it is not a dtrain input file (see inputs/tiny.ini for one)");
   Config cfg;
@@ -149,6 +149,9 @@ Config load_config(const std::string& ini_text, const std::string& ini_name,
   } catch (const po::error& e) {
     throw UserError(ini_name + ": " + program_options_error(e, /*ini_keys=*/true));
   }
+  if (given)
+    for (const auto& [name, value] : vm)
+      if (!value.defaulted()) given->push_back(name);
   return cfg;
 }
 

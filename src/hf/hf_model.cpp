@@ -175,10 +175,16 @@ HfModelConfig config_from_hf(const std::string& json_text, const std::string& pa
   }
 }
 
+std::vector<std::pair<std::string, std::string>> model_keys(const Config& cfg) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, value] : model_key_values(cfg))
+    if (!value.empty() && key.rfind("model.num_experts", 0) != 0 && key.rfind("model.moe_", 0) != 0) out.emplace_back(key, value);
+  return out;
+}
+
 std::string model_keys_text(const Config& cfg) {
   std::string text;
-  for (const auto& [key, value] : model_key_values(cfg))
-    if (!value.empty() && key.rfind("model.num_experts", 0) != 0 && key.rfind("model.moe_", 0) != 0) text += key.substr(6) + " = " + value + "\n";
+  for (const auto& [key, value] : model_keys(cfg)) text += key.substr(6) + " = " + value + "\n";
   return text;
 }
 

@@ -35,7 +35,9 @@ struct HfModelConfig {
 };
 HfModelConfig config_from_hf(const std::string& json_text, const std::string& path);
 
-// The [model] keys that describe the architecture, as input-file lines ("num_layers = 4\n...").
+// The [model] keys that describe the architecture ("model.num_layers", "4"), those in use.
+std::vector<std::pair<std::string, std::string>> model_keys(const Config& cfg);
+// The same as input-file lines ("num_layers = 4\n...").
 std::string model_keys_text(const Config& cfg);
 
 }  // namespace dtrain

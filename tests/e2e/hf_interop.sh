@@ -27,7 +27,9 @@
 #   init_from
 #       imported weights start training at tp=2 pp=2 and on 1 rank with the same first loss (1e-6),
 #       far below a fresh model's, and checkpoint.init_from=hf:DIR on 1 rank with the very same first loss
-#       as the weights file there (no converted file left); a model with other keys is refused naming the key
+#       as the weights file there (no converted file left); a model with other keys is refused naming the key;
+#       an input without the model's keys takes them from config.json (the same first loss), and keys it
+#       gives that differ from config.json's are refused, each named
 #   bad_missing_tensor, bad_wrong_shape, bad_extra_tensor, bad_truncated, bad_bad_header, bad_no_config,
 #   bad_index_missing_tensor, bad_trailing_bytes, bad_gap, bad_huge_shape, bad_nan (a NaN in a tensor: the
 #   error names the Hugging Face file and tensor, not a temporary file and dtrain's name)
@@ -225,6 +227,25 @@ PY
     grep -q "initialised the model from Hugging Face directory '$work/hf'" "$work/hfdir.log" || { cat "$work/hfdir.log"; fail "no hf:DIR message"; }
     [ "$(first_loss "$work/hfdir.jsonl")" = "$b" ] || fail "init_from=hf:DIR first loss $(first_loss "$work/hfdir.jsonl"), the weights file's $b"
     [ -z "$(ls -a "$work/ck-hf" | grep init_from-hf)" ] || fail "the converted weights file was left behind"
+    # An input without the model's keys: they come from config.json, the run is the same bit for bit; a
+    # key the input gives must agree with config.json, and one that does not is named.
+    printf '[model]\nseq_length = 32\nglobal_batch_size = 4\nmicro_batch_size = 2\n[optimizer]\nlr = 1e-2\nmin_lr = 1e-3\nwarmup_iters = 0\n[data]\npath = %s\n' \
+      "$work/d" > "$work/bare.ini"
+    timeout 300 mpirun -np 1 "$dtrain" "$work/bare.ini" "${common[@]}" --checkpoint.dir="$work/ck-bare" \
+      --checkpoint.init_from="hf:$work/hf" --model.hidden_size=64 --training.eval_interval=0 \
+      --logging.metrics_file="$work/bare.jsonl" > "$work/bare.log" 2>&1 || { cat "$work/bare.log"; fail "init_from=hf:DIR without [model] keys"; }
+    grep "^model: " "$work/bare.log" || fail "no note of the keys taken from config.json"
+    grep -q "^model: 15 \[model\] key(s) from '$work/hf/config.json': num_layers=4, num_attention_heads=8, ffn_hidden_size=176" "$work/bare.log" \
+      || fail "the keys taken are not the ones the input left out"
+    [ "$(first_loss "$work/bare.jsonl")" = "$b" ] || fail "without [model] keys: first loss $(first_loss "$work/bare.jsonl"), the weights file's $b"
+    timeout 120 mpirun -np 2 "$dtrain" "$work/bare.ini" "${common[@]}" --checkpoint.dir="$work/ck-bare2" --checkpoint.init_from="hf:$work/hf" \
+      --model.num_layers=3 --model.swiglu=false > "$work/bare-bad.log" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || { cat "$work/bare-bad.log"; fail "a key unlike config.json's: exit $rc, expected 2"; }
+    cat "$work/bare-bad.log"
+    for k in "model.num_layers = 3 in the input, 4 in config.json" "model.swiglu = false in the input, true in config.json"; do
+      grep -qF "$k" "$work/bare-bad.log" || fail "the error does not name '$k'"
+    done
     timeout 120 mpirun -np 2 "$dtrain" "$work/llama.ini" "${common[@]}" --model.num_query_groups=4 > "$work/other.log" 2>&1
     rc=$?
     [ $rc -eq 2 ] || { cat "$work/other.log"; fail "another model: exit $rc, expected 2"; }
