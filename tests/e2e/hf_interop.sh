@@ -43,7 +43,7 @@ case_name=$1 dtrain=$2 data_tool=$3 consolidate=$4 logits_tool=$5 src=$6
 here=$(dirname "$0")
 source "$here/lib.sh"
 reference="/usr/bin/python3 $here/hf_reference.py"
-/usr/bin/python3 -c "import torch" 2>/dev/null || fail "python3-torch is missing (tools/install-deps installs it)"
+/usr/bin/python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)" 2>/dev/null || fail "python3-torch is missing (tools/install-deps installs it)"
 
 make_small_data "$data_tool" 80
 ids="10 67 97 108 108 32 109 101 32 73 115 104 109 97 101 108 46 32 83 111 109 101 32 121 101 97 114 115"

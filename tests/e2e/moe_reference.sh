@@ -7,7 +7,7 @@ set -euo pipefail
 case_name=$1 tool=$2 src=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-/usr/bin/python3 -c "import torch" 2>/dev/null || { echo "python3-torch is not installed: skipped"; exit 77; }
+/usr/bin/python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)" 2>/dev/null || { echo "python3-torch is not installed: skipped"; exit 77; }
 case $case_name in
   gelu_dropless) args=(4 2 8 0 1 0 0.01) ;;
   swiglu_capacity) args=(4 2 8 1 0 0.75 0.01) ;;
