@@ -17,6 +17,7 @@
 #include "ckpt/h5_file.hpp"
 #include "comm/host_comm.hpp"
 #include "config/config.hpp"
+#include "hf/hf_model.hpp"
 #include "hf/safetensors.hpp"
 
 namespace dtrain {
@@ -53,6 +54,9 @@ void export_hf(HostComm comm, const ModelWeights& weights, const std::string& di
 // kUnrecordedTokenizer. A missing tensor, a wrong shape or a tensor dtrain's model would not use is a
 // UserError naming the file and the tensor. Returns the model's configuration.
 Config import_hf(const std::string& dir, const std::string& out, const std::string& tokenizer, const Progress& progress);
+
+// The model DIR/config.json describes (config_from_hf); UserError where there is none or it is refused.
+HfModelConfig read_hf_model_config(const std::string& dir);
 
 // "5GB", "500MB", "2GiB", "1000000" (bytes) -> bytes; UserError otherwise.
 std::uint64_t parse_byte_size(const std::string& text, const std::string& option);

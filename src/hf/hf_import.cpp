@@ -89,13 +89,18 @@ bool is_buffer(const std::string& name) {
 
 }  // namespace
 
-Config import_hf(const std::string& dir, const std::string& out, const std::string& tokenizer, const Progress& progress) {
+HfModelConfig read_hf_model_config(const std::string& dir) {
   const std::string config_path = dir + "/config.json";
   std::error_code ec;
   if (!fs::exists(config_path, ec))
-    throw UserError("'" + dir + "' has no config.json; --import-hf needs a Hugging Face model directory (config.json and "
-                    "model.safetensors or model.safetensors.index.json)");
-  HfModelConfig hc = config_from_hf(read_text_file(config_path), config_path);
+    throw UserError("'" + dir + "' has no config.json; a Hugging Face model directory holds config.json and "
+                    "model.safetensors or model.safetensors.index.json");
+  return config_from_hf(read_text_file(config_path), config_path);
+}
+
+Config import_hf(const std::string& dir, const std::string& out, const std::string& tokenizer, const Progress& progress) {
+  const std::string config_path = dir + "/config.json";
+  HfModelConfig hc = read_hf_model_config(dir);
   const HfFamily& family = hf_family(hc.cfg);
   const std::string prefix = family.bare_prefix;
   const std::vector<HfTensor> tensors = hf_tensors(hc.cfg);
