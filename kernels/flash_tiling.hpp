@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 
+#include "kernels/attention_visibility.hpp"
 #include "kernels/host_device.hpp"
 
 namespace dtrain::kernels::flash {
@@ -44,26 +45,30 @@ DTRAIN_HOST_DEVICE constexpr bool unmasked_tile_pair(int qt, int kt, int T, int 
 // none of a diagonal key tile skips its products: they would add nothing).
 DTRAIN_HOST_DEVICE constexpr bool rows_see_key_tile(int first_row, int n, int kt) { return kt * kTile <= first_row + n - 1; }
 
-// ---- documents packed in a sample (data.reset_attention_mask): doc_start[t] is the position where row
-// t's document starts, non-decreasing along t; row q sees keys doc_start[q] <= k <= q. The kernels take
-// the sample's doc_start (null: one document, plain causal attention).
-// Whether query row q of a document starting at ds sees key k.
-DTRAIN_HOST_DEVICE constexpr bool visible_in_document(int q, int k, int T, int ds) { return visible(q, k, T) && k >= ds; }
-// The first key tile a query tile needs, from the document start of its first row (every later row's
-// document starts there or later): the key tiles wholly before it are skipped.
-DTRAIN_HOST_DEVICE constexpr int first_key_tile(const int* doc_start, int first_row) { return doc_start ? doc_start[first_row] / kTile : 0; }
-// Whether a tile pair needs no mask at all: unmasked_tile_pair's causal condition, and every row of the
-// query tile (the last real one, whose document starts latest) sees the whole key tile.
-DTRAIN_HOST_DEVICE constexpr bool unmasked_document_pair(int qt, int kt, int T, const int* doc_start, int rows = kTile) {
-  return unmasked_tile_pair(qt, kt, T, rows) &&
-         (!doc_start || doc_start[((qt + 1) * rows < T ? (qt + 1) * rows : T) - 1] <= kt * kTile);
+// ---- what each query row sees (kernels/attention_visibility.hpp): row q sees keys first_key(q) <= k <= q,
+// first_key non-decreasing along q (documents packed in a sample, a sliding window). The kernels take the
+// sample's KeyVisibility (nothing limits the rows: plain causal attention).
+// Whether query row q, whose first visible key is `first`, sees key k.
+DTRAIN_HOST_DEVICE constexpr bool visible_from(int q, int k, int T, int first) { return visible(q, k, T) && k >= first; }
+// Row q's first visible key (q clamped to the sample's last row, for the padding rows of a ragged tile).
+DTRAIN_HOST_DEVICE inline int first_key_of_row(KeyVisibility v, int q, int T) {
+  const int r = q < T ? q : T - 1;
+  return v.first_key(r, r);
 }
-// The query tiles that see key tile kt: [kt, end), end the first tile whose first row's document starts
-// after the key tile's last key (tiles(T) without documents).
-DTRAIN_HOST_DEVICE inline int query_tiles_end(int kt, int T, const int* doc_start) {
-  if (!doc_start) return tiles(T);
+// The first key tile a query tile needs, from its first row's first key (every later row's is there or
+// later): the key tiles wholly before it are skipped.
+DTRAIN_HOST_DEVICE inline int first_key_tile(KeyVisibility v, int first_row) { return v.first_key(first_row, first_row) / kTile; }
+// Whether a tile pair needs no mask at all: unmasked_tile_pair's causal condition, and every row of the
+// query tile (the last real one, whose first key is the latest) sees the whole key tile.
+DTRAIN_HOST_DEVICE inline bool unmasked_visible_pair(int qt, int kt, int T, KeyVisibility v, int rows = kTile) {
+  return unmasked_tile_pair(qt, kt, T, rows) && (!v.limits() || first_key_of_row(v, (qt + 1) * rows - 1, T) <= kt * kTile);
+}
+// The query tiles that see key tile kt: [kt, end), end the first tile whose first row's first key is
+// after the key tile's last key (tiles(T) when nothing limits the rows).
+DTRAIN_HOST_DEVICE inline int query_tiles_end(int kt, int T, KeyVisibility v) {
+  if (!v.limits()) return tiles(T);
   int end = kt;
-  while (end < tiles(T) && doc_start[end * kTile] <= kt * kTile + kTile - 1) ++end;
+  while (end < tiles(T) && v.first_key(end * kTile, end * kTile) <= kt * kTile + kTile - 1) ++end;
   return end;
 }
 

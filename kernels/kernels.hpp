@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "common/storage_type.hpp"
+#include "kernels/attention_visibility.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/rope_frequencies.hpp"
 

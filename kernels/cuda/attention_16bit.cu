@@ -15,10 +15,11 @@
 //    query tiles that see it (its warps own key rows: S^T = K Q^T), one per (query tile, sample x head)
 //    sums dQ over the key tiles it sees.
 // The probabilities and score gradients are rounded to KT once, before the products that take them,
-// where the host keeps them in fp32 (the GPU tests' tolerance says so). With documents packed in a
-// sample (doc_start), a query tile's walk starts at the key tile of its first row's document start
-// (first_key_tile), a key tile's dK/dV walk ends at the first query tile whose documents all start after
-// it (query_tiles_end), and each score is masked to its row's document (visible_in_document). fp16's range (largest finite
+// where the host keeps them in fp32 (the GPU tests' tolerance says so). Where a row's keys are limited
+// (KeyVisibility: documents packed in a sample, a sliding window), a query tile's walk starts at the key
+// tile of its first row's first visible key (first_key_tile), a key tile's dK/dV walk ends at the first
+// query tile whose rows' first keys are all after it (query_tiles_end), and each score is masked to its
+// row's visible keys (visible_from). fp16's range (largest finite
 // 65504): every product accumulates in fp32 registers, so scores, row sums and accumulators never meet
 // it; only the values rounded to KT do. The probabilities stay in [0, 1] (the running maximum is
 // subtracted before exp2 in the forward, the log-sum-exp, at least every score, in the backward), where
@@ -50,7 +51,7 @@ constexpr int kScoreTiles = kTile / 8;  // 8-column C tiles across one key (or q
 // every K and V fragment it reads from shared memory feeds both.
 template <typename KT, int D>
 __global__ void __launch_bounds__(kBlockThreads) forward_kernel(KT* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/,
-                                                                const KT* qkv /*(B,T,W)*/, const int* doc_start /*(B,T) or null*/, int T,
+                                                                const KT* qkv /*(B,T,W)*/, KeyVisibility visible, int T,
                                                                 int NH, int NKV, int HD, float scale_log2) {
   constexpr int LD = mma_row_stride(D), DT = D / 8, M = kWideRows / (kWarps * 16);
   extern __shared__ __align__(128) unsigned char smem[];
@@ -62,15 +63,15 @@ __global__ void __launch_bounds__(kBlockThreads) forward_kernel(KT* out /*(B,T,N
   int qrow[M][2];  // this lane's two rows of each row tile
 #pragma unroll
   for (int t = 0; t < M; ++t) qrow[t][0] = q0 + r0 + 16 * t + frag::c_row(lane, 0), qrow[t][1] = q0 + r0 + 16 * t + frag::c_row(lane, 2);
-  const int* ds = doc_start ? doc_start + static_cast<long>(at.b) * T : nullptr;  // (T)
-  int qdoc[M][2] = {};  // those rows' document starts (0: one document)
-  if (ds)
+  const KeyVisibility vis = visible.from_row(static_cast<long>(at.b) * T);  // the sample's rows
+  int qfirst[M][2] = {};  // those rows' first visible keys (0: causal only)
+  if (vis.limits())
 #pragma unroll
     for (int t = 0; t < M; ++t)
-      for (int r = 0; r < 2; ++r) qdoc[t][r] = ds[qrow[t][r] < T ? qrow[t][r] : T - 1];
-  const int first = first_key_tile(ds, q0);
-  // The document start of this warp's first row: none of its rows sees a key before it.
-  const int warp_doc = ds ? ds[q0 + r0 < T ? q0 + r0 : T - 1] : 0;
+      for (int r = 0; r < 2; ++r) qfirst[t][r] = first_key_of_row(vis, qrow[t][r], T);
+  const int first = first_key_tile(vis, q0);
+  // The first visible key of this warp's first row: none of its rows sees a key before it.
+  const int warp_first = first_key_of_row(vis, q0 + r0, T);
 
   load_tile<KT, D, LD, kWideRows>(Qs, at.rows + at.h * HD, at.W, q0, T, HD);
   FixedA<D, KT> q[M];                                  // this warp's query rows
@@ -87,10 +88,10 @@ __global__ void __launch_bounds__(kBlockThreads) forward_kernel(KT* out /*(B,T,N
 #pragma unroll
           for (int t = 0; t < M; ++t) q[t].load(Qs + (r0 + 16 * t) * LD, LD);
         if (!rows_see_key_tile(q0 + r0, M * 16, kt)) return;  // a diagonal key tile wholly after this warp's rows
-        if (warp_doc > kt * kTile + kTile - 1) return;       // a key tile wholly before this warp's rows' documents
+        if (warp_first > kt * kTile + kTile - 1) return;     // a key tile wholly before every key this warp's rows see
         float s[M][kScoreTiles][4] = {};  // (16, kTile) scores of each row tile, unscaled
         mma_a_bt<D, kScoreTiles>(s, q, Kb + buf * kTile * LD, LD);
-        const bool masked = !unmasked_document_pair(at.qt, kt, T, ds, kWideRows);
+        const bool masked = !unmasked_visible_pair(at.qt, kt, T, vis, kWideRows);
         std::uint32_t p[M][kScoreTiles / 2][4];
 #pragma unroll
         for (int t = 0; t < M; ++t) {
@@ -99,7 +100,7 @@ __global__ void __launch_bounds__(kBlockThreads) forward_kernel(KT* out /*(B,T,N
           for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              if (masked && !visible_in_document(qrow[t][e / 2], kt * kTile + n * 8 + frag::c_col(lane, e), T, qdoc[t][e / 2]))
+              if (masked && !visible_from(qrow[t][e / 2], kt * kTile + n * 8 + frag::c_col(lane, e), T, qfirst[t][e / 2]))
                 s[t][n][e] = -INFINITY;
               mx[e / 2] = fmaxf(mx[e / 2], s[t][n][e]);
             }
@@ -149,7 +150,7 @@ __global__ void __launch_bounds__(kBlockThreads) forward_kernel(KT* out /*(B,T,N
 template <typename KT, int D>
 __global__ void __launch_bounds__(kBlockThreads) dkv_kernel(KT* dqkv /*(B,T,W)*/, const KT* dout /*(B,T,C)*/,
                                                             const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
-                                                            const KT* qkv /*(B,T,W)*/, const int* doc_start /*(B,T) or null*/, int T,
+                                                            const KT* qkv /*(B,T,W)*/, KeyVisibility visible, int T,
                                                             int NH, int NKV, int HD, float scale, float scale_log2) {
   constexpr int LD = mma_row_stride(D), DT = D / 8;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -162,11 +163,11 @@ __global__ void __launch_bounds__(kBlockThreads) dkv_kernel(KT* dqkv /*(B,T,W)*/
   KT* dOb = Qb + 2 * kTile * LD;                                  // 2 x (kTile,LD)
   float* lse_b = reinterpret_cast<float*>(dOb + 2 * kTile * LD);  // 2 x (kTile)
   float* D_b = lse_b + 2 * kTile;                                 // 2 x (kTile)
-  int* ds_b = reinterpret_cast<int*>(D_b + 2 * kTile);            // 2 x (kTile): the query rows' document starts
+  int* ds_b = reinterpret_cast<int*>(D_b + 2 * kTile);            // 2 x (kTile): the query rows' first visible keys
   const int lane = threadIdx.x % 32, r0 = (threadIdx.x / 32) * kWarpRows, k0 = kt * kTile;
   const int krow[2] = {k0 + r0 + frag::c_row(lane, 0), k0 + r0 + frag::c_row(lane, 2)};  // this lane's two key rows
-  const int* ds = doc_start ? doc_start + static_cast<long>(b) * T : nullptr;  // (T)
-  const int query_tiles = query_tiles_end(kt, T, ds) - first_query_tile(kt);
+  const KeyVisibility vis = visible.from_row(static_cast<long>(b) * T);  // the sample's rows
+  const int query_tiles = query_tiles_end(kt, T, vis) - first_query_tile(kt);
 
   load_tile<KT, D, LD>(Ks, rows + C + g * HD, W, k0, T, HD);
   load_tile<KT, D, LD>(Vs, rows + C + NKV * HD + g * HD, W, k0, T, HD);
@@ -184,7 +185,7 @@ __global__ void __launch_bounds__(kBlockThreads) dkv_kernel(KT* dqkv /*(B,T,W)*/
         load_tile<KT, D, LD>(dOb + buf * kTile * LD, dout + static_cast<long>(b) * T * C + h * HD, C, q0, T, HD);
         load_rows(lse_b + buf * kTile, lse + stats, q0, T);
         load_rows(D_b + buf * kTile, Dsum + stats, q0, T);
-        if (ds) load_rows(ds_b + buf * kTile, ds, q0, T);
+        if (vis.limits()) load_first_keys(ds_b + buf * kTile, vis, q0, T);
       },
       [&](int i, int buf) {
         const KT* Qs = Qb + buf * kTile * LD;
@@ -197,13 +198,13 @@ __global__ void __launch_bounds__(kBlockThreads) dkv_kernel(KT* dqkv /*(B,T,W)*/
         float s[kScoreTiles][4] = {}, dp[kScoreTiles][4] = {};  // (16 keys, kTile queries)
         mma_a_bt<D, kScoreTiles>(s, k_rows, Qs, LD);
         mma_a_bt<D, kScoreTiles>(dp, v_rows, dOs, LD);
-        const bool masked = !unmasked_document_pair(tile_of(i), kt, T, ds);
+        const bool masked = !unmasked_visible_pair(tile_of(i), kt, T, vis);
 #pragma unroll
         for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int c = n * 8 + frag::c_col(lane, e);
-            const bool seen = !masked || visible_in_document(q0 + c, krow[e / 2], T, ds ? ds_s[c] : 0);
+            const bool seen = !masked || visible_from(q0 + c, krow[e / 2], T, vis.limits() ? ds_s[c] : 0);
             const float p = seen ? exp2f(fmaf(s[n][e], scale_log2, -lse_s[c] * kLog2e)) : 0.0f;
             s[n][e] = p;
             dp[n][e] = p * (dp[n][e] - D_s[c]) * scale;
@@ -224,7 +225,7 @@ __global__ void __launch_bounds__(kBlockThreads) dkv_kernel(KT* dqkv /*(B,T,W)*/
 template <typename KT, int D>
 __global__ void __launch_bounds__(kBlockThreads) dq_kernel(KT* dqkv /*(B,T,W)*/, const KT* dout /*(B,T,C)*/,
                                                            const float* lse /*(B,NH,T)*/, const float* Dsum /*(B,NH,T)*/,
-                                                           const KT* qkv /*(B,T,W)*/, const int* doc_start /*(B,T) or null*/, int T,
+                                                           const KT* qkv /*(B,T,W)*/, KeyVisibility visible, int T,
                                                            int NH, int NKV, int HD, float scale, float scale_log2) {
   constexpr int LD = mma_row_stride(D), DT = D / 8;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -236,15 +237,15 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(KT* dqkv /*(B,T,W)*/,
   const int lane = threadIdx.x % 32, r0 = (threadIdx.x / 32) * kWarpRows, q0 = at.qt * kTile;
   const int qrow[2] = {q0 + r0 + frag::c_row(lane, 0), q0 + r0 + frag::c_row(lane, 2)};
   const long stats = (static_cast<long>(at.b) * NH + at.h) * T;
-  const int* ds = doc_start ? doc_start + static_cast<long>(at.b) * T : nullptr;  // (T)
+  const KeyVisibility vis = visible.from_row(static_cast<long>(at.b) * T);  // the sample's rows
   float lse2[2], dsum[2];
-  int qdoc[2] = {0, 0};
+  int qfirst[2] = {0, 0};
   for (int r = 0; r < 2; ++r) {
     lse2[r] = qrow[r] < T ? lse[stats + qrow[r]] * kLog2e : 0.0f;
     dsum[r] = qrow[r] < T ? Dsum[stats + qrow[r]] : 0.0f;
-    if (ds) qdoc[r] = ds[qrow[r] < T ? qrow[r] : T - 1];
+    if (vis.limits()) qfirst[r] = first_key_of_row(vis, qrow[r], T);
   }
-  const int first = first_key_tile(ds, q0);
+  const int first = first_key_tile(vis, q0);
 
   load_tile<KT, D, LD>(Qs, at.rows + at.h * HD, at.W, q0, T, HD);
   load_tile<KT, D, LD>(dOs, dout + static_cast<long>(at.b) * T * at.C + at.h * HD, at.C, q0, T, HD);
@@ -260,12 +261,12 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(KT* dqkv /*(B,T,W)*/,
         float s[kScoreTiles][4] = {}, dp[kScoreTiles][4] = {};  // (16 queries, kTile keys)
         mma_a_bt<D, kScoreTiles>(s, q, Ks, LD);
         mma_a_bt<D, kScoreTiles>(dp, d_o, Vb + buf * kTile * LD, LD);
-        const bool masked = !unmasked_document_pair(at.qt, kt, T, ds);
+        const bool masked = !unmasked_visible_pair(at.qt, kt, T, vis);
 #pragma unroll
         for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const bool seen = !masked || visible_in_document(qrow[e / 2], kt * kTile + n * 8 + frag::c_col(lane, e), T, qdoc[e / 2]);
+            const bool seen = !masked || visible_from(qrow[e / 2], kt * kTile + n * 8 + frag::c_col(lane, e), T, qfirst[e / 2]);
             const float p = seen ? exp2f(fmaf(s[n][e], scale_log2, -lse2[e / 2])) : 0.0f;
             dp[n][e] = p * (dp[n][e] - dsum[e / 2]) * scale;
           }
@@ -279,63 +280,63 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(KT* dqkv /*(B,T,W)*/,
 
 // The launches, each in a function of its own name (the kernel profile's rows).
 template <int D, typename KT>
-void attention_forward_tensor_cores(KT* out, float* lse, const KT* qkv, const int* doc_start, int B, int T, int NH, int NKV, int HD) {
+void attention_forward_tensor_cores(KT* out, float* lse, const KT* qkv, KeyVisibility visible, int B, int T, int NH, int NKV, int HD) {
   constexpr std::size_t smem = mma_forward_smem(D);
   static const bool ready = (allow_smem(forward_kernel<KT, D>, smem, "forward", HD), true);
   (void)ready;
   const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(HD));
-  forward_kernel<KT, D><<<dim3(tiles(T, kWideRows), B * NH), kBlockThreads, smem>>>(out, lse, qkv, doc_start, T, NH, NKV, HD, scale_log2);
+  forward_kernel<KT, D><<<dim3(tiles(T, kWideRows), B * NH), kBlockThreads, smem>>>(out, lse, qkv, visible, T, NH, NKV, HD, scale_log2);
   DTRAIN_LAUNCH_CHECK();
 }
 
 template <int D, typename KT>
-void attention_dkv_tensor_cores(KT* dqkv, const float* Dsum, const KT* dout, const float* lse, const KT* qkv, const int* doc_start, int B,
+void attention_dkv_tensor_cores(KT* dqkv, const float* Dsum, const KT* dout, const float* lse, const KT* qkv, KeyVisibility visible, int B,
                                 int T, int NH, int NKV, int HD) {
   constexpr std::size_t smem = mma_dkv_smem(D);
   static const bool ready = (allow_smem(dkv_kernel<KT, D>, smem, "dK/dV", HD), true);
   (void)ready;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  dkv_kernel<KT, D><<<dim3(tiles(T), B * NKV), kBlockThreads, smem>>>(dqkv, dout, lse, Dsum, qkv, doc_start, T, NH, NKV, HD, scale,
+  dkv_kernel<KT, D><<<dim3(tiles(T), B * NKV), kBlockThreads, smem>>>(dqkv, dout, lse, Dsum, qkv, visible, T, NH, NKV, HD, scale,
                                                                       kLog2e * scale);
   DTRAIN_LAUNCH_CHECK();
 }
 
 template <int D, typename KT>
-void attention_dq_tensor_cores(KT* dqkv, const float* Dsum, const KT* dout, const float* lse, const KT* qkv, const int* doc_start, int B,
+void attention_dq_tensor_cores(KT* dqkv, const float* Dsum, const KT* dout, const float* lse, const KT* qkv, KeyVisibility visible, int B,
                                int T, int NH, int NKV, int HD) {
   constexpr std::size_t smem = mma_dq_smem(D);
   static const bool ready = (allow_smem(dq_kernel<KT, D>, smem, "dQ", HD), true);
   (void)ready;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  dq_kernel<KT, D><<<dim3(tiles(T), B * NH), kBlockThreads, smem>>>(dqkv, dout, lse, Dsum, qkv, doc_start, T, NH, NKV, HD, scale,
+  dq_kernel<KT, D><<<dim3(tiles(T), B * NH), kBlockThreads, smem>>>(dqkv, dout, lse, Dsum, qkv, visible, T, NH, NKV, HD, scale,
                                                                      kLog2e * scale);
   DTRAIN_LAUNCH_CHECK();
 }
 
 template <typename KT>
-void flash_forward(KT* out, float* lse, const KT* qkv, const int* doc_start, int B, int T, int NH, int NKV, int HD) {
-  with_padded_head_dim(HD, [&](auto D) { attention_forward_tensor_cores<decltype(D)::value>(out, lse, qkv, doc_start, B, T, NH, NKV, HD); });
+void flash_forward(KT* out, float* lse, const KT* qkv, KeyVisibility visible, int B, int T, int NH, int NKV, int HD) {
+  with_padded_head_dim(HD, [&](auto D) { attention_forward_tensor_cores<decltype(D)::value>(out, lse, qkv, visible, B, T, NH, NKV, HD); });
 }
 
 template <typename KT>
-void flash_backward(KT* dqkv, float* scratch, const KT* dout, const KT* out, const float* lse, const KT* qkv, const int* doc_start, int B,
+void flash_backward(KT* dqkv, float* scratch, const KT* dout, const KT* out, const float* lse, const KT* qkv, KeyVisibility visible, int B,
                     int T, int NH, int NKV, int HD) {
   row_dot(scratch, dout, out, B, T, NH, HD);  // scratch: Dsum (B,NH,T)
   with_padded_head_dim(HD, [&](auto D) {
-    attention_dkv_tensor_cores<decltype(D)::value>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, NKV, HD);
-    attention_dq_tensor_cores<decltype(D)::value>(dqkv, scratch, dout, lse, qkv, doc_start, B, T, NH, NKV, HD);
+    attention_dkv_tensor_cores<decltype(D)::value>(dqkv, scratch, dout, lse, qkv, visible, B, T, NH, NKV, HD);
+    attention_dq_tensor_cores<decltype(D)::value>(dqkv, scratch, dout, lse, qkv, visible, B, T, NH, NKV, HD);
   });
 }
 
 }  // namespace
 
 #define DTRAIN_ATTENTION(KT)                                                                                                        \
-  void attention_forward(KT* out, float* lse, float*, const KT* qkv, const int* doc_start, int B, int T, int NH, int NKV, int HD) { \
-    flash_forward(out, lse, qkv, doc_start, B, T, NH, NKV, HD);                                                                     \
+  void attention_forward(KT* out, float* lse, float*, const KT* qkv, KeyVisibility visible, int B, int T, int NH, int NKV, int HD) { \
+    flash_forward(out, lse, qkv, visible, B, T, NH, NKV, HD);                                                                     \
   }                                                                                                                                 \
   void attention_backward(KT* dqkv, float* scratch, const KT* dout, const KT* out, const float* lse, const KT* qkv,                 \
-                          const int* doc_start, int B, int T, int NH, int NKV, int HD) {                                            \
-    flash_backward(dqkv, scratch, dout, out, lse, qkv, doc_start, B, T, NH, NKV, HD);                                               \
+                          KeyVisibility visible, int B, int T, int NH, int NKV, int HD) {                                            \
+    flash_backward(dqkv, scratch, dout, out, lse, qkv, visible, B, T, NH, NKV, HD);                                               \
   }
 DTRAIN_ATTENTION(bf16)
 DTRAIN_ATTENTION(fp16)

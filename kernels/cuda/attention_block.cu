@@ -29,13 +29,13 @@ __device__ float head_dot(const A* a, const B* b, int HD) {
 
 template <typename KT>
 __global__ void block_forward_kernel(float* out, float* lse, const KT* q, int qs, const KT* kv, int ks, int Tq, int Tk, int NH,
-                                     int NKV, int HD, int q_pos, int k_pos, const int* doc_start, float scale) {
+                                     int NKV, int HD, int q_pos, int k_pos, KeyVisibility visible, float scale) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
   if (warp >= Tq * NH) return;
   const int i = warp / NH, h = warp % NH;
   const KT* qi = q + static_cast<long>(i) * qs + h * HD;
   const int g = h / (NH / NKV);
-  const KeyRange r = block_visible_keys(q_pos + i, doc_start ? doc_start[i] : kNoDocuments, k_pos, Tk);
+  const KeyRange r = block_visible_keys(q_pos + i, visible.first_key(i, q_pos + i), k_pos, Tk);
   float acc[kMaxDimsPerLane] = {};
   float m = -INFINITY, l = 0.0f;
   for (int j = r.first; j < r.last; ++j) {
@@ -62,14 +62,14 @@ __global__ void block_forward_kernel(float* out, float* lse, const KT* q, int qs
 
 template <typename KT>
 __global__ void block_dq_kernel(float* dq, const KT* dout, const KT* out, const float* lse, const KT* q, int qs, const KT* kv,
-                                int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos, const int* doc_start, float scale) {
+                                int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos, KeyVisibility visible, float scale) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
   if (warp >= Tq * NH) return;
   const int i = warp / NH, h = warp % NH, g = h / (NH / NKV);
   const long row = static_cast<long>(i) * NH * HD + h * HD;
   const KT* qi = q + static_cast<long>(i) * qs + h * HD;
   const float D = head_dot(dout + row, out + row, HD), L = lse[static_cast<long>(h) * Tq + i];
-  const KeyRange r = block_visible_keys(q_pos + i, doc_start ? doc_start[i] : kNoDocuments, k_pos, Tk);
+  const KeyRange r = block_visible_keys(q_pos + i, visible.first_key(i, q_pos + i), k_pos, Tk);
   float acc[kMaxDimsPerLane] = {};
   for (int j = r.first; j < r.last; ++j) {
     const KT* kj = kv + static_cast<long>(j) * ks + g * HD;
@@ -82,7 +82,7 @@ __global__ void block_dq_kernel(float* dq, const KT* dout, const KT* out, const 
 
 template <typename KT>
 __global__ void block_dkv_kernel(float* dkv, int dks, const KT* dout, const KT* out, const float* lse, const KT* q, int qs,
-                                 const KT* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos, const int* doc_start,
+                                 const KT* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos, KeyVisibility visible,
                                  float scale) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
   if (warp >= Tk * NKV) return;
@@ -93,7 +93,7 @@ __global__ void block_dkv_kernel(float* dkv, int dks, const KT* dout, const KT* 
   const int first_query = max(0, k_pos + j - q_pos);  // the first query row at or after the key's position
   for (int h = g * group; h < (g + 1) * group; ++h)
     for (int i = first_query; i < Tq; ++i) {
-      if (!sees_key(q_pos + i, doc_start ? doc_start[i] : kNoDocuments, k_pos + j)) break;  // later rows' documents start later too
+      if (!sees_key(q_pos + i, visible.first_key(i, q_pos + i), k_pos + j)) break;  // later rows' first keys are later too
       const long row = static_cast<long>(i) * NH * HD + h * HD;
       const KT* qi = q + static_cast<long>(i) * qs + h * HD;
       const float p = expf(head_dot(qi, kj, HD) * scale - lse[static_cast<long>(h) * Tq + i]);
@@ -119,23 +119,23 @@ int warp_blocks(long warps) { return blocks_for(warps * 32); }
 
 template <typename KT>
 void block_attention_fw(float* out, float* lse, const KT* q, int qs, const KT* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos,
-                        int k_pos, const int* doc_start) {
+                        int k_pos, KeyVisibility visible) {
   check_head_dim(HD);
   block_forward_kernel<<<warp_blocks(static_cast<long>(Tq) * NH), kThreads>>>(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos,
-                                                                              doc_start, 1.0f / sqrtf(static_cast<float>(HD)));
+                                                                              visible, 1.0f / sqrtf(static_cast<float>(HD)));
   DTRAIN_LAUNCH_CHECK();
 }
 
 template <typename KT>
 void block_attention_bw(float* dq, float* dkv, int dks, const KT* dout, const KT* out, const float* lse, const KT* q, int qs, const KT* kv,
-              int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {
+              int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos, KeyVisibility visible) {
   check_head_dim(HD);
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   block_dq_kernel<<<warp_blocks(static_cast<long>(Tq) * NH), kThreads>>>(dq, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD,
-                                                                         q_pos, k_pos, doc_start, scale);
+                                                                         q_pos, k_pos, visible, scale);
   DTRAIN_LAUNCH_CHECK();
   block_dkv_kernel<<<warp_blocks(static_cast<long>(Tk) * NKV), kThreads>>>(dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV,
-                                                                           HD, q_pos, k_pos, doc_start, scale);
+                                                                           HD, q_pos, k_pos, visible, scale);
   DTRAIN_LAUNCH_CHECK();
 }
 
@@ -166,13 +166,13 @@ void narrow_cols(KT* out, const float* inp, long N, int W, int col, int w) {
 
 #define DTRAIN_ATTENTION_BLOCK(KT)                                                                                                     \
   void attention_block_forward(float* out, float* lse, float*, const KT* q, int qs, const KT* kv, int ks, int Tq, int Tk, int NH,      \
-                               int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {                                          \
-    block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);                                         \
+                               int NKV, int HD, int q_pos, int k_pos, KeyVisibility visible) {                                          \
+    block_attention_fw(out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, visible);                                         \
   }                                                                                                                                    \
   void attention_block_backward(float* dq, float* dkv, int dks, float*, const KT* dout, const KT* out, const float* lse, const KT* q,  \
                                 int qs, const KT* kv, int ks, int Tq, int Tk, int NH, int NKV, int HD, int q_pos, int k_pos,           \
-                                const int* doc_start) {                                                                                \
-    block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, doc_start);                     \
+                                KeyVisibility visible) {                                                                                \
+    block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, visible);                     \
   }                                                                                                                                    \
   void copy_columns(KT* out, const KT* inp, long N, int W, int col, int w) { copy_cols(out, inp, N, W, col, w); }                      \
   void narrow_columns(KT* out, const float* inp, long N, int W, int col, int w) { narrow_cols(out, inp, N, W, col, w); }

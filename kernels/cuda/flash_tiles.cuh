@@ -87,6 +87,15 @@ __device__ void load_rows(E* dst, const E* src, int q0, int T) {
   }
 }
 
+// The first visible keys of query rows q0.. of a tile into dst (kTile ints: 0 past T), by the block's
+// first kTile threads; the block's next __syncthreads makes them visible.
+__device__ inline void load_first_keys(int* dst, KeyVisibility v, int q0, int T) {
+  if (threadIdx.x < kTile) {
+    const int q = q0 + static_cast<int>(threadIdx.x);
+    dst[threadIdx.x] = q < T ? v.first_key(q, q) : 0;
+  }
+}
+
 // ---- one warp's 16 x N fp32 accumulator C (+)= A (16 x K) B (K x N) with FMAs, operands and C in
 // shared memory, each lane owning every 32nd element of C. ARow: A(i,k) at A[i*lda + k], else at
 // A[k*lda + i]; BRow: B(k,j) at B[k*ldb + j], else at B[j*ldb + k].

@@ -6,9 +6,10 @@
 // qkv (lda = W = (NH+2*NKV)*HD). The forward keeps each row's log-sum-exp; the backward recomputes the
 // block's probabilities from it and adds the block's share to dK and dV. With grouped-query attention
 // the query heads of a group read the same key/value head; in the backward pass they run one after
-// another and add their key/value gradients, while the groups run in parallel. With documents packed in
-// a sample (doc_start), a block's products start at the key where its first row's document starts: key
-// blocks wholly before it cost nothing, and each row's softmax runs over its own document's keys.
+// another and add their key/value gradients, while the groups run in parallel. A block's products start
+// at its first row's first visible key (kernels/attention_visibility.hpp: its document's start, its
+// sliding window's first key): keys wholly before it cost nothing, and each row's softmax runs over its
+// own visible keys.
 #include "kernels/attention_scratch.hpp"
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
@@ -52,7 +53,7 @@ inline float softmax_row(float* __restrict__ row /*(len)*/, int len) {
 }  // namespace
 
 void attention_forward(float* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/, float* scratch, const float* qkv /*(B,T,W)*/,
-                       const int* doc_start /*(B,T) or null*/, int B, int T, int NH, int NKV, int HD) {
+                       KeyVisibility visible, int B, int T, int NH, int NKV, int HD) {
   const int C = NH * HD;
   const int W = (NH + 2 * NKV) * HD;
   const int group = NH / NKV;
@@ -69,17 +70,17 @@ void attention_forward(float* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/, floa
           float* o = out + b * T * C + h * HD;                         // (T,HD), row stride C
           float* l = lse + (b * NH + h) * T;                           // (T)
           float* p = scratch + hl * 2 * rows * static_cast<long>(T);   // (rows,T) tile
-          const int* ds = doc_start ? doc_start + b * T : nullptr;  // (T)
+          const KeyVisibility vis = visible.from_row(b * T);           // the sample's rows
           for (int i0 = 0; i0 < T; i0 += rows) {
             const int i1 = i0 + rows < T ? i0 + rows : T;
             const int bs = i1 - i0;
-            const int lo = ds ? ds[i0] : 0;  // the block's first key: its first row's document start (ds grows along t)
+            const int lo = vis.first_key(i0, i0);  // the block's first key: its first row's (first keys grow along t)
             // S[0:bs, 0:i1-lo] = scale * Q[i0:i1] K[lo:i1]^T
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, i1 - lo, HD, scale, q + static_cast<long>(i0) * W, W,
                         k + static_cast<long>(lo) * W, W, 0.0f, p, T);
             for (int i = i0; i < i1; ++i) {
               float* row = p + static_cast<long>(i - i0) * T;
-              const int first = ds ? ds[i] - lo : 0;  // row i sees keys [ds[i], i]
+              const int first = vis.first_key(i, i) - lo;  // row i sees keys [first key, i]
               for (int j = 0; j < first; ++j) row[j] = 0.0f;
               l[i] = softmax_row(row + first, i - lo + 1 - first);
               for (int j = i - lo + 1; j < i1 - lo; ++j) row[j] = 0.0f;  // above the diagonal inside the block
@@ -92,7 +93,7 @@ void attention_forward(float* out /*(B,T,NH*HD)*/, float* lse /*(B,NH,T)*/, floa
 }
 
 void attention_backward(float* dqkv /*(B,T,W)*/, float* scratch, const float* dout /*(B,T,NH*HD)*/, const float* out /*(B,T,NH*HD)*/,
-                        const float* lse /*(B,NH,T)*/, const float* qkv /*(B,T,W)*/, const int* doc_start /*(B,T) or null*/, int B, int T,
+                        const float* lse /*(B,NH,T)*/, const float* qkv /*(B,T,W)*/, KeyVisibility visible, int B, int T,
                         int NH, int NKV, int HD) {
   const int C = NH * HD;
   const int W = (NH + 2 * NKV) * HD;
@@ -121,11 +122,11 @@ void attention_backward(float* dqkv /*(B,T,W)*/, float* scratch, const float* do
             const float* dout_h = dout + b * T * C + h * HD;     // (T,HD), row stride C
             const float* out_h = out + b * T * C + h * HD;       // (T,HD), row stride C
             const float* l = lse + (b * NH + h) * T;             // (T)
-            const int* starts = doc_start ? doc_start + b * T : nullptr;  // (T)
+            const KeyVisibility vis = visible.from_row(b * T);    // the sample's rows
             for (int i0 = 0; i0 < T; i0 += rows) {
               const int i1 = i0 + rows < T ? i0 + rows : T;
               const int bs = i1 - i0;
-              const int lo = starts ? starts[i0] : 0;  // the block's first key (as the forward)
+              const int lo = vis.first_key(i0, i0);  // the block's first key (as the forward)
               const int n = i1 - lo;                   // keys of the block's products
               const float* kl = k + static_cast<long>(lo) * W;
               const float* vl = v + static_cast<long>(lo) * W;
@@ -134,11 +135,11 @@ void attention_backward(float* dqkv /*(B,T,W)*/, float* scratch, const float* do
               // dP[0:bs, 0:n] = dO[i0:i1] V[lo:i1]^T
               cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bs, n, HD, 1.0f, dout_h + static_cast<long>(i0) * C, C, vl, W, 0.0f,
                           ds, T);
-              // dS = P * (dP - rowsum(dO * O)) * scale on the keys row i sees, [starts[i], i]; zero elsewhere.
+              // dS = P * (dP - rowsum(dO * O)) * scale on the keys row i sees, [first key, i]; zero elsewhere.
               for (int i = i0; i < i1; ++i) {
                 float* __restrict__ pr = p + static_cast<long>(i - i0) * T;   // (T)
                 float* __restrict__ dr = ds + static_cast<long>(i - i0) * T;  // (T)
-                const int first = starts ? starts[i] - lo : 0, len = i - lo + 1;
+                const int first = vis.first_key(i, i) - lo, len = i - lo + 1;
                 for (int j = 0; j < first; ++j) pr[j] = dr[j] = 0.0f;
                 probabilities_row(pr + first, len - first, l[i]);
                 const float dot = lane_dot(dout_h + static_cast<long>(i) * C, out_h + static_cast<long>(i) * C, HD);

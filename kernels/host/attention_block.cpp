@@ -7,7 +7,8 @@
 // are kept between the passes. Products are cblas_sgemm straight on the strided rows. Key/value groups
 // run in parallel; the query heads of a group one after another (they add into the same dK, dV). Each
 // query row sees the keys [first, last) of the block that block_visible_keys gives (causal by position, and
-// from its document's start); a row that sees none leaves its output and log-sum-exp as they were.
+// from its first visible key: its document's start, its sliding window); a row that sees none leaves its
+// output and log-sum-exp as they were.
 #include "kernels/attention_visibility.hpp"
 #include "kernels/host/host_math.hpp"
 #include "kernels/kernels.hpp"
@@ -22,7 +23,7 @@ namespace dtrain::kernels::host {
 
 void attention_block_forward(float* out /*(Tq,NH*HD)*/, float* lse /*(NH,Tq)*/, float* scratch /*(NH,Tq,Tk)*/,
                              const float* q /*(Tq,qs)*/, int qs, const float* kv /*(Tk,ks)*/, int ks, int Tq, int Tk, int NH,
-                             int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {
+                             int NKV, int HD, int q_pos, int k_pos, KeyVisibility visible) {
   const int C = NH * HD, group = NH / NKV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   Kokkos::parallel_for(
@@ -38,7 +39,7 @@ void attention_block_forward(float* out /*(Tq,NH*HD)*/, float* lse /*(NH,Tq)*/, 
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, HD, scale, qh, qs, k, ks, 0.0f, s, Tk);
         for (int i = 0; i < Tq; ++i) {
           float* __restrict__ row = s + static_cast<long>(i) * Tk;  // (Tk)
-          const KeyRange r = block_visible_keys(q_pos + i, doc_start ? doc_start[i] : kNoDocuments, k_pos, Tk);
+          const KeyRange r = block_visible_keys(q_pos + i, visible.first_key(i, q_pos + i), k_pos, Tk);
           if (r.first == r.last) {  // no key of this block: the running result stays
             std::fill(row, row + Tk, 0.0f);
             continue;
@@ -67,7 +68,7 @@ void attention_block_forward(float* out /*(Tq,NH*HD)*/, float* lse /*(NH,Tq)*/, 
 void attention_block_backward(float* dq /*(Tq,NH*HD)*/, float* dkv /*(Tk,dks)*/, int dks, float* scratch /*(NH,2,Tq,Tk)*/,
                               const float* dout /*(Tq,NH*HD)*/, const float* out /*(Tq,NH*HD)*/, const float* lse /*(NH,Tq)*/,
                               const float* q /*(Tq,qs)*/, int qs, const float* kv /*(Tk,ks)*/, int ks, int Tq, int Tk, int NH,
-                              int NKV, int HD, int q_pos, int k_pos, const int* doc_start) {
+                              int NKV, int HD, int q_pos, int k_pos, KeyVisibility visible) {
   const int C = NH * HD, group = NH / NKV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   Kokkos::parallel_for(
@@ -90,7 +91,7 @@ void attention_block_backward(float* dq /*(Tq,NH*HD)*/, float* dkv /*(Tk,dks)*/,
           for (int i = 0; i < Tq; ++i) {
             float* __restrict__ pr = p + static_cast<long>(i) * Tk;   // (Tk)
             float* __restrict__ dr = ds + static_cast<long>(i) * Tk;  // (Tk)
-            const KeyRange r = block_visible_keys(q_pos + i, doc_start ? doc_start[i] : kNoDocuments, k_pos, Tk);
+            const KeyRange r = block_visible_keys(q_pos + i, visible.first_key(i, q_pos + i), k_pos, Tk);
             // rowsum(dO * O) = rowsum(P_all * dP_all) over every key of every block
             const float dot = lane_dot(doh + static_cast<long>(i) * C, oh + static_cast<long>(i) * C, HD);
             for (int j = 0; j < r.first; ++j) pr[j] = dr[j] = 0.0f;

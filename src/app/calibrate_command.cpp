@@ -223,8 +223,8 @@ double measure_attention_score_seconds(Communicator& world, Device& device, bool
     device.copy(qkv, host.data(), qkv_n * sizeof(KT));
     device.copy(dout, host.data() + qkv_n * sizeof(KT), out_n * sizeof(KT));
     const double t = time_collectively(world, device, quick ? 0.05 : 0.3, [&] {
-      k.attention_forward(out, lse, scratch, qkv, nullptr, B, T, NH, NH, HD);
-      k.attention_backward(dqkv, scratch, dout, out, lse, qkv, nullptr, B, T, NH, NH, HD);
+      k.attention_forward(out, lse, scratch, qkv, kernels::KeyVisibility{}, B, T, NH, NH, HD);
+      k.attention_backward(dqkv, scratch, dout, out, lse, qkv, kernels::KeyVisibility{}, B, T, NH, NH, HD);
     });
     const double flops = static_cast<double>(T) * T * HD;  // one product, the causal half
     const double gemms = 3 * 2 * B * NH * flops / (peak * c.efficiency(flops, HD));

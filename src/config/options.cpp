@@ -71,6 +71,8 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "learned_absolute (a learned position table, GPT-2) or rope (rotary embedding of queries and keys, Llama)");
   add("model.rotary_base", &m.rotary_base, "RoPE base theta (Llama 2: 10000, Llama 3: 500000)");
   add("model.rotary_percent", &m.rotary_percent, "share of each head's dimensions that RoPE rotates (0 < p <= 1)");
+  add("model.window_size", &m.window_size,
+      "sliding-window attention: the keys each token sees, itself included (Mistral: 4096); 0 = every earlier token");
   add("model.rope_scaling", &m.rope_scaling,
       "none, or llama3: Llama 3.1's remapping of RoPE's frequencies (Hugging Face's rope_scaling rope_type llama3)");
   add("model.rope_scaling_factor", &m.rope_scaling_factor, "llama3 scaling: low frequencies turn this many times slower (8)");

@@ -97,6 +97,11 @@ void validate_config(const Config& c) {
   p.range("model.recompute_num_layers", m.recompute_num_layers, 1, kMaxLayers);
   p.real("model.rotary_base", m.rotary_base, 1, 1e12, false, false, "a number > 1 (e.g. 10000)");
   p.real("model.rotary_percent", m.rotary_percent, 0, 1, true, false, "in (0, 1]");
+  p.range("model.window_size", m.window_size, 0, kMaxSeqLength);
+  if (m.window_size > m.seq_length && m.seq_length >= 1)
+    p.add("model.window_size=" + s(static_cast<long>(m.window_size)) + " is larger than model.seq_length=" + s(static_cast<long>(m.seq_length)) +
+          ": no token has that many keys; give a window of at most " + s(static_cast<long>(m.seq_length)) +
+          ", or 0 for full causal attention");
   if (m.rope_scaling == RopeScaling::llama3) {
     p.real("model.rope_scaling_factor", m.rope_scaling_factor, 1, 1e6, false, false, "a number >= 1 (Llama 3.1: 8)");
     p.real("model.rope_scaling_low_freq_factor", m.rope_scaling_low_freq_factor, 0, 1e6, true, false, "a number > 0 (Llama 3.1: 1)");

@@ -138,7 +138,7 @@ HfFamily llama() {
   HfFamily f;
   f.architecture = "LlamaForCausalLM";
   f.model_type = "llama";
-  f.design = "RMSNorm, rope with rotary_percent=1, swiglu";
+  f.design = "RMSNorm, rope with rotary_percent=1, swiglu, window_size=0";
   f.bare_prefix = "";
   f.keys = {{"num_hidden_layers", &ModelConfig::num_layers},
             {"hidden_size", &ModelConfig::hidden_size},
@@ -151,7 +151,7 @@ HfFamily llama() {
   f.describes = [](const Config& c) {
     const ModelConfig& m = c.model;
     return m.normalization == Normalization::rmsnorm && m.position_embedding_type == PositionEmbedding::rope && m.swiglu &&
-           c.rotary_dims() == m.hidden_size / m.num_attention_heads;
+           c.rotary_dims() == m.hidden_size / m.num_attention_heads && m.window_size == 0;
   };
   f.read = [](const HfConfigReader& r, ModelConfig& m) {
     const int groups = r.integer("num_key_value_heads", m.num_attention_heads);

@@ -16,15 +16,16 @@ class DenseMlp {
   DenseMlp(const kernels::KernelTable<T>& k, LinearGemms<T>& linear, const ActivationDims& d, bool swiglu, bool bias_owner, bool selective)
       : k_(k), linear_(linear), d_(d), swiglu_(swiglu), bias_owner_(bias_owner), selective_(selective) {}
 
-  // out (N,C) (=): fcproj(act(fc(a.ln2))), the bias added on tp rank 0 (partial sums over tp, or rows).
-  void forward(LinearOutput<T> out, const BlockParams<T>& p, BlockActs<T>& a) const {
+  // out (N,C) (=): fcproj(act(fc(a.ln2))) of N rows (the micro-batch's, or fewer: a decode pass), the
+  // bias added on tp rank 0 (partial sums over tp, or rows).
+  void forward(LinearOutput<T> out, const BlockParams<T>& p, BlockActs<T>& a, long N) const {
     if (swiglu_ || selective_) {  // selective: the backward recomputes the activation from the stored fch, so the forward does too
-      linear_.forward({a.fch, nullptr}, a.ln2, p.fc_w, p.fc_b, d_.N(), d_.C, d_.Hl());
-      activation(a);
+      linear_.forward({a.fch, nullptr}, a.ln2, p.fc_w, p.fc_b, N, d_.C, d_.Hl());
+      activation(a, N);
     } else {  // fch and gelu(fch) in one pass where the backend can (cuBLASLt's epilogue, from the unrounded fch)
-      linear_.forward_gelu(a.fch_gelu, a.fch, a.ln2, p.fc_w, p.fc_b, d_.N(), d_.C, d_.Hl());
+      linear_.forward_gelu(a.fch_gelu, a.fch, a.ln2, p.fc_w, p.fc_b, N, d_.C, d_.Hl());
     }
-    linear_.forward(out, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, d_.N(), d_.Fl, d_.C);
+    linear_.forward(out, a.fch_gelu, p.fcproj_w, bias_owner_ ? p.fcproj_b : nullptr, N, d_.Fl, d_.C);
   }
 
   // dln (N,C) (=): the gradient of a.ln2 (partial sums over tp, or rows); dy (N,C): the block output's
@@ -32,7 +33,7 @@ class DenseMlp {
   void backward(LinearOutput<T> dln, const BlockParams<T>& p, const BlockParams<float>& g, BlockActs<T>& a, const T* dy,
                 Scratch<T>& sc) const {
     const long N = d_.N();
-    if (selective_) activation(a);
+    if (selective_) activation(a, N);
     if (swiglu_) {
       linear_.backward({sc.dfch2, nullptr}, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, p.fcproj_w, N, d_.Fl, d_.C);
       k_.swiglu_backward(sc.dfch, a.fch, sc.dfch2, N, d_.Fl);
@@ -43,11 +44,11 @@ class DenseMlp {
   }
 
  private:
-  void activation(BlockActs<T>& a) const {  // fch_gelu from fch
+  void activation(BlockActs<T>& a, long N) const {  // fch_gelu from fch, N rows
     if (swiglu_)
-      k_.swiglu_forward(a.fch_gelu, a.fch, d_.N(), d_.Fl);
+      k_.swiglu_forward(a.fch_gelu, a.fch, N, d_.Fl);
     else
-      k_.gelu_forward(a.fch_gelu, a.fch, d_.N() * d_.Fl);
+      k_.gelu_forward(a.fch_gelu, a.fch, N * d_.Fl);
   }
 
   const kernels::KernelTable<T>& k_;

@@ -12,7 +12,7 @@ namespace dtrain {
 
 template <typename T>
 void GptModelImpl<T>::rope(T* x, const int* positions, bool backward) {
-  const ActivationDims& d = dims();
+  const ActivationDims& d = pass_;
   const ModelShape& m = plan_.shape;
   if (positions)  // position ids given for every row: one call
     return (backward ? k_.rope_backward : k_.rope_forward)(x, d.B, d.T, d.QKVl(), d.NHl + d.NKVl, d.HD(), m.rotary_dim, m.rope_frequencies,
@@ -25,7 +25,7 @@ void GptModelImpl<T>::rope(T* x, const int* positions, bool backward) {
 
 template <typename T>
 void GptModelImpl<T>::embed(T* out, const MicroBatch& batch) {
-  const ActivationDims& d = dims();
+  const ActivationDims& d = pass_;
   const T* wpe = bias_owner_ ? p_.wpe : nullptr;
   if (batch.positions)  // position ids given for every row: one call over the whole table
     return k_.embedding_forward(out, batch.tokens, p_.wte, wpe, batch.positions, vocab_start_, d.B, d.T, d.C, d.Vl);
@@ -47,7 +47,7 @@ void GptModelImpl<T>::norm_rows(T* out, float* mean, float* rstd, const T* x, co
 
 template <typename T>
 void GptModelImpl<T>::norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, T* res, const T* add) {
-  const ActivationDims& d = dims();
+  const ActivationDims& d = pass_;
   const ModelShape& m = plan_.shape;
   T* dst = sp() ? acts_.scratch().rows_shard : out;  // Ns = N without sequence parallelism
   if (add && m.rmsnorm)
@@ -63,7 +63,7 @@ void GptModelImpl<T>::norm_forward(T* out, float* mean, float* rstd, const T* x,
 template <typename T>
 void GptModelImpl<T>::reduce_rows(T* out, float* partial) {
   if (!partial) return;
-  const ActivationDims& d = dims();
+  const ActivationDims& d = pass_;
   if (sp()) {
     float* shard = wide_or(out, acts_.scratch().partial_shard);
     tp_->reduce_scatter_rows(shard, partial, d.Ns(), d.C);
@@ -76,17 +76,27 @@ void GptModelImpl<T>::reduce_rows(T* out, float* partial) {
 
 
 template <typename T>
+void GptModelImpl<T>::attention(BlockActs<T>& a, int layer) {
+  const ActivationDims& d = pass_;
+  Scratch<T>& sc = acts_.scratch();
+  if (cache_)
+    cache_->attend(k_, a.atty, a.lse, sc.dtt, a.qkv, layer);
+  else if (ring_)
+    ring_->forward(a.atty, a.lse, a.qkv, visibility(), sc);
+  else
+    k_.attention_forward(a.atty, a.lse, sc.dtt, a.qkv, visibility(), d.B, d.T, d.NHl, d.NKVl, d.HD());
+}
+
+
+template <typename T>
 void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a) {
-  const ActivationDims& d = dims();
+  const ActivationDims& d = pass_;
   const long N = d.N();
   const ModelShape& m = plan_.shape;
   norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
   linear_.forward({a.qkv, nullptr}, a.ln1, p.qkv_w, p.qkv_b, N, d.C, d.QKVl());
   if (m.rope) rope(a.qkv, batch_->positions, false);
-  if (ring_)
-    ring_->forward(a.atty, a.lse, a.qkv, batch_->doc_start, acts_.scratch());
-  else
-    k_.attention_forward(a.atty, a.lse, acts_.scratch().dtt, a.qkv, batch_->doc_start, d.B, d.T, d.NHl, d.NKVl, d.HD());
+  attention(a, p.layer);
   const LinearOutput<T> proj = output_rows(a.res1);
   linear_.forward(proj, a.atty, p.proj_w, bias_owner_ ? p.proj_b : nullptr, N, d.Cl, d.C);
   reduce_rows(a.res1, proj.partial);
@@ -94,18 +104,17 @@ void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockAc
   // MoE layers always leave fp32 partial sums.
   const LinearOutput<T> mlp = p.moe.router_w ? LinearOutput<T>{nullptr, partial_for(a.res2)} : output_rows(a.res2);
   if (p.moe.router_w)
-    moe_->forward(mlp.partial, p.moe, a.ln2, a.moe, acts_.scratch(), p.layer, !replaying_);
+    moe_->forward(mlp.partial, p.moe, a.ln2, N, a.moe, acts_.scratch(), p.layer, !replaying_ && !cache_);
   else
-    dense_.forward(mlp, p, a);
+    dense_.forward(mlp, p, a, N);
   reduce_rows(a.res2, mlp.partial);
   k_.residual_forward(a.res2, a.res2, a.res1, d.Ns() * d.C);
 }
 
 
 template <typename T>
-void GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
-  SlotActs<T>& s = acts_.slot(slot);
-  const ActivationDims& d = dims();
+void GptModelImpl<T>::blocks_forward(SlotActs<T>& s, int chunk, const MicroBatch& batch) {
+  const ActivationDims& d = pass_;
   const long N = d.N();
   batch_ = &batch;
   if (chunk == 0 && plan_.part.embedding) {
@@ -127,6 +136,15 @@ void GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
     block_forward(p_.blocks[base + i], block_input(s, i), s.blocks[i]);
     hook(layer, LayerPhase::after_forward);
   }
+}
+
+
+template <typename T>
+void GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
+  SlotActs<T>& s = acts_.slot(slot);
+  const ActivationDims& d = dims();
+  const long N = d.N();
+  blocks_forward(s, chunk, batch);
   if (!(plan_.part.head && chunk == num_chunks() - 1)) return;
 
   hook(kHeadLayer, LayerPhase::before_forward);
@@ -136,6 +154,32 @@ void GptModelImpl<T>::forward(int slot, int chunk, const MicroBatch& batch) {
   vocab_parallel_softmax_stats(k_, tp_, s.row_max, s.row_sum, s.target_logit, s.logits, batch.targets, vocab_start_, N, d.Vl);
   hook(kHeadLayer, LayerPhase::after_forward);
   k_.xent_loss(batch.loss_sum, s.lse, s.row_max, s.row_sum, s.target_logit, batch.loss_mask, N);
+}
+
+
+template <typename T>
+void GptModelImpl<T>::decode(const MicroBatch& rows, long n, KvCache<T>& cache) {
+  if (n < 1 || n > dims().N()) fatal("internal error: a decode pass of " + std::to_string(n) + " rows");
+  SlotActs<T>& s = acts_.slot(0);
+  pass_.B = 1, pass_.T = static_cast<int>(n);
+  cache_ = &cache;
+  blocks_forward(s, 0, rows);
+  hook(kHeadLayer, LayerPhase::before_forward);
+  norm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, block_input(s, blocks_per_chunk_), p_.lnf_w, p_.lnf_b);
+  hook(kHeadLayer, LayerPhase::after_forward);
+  cache_ = nullptr;
+  pass_ = dims();
+}
+
+
+template <typename T>
+void GptModelImpl<T>::decode_logits(long row, float* out) {
+  SlotActs<T>& s = acts_.slot(0);
+  const ActivationDims& d = dims();
+  hook(kHeadLayer, LayerPhase::before_forward);
+  k_.matmul_forward(s.logits + row * d.Vl, s.lnf + row * d.C, p_.head, nullptr, 1, d.C, d.Vl);
+  hook(kHeadLayer, LayerPhase::after_forward);
+  logits_row(0, row, out);
 }
 
 

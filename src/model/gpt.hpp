@@ -65,7 +65,8 @@ class GptModel {
   // Row `row` of slot's logits (after a forward through the head) as fp32 on the host.
   virtual void logits_row(int slot, long row, float* out /*(Vl)*/) = 0;
   // Generation with a key/value cache for `batch` sequences of up to seq_length tokens over these
-  // weights (model/kv_decoder.hpp); null where it does not apply (not the whole model, MoE blocks).
+  // weights (model/kv_decoder.hpp); null where it does not apply (not the whole model on one rank, MoE
+  // blocks with a capacity factor).
   virtual std::unique_ptr<KvDecoder> make_decoder(int batch) = 0;
 
   // The parameters of arena range r as fp32 values on the host (values: r.end - r.begin elements):

@@ -3,8 +3,10 @@
 // family: LayerNorm or RMSNorm, learned positions or RoPE (applied to the packed queries and keys after
 // the QKV product), GELU or SwiGLU MLP, multi-head or grouped-query attention, tied or separate LM head,
 // with or without linear biases (plan_.shape). The forward pass and the rest are in gpt.cpp (which
-// instantiates the class), the backward pass in gpt_backward.cpp (which instantiates its functions);
-// only those two files include this one.
+// instantiates the class), the backward pass in gpt_backward.cpp (which instantiates its functions).
+// Generation with a key/value cache (kv_decoder.cpp) runs the same forward pass over a decode step's
+// rows (decode): one block routine for training and decoding, whose attention reads the micro-batch's
+// own keys, the cp ring's, or the cache's. Only those three files include this one.
 #pragma once
 #include <memory>
 #include <type_traits>
@@ -15,6 +17,7 @@
 #include "model/activations.hpp"
 #include "model/dense_mlp.hpp"
 #include "model/gpt.hpp"
+#include "model/kv_cache.hpp"
 #include "model/kv_decoder_factory.hpp"
 #include "model/linear_gemms.hpp"
 #include "model/linear_output.hpp"
@@ -38,6 +41,7 @@ class GptModelImpl final : public GptModel {
         acts_(plan.activations, device()),
         vocab_start_(plan.coords.tp * plan.activations.dims.Vl),
         bias_owner_(plan.coords.tp == 0),
+        pass_(plan.activations.dims),
         replay_from_(plan.activations.blocks_per_slot, -1),
         head_grad_(device(), plan.separate_tied_head ? sizeof(float) * static_cast<std::size_t>(plan.activations.dims.Vl) *
                                                          static_cast<std::size_t>(plan.activations.dims.C)
@@ -85,7 +89,14 @@ class GptModelImpl final : public GptModel {
   void* stage_input(int slot) override { return acts_.slot(slot).stage_input; }
   const void* stage_output(int slot, int) override { return block_input(acts_.slot(slot), blocks_per_chunk_); }
   void logits_row(int slot, long row, float* out) override;
-  std::unique_ptr<KvDecoder> make_decoder(int batch) override { return make_kv_decoder<T>(plan_, p_, k_, device(), batch); }
+  std::unique_ptr<KvDecoder> make_decoder(int batch) override { return make_kv_decoder<T>(*this, batch); }
+  // A decode pass (KvDecoder): n rows (at most the micro-batch's; rows.tokens and rows.positions given,
+  // device memory) through the embedding, every block (attending to and extending `cache`, whose
+  // pieces say which rows are which sequence's) and the final norm, in activation slot 0. Whole model,
+  // one rank.
+  void decode(const MicroBatch& rows, long n, KvCache<T>& cache);
+  // The logits of row `row` of the last decode pass, fp32 on the host.
+  void decode_logits(long row, float* out /*(Vl)*/);
   void set_parameters(ArenaRange r, const float* values) override;
   void get_parameters(ArenaRange r, float* values) override;
   int num_slots() const override { return acts_.num_slots(); }
@@ -132,7 +143,14 @@ class GptModelImpl final : public GptModel {
   void reduce_rows(T* out, float* partial);
   // The residual-stream gradient as full rows (N,C): gathered when sharded, else dres itself.
   const T* full_rows_grad();
+  // One block's forward over the pass's rows (pass_), for training, its recomputation and decoding.
   void block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a);
+  // a.atty from a.qkv: over the micro-batch's own rows, the cp ring, or the key/value cache (decoding).
+  // What each row sees: the micro-batch's document starts and the model's sliding window.
+  kernels::KeyVisibility visibility() const { return {batch_->doc_start, plan_.shape.window}; }
+  void attention(BlockActs<T>& a, int layer);
+  // The embedding (first chunk of the first stage) and the chunk's blocks.
+  void blocks_forward(SlotActs<T>& s, int chunk, const MicroBatch& batch);
   void block_backward(const BlockParams<T>& p, const BlockParams<float>& g, const T* x, BlockActs<T>& a);
   // backward(), or B of a split one (wg_ recording).
   void backward_pass(int slot, int chunk, const MicroBatch& batch, float loss_weight, const void* output_grad, void* input_grad);
@@ -151,7 +169,10 @@ class GptModelImpl final : public GptModel {
   ModelParams<float> g_;
   Activations<T> acts_;
   int vocab_start_;
-  bool bias_owner_;  // adds the bias of row-parallel layers (tp rank 0)
+  bool bias_owner_;
+  // The rows of the forward pass running: the plan's (B,T), or a decode pass's n rows as one sample.
+  ActivationDims pass_;
+  KvCache<T>* cache_ = nullptr;  // a decode pass's cache  // adds the bias of row-parallel layers (tp rank 0)
   std::vector<int> replay_from_;  // for the last block of a fully recomputed group: its first block, else -1
   Arena head_grad_;               // plan().separate_tied_head: the tied head's gradient until the step's end
   WeightGrads<T> wg_;             // the backward's weight gradients, joined or split

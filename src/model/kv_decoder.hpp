@@ -1,10 +1,10 @@
 // KvDecoder: generation with a key/value cache. For each of a batch of sequences the keys and values
-// of every layer are kept on the model's device (layer, sequence, position, [k | v] of the key/value
-// heads), so a new token costs one token's forward pass: its rows through the blocks' kernels (the
-// same kernels as training's forward, in the same order), its attention one query row against the
-// cached keys (attention_block_forward with the row's position), and the LM head of each sequence's
-// last row only. The prompt goes through the same path as one extend of several rows. Whole model on
-// one rank; dense blocks (a MoE model generates without the cache, GptModel::make_decoder gives null).
+// of every layer are kept on the model's device (model/kv_cache.hpp), so a new token costs one token's
+// forward pass: its row through the training forward's own block routine (GptModelImpl::decode; fp8
+// linear layers and MoE blocks included), its attention one query row against the cached keys, and the
+// LM head of each sequence's last row only. The prompt goes through the same path as one extend of
+// several rows. Whole model on one rank; MoE blocks dropless (GptModel::make_decoder gives null
+// otherwise, and generation runs the full context).
 #pragma once
 #include <memory>
 #include <vector>

@@ -30,11 +30,11 @@ MoeLayer<T>::MoeLayer(const RankPlan& plan, kernels::Backend backend, const Tens
 }
 
 template <typename T>
-const float* MoeLayer<T>::router_input(const T* x, Scratch<T>& sc) {
+const float* MoeLayer<T>::router_input(const T* x, long N, Scratch<T>& sc) {
   if constexpr (std::is_same_v<T, float>) {
     return x;
   } else {
-    k_.widen(sc.moe.x32, x, d_.N() * d_.C);
+    k_.widen(sc.moe.x32, x, N * d_.C);
     return sc.moe.x32;
   }
 }
@@ -50,11 +50,11 @@ const float* MoeLayer<T>::router_weight(const T* w, Scratch<T>& sc) {
 }
 
 template <typename T>
-void MoeLayer<T>::forward(float* out, const MoeParams<T>& p, const T* x, MoeActs<T>& a, Scratch<T>& sc, int layer, bool record) {
-  const long N = d_.N();
+void MoeLayer<T>::forward(float* out, const MoeParams<T>& p, const T* x, long N, MoeActs<T>& a, Scratch<T>& sc, int layer,
+                          bool record) {
   const int E = d_.E, K = d_.K, C = d_.C;
   // Router, fp32: every tp rank computes the same logits from the same full rows.
-  kf_.matmul_forward(sc.moe.logits, router_input(x, sc), router_weight(p.router_w, sc), nullptr, N, C, E);
+  kf_.matmul_forward(sc.moe.logits, router_input(x, N, sc), router_weight(p.router_w, sc), nullptr, N, C, E);
   kf_.moe_router_forward(a.probs, a.idx, a.w, sc.moe.logits, N, E, K);
   // Routing on the host (a few ints and floats per token).
   std::vector<int> idx(static_cast<std::size_t>(N * K));
@@ -145,7 +145,7 @@ void MoeLayer<T>::backward(float* dx, const MoeParams<T>& p, const MoeParams<flo
   float* dlogits = sc.moe.logits;
   kf_.moe_router_backward(dlogits, a.probs, a.idx, sc.moe.dw, daux, N, E, K);
   // dW_r on every rank (the same values); the router's share of dx only on tp rank 0, then the experts'.
-  wg_->matmul(kf_, bias_owner_ ? dx : nullptr, g.router_w, nullptr, dlogits, router_input(x, sc), router_weight(p.router_w, sc),
+  wg_->matmul(kf_, bias_owner_ ? dx : nullptr, g.router_w, nullptr, dlogits, router_input(x, N, sc), router_weight(p.router_w, sc),
                       N, C, E);
   kf_.moe_combine(dx, dxt, a.pos, nullptr, N, K, C, bias_owner_);
 }

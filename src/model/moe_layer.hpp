@@ -50,9 +50,10 @@ class MoeLayer {
   // cp: the context-parallel group (the load-balancing loss sums over a micro-batch's tokens on all of it).
   MoeLayer(const RankPlan& plan, kernels::Backend backend, const TensorParallel* tp, Communicator* cp, ExpertDispatch& dispatch,
            Device& device, MoeStats& stats);
-  // out (N,C): the combined expert outputs, fp32 partial sums over tp (=). record: count the layer in the
-  // statistics (false when a recomputation reruns the forward).
-  void forward(float* out, const MoeParams<T>& p, const T* x, MoeActs<T>& a, Scratch<T>& sc, int layer, bool record);
+  // out (N,C): the combined expert outputs of x's N rows (the micro-batch's, or fewer: a decode pass),
+  // fp32 partial sums over tp (=). record: count the layer in the statistics (false when a
+  // recomputation reruns the forward, and when decoding).
+  void forward(float* out, const MoeParams<T>& p, const T* x, long N, MoeActs<T>& a, Scratch<T>& sc, int layer, bool record);
   // dx (N,C) (=): the gradient of x, fp32 partial sum over tp; dy (N,C): the gradient of the block's
   // output, full rows. loss_weight: the LM loss's weight per token (the load-balancing loss of a
   // micro-batch of N tokens weighs N x loss_weight, so that it averages over micro-batches like the LM loss).
@@ -70,7 +71,7 @@ class MoeLayer {
     long tokens = 0;          // the micro-batch's tokens (over the cp group)
   };
   // The router's fp32 input and weight: the tensors themselves in fp32 runs, widened copies in bf16 runs.
-  const float* router_input(const T* x, Scratch<T>& sc);
+  const float* router_input(const T* x, long N, Scratch<T>& sc);  // x: N rows
   const float* router_weight(const T* w, Scratch<T>& sc);
   void expert_forward(const MoeParams<T>& p, const T* xe, MoeActs<T>& a, const std::vector<long>& rows);
   void expert_backward(const MoeParams<T>& p, const MoeParams<float>& g, const T* xe, const T* de, MoeActs<T>& a,

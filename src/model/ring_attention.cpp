@@ -7,18 +7,20 @@ namespace dtrain {
 
 template <typename T>
 template <typename F>
-void RingAttention<T>::visible_pairs(int step, F f) const {
+void RingAttention<T>::visible_pairs(int step, int window, F f) const {
   const int n = d_.cp, source = (d_.cp_rank - step + n) % n;
   for (int hq = 0; hq < 2; ++hq)
     for (int hk = 0; hk < 2; ++hk) {
       const int q_chunk = ActivationDims::zigzag_chunk(n, d_.cp_rank, hq);
       const int kv_chunk = ActivationDims::zigzag_chunk(n, source, hk);
-      if (kv_chunk <= q_chunk) f(hq, hk, q_chunk * (d_.T / 2), kv_chunk * (d_.T / 2));
+      const int Tc = d_.T / 2, q_pos = q_chunk * Tc, k_pos = kv_chunk * Tc;
+      const bool before_window = window > 0 && k_pos + Tc - 1 < q_pos - window + 1;  // even the first row's window starts later
+      if (kv_chunk <= q_chunk && !before_window) f(hq, hk, q_pos, k_pos);
     }
 }
 
 template <typename T>
-void RingAttention<T>::forward(T* atty, float* lse, const T* qkv, const int* doc_start, Scratch<T>& sc) {
+void RingAttention<T>::forward(T* atty, float* lse, const T* qkv, kernels::KeyVisibility visible, Scratch<T>& sc) {
   const int n = d_.cp, next = (d_.cp_rank + 1) % n, prev = (d_.cp_rank + n - 1) % n;
   const int W = d_.QKVl(), KW = kv_width(), Cl = d_.Cl, Tc = d_.T / 2, NH = d_.NHl;
   const long N = d_.N();
@@ -33,10 +35,10 @@ void RingAttention<T>::forward(T* atty, float* lse, const T* qkv, const int* doc
       arriving = cp_.exchange(kv, sc.ring_kv[(step + 1) % 2], static_cast<std::size_t>(N) * KW, dtype_of<T>(), next, prev, 0,
                               {"ring attention K/V"}, Completion::later);
     for (int b = 0; b < d_.B; ++b)
-      visible_pairs(step, [&](int hq, int hk, int q_pos, int k_pos) {
+      visible_pairs(step, visible.window, [&](int hq, int hk, int q_pos, int k_pos) {
         const long q_row = static_cast<long>(b) * d_.T + hq * Tc, kv_row = static_cast<long>(b) * d_.T + hk * Tc;
         k_.attention_block_forward(sc.ring_acc + q_row * Cl, lse + q_row * NH, sc.dtt, qkv + q_row * W, W, kv + kv_row * KW, KW, Tc,
-                                   Tc, NH, d_.NKVl, d_.HD(), q_pos, k_pos, doc_start ? doc_start + q_row : nullptr);
+                                   Tc, NH, d_.NKVl, d_.HD(), q_pos, k_pos, visible.from_row(q_row));
       });
     arriving.wait();
   }
@@ -44,7 +46,7 @@ void RingAttention<T>::forward(T* atty, float* lse, const T* qkv, const int* doc
 }
 
 template <typename T>
-void RingAttention<T>::backward(T* dqkv, const T* datty, const T* atty, const float* lse, const T* qkv, const int* doc_start,
+void RingAttention<T>::backward(T* dqkv, const T* datty, const T* atty, const float* lse, const T* qkv, kernels::KeyVisibility visible,
                                 Scratch<T>& sc) {
   const int n = d_.cp, next = (d_.cp_rank + 1) % n, prev = (d_.cp_rank + n - 1) % n;
   const int W = d_.QKVl(), KW = kv_width(), Cl = d_.Cl, Tc = d_.T / 2, NH = d_.NHl;
@@ -61,11 +63,11 @@ void RingAttention<T>::backward(T* dqkv, const T* datty, const T* atty, const fl
       arriving = cp_.exchange(kv, sc.ring_kv[(step + 1) % 2], kv_count, dtype_of<T>(), next, prev, 0, {"ring attention K/V"},
                               Completion::later);
     for (int b = 0; b < d_.B; ++b)
-      visible_pairs(step, [&](int hq, int hk, int q_pos, int k_pos) {
+      visible_pairs(step, visible.window, [&](int hq, int hk, int q_pos, int k_pos) {
         const long q_row = static_cast<long>(b) * d_.T + hq * Tc, kv_row = static_cast<long>(b) * d_.T + hk * Tc;
         k_.attention_block_backward(sc.ring_acc + q_row * Cl, dkv + kv_row * KW, KW, sc.dtt, datty + q_row * Cl, atty + q_row * Cl,
                                     lse + q_row * NH, qkv + q_row * W, W, kv + kv_row * KW, KW, Tc, Tc, NH, d_.NKVl, d_.HD(), q_pos, k_pos,
-                                    doc_start ? doc_start + q_row : nullptr);
+                                    visible.from_row(q_row));
       });
     arriving.wait();
     // The key/value gradients follow their rows to the next rank; after the last step they are home.

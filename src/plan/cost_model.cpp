@@ -17,6 +17,7 @@ namespace {
 // model), with what the cost model adds: the full sequence, the bytes of an element, MoE's shares.
 struct Shapes {
   double B, T, Tl, N, Ns, C, Cl, NHl, NKVl, HD, QKVl, Fl, Hl, Vl, e;
+  double keys;  // keys a query row sees on average (ModelShape::mean_visible_keys)
   // MoE: the share of blocks that are MoE blocks, an expert's widths (Fel; Hel with SwiGLU's gate),
   // experts on this rank, and the token rows the experts compute: N x topk, fewer when a capacity
   // factor below 1 drops assignments.
@@ -30,6 +31,7 @@ Shapes shapes_of(const Config& cfg, const Layout& l) {
   Shapes s{};
   s.B = d.B;
   s.T = m.seq_length;
+  s.keys = ModelShape::from(cfg).mean_visible_keys();
   s.Tl = d.T;
   s.N = static_cast<double>(d.N());
   s.Ns = static_cast<double>(d.Ns());
@@ -152,11 +154,11 @@ StepCost predict_step(const Config& input, const Layout& l, const ClusterSpec& c
                                          : 0.0;
   const double mlp = (1 - s.moe_share) * dense_mlp + s.moe_share * moe_mlp;
   const double linear = gemm(2 * s.N * s.C * s.QKVl, std::min(s.C, s.QKVl)) + gemm(2 * s.N * s.Cl * s.C, std::min(s.Cl, s.C)) + mlp;
-  // QK^T and PV, causal half, per (sample, head): the head dim is both products' narrow side; then the
+  // QK^T and PV, over the keys each row sees (the causal half, less with a window), per (sample, head): the head dim is both products' narrow side; then the
   // work per causal score beyond the GEMMs (cl.attention_score_seconds covers forward and backward, and
   // the backward counts twice the forward: a third of it here).
-  const double scores = s.B * s.NHl * s.Tl * s.T / 2;
-  const double attention = 2 * s.B * s.NHl * gemm(s.Tl * s.T * s.HD, s.HD) + scores * cl.attention_score_seconds / 3;
+  const double scores = s.B * s.NHl * s.Tl * s.keys;
+  const double attention = 2 * s.B * s.NHl * gemm(2 * s.Tl * s.keys * s.HD, s.HD) + scores * cl.attention_score_seconds / 3;
   // Attention is fused: its scores stay in on-chip tiles, so no (T,T) bytes go through memory.
   const double activation_bytes = s.e * ((1 - s.moe_share) * s.N * (s.Hl + s.Fl) + s.moe_share * s.routed * (s.Hel + s.Fel));
   const double elementwise = (s.e * 10 * s.Ns * s.C + activation_bytes) / bw;

@@ -25,6 +25,7 @@ ModelShape ModelShape::from(const Config& c) {
     f.original_context = static_cast<float>(m.rope_scaling_original_max_position_embeddings);
   }
   s.rotary_dim = s.rope ? c.rotary_dims() : 0;
+  s.window = m.window_size;
   s.experts = m.num_experts;
   s.moe_ffn = m.num_experts > 0 ? c.moe_ffn_hidden() : 0;
   s.moe_freq = m.moe_layer_freq;

@@ -48,6 +48,12 @@ struct ModelShape {
   float norm_eps = 1e-5f;
   kernels::RopeFrequencies rope_frequencies{};  // base theta, and Llama 3.1's scaling when it has one
   int rotary_dim = 0;     // dims of each head that RoPE turns
+  int window = 0;         // sliding-window attention: keys a row sees at most (0: every earlier one)
+  // Keys a query row sees on average, by the causal convention of T/2: (T^2 - (T-W)^2) / 2T with a window W.
+  double mean_visible_keys() const {
+    const double T = seq_length, W = window > 0 && window < seq_length ? window : seq_length;
+    return (T * T - (T - W) * (T - W)) / (2 * T);
+  }
   int experts = 0;        // model.num_experts (0 = dense MLP everywhere)
   int moe_ffn = 0;        // width of each expert's MLP
   int moe_freq = 1;       // every moe_freq-th block (l % moe_freq == 0) is a MoE block

@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     LocalExpertDispatch dispatch;
     MoeLayer<float> layer(plan, kernels::Backend::host, nullptr, nullptr, dispatch, host, stats);
     MoeActs<float>& a = acts.slot(0).blocks[0].moe;
-    layer.forward(out.data(), p, x.data(), a, acts.scratch(), 0, true);
+    layer.forward(out.data(), p, x.data(), d.N(), a, acts.scratch(), 0, true);
     layer.backward(dx.data(), p, g, x.data(), dy.data(), a, acts.scratch(), 1.0f / static_cast<float>(d.N()));
     write(dir, "x", x.data(), rows);
     write(dir, "dy", dy.data(), rows);

@@ -374,8 +374,9 @@ void check_all_kernels() {
                                  std::to_string(sh.NH) + "/" + std::to_string(NKV) + " heads)";
         // One document per sample, then documents packed in each sample: lengths 1 to 150 (one-token
         // documents, boundaries inside and on the edges of 64-key tiles and 128-row query tiles, a
-        // document spanning several tiles), a different cut in each sample.
-        for (const bool packed : {false, true}) {
+        // document spanning several tiles), a different cut in each sample; then a sliding window of
+        // 70 keys (not a tile multiple: windows start inside tiles), alone and with the documents.
+        for (const auto& [packed, window] : {std::pair<bool, int>{false, 0}, {true, 0}, {false, 70}, {true, 70}}) {
           std::vector<int> docs;
           if (packed) {
             std::uniform_int_distribution<int> length(1, 150);
@@ -386,9 +387,9 @@ void check_all_kernels() {
               }
           }
           OnGpu<int> docs_d(packed ? docs : std::vector<int>{0});
-          const int* ds = packed ? docs.data() : nullptr;
-          const int* ds_d = packed ? docs_d.data() : nullptr;
-          const std::string w = what + (packed ? ", packed documents" : "");
+          const kernels::KeyVisibility ds{packed ? docs.data() : nullptr, window};
+          const kernels::KeyVisibility ds_d{packed ? docs_d.data() : nullptr, window};
+          const std::string w = what + (packed ? ", packed documents" : "") + (window ? ", window " + std::to_string(window) : "");
           h.attention_forward(out.data(), lse.data(), scratch.data(), qkv.data(), ds, sh.B, sh.T, sh.NH, NKV, sh.HD);
           g.attention_forward(out_d.data(), lse_d.data(), scratch_d.data(), qkv_d.data(), ds_d, sh.B, sh.T, sh.NH, NKV, sh.HD);
           const long keys = sh.T + 2 * sh.HD;  // a row's keys, after the HD-term products
@@ -421,18 +422,19 @@ void check_all_kernels() {
       const KT* q = qkv.data() + static_cast<long>(Tc) * W;
       const KT* q_d = qkv_d.data() + static_cast<long>(Tc) * W;
       // One document, then packed documents in the second chunk's rows (starts 20, 33, 40: before the
-      // chunk and inside it, so that some rows see no key of the first chunk).
-      for (const bool packed : {false, true}) {
+      // chunk and inside it, so that some rows see no key of the first chunk), then a window of 13 keys
+      // (the later rows see none of the first chunk).
+      for (const auto& [packed, window] : {std::pair<bool, int>{false, 0}, {true, 0}, {false, 13}}) {
         std::vector<int> docs(static_cast<std::size_t>(Tc));
         for (int i = 0; i < Tc; ++i) docs[static_cast<std::size_t>(i)] = Tc + i < 33 ? 20 : Tc + i < 40 ? 33 : 40;
         OnGpu<int> docs_d(docs);
-        const int* ds = packed ? docs.data() : nullptr;
-        const int* ds_d = packed ? docs_d.data() : nullptr;
+        const kernels::KeyVisibility ds{packed ? docs.data() : nullptr, window};
+        const kernels::KeyVisibility ds_d{packed ? docs_d.data() : nullptr, window};
         std::vector<float> out(static_cast<std::size_t>(Tc) * C, 0.0f), lse(static_cast<std::size_t>(NH) * Tc, -INFINITY);
         std::vector<float> dq(out.size(), 0.0f), dkv(static_cast<std::size_t>(T) * KW, 0.0f);
         std::vector<KT> out_kt(static_cast<std::size_t>(Tc) * C);
         OnGpu<float> out_d(out), lse_d(lse), dq_d(dq), dkv_d(dkv);
-        const std::string w = packed ? " (packed documents)" : "";
+        const std::string w = packed ? " (packed documents)" : window ? " (window " + std::to_string(window) + ")" : "";
         for (int kc : {1, 0}) {
           h.attention_block_forward(out.data(), lse.data(), scratch.data(), q, W, kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc,
                                     NH, NKV, HD, Tc, kc * Tc, ds);
@@ -453,23 +455,26 @@ void check_all_kernels() {
         }
         expect_close("attention_block_backward dq" + w, dq_d.get(), dq, attention_product_tolerance<KT>(T + 2 * HD));
         expect_close("attention_block_backward dkv" + w, dkv_d.get(), dkv, attention_product_tolerance<KT>(T + 2 * HD));
-        if (packed) continue;
+        if (packed || window) continue;
         // One rounding of fp32 gradients whose difference is that of the blocks' fp32 sums (no 16-bit
         // products in the block kernels): T + 2 HD terms.
         h.narrow_columns(grad.data(), dkv.data(), T, W, C, KW);
         g.narrow_columns(grad_d.data(), dkv_d.data(), T, W, C, KW);
         expect_close("narrow_columns", grad_d.get(), grad, tolerance<KT>(T + 2 * HD));
       }
-      // Generation with a key/value cache: one query row at position p against the cached keys [0, p].
-      for (const int p : {0, 17, T - 1}) {
+      // Generation with a key/value cache: one query row at position p against the cached keys [0, p],
+      // then within a window of 13 keys.
+      for (const auto& [p, window] : {std::pair<int, int>{0, 0}, {17, 0}, {T - 1, 0}, {T - 1, 13}}) {
         std::vector<float> o1(C, 0.0f), l1(NH, -INFINITY);
         OnGpu<float> o1_d(o1), l1_d(l1);
         const KT* qp = qkv.data() + static_cast<long>(p) * W;
         const KT* qp_d = qkv_d.data() + static_cast<long>(p) * W;
-        h.attention_block_forward(o1.data(), l1.data(), scratch.data(), qp, W, kv.data(), KW, 1, p + 1, NH, NKV, HD, p, 0, nullptr);
-        g.attention_block_forward(o1_d.data(), l1_d.data(), scratch_d.data(), qp_d, W, kv_d.data(), KW, 1, p + 1, NH, NKV, HD, p, 0, nullptr);
-        expect_close("attention_block_forward decode at " + std::to_string(p), o1_d.get(), o1, attention_product_tolerance<KT>(T + 2 * HD));
-        expect_close("attention_block_forward decode lse at " + std::to_string(p), l1_d.get(), l1, tolerance<float>(T + 2 * HD));
+        const kernels::KeyVisibility vis{nullptr, window};
+        h.attention_block_forward(o1.data(), l1.data(), scratch.data(), qp, W, kv.data(), KW, 1, p + 1, NH, NKV, HD, p, 0, vis);
+        g.attention_block_forward(o1_d.data(), l1_d.data(), scratch_d.data(), qp_d, W, kv_d.data(), KW, 1, p + 1, NH, NKV, HD, p, 0, vis);
+        const std::string at = std::to_string(p) + (window ? " in a window of " + std::to_string(window) : "");
+        expect_close("attention_block_forward decode at " + at, o1_d.get(), o1, attention_product_tolerance<KT>(T + 2 * HD));
+        expect_close("attention_block_forward decode lse at " + at, l1_d.get(), l1, tolerance<float>(T + 2 * HD));
       }
     }
   }

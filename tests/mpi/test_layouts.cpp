@@ -410,6 +410,25 @@ TEST_CASE("context-parallel layouts match one rank", "[mpi][layouts][cp]") {
   }
 }
 
+// A sliding window (model.window_size = 10 keys at T = 32, Llama blocks): one rank's fused kernel skips
+// the key tiles before each row's window, ring attention the chunk pairs wholly before it (cp = 2 cuts
+// T into chunks of 8: the chunk at 16 sees the last key of the chunk at 0 from its first row, the chunk
+// at 24 nothing of it), and the tensor-parallel
+// and pipeline splits run the same kernel on fewer heads. fp32: the layouts differ by summation order
+// only, the longest reordered sum a weight gradient's over the 8 x 32 tokens of the global batch.
+TEST_CASE("sliding-window layouts match one rank", "[mpi][layouts][cp][window]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::vector<Variant> variants;
+  if (world == 2) variants = {with_cp({1, 1, 1}, 2), {2, 1, 1, true}};
+  if (world == 4) variants = {with_cp({2, 1, 1, true}, 2), {2, 2, 1, true}};
+  const std::vector<std::string> window =
+      with_llama_blocks({"--model.seq_length=32", "--model.window_size=10", "--optimizer.eps=1e-4"});
+  const long n = 8 * 32;
+  const double first = testing::reorder_tolerance(n, 0), later = testing::reorder_tolerance(n, 10);
+  check_layouts(variants, window, first, later, later, false, Rerun::left_to_gpt_test);
+}
+
 // Documents packed in samples with a fine-tuning loss mask: attention inside each document (on one
 // rank the fused kernel's block-diagonal mask, under cp ring attention's blocks), positions restarting
 // at each document (learned for GPT-2, RoPE for Llama), no loss where the input ends a document, and the

@@ -3,7 +3,8 @@
 // differences in test_kernels_host.cpp): a sequence cut into 2 x cp chunks, each query chunk merged
 // over the key/value chunks it may see (earlier chunks whole, its own causally) in the order ring
 // attention visits them, gives the same output and the same q, k, v gradients; with documents packed
-// in the sequence (doc_start) too, each block seeing only its rows' documents.
+// in the sequence (doc_start) and with a sliding window too, each block seeing only its rows' documents
+// and windows (one first visible key per row, kernels/attention_visibility.hpp).
 // Tolerance: the block form sums the softmax in another order and normalises once per block (online
 // softmax), so results differ from the whole-row softmax by the rounding of reordered sums. Each output,
 // log-sum-exp and gradient is a sum over at most the T keys (or queries) of products formed over the
@@ -59,9 +60,10 @@ std::vector<std::vector<std::pair<int, int>>> ring_pairs(int cp) {
   return all;
 }
 
-// doc_start: the sequence's document starts (T values), or empty for one document.
-void check_ring(int T, int cp, int NH, int NKV, int HD, unsigned seed, const std::vector<int>& doc_start = {}) {
-  const int* ds = doc_start.empty() ? nullptr : doc_start.data();
+// doc_start: the sequence's document starts (T values), or empty for one document; window: the sliding
+// window (0: none).
+void check_ring(int T, int cp, int NH, int NKV, int HD, unsigned seed, const std::vector<int>& doc_start = {}, int window = 0) {
+  const dtrain::kernels::KeyVisibility ds{doc_start.empty() ? nullptr : doc_start.data(), window};
   std::mt19937 rng(seed);
   const int W = (NH + 2 * NKV) * HD, C = NH * HD, KW = 2 * NKV * HD, Tc = T / (2 * cp);
   const Vec qkv = random_vec(rng, static_cast<std::size_t>(T) * W);
@@ -84,7 +86,7 @@ void check_ring(int T, int cp, int NH, int NKV, int HD, unsigned seed, const std
       k::attention_block_forward(bout.data() + static_cast<long>(qc) * Tc * C, lse.data() + static_cast<long>(qc) * NH * Tc,
                                  bscratch.data(), qkv.data() + static_cast<long>(qc) * Tc * W, W,
                                  kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc, NH, NKV, HD, qc * Tc, kc * Tc,
-                                 ds ? ds + qc * Tc : nullptr);
+                                 ds.from_row(qc * Tc));
       ++visited;
     }
   CHECK(visited == 2 * cp * (2 * cp + 1) / 2);  // every causal chunk pair exactly once
@@ -95,7 +97,7 @@ void check_ring(int T, int cp, int NH, int NKV, int HD, unsigned seed, const std
                                   bscratch.data(), dout.data() + static_cast<long>(qc) * Tc * C, bout.data() + static_cast<long>(qc) * Tc * C,
                                   lse.data() + static_cast<long>(qc) * NH * Tc, qkv.data() + static_cast<long>(qc) * Tc * W, W,
                                   kv.data() + static_cast<long>(kc) * Tc * KW, KW, Tc, Tc, NH, NKV, HD, qc * Tc, kc * Tc,
-                                 ds ? ds + qc * Tc : nullptr);
+                                  ds.from_row(qc * Tc));
   Vec got(qkv.size());
   k::narrow_columns(got.data(), dq.data(), T, W, 0, C);
   k::narrow_columns(got.data(), dkv.data(), T, W, C, KW);
@@ -142,6 +144,14 @@ TEST_CASE("ring attention blocks equal whole-sequence attention with packed docu
   // document and a document spanning three chunks.
   SECTION("cp=2") { check_ring(32, 2, 3, 3, 8, 311, documents(32, {5, 3, 8, 1, 12})); }
   SECTION("cp=4, grouped-query") { check_ring(32, 4, 4, 2, 8, 312, documents(32, {4, 14, 1, 6})); }
+}
+
+TEST_CASE("ring attention blocks equal whole-sequence attention with a sliding window", "[kernels][cp][window]") {
+  // Windows shorter than a chunk (whole chunks fall outside a row's window), across chunk edges, and
+  // with packed documents.
+  SECTION("cp=2, window 5") { check_ring(32, 2, 3, 3, 8, 321, {}, 5); }
+  SECTION("cp=4, grouped-query, window 11") { check_ring(32, 4, 4, 2, 8, 322, {}, 11); }
+  SECTION("cp=2, window 9 and documents") { check_ring(32, 2, 2, 1, 8, 323, documents(32, {5, 20, 7}), 9); }
 }
 
 TEST_CASE("copy_columns and narrow_columns move exactly their columns", "[kernels][cp]") {

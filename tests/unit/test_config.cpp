@@ -122,6 +122,16 @@ TEST_CASE("layout checks name the key and the fix", "[config]") {
     c.model.hidden_size = 63;
     CHECK(contains(error_of([&] { check_layout(c, 4); }), "model.num_attention_heads=3 is not divisible"));
   }
+  SECTION("a sliding window longer than the sequence") {
+    c.model.window_size = c.model.seq_length;  // every key: allowed, the same as no window
+    CHECK(error_of([&] { validate_config(c); }).empty());
+    c.model.window_size = c.model.seq_length + 1;
+    const std::string e = error_of([&] { validate_config(c); });
+    CHECK(contains(e, "model.window_size=" + std::to_string(c.model.seq_length + 1) + " is larger than model.seq_length"));
+    CHECK(contains(e, "or 0 for full causal attention"));
+    c.model.window_size = -1;
+    CHECK(contains(error_of([&] { validate_config(c); }), "model.window_size"));
+  }
   SECTION("hidden size not divisible by heads") {
     c.model.num_attention_heads = 5;
     CHECK(contains(error_of([&] { validate_config(c); }), "model.hidden_size=64 is not divisible by model.num_attention_heads=5"));

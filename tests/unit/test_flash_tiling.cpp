@@ -1,9 +1,9 @@
 // The tiling of the CUDA backend's fused attention (kernels/flash_tiling.hpp), checked on the host: the
 // tiles the forward, dK/dV and dQ kernels visit cover every causal (query, key) pair exactly once, the
 // tile pairs they leave unmasked hold only visible pairs, and every kernel's shared memory fits a
-// Hopper block; with documents packed in the sequence, the walks the kernels take (first_key_tile,
-// query_tiles_end, the 16-bit forward's warp skips) cover every pair a row's document sees exactly
-// once, and the block kernels' key ranges are those pairs.
+// Hopper block; with documents packed in the sequence and with a sliding window, the walks the kernels
+// take (first_key_tile, query_tiles_end, the 16-bit forward's warp skips) cover every pair a row sees
+// exactly once, and the block kernels' key ranges are those pairs.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -125,18 +125,23 @@ std::vector<int> document_starts(int T, const std::vector<int>& lengths) {
 
 }  // namespace
 
-TEST_CASE("flash tiling with packed documents: the kernels' walks cover each document's pairs exactly once") {
+TEST_CASE("flash tiling with packed documents and windows: the kernels' walks cover each row's pairs exactly once") {
   struct Case {
     int T;
     std::vector<int> lengths;
+    int window;  // 0: none
   };
-  for (const Case& c : {Case{200, {1, 1, 62, 64, 10}}, Case{257, {130, 127}}, Case{130, {64, 64, 2}}, Case{300, {3, 200, 1, 50}},
-                        Case{64, {}}, Case{129, {128}}}) {
+  for (const Case& c : {Case{200, {1, 1, 62, 64, 10}, 0}, Case{257, {130, 127}, 0}, Case{130, {64, 64, 2}, 0}, Case{300, {3, 200, 1, 50}, 0},
+                        Case{64, {}, 0}, Case{129, {128}, 0}, Case{300, {}, 70}, Case{300, {}, 1}, Case{257, {}, 64}, Case{200, {}, 129},
+                        Case{300, {3, 200, 1, 50}, 90}}) {
     const int T = c.T;
     const std::vector<int> ds = document_starts(T, c.lengths);
-    const int* d = ds.data();
-    INFO("T=" << T << ", " << c.lengths.size() << " boundaries");
-    const auto sees = [&](int q, int k) { return visible_in_document(q, k, T, ds[static_cast<std::size_t>(q)]); };
+    const dtrain::kernels::KeyVisibility d{ds.data(), c.window};
+    INFO("T=" << T << ", " << c.lengths.size() << " boundaries, window " << c.window);
+    // Row q sees key k: causal, in its document, and (with a window) fewer than `window` positions back.
+    const auto sees = [&](int q, int k) {
+      return k <= q && k >= ds[static_cast<std::size_t>(q)] && (c.window == 0 || q - k < c.window);
+    };
     // The forward (kWideRows query tiles, warps of 32 rows skipping key tiles after their rows and
     // before their first row's document), dQ (kTile rows), dK/dV (key tiles to query_tiles_end).
     std::vector<int> forward(static_cast<std::size_t>(T) * T), dq(forward.size()), dkv(forward.size());
@@ -144,7 +149,7 @@ TEST_CASE("flash tiling with packed documents: the kernels' walks cover each doc
       for (int kt = first_key_tile(d, qt * kWideRows); kt < key_tiles_seen(qt, T, kWideRows); ++kt)
         for (int q = qt * kWideRows; q < std::min(T, (qt + 1) * kWideRows); ++q) {
           const int warp_first = qt * kWideRows + (q - qt * kWideRows) / 32 * 32;
-          if (!rows_see_key_tile(warp_first, 32, kt) || ds[static_cast<std::size_t>(std::min(warp_first, T - 1))] > kt * kTile + kTile - 1)
+          if (!rows_see_key_tile(warp_first, 32, kt) || first_key_of_row(d, warp_first, T) > kt * kTile + kTile - 1)
             continue;
           for (int k = kt * kTile; k < std::min(T, (kt + 1) * kTile); ++k) forward[static_cast<std::size_t>(q) * T + k] += sees(q, k);
         }
@@ -167,7 +172,7 @@ TEST_CASE("flash tiling with packed documents: the kernels' walks cover each doc
     for (const int rows : {kTile, kWideRows})
       for (int qt = 0; qt < tiles(T, rows); ++qt)
         for (int kt = 0; kt < tiles(T); ++kt)
-          if (unmasked_document_pair(qt, kt, T, d, rows))
+          if (unmasked_visible_pair(qt, kt, T, d, rows))
             for (int q = qt * rows; q < (qt + 1) * rows; ++q)
               for (int k = kt * kTile; k < (kt + 1) * kTile; ++k) unmasked_but_hidden += q >= T || !sees(q, k);
     CHECK(unmasked_but_hidden == 0);
@@ -176,14 +181,19 @@ TEST_CASE("flash tiling with packed documents: the kernels' walks cover each doc
     int block_wrong = 0;
     for (const auto& [q_pos, k_pos, Tk] : {std::tuple<int, int, int>{0, 0, T}, {T / 2, 0, T / 2}, {T / 2, T / 2, T - T / 2}, {T - 1, 0, T}})
       for (int i = 0; q_pos + i < T; ++i) {
-        const auto r = dtrain::kernels::block_visible_keys(q_pos + i, ds[static_cast<std::size_t>(q_pos + i)], k_pos, Tk);
+        const auto r = dtrain::kernels::block_visible_keys(q_pos + i, d.first_key(q_pos + i, q_pos + i), k_pos, Tk);
         block_wrong += r.first < 0 || r.last > Tk || r.first > r.last;
         for (int j = 0; j < Tk; ++j) block_wrong += (j >= r.first && j < r.last) != sees(q_pos + i, k_pos + j);
       }
     CHECK(block_wrong == 0);
   }
-  CHECK(query_tiles_end(2, 1000, nullptr) == tiles(1000));
-  CHECK(first_key_tile(nullptr, 500) == 0);
+  CHECK(query_tiles_end(2, 1000, dtrain::kernels::KeyVisibility{}) == tiles(1000));
+  CHECK(first_key_tile(dtrain::kernels::KeyVisibility{}, 500) == 0);
+  // A window skips the key tiles wholly before a query tile's first row's window: at T = 4096 and
+  // W = 1024, query tile 40 (rows 2560..) starts at key tile (2560 - 1023) / 64 = 24, and key tile 0 is
+  // seen by query tiles 0..16 (tile 17's first row, 1088, sees keys from 65 on).
+  CHECK(first_key_tile(dtrain::kernels::KeyVisibility{nullptr, 1024}, 40 * kTile) == 24);
+  CHECK(query_tiles_end(0, 4096, dtrain::kernels::KeyVisibility{nullptr, 1024}) == 17);
 }
 
 TEST_CASE("flash tiling: shared memory per block, by hand, fits a Hopper block for every head dim") {

@@ -1,12 +1,14 @@
 // Generation with a key/value cache against the full-context forward pass it replaces: teacher-forced,
 // every position's logits agree within the bound of reordered fp32 sums, for a batch of prompts of
-// different lengths (GPT-2 and Llama blocks); greedy decoding gives the same tokens on both paths; and
-// top-k / top-p sampling keeps to its candidates.
+// different lengths, more rows than one decode pass takes (GPT-2, Llama and MoE blocks); greedy decoding
+// gives the same tokens on both paths in fp32, bf16 and fp8 and with MoE blocks; and top-k / top-p
+// sampling keeps to its candidates.
 // Tolerance: the cache computes each row with the same kernels on the same inputs, but a GEMM of a few
 // rows may sum in another order than one of T rows, and attention over the cache is the block kernel's
 // online softmax where the full pass runs the fused kernel. A logit sums, along its path, at most n =
 // layers x (C + T + F) + C products (QKV, attention over T keys, the MLP's F inputs, the head); two
-// orders of such sums differ by at most 2 n u of their magnitudes (u = 2^-24), and the magnitudes here
+// orders of such sums differ by at most 2 n u of their magnitudes (u = 2^-24; a MoE block adds its k
+// experts' weighted outputs: k more terms), and the magnitudes here
 // (weights 4x the initial ones, so that the layers hardly amplify them) stay within the largest logit: 2 n u of
 // max |logit|. A wrong position, a stale cache row or a missed key is 1e-2 or more.
 #include <catch2/catch.hpp>
@@ -15,6 +17,8 @@
 #include <cmath>
 #include <numeric>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "config/load.hpp"
@@ -28,14 +32,20 @@ using namespace dtrain;
 
 namespace {
 
-constexpr int kLayers = 2, kC = 64, kT = 32, kF = 256, kV = 96;
+constexpr int kLayers = 2, kC = 64, kT = 32, kF = 256, kV = 96, kTopK = 2;
 
-Config model_config(bool llama) {
+enum class Block { gpt2, llama, moe };  // moe: Llama blocks whose MLPs are 4 experts, 2 per token
+
+const char* name(Block b) { return b == Block::gpt2 ? "GPT-2" : b == Block::llama ? "Llama" : "MoE"; }
+
+Config model_config(Block block, const std::string& precision = "fp32") {
   std::string text = "[model]\nnum_layers=2\nhidden_size=64\nnum_attention_heads=4\nseq_length=32\nvocab_size=96\n"
                      "global_batch_size=1\nmicro_batch_size=1\nffn_hidden_size=256\n";
-  if (llama)
+  if (block != Block::gpt2)
     text += "normalization=RMSNorm\nposition_embedding_type=rope\nswiglu=true\ngroup_query_attention=true\nnum_query_groups=2\n"
             "untie_embeddings_and_output_weights=true\nadd_bias_linear=false\n";
+  if (block == Block::moe) text += "num_experts=4\nmoe_router_topk=" + std::to_string(kTopK) + "\n";
+  text += "[system]\nprecision=" + precision + "\n";
   return load_config(text, "generation test", {});
 }
 
@@ -74,16 +84,17 @@ double relative_error(const float* got, const std::vector<float>& want) {
 
 TEST_CASE("the key/value cache gives the full forward pass's logits at every position", "[generate]") {
   kernels::HostRuntime host;
-  const double tolerance = 2.0 * (kLayers * (kC + kT + kF) + kC) * 0x1p-24;
-  for (const bool llama : {false, true}) {
-    INFO((llama ? "Llama" : "GPT-2"));
-    const auto model = scaled_model(model_config(llama));
-    // Three sequences: prompts of 1, 5 and 9 tokens, then one token at a time to 20, 24 and 32 tokens.
+  const double tolerance = 2.0 * (kLayers * (kC + kT + kF + kTopK) + kC) * 0x1p-24;
+  for (const Block block : {Block::gpt2, Block::llama, Block::moe}) {
+    INFO(name(block));
+    const auto model = scaled_model(model_config(block));
+    // Three sequences: prompts of 1, 17 and 20 tokens (38 rows: a decode pass takes the micro-batch's 32,
+    // so the third prompt is cut over two passes), then one token at a time to 20, 24 and 32 tokens.
     std::vector<std::vector<int>> seqs(3);
     const int lengths[3] = {20, 24, kT};
     for (std::size_t b = 0; b < 3; ++b)
       for (int t = 0; t < lengths[b]; ++t) seqs[b].push_back((7 * t + 13 * static_cast<int>(b) + 5) % kV);
-    const std::vector<int> prompt = {1, 5, 9};
+    const std::vector<int> prompt = {1, 17, 20};
     std::vector<std::vector<std::vector<float>>> want;
     for (const auto& s : seqs) want.push_back(full_logits(*model, s));
     const auto decoder = model->make_decoder(3);
@@ -119,18 +130,25 @@ TEST_CASE("the key/value cache gives the full forward pass's logits at every pos
 
 TEST_CASE("greedy generation with the cache gives the no-cache path's tokens", "[generate]") {
   kernels::HostRuntime host;
-  const double tolerance = 2.0 * (kLayers * (kC + kT + kF) + kC) * 0x1p-24;
-  for (const bool llama : {false, true}) {
-    INFO((llama ? "Llama" : "GPT-2"));
-    const auto model = scaled_model(model_config(llama));
+  const double tolerance = 2.0 * (kLayers * (kC + kT + kF + kTopK) + kC) * 0x1p-24;
+  const std::pair<Block, const char*> cases[] = {{Block::gpt2, "fp32"}, {Block::llama, "fp32"}, {Block::moe, "fp32"},
+                                                 {Block::llama, "bf16"}, {Block::llama, "fp8"},   {Block::moe, "bf16"},
+                                                 {Block::gpt2, "fp8"}};
+  for (const auto& [block, precision] : cases) {
+    INFO(name(block) << " in " << precision);
+    const auto model = scaled_model(model_config(block, precision));
+    REQUIRE(model->make_decoder(3));  // the cache applies (else generate would quietly compare the full path with itself)
     const std::vector<std::vector<std::uint32_t>> prompts = {{3}, {10, 20, 30, 40}, {7, 7, 8}};
     SamplingOptions greedy;
     const auto cached = generate(*model, prompts, kV, 24, greedy);
     greedy.use_cache = false;
     const auto full = generate(*model, prompts, kV, 24, greedy);
     CHECK(cached == full);
-    // The comparison means something only where the choices were clear: every chosen logit above the
-    // runner-up by more than both paths' difference can move them.
+    // In fp32 the comparison means something only where the choices were clear: every chosen logit above
+    // the runner-up by more than both paths' difference can move them. (16-bit and fp8 runs round the
+    // rows of a pass as the full pass does, but fp8 scales each linear layer's input by the pass's
+    // amax; their choices must agree all the same on these clear models.)
+    if (std::string(precision) != "fp32") continue;
     for (std::size_t b = 0; b < prompts.size(); ++b) {
       std::vector<int> seq(prompts[b].begin(), prompts[b].end());
       seq.insert(seq.end(), full[b].begin(), full[b].end() - 1);
@@ -171,7 +189,7 @@ TEST_CASE("sampling keeps to the top-k and top-p candidates and repeats with its
   CHECK(sample_token(logits.data(), 10, o, 0.99) == 0);
   // The same seed, the same tokens (the cache and no cache draw alike).
   kernels::HostRuntime host;
-  const auto model = scaled_model(model_config(false));
+  const auto model = scaled_model(model_config(Block::gpt2));
   SamplingOptions s;
   s.temperature = 1.0, s.top_k = 20, s.seed = 5;
   const auto a = generate(*model, {{1, 2}}, kV, 16, s), b = generate(*model, {{1, 2}}, kV, 16, s);

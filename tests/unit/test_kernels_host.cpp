@@ -237,7 +237,9 @@ struct AttRef {
 // Query head h reads key/value head h / (NH/NKV); rows are [q (NH*HD) | k (NKV*HD) | v (NKV*HD)].
 // doc_start (B,T) or null: row i of a sample sees keys doc_start[i] <= j <= i (an explicit
 // block-diagonal causal mask), else j <= i.
-AttRef ref_attention(const DVec& qkv, int B, int T, int NH, int NKV, int HD, const std::vector<int>* doc_start = nullptr) {
+// Query row i sees key j when j <= i (causal), j is in its document (j >= doc_start[i]) and, with a
+// sliding window (window > 0), i - j < window (Hugging Face's mask: kv_idx > q_idx - sliding_window).
+AttRef ref_attention(const DVec& qkv, int B, int T, int NH, int NKV, int HD, const std::vector<int>* doc_start = nullptr, int window = 0) {
   const int C = NH * HD, W = (NH + 2 * NKV) * HD, group = NH / NKV;
   AttRef r{DVec(static_cast<size_t>(B) * T * C), DVec(static_cast<size_t>(B) * NH * T)};
   DVec p(T);
@@ -248,9 +250,11 @@ AttRef ref_attention(const DVec& qkv, int B, int T, int NH, int NKV, int HD, con
       for (int i = 0; i < T; ++i) {
         const int kv = C + (h / group) * HD;
         const double* q = &qkv[(static_cast<size_t>(b) * T + i) * W + h * HD];
-        const int first = doc_start ? (*doc_start)[static_cast<size_t>(b) * T + i] : 0;
+        const int doc = doc_start ? (*doc_start)[static_cast<size_t>(b) * T + i] : 0;
+        const auto sees = [&](int j) { return j <= i && j >= doc && (window == 0 || i - j < window); };
         double m = -1e300;
-        for (int j = first; j <= i; ++j) {
+        for (int j = 0; j < T; ++j) {
+          if (!sees(j)) continue;
           const double* kk = &qkv[(static_cast<size_t>(b) * T + j) * W + kv];
           double d = 0.0;
           for (int e = 0; e < HD; ++e) d += q[e] * kk[e];
@@ -258,13 +262,14 @@ AttRef ref_attention(const DVec& qkv, int B, int T, int NH, int NKV, int HD, con
           m = std::max(m, s[j]);
         }
         double z = 0.0;
-        for (int j = first; j <= i; ++j) z += std::exp(s[j] - m);
+        for (int j = 0; j < T; ++j)
+          if (sees(j)) z += std::exp(s[j] - m);
         r.lse[(static_cast<size_t>(b) * NH + h) * T + i] = m + std::log(z);
-        for (int j = first; j <= i; ++j) p[j] = std::exp(s[j] - m) / z;
+        for (int j = 0; j < T; ++j) p[j] = sees(j) ? std::exp(s[j] - m) / z : 0.0;
         double* o = &r.out[(static_cast<size_t>(b) * T + i) * C + h * HD];
         for (int e = 0; e < HD; ++e) {
           double acc = 0.0;
-          for (int j = first; j <= i; ++j) acc += p[j] * qkv[(static_cast<size_t>(b) * T + j) * W + kv + NKV * HD + e];
+          for (int j = 0; j < T; ++j) acc += p[j] * qkv[(static_cast<size_t>(b) * T + j) * W + kv + NKV * HD + e];
           o[e] = acc;
         }
       }
@@ -508,10 +513,11 @@ TEST_CASE("host matmul forward/backward vs double reference", "[kernels]") {
 
 namespace {
 
-// doc_start (B,T) or empty: documents packed in each sample.
-void run_attention_check(int B, int T, int NH, int NKV, int HD, size_t fd_limit, unsigned seed, const std::vector<int>& docs = {}) {
+// doc_start (B,T) or empty: documents packed in each sample; window: the sliding window (0: none).
+void run_attention_check(int B, int T, int NH, int NKV, int HD, size_t fd_limit, unsigned seed, const std::vector<int>& docs = {},
+                         int window = 0) {
   const std::vector<int>* doc = docs.empty() ? nullptr : &docs;
-  const int* ds = docs.empty() ? nullptr : docs.data();
+  const dtrain::kernels::KeyVisibility ds{docs.empty() ? nullptr : docs.data(), window};
   std::mt19937 rng(seed);
   const int C = NH * HD;
   const size_t nqkv = static_cast<size_t>(B) * T * (NH + 2 * NKV) * HD;
@@ -522,7 +528,7 @@ void run_attention_check(int B, int T, int NH, int NKV, int HD, size_t fd_limit,
   Vec out(static_cast<size_t>(B) * T * C, kNaN), lse(static_cast<size_t>(B) * NH * T, kNaN);
   Vec scratch(dtrain::kernels::attention_scratch_floats(B, T, NH), kNaN);
   k::attention_forward(out.data(), lse.data(), scratch.data(), qkv.data(), ds, B, T, NH, NKV, HD);
-  const AttRef ref = ref_attention(qkvd, B, T, NH, NKV, HD, doc);
+  const AttRef ref = ref_attention(qkvd, B, T, NH, NKV, HD, doc, window);
   // sgemm forms the scores (HD products) and the outputs (up to T weighted values), in an order the
   // BLAS picks. A score s = scale q.k is off by at most (HD + 1) u scale sum|q||k| <= (HD + 1) u
   // sqrt(HD) 1.5^2 =: ds (inputs in [-1.5, 1.5]); a probability exp(s - max) / z then by 2 ds relative
@@ -534,7 +540,7 @@ void run_attention_check(int B, int T, int NH, int NKV, int HD, size_t fd_limit,
   const int W = (NH + 2 * NKV) * HD;
   for (size_t t = 0; t < with_abs_v.size() / W; ++t)
     for (int c = C + NKV * HD; c < W; ++c) with_abs_v[t * W + c] = std::fabs(with_abs_v[t * W + c]);
-  check_bounded("attention out", out, ref.out, ref_attention(with_abs_v, B, T, NH, NKV, HD, doc).out, 2 * T + 6 + 2 * ds_in_u);
+  check_bounded("attention out", out, ref.out, ref_attention(with_abs_v, B, T, NH, NKV, HD, doc, window).out, 2 * T + 6 + 2 * ds_in_u);
   DVec lse_scale(ref.lse.size());
   for (size_t i = 0; i < lse_scale.size(); ++i) lse_scale[i] = std::max(1.0, std::fabs(ref.lse[i]));
   check_bounded("attention log-sum-exp", lse, ref.lse, lse_scale, T + 7 + ds_in_u);
@@ -543,7 +549,7 @@ void run_attention_check(int B, int T, int NH, int NKV, int HD, size_t fd_limit,
   const Vec Rf(R.begin(), R.end());
   Vec dqkv(nqkv, kNaN);
   k::attention_backward(dqkv.data(), scratch.data(), Rf.data(), out.data(), lse.data(), qkv.data(), ds, B, T, NH, NKV, HD);
-  auto loss = [&] { return dot(ref_attention(qkvd, B, T, NH, NKV, HD, doc).out, R); };
+  auto loss = [&] { return dot(ref_attention(qkvd, B, T, NH, NKV, HD, doc, window).out, R); };
   check_grad("attention dqkv (=)", loss, qkvd, dqkv, rng, fd_limit);
 
   // Determinism: a second run (dirty scratch, dirty outputs) reproduces every bit.
@@ -592,6 +598,17 @@ TEST_CASE("host attention with packed documents vs a block-diagonal double refer
   }
   SECTION("T = 133: a document across the 128-row block boundary, one starting in the second block (sampled dqkv)") {
     run_attention_check(1, 133, 2, 2, 3, 400, 410, packed_documents(133, {{50, 1, 90}}));
+  }
+}
+
+TEST_CASE("host attention with a sliding window vs a double reference", "[kernels][window]") {
+  SECTION("window 3 over 9 rows, grouped-query: every element of dqkv") { run_attention_check(2, 9, 4, 2, 4, 100000, 411, {}, 3); }
+  SECTION("window 1: each row sees itself only") { run_attention_check(1, 6, 2, 2, 3, 100000, 412, {}, 1); }
+  SECTION("T = 300, window 70: the 128-row blocks start inside the window (sampled dqkv)") {
+    run_attention_check(1, 300, 2, 1, 3, 400, 413, {}, 70);
+  }
+  SECTION("a window and packed documents together: each row's first key is the later of the two") {
+    run_attention_check(2, 140, 2, 2, 3, 400, 414, packed_documents(140, {{20, 100, 20}, {135, 5}}), 30);
   }
 }
 

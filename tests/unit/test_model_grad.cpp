@@ -62,6 +62,11 @@ TEST_CASE("Llama-family model gradient matches finite differences of the loss", 
   check_model_gradient(cfg);
 }
 
+TEST_CASE("a sliding window's gradients match finite differences", "[model][llama]") {
+  // A window of 3 keys over 8 positions: most rows see a strict suffix of their causal keys.
+  check_model_gradient(tiny_config(with(kLlama, {"--model.window_size=3"})));
+}
+
 TEST_CASE("MoE model gradient matches finite differences of the loss (router, experts, combine)", "[model][moe]") {
   for (const auto& model : {kMoe, with(kLlama, kMoe)}) {
     const Config cfg = tiny_config(model);

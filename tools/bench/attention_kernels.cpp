@@ -100,10 +100,12 @@ int run(int argc, char** argv) {
     cuda_device().copy(qkv.data(), host.data(), host.size() * sizeof(bf16));
     cuda_device().copy(dout.data(), host.data(), rows * C * sizeof(bf16));  // any values of the right size
     const auto fwd = time_ms(repeats, [&] {
-      k.attention_forward(out.as<bf16>(), lse.as<float>(), scratch.as<float>(), qkv.as<bf16>(), nullptr, s.B, s.T, s.NH, s.NKV, s.HD);
+      k.attention_forward(out.as<bf16>(), lse.as<float>(), scratch.as<float>(), qkv.as<bf16>(), kernels::KeyVisibility{}, s.B, s.T, s.NH,
+                          s.NKV, s.HD);
     });
     const auto bwd = time_ms(repeats, [&] {
-      k.attention_backward(dqkv.as<bf16>(), scratch.as<float>(), dout.as<bf16>(), out.as<bf16>(), lse.as<float>(), qkv.as<bf16>(), nullptr, s.B,
+      k.attention_backward(dqkv.as<bf16>(), scratch.as<float>(), dout.as<bf16>(), out.as<bf16>(), lse.as<float>(), qkv.as<bf16>(),
+                           kernels::KeyVisibility{}, s.B,
                            s.T, s.NH, s.NKV, s.HD);
     });
     const double fwd_flops = 4.0 * s.B * s.NH * static_cast<double>(s.T) * s.T * s.HD / 2, bwd_flops = 2.5 * fwd_flops;

@@ -5,6 +5,9 @@
 //                full-context forward pass per token (the path the cache replaces), from a 16-token prompt
 //   packed       the fused attention's forward + backward at T tokens of a sample whose documents are
 //                D tokens long (data.reset_attention_mask) against plain causal attention of the same T
+//   window       the same with a sliding window (model.window_size) of W keys at T = 4096, against
+//                causal attention at that T, beside the share of causal (query, key) pairs the window
+//                keeps ((T^2 - (T-W)^2) / T^2 of them: the least time the window can take)
 //   build/tools/bench/generation_and_packing [--threads N] [--repeats 3] [--tokens 32] [--json FILE]
 #include <algorithm>
 #include <chrono>
@@ -94,16 +97,20 @@ int run(int argc, char** argv) {
   const int T = 1024, NH = 12, HD = 64, W = 3 * NH * HD;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> qkv(static_cast<std::size_t>(T) * W), dout(static_cast<std::size_t>(T) * NH * HD);
+  const int long_T = 4096, window_heads = 4;  // the window's measurement: 4 heads of 64 at T = 4096
+  std::vector<float> qkv(static_cast<std::size_t>(long_T) * W), dout(static_cast<std::size_t>(long_T) * NH * HD);
   for (float& x : qkv) x = u(rng);
   for (float& x : dout) x = u(rng);
-  std::vector<float> out(dout.size()), lse(static_cast<std::size_t>(NH) * T), dqkv(qkv.size()), scratch(kernels::attention_scratch_floats(1, T, NH));
-  const auto time_attention = [&](const int* ds) {
+  std::vector<float> out(dout.size()), lse(static_cast<std::size_t>(NH) * long_T), dqkv(qkv.size()),
+      scratch(kernels::attention_scratch_floats(1, long_T, NH));
+  // Forward + backward of one sample of `t` rows and `heads` heads of 64 (the buffers hold the largest).
+  const auto time_attention = [&](kernels::KeyVisibility visible, int t, int heads) {
     std::vector<double> s;
     for (int r = 0; r < repeats; ++r) {
       const auto t0 = Clock::now();
-      kernels::host::attention_forward(out.data(), lse.data(), scratch.data(), qkv.data(), ds, 1, T, NH, NH, HD);
-      kernels::host::attention_backward(dqkv.data(), scratch.data(), dout.data(), out.data(), lse.data(), qkv.data(), ds, 1, T, NH, NH, HD);
+      kernels::host::attention_forward(out.data(), lse.data(), scratch.data(), qkv.data(), visible, 1, t, heads, heads, HD);
+      kernels::host::attention_backward(dqkv.data(), scratch.data(), dout.data(), out.data(), lse.data(), qkv.data(), visible, 1, t, heads,
+                                        heads, HD);
       s.push_back(since(t0));
     }
     return stats(s);
@@ -114,18 +121,34 @@ int run(int argc, char** argv) {
                "\"cache_tokens_per_s\": {\"min\": %.4f, \"median\": %.4f}, \"no_cache_tokens_per_s\": {\"min\": %.4f, \"median\": %.4f}, "
                "\"speedup_median\": %.2f},\n \"packed_attention\": {\"T\": %d, \"heads\": %d, \"head_dim\": %d, \"rows\": [",
                threads, c.min, c.median, f.min, f.median, c.median / f.median, T, NH, HD);
-  const Stats causal = time_attention(nullptr);
+  const Stats causal = time_attention({}, T, NH);
   std::printf("packed attention, T = %d, %d heads of %d, forward + backward: causal %.1f ms (min %.1f)\n", T, NH, HD, 1e3 * causal.median,
               1e3 * causal.min);
   bool first = true;
   for (const int doc : {512, 256, 128, 64}) {
     std::vector<int> ds(static_cast<std::size_t>(T));
     for (int t = 0; t < T; ++t) ds[static_cast<std::size_t>(t)] = t / doc * doc;
-    const Stats p = time_attention(ds.data());
+    const Stats p = time_attention({ds.data(), 0}, T, NH);
     std::printf("  documents of %4d tokens: %.1f ms (min %.1f): %.2fx causal's time\n", doc, 1e3 * p.median, 1e3 * p.min, p.median / causal.median);
     std::fprintf(json, "%s{\"document_tokens\": %d, \"ms\": {\"min\": %.3f, \"median\": %.3f}, \"causal_ms\": {\"min\": %.3f, \"median\": %.3f}, "
                  "\"ratio_median\": %.3f}", first ? "" : ", ", doc, 1e3 * p.min, 1e3 * p.median, 1e3 * causal.min, 1e3 * causal.median,
                  p.median / causal.median);
+    first = false;
+  }
+  // ---- sliding window: T = 4096, windows of 1024 and 512 keys.
+  const Stats long_causal = time_attention({}, long_T, window_heads);
+  std::printf("sliding window, T = %d, %d heads of %d, forward + backward: causal %.1f ms (min %.1f)\n", long_T, window_heads, HD,
+              1e3 * long_causal.median, 1e3 * long_causal.min);
+  std::fprintf(json, "]},\n \"window_attention\": {\"T\": %d, \"heads\": %d, \"head_dim\": %d, \"causal_ms\": {\"min\": %.3f, \"median\": %.3f}, "
+               "\"rows\": [", long_T, window_heads, HD, 1e3 * long_causal.min, 1e3 * long_causal.median);
+  first = true;
+  for (const int window : {1024, 512}) {
+    const Stats w = time_attention({nullptr, window}, long_T, window_heads);
+    const double kept = (double(long_T) * long_T - double(long_T - window) * (long_T - window)) / (double(long_T) * long_T);
+    std::printf("  window of %4d keys: %.1f ms (min %.1f): %.2fx causal's time (the window keeps %.2f of the causal pairs)\n", window,
+                1e3 * w.median, 1e3 * w.min, w.median / long_causal.median, kept);
+    std::fprintf(json, "%s{\"window\": %d, \"ms\": {\"min\": %.3f, \"median\": %.3f}, \"ratio_median\": %.3f, \"pairs_kept\": %.4f}",
+                 first ? "" : ", ", window, 1e3 * w.min, 1e3 * w.median, w.median / long_causal.median, kept);
     first = false;
   }
   std::fprintf(json, "]}}\n");

@@ -1,0 +1,56 @@
+// KvCache<T>: the keys and values of a batch of sequences for every layer, kept on the model's device
+// (layer, sequence, position, [k | v] of the key/value heads), and the attention of a decode pass's
+// rows against them. A decode pass (GptModelImpl::decode) runs new rows of several sequences through
+// the blocks as one sample of n rows; `pieces` says which rows belong to which sequence. At each block,
+// attend() appends the pieces' keys and values to the layer's cache and attends every new row causally
+// to its sequence's cached keys; end_pass() then moves each sequence's length past its new rows.
+#pragma once
+#include <vector>
+
+#include "kernels/kernels.hpp"
+#include "plan/activation_layout.hpp"
+#include "runtime/arena.hpp"
+#include "runtime/device.hpp"
+
+namespace dtrain {
+
+// Rows [row, row + n) of a decode pass are the next n tokens of sequence `seq`.
+struct KvPiece {
+  int seq;
+  long row;
+  int n;
+};
+
+template <typename T>
+class KvCache {
+ public:
+  // d: the model's activation dims (whole model on one rank); window: the model's sliding window (0:
+  // none); rows: the most rows of a pass.
+  KvCache(const ActivationDims& d, int layers, int batch, int capacity, int window, long rows, Device& device);
+
+  // The pieces of the next pass (each within capacity, sequences in any order, each at most once).
+  void begin_pass(std::vector<KvPiece> pieces);
+  // atty (n,C) <- attention of the pass's query rows of qkv (n,QKV) (after RoPE) over their sequences'
+  // cached keys and their own, whose keys and values layer `layer`'s cache takes first; lse (NH,n) per
+  // piece, scratch: kernels::attention_scratch_floats(1, capacity, NH) floats.
+  void attend(const kernels::KernelTable<T>& k, T* atty, float* lse, float* scratch, const T* qkv, int layer);
+  void end_pass();
+
+  const std::vector<KvPiece>& pieces() const { return pieces_; }
+  int length(int seq) const { return lengths_.at(static_cast<std::size_t>(seq)); }
+  void clear(int seq) { lengths_.at(static_cast<std::size_t>(seq)) = 0; }
+  int batch() const { return static_cast<int>(lengths_.size()); }
+  int capacity() const { return capacity_; }
+
+ private:
+  int kv_width() const { return 2 * d_.NKVl * d_.HD(); }
+  ActivationDims d_;
+  int capacity_;
+  int window_;
+  std::vector<int> lengths_;
+  std::vector<KvPiece> pieces_;
+  Arena cache_;  // (layers, batch, capacity, kv_width)
+  Arena acc_;    // (rows, C) fp32: the attention output before rounding
+};
+
+}  // namespace dtrain
