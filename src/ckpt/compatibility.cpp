@@ -20,7 +20,7 @@ std::vector<std::pair<std::string, std::string>> model_key_values(const Config& 
                                       "rotary_base", "rotary_percent", "rope_scaling", "rope_scaling_factor",
                                       "rope_scaling_low_freq_factor", "rope_scaling_high_freq_factor",
                                       "rope_scaling_original_max_position_embeddings", "swiglu", "group_query_attention", "num_query_groups",
-                                      "untie_embeddings_and_output_weights", "add_bias_linear", "window_size", "moe_router_topk",
+                                      "untie_embeddings_and_output_weights", "add_bias_linear", "add_qkv_bias", "window_size", "moe_router_topk",
                                       "moe_ffn_hidden_size", "moe_layer_freq"};
   const OptionTable table(c);
   std::vector<std::pair<std::string, std::string>> out;
@@ -31,6 +31,7 @@ std::vector<std::pair<std::string, std::string>> model_key_values(const Config& 
                         (!scaled && name.rfind("model.rope_scaling_", 0) == 0) ||
                         (!m.group_query_attention && name == "model.num_query_groups") ||
                         (m.window_size == 0 && name == "model.window_size") ||
+                        ((m.add_bias_linear || !m.add_qkv_bias) && name == "model.add_qkv_bias") ||
                         (m.num_experts == 0 && name.rfind("model.moe_", 0) == 0);
     for (const auto& o : table.options())
       if (o.name == name) out.emplace_back(name, unused ? std::string() : o.value_text());

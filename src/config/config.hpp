@@ -45,6 +45,7 @@ struct ModelConfig {
   int num_query_groups = 1;         // key/value heads with group_query_attention
   bool untie_embeddings_and_output_weights = false;
   bool add_bias_linear = true;      // biases of the attention and MLP linear layers
+  bool add_qkv_bias = false;        // biases on the query, key and value projections (also without add_bias_linear)
   int window_size = 0;              // sliding-window attention: keys a token sees, itself included (0 = all earlier ones)
   // Activation recomputation (memory for compute; gradients unchanged bit for bit).
   RecomputeGranularity recompute_granularity = RecomputeGranularity::none;

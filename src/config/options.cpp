@@ -71,6 +71,8 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "learned_absolute (a learned position table, GPT-2) or rope (rotary embedding of queries and keys, Llama)");
   add("model.rotary_base", &m.rotary_base, "RoPE base theta (Llama 2: 10000, Llama 3: 500000)");
   add("model.rotary_percent", &m.rotary_percent, "share of each head's dimensions that RoPE rotates (0 < p <= 1)");
+  add("model.add_qkv_bias", &m.add_qkv_bias,
+      "biases on the query, key and value projections only, without add_bias_linear's other biases (Qwen2)");
   add("model.window_size", &m.window_size,
       "sliding-window attention: the keys each token sees, itself included (Mistral: 4096); 0 = every earlier token");
   add("model.rope_scaling", &m.rope_scaling,

@@ -8,7 +8,9 @@
 //   transformer.h.<l>.attn.c_proj.weight (C,C)  = proj_w transposed; mlp.c_fc.weight (C,F) = fc_w transposed;
 //   transformer.h.<l>.mlp.c_proj.weight (F,C)   = fcproj_w transposed; biases as they are
 //   transformer.ln_f.{weight,bias}; lm_head.weight = lm_head only when untied (tied: not stored)
-// Llama (LlamaForCausalLM: RMSNorm, RoPE over whole heads, SwiGLU, no positions table; biases optional):
+// Llama (LlamaForCausalLM: RMSNorm, RoPE over whole heads, SwiGLU, no positions table; biases optional),
+// Mistral (MistralForCausalLM: Llama's blocks and tensors without biases, and a sliding window) and Qwen2
+// (Qwen2ForCausalLM: Llama's blocks and tensors with biases on q_proj, k_proj and v_proj only):
 //   model.embed_tokens.weight = wte; model.layers.<l>.input_layernorm.weight = ln1_w
 //   self_attn.q_proj.weight (NH*HD,C) = q_w, or block 0 of qkv_w; k_proj/v_proj (G*HD,C) = blocks of kv_w
 //   (or blocks 1, 2 of qkv_w); o_proj.weight = proj_w; post_attention_layernorm.weight = ln2_w;
@@ -134,6 +136,40 @@ HfFamily gpt2() {
   return f;
 }
 
+// The Llama block as config.json gives it (Llama, Mistral): grouped-query heads, RMSNorm, RoPE over
+// whole heads, SwiGLU with silu.
+void read_llama_block(const HfConfigReader& r, ModelConfig& m) {
+  const int groups = r.integer("num_key_value_heads", m.num_attention_heads);
+  m.group_query_attention = groups != m.num_attention_heads;
+  m.num_query_groups = m.group_query_attention ? groups : 1;
+  m.normalization = Normalization::rmsnorm;
+  m.position_embedding_type = PositionEmbedding::rope;
+  read_rope(r, m);
+  m.swiglu = true;
+  const std::string act = r.text("hidden_act", "silu");
+  if (act != "silu") throw r.error("'hidden_act' = \"" + act + "\": dtrain's SwiGLU gates with silu");
+  r.require("partial_rotary_factor", 1.0, "dtrain's Llama export and import rotate whole heads");
+  if (m.num_attention_heads > 0 && r.integer("head_dim", m.hidden_size / m.num_attention_heads) * m.num_attention_heads != m.hidden_size)
+    throw r.error("'head_dim' x 'num_attention_heads' is not 'hidden_size'; dtrain's heads split the hidden size");
+}
+
+// config.json's keys of the Llama block that both families write alike.
+void write_llama_block(const Config& c, Json& j) {
+  const ModelConfig& m = c.model;
+  j["attention_dropout"] = 0.0;
+  j["head_dim"] = m.hidden_size / m.num_attention_heads;
+  j["hidden_act"] = "silu";
+  j["intermediate_size"] = c.ffn_hidden();
+  j["num_key_value_heads"] = m.kv_heads();
+  j["rope_theta"] = m.rotary_base;
+}
+
+bool llama_block(const Config& c) {
+  const ModelConfig& m = c.model;
+  return m.normalization == Normalization::rmsnorm && m.position_embedding_type == PositionEmbedding::rope && m.swiglu &&
+         c.rotary_dims() == m.hidden_size / m.num_attention_heads;
+}
+
 HfFamily llama() {
   HfFamily f;
   f.architecture = "LlamaForCausalLM";
@@ -148,37 +184,18 @@ HfFamily llama() {
             {"vocab_size", &ModelConfig::vocab_size},
             {"rms_norm_eps", &ModelConfig::norm_epsilon, false, 1e-6},
             {"tie_word_embeddings", &ModelConfig::untie_embeddings_and_output_weights, false, 0, true}};
-  f.describes = [](const Config& c) {
-    const ModelConfig& m = c.model;
-    return m.normalization == Normalization::rmsnorm && m.position_embedding_type == PositionEmbedding::rope && m.swiglu &&
-           c.rotary_dims() == m.hidden_size / m.num_attention_heads && m.window_size == 0;
-  };
+  f.describes = [](const Config& c) { return llama_block(c) && c.model.window_size == 0 && (c.model.add_bias_linear || !c.model.add_qkv_bias); };
   f.read = [](const HfConfigReader& r, ModelConfig& m) {
-    const int groups = r.integer("num_key_value_heads", m.num_attention_heads);
-    m.group_query_attention = groups != m.num_attention_heads;
-    m.num_query_groups = m.group_query_attention ? groups : 1;
-    m.normalization = Normalization::rmsnorm;
-    m.position_embedding_type = PositionEmbedding::rope;
-    read_rope(r, m);
-    m.swiglu = true;
+    read_llama_block(r, m);
     const bool attention_bias = r.flag("attention_bias", false), mlp_bias = r.flag("mlp_bias", false);
     if (attention_bias != mlp_bias)
       throw r.error("'attention_bias' and 'mlp_bias' differ; dtrain's model.add_bias_linear gives both layers biases or neither");
     m.add_bias_linear = attention_bias;
-    const std::string act = r.text("hidden_act", "silu");
-    if (act != "silu") throw r.error("'hidden_act' = \"" + act + "\": dtrain's SwiGLU gates with silu");
-    r.require("partial_rotary_factor", 1.0, "dtrain's Llama export and import rotate whole heads");
-    if (m.num_attention_heads > 0 && r.integer("head_dim", m.hidden_size / m.num_attention_heads) * m.num_attention_heads != m.hidden_size)
-      throw r.error("'head_dim' x 'num_attention_heads' is not 'hidden_size'; dtrain's heads split the hidden size");
   };
   f.write = [](const Config& c, Json& j) {
     const ModelConfig& m = c.model;
+    write_llama_block(c, j);
     j["attention_bias"] = j["mlp_bias"] = m.add_bias_linear;
-    j["attention_dropout"] = 0.0;
-    j["head_dim"] = m.hidden_size / m.num_attention_heads;
-    j["hidden_act"] = "silu";
-    j["intermediate_size"] = c.ffn_hidden();
-    j["num_key_value_heads"] = m.kv_heads();
     j["pretraining_tp"] = 1;
     j["rope_scaling"] = nullptr;
     if (m.rope_scaling == RopeScaling::llama3)
@@ -187,7 +204,6 @@ HfFamily llama() {
                            {"low_freq_factor", m.rope_scaling_low_freq_factor},
                            {"original_max_position_embeddings", static_cast<long long>(m.rope_scaling_original_max_position_embeddings)},
                            {"rope_type", "llama3"}};
-    j["rope_theta"] = m.rotary_base;
   };
   f.tensors = [](const ModelShape& s, std::vector<HfTensor>& out) {
     const std::int64_t C = s.hidden, F = s.ffn, V = s.vocab, Q = static_cast<std::int64_t>(s.heads) * s.head_dim(),
@@ -199,8 +215,8 @@ HfFamily llama() {
     for (int l = 0; l < s.num_layers; ++l) {
       const std::string h = "model.layers." + std::to_string(l) + ".", d = "h" + std::to_string(l) + ".";
       add(h + "input_layernorm.weight", {C}, d + "ln1_w");
-      for (const bool bias : {false, true}) {
-        if (bias && !s.bias) continue;
+      for (const bool bias : {false, true}) {  // q, k, v biases with s.qkv_bias; o's with s.bias
+        if (bias && !s.qkv_bias) continue;
         const std::string sfx = bias ? ".bias" : ".weight", suffix = bias ? "_b" : "_w";
         auto shape = [&](std::int64_t rows) { return bias ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, C}; };
         if (s.grouped()) {
@@ -212,7 +228,7 @@ HfFamily llama() {
           add(h + "self_attn.k_proj" + sfx, shape(KV), d + "qkv" + suffix, 1, 3);
           add(h + "self_attn.v_proj" + sfx, shape(KV), d + "qkv" + suffix, 2, 3);
         }
-        add(h + "self_attn.o_proj" + sfx, bias ? std::vector<std::int64_t>{C} : std::vector<std::int64_t>{C, Q}, d + "proj" + suffix);
+        if (!bias || s.bias) add(h + "self_attn.o_proj" + sfx, bias ? std::vector<std::int64_t>{C} : std::vector<std::int64_t>{C, Q}, d + "proj" + suffix);
       }
       add(h + "post_attention_layernorm.weight", {C}, d + "ln2_w");
       add(h + "mlp.gate_proj.weight", {F, C}, d + "fc_w", 0, 2);
@@ -229,10 +245,69 @@ HfFamily llama() {
   return f;
 }
 
+// Mistral: Llama's tensors without biases; config.json's sliding_window is model.window_size (null: none;
+// absent: MistralConfig's default, 4096), the keys a token sees, itself included (transformers' mask
+// keeps key k for query q when q - k < sliding_window).
+HfFamily mistral() {
+  HfFamily f = llama();
+  f.architecture = "MistralForCausalLM";
+  f.model_type = "mistral";
+  f.design = "RMSNorm, rope with rotary_percent=1 and no rope_scaling, swiglu, add_bias_linear=false, any window_size";
+  f.describes = [](const Config& c) {
+    return llama_block(c) && !c.model.add_bias_linear && !c.model.add_qkv_bias && c.model.rope_scaling == RopeScaling::none;
+  };
+  f.read = [](const HfConfigReader& r, ModelConfig& m) {
+    read_llama_block(r, m);
+    if (m.rope_scaling != RopeScaling::none) throw r.error("MistralForCausalLM scales no RoPE frequencies; 'rope_scaling' must be null");
+    m.add_bias_linear = false;
+    const HfJson& j = r.json();
+    m.window_size = !j.contains("sliding_window") ? 4096 : j["sliding_window"].is_null() ? 0 : r.integer("sliding_window");
+    if (m.window_size < 0) throw r.error("'sliding_window' is negative");
+  };
+  f.write = [](const Config& c, Json& j) {
+    write_llama_block(c, j);
+    j["sliding_window"] = c.model.window_size > 0 ? Json(c.model.window_size) : Json(nullptr);
+  };
+  return f;
+}
+
+// Qwen2 (and Qwen2.5): Llama's blocks with biases on the query, key and value projections only
+// (model.add_qkv_bias); config.json as Qwen2Config writes it (no head_dim: heads split the hidden size).
+// Its per-layer sliding window (use_sliding_window, above max_window_layers) is refused.
+HfFamily qwen2() {
+  HfFamily f = llama();
+  f.architecture = "Qwen2ForCausalLM";
+  f.model_type = "qwen2";
+  f.design = "RMSNorm, rope with rotary_percent=1 and no rope_scaling, swiglu, add_bias_linear=false, add_qkv_bias=true";
+  f.describes = [](const Config& c) {
+    const ModelConfig& m = c.model;
+    return llama_block(c) && !m.add_bias_linear && m.add_qkv_bias && m.window_size == 0 && m.rope_scaling == RopeScaling::none;
+  };
+  f.read = [](const HfConfigReader& r, ModelConfig& m) {
+    read_llama_block(r, m);
+    if (m.rope_scaling != RopeScaling::none)
+      throw r.error("'rope_scaling' = llama3: dtrain reads Qwen2 with plain RoPE (its YaRN and dynamic scalings are not implemented)");
+    if (r.flag("use_sliding_window", false))
+      throw r.error("'use_sliding_window' = true: Qwen2 then windows only the layers from 'max_window_layers' on, and dtrain's "
+                    "model.window_size is the same on every layer");
+    m.add_bias_linear = false;
+    m.add_qkv_bias = true;
+  };
+  f.write = [](const Config& c, Json& j) {
+    write_llama_block(c, j);
+    j.erase("head_dim");
+    j["max_window_layers"] = 28;  // Qwen2Config's default; without use_sliding_window it changes nothing
+    j["rope_scaling"] = nullptr;
+    j["sliding_window"] = nullptr;
+    j["use_sliding_window"] = false;
+  };
+  return f;
+}
+
 }  // namespace
 
 const std::vector<HfFamily>& hf_families() {
-  static const std::vector<HfFamily> families = {gpt2(), llama()};
+  static const std::vector<HfFamily> families = {gpt2(), llama(), mistral(), qwen2()};
   return families;
 }
 

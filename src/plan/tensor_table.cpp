@@ -15,6 +15,7 @@ ModelShape ModelShape::from(const Config& c) {
   s.swiglu = m.swiglu;
   s.tied = !m.untie_embeddings_and_output_weights;
   s.bias = m.add_bias_linear;
+  s.qkv_bias = m.add_bias_linear || m.add_qkv_bias;
   s.norm_eps = static_cast<float>(m.norm_epsilon);
   kernels::RopeFrequencies& f = s.rope_frequencies;
   f.base = static_cast<float>(m.rotary_base);
@@ -85,13 +86,13 @@ TensorTable::TensorTable(const ModelShape& s, const StagePart& part, int tp_size
       const long G = s.kv_heads;
       add(p + "q_w", {s.heads * HD, C}, 0, l, true, InitKind::normal, std_w);
       add(p + "kv_w", {2, G * HD, C}, 1, l, true, InitKind::normal, std_w, true);
-      if (s.bias) {
+      if (s.qkv_bias) {
         add(p + "q_b", {s.heads * HD}, 0, l, false, InitKind::zeros, 0);
         add(p + "kv_b", {2, G * HD}, 1, l, false, InitKind::zeros, 0, true);
       }
     } else {
       add(p + "qkv_w", {3, C, C}, 1, l, true, InitKind::normal, std_w);
-      if (s.bias) add(p + "qkv_b", {3, C}, 1, l, false, InitKind::zeros, 0);
+      if (s.qkv_bias) add(p + "qkv_b", {3, C}, 1, l, false, InitKind::zeros, 0);
     }
     add(p + "proj_w", {C, C}, 1, l, true, InitKind::normal, std_res);
     if (s.bias) add(p + "proj_b", {C}, -1, l, false, InitKind::zeros, 0);

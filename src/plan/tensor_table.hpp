@@ -3,14 +3,15 @@
 // optimizer grouping, checkpoint I/O and memory reports. Pure: no MPI, no memory but the table.
 //
 // Parameters (global shapes; C = hidden, F = ffn, V = vocab, T = seq_length, NH = heads, G = key/value
-// heads, HD = C/NH, per layer l; [b] = only with model.add_bias_linear, [LN] = only with LayerNorm):
+// heads, HD = C/NH, per layer l; [b] = only with model.add_bias_linear, [qb] = with add_bias_linear or
+// add_qkv_bias, [LN] = only with LayerNorm):
 //   wte (V,C) vocab-parallel (split dim 0), first stage (and last, tied)
 //   wpe (T,C) replicated, first stage, learned_absolute positions only
 //   h<l>.ln1_w (C), h<l>.ln1_b (C) [LN]
-//   attention, G = NH: h<l>.qkv_w (3,C,C) column-parallel (split dim 1, by heads), h<l>.qkv_b (3,C) [b]
+//   attention, G = NH: h<l>.qkv_w (3,C,C) column-parallel (split dim 1, by heads), h<l>.qkv_b (3,C) [qb]
 //   attention, G < NH (grouped-query): h<l>.q_w (NH*HD,C) split dim 0 and h<l>.kv_w (2,G*HD,C) split dim 1,
 //     packed: a rank's kv_w slice follows its q_w slice in the arena, so the two are one (NHl+2Gl)*HD-row
-//     weight; h<l>.q_b (NH*HD), h<l>.kv_b (2,G*HD) [b], packed the same way
+//     weight; h<l>.q_b (NH*HD), h<l>.kv_b (2,G*HD) [qb], packed the same way
 //   h<l>.proj_w (C,C) row-parallel (split dim 1), h<l>.proj_b (C) [b]
 //   h<l>.ln2_w (C), h<l>.ln2_b (C) [LN]
 //   MLP: h<l>.fc_w (F,C) column-parallel (split dim 0), h<l>.fc_b (F) [b]; with swiglu h<l>.fc_w (2,F,C)
@@ -45,6 +46,7 @@ struct ModelShape {
   bool swiglu = false;    // gated MLP
   bool tied = true;       // the LM head is wte
   bool bias = true;       // biases of the linear layers
+  bool qkv_bias = true;   // biases of the query, key and value projections (bias, or add_qkv_bias)
   float norm_eps = 1e-5f;
   kernels::RopeFrequencies rope_frequencies{};  // base theta, and Llama 3.1's scaling when it has one
   int rotary_dim = 0;     // dims of each head that RoPE turns

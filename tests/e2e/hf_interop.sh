@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Hugging Face interop end to end: ckpt-consolidate --export-hf / --import-hf and checkpoint.init_from.
 #   hf_interop.sh CASE DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE MODEL_LOGITS SOURCE_DIR
-#   logits_gpt2, logits_llama, logits_llama_mha
+#   logits_gpt2, logits_llama, logits_llama_mha, logits_mistral, logits_qwen2
 #       a small model trained 5 steps at tp=2 (so no norm weight is still 1 and no bias 0) is exported
 #       from its checkpoint (one file) and from model-final.h5 on 2 ranks (shards + index); the PyTorch
 #       forward of the published architecture on those files (hf_reference.py, json + numpy reading)
 #       matches dtrain's logits to 1e-5; both exports of the same weights are byte-identical tensors
 #       (llama: RMSNorm, RoPE, SwiGLU, 8 heads on 2 key/value groups, untied, no biases; llama_mha:
-#       multi-head attention, tied, with biases)
+#       multi-head attention, tied, with biases; mistral: llama's with a sliding window of 9 keys at
+#       T = 32, the reference masking as transformers' sliding-window mask does; qwen2: biases on q, k, v
+#       only, tied, the reference checking that convention on the files)
 #   import_python_written
 #       directories written by hf_reference.py's own safetensors writer (GPT-2 as the original upload:
 #       bare names, mask buffers, F16; Llama: BF16, two shards, shuffled tensors; Llama 3.1: rope_scaling
@@ -73,6 +75,12 @@ write_ini llama "num_attention_heads = 8" "group_query_attention = true" "num_qu
   "untie_embeddings_and_output_weights = true" "add_bias_linear = false"
 write_ini llama_mha "num_attention_heads = 4" "ffn_hidden_size = 160" "normalization = RMSNorm" \
   "position_embedding_type = rope" "swiglu = true" "add_bias_linear = true"
+write_ini mistral "num_attention_heads = 8" "group_query_attention = true" "num_query_groups = 2" "ffn_hidden_size = 176" \
+  "normalization = RMSNorm" "norm_epsilon = 1e-6" "position_embedding_type = rope" "swiglu = true" \
+  "untie_embeddings_and_output_weights = true" "add_bias_linear = false" "window_size = 9"
+write_ini qwen2 "num_attention_heads = 8" "group_query_attention = true" "num_query_groups = 2" "ffn_hidden_size = 176" \
+  "normalization = RMSNorm" "norm_epsilon = 1e-6" "position_embedding_type = rope" "rotary_base = 1000000" "swiglu = true" \
+  "add_bias_linear = false" "add_qkv_bias = true"
 
 train() {  # train NAME [ARGS...]: 2 ranks, tp=2
   local name=$1
@@ -97,7 +105,7 @@ print('same %d tensors' % len(a))" || fail "the exports $1 and $2 hold different
 }
 
 case $case_name in
-  logits_gpt2|logits_llama|logits_llama_mha)
+  logits_gpt2|logits_llama|logits_llama_mha|logits_mistral|logits_qwen2)
     name=${case_name#logits_}
     train "$name"
     run_consolidate "$work/export1.log" "$work/ck-$name" --export-hf "$work/hf-one"

@@ -111,6 +111,19 @@ def causal_attention(q, k, v, hidden=None):  # (H, T, D) each; hidden: (T, T) Tr
     return torch.softmax(scores, dim=-1) @ v
 
 
+def sliding_window_hidden(T, c):
+    """MistralForCausalLM's mask from config.json's sliding_window (MistralConfig's default 4096 when absent,
+    none when null): query q sees key k when k <= q and k > q - sliding_window (transformers' sliding
+    window mask); None (plain causal) for other families."""
+    if c.get("model_type") != "mistral":
+        return None
+    W = c.get("sliding_window", 4096)
+    if W is None:
+        return None
+    q, k = torch.arange(T).view(T, 1), torch.arange(T).view(1, T)
+    return ~((k <= q) & (k > q - W))
+
+
 def gpt2_forward(c, w, ids, positions=None, hidden=None):
     """GPT2LMHeadModel: Conv1D layers compute x @ W + b with W stored (in, out)."""
     T = len(ids)
@@ -186,8 +199,17 @@ def logits(d, dtrain_file, ids):
     with torch.no_grad():
         if arch == "GPT2LMHeadModel":
             ref = gpt2_forward(config, tensors, ids)
-        elif arch == "LlamaForCausalLM":
-            ref = llama_forward(config, tensors, ids)
+        elif arch in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"):
+            if arch == "Qwen2ForCausalLM":  # modeling_qwen2.py: q_proj, k_proj, v_proj with bias=True; o_proj and the MLP without
+                for l in range(config["num_hidden_layers"]):
+                    p = "model.layers.%d." % l
+                    for name in ("q_proj", "k_proj", "v_proj"):
+                        if p + "self_attn." + name + ".bias" not in tensors:
+                            fail("Qwen2's %s has no bias in layer %d" % (name, l))
+                    for name in ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"):
+                        if p + name + ".bias" in tensors:
+                            fail("Qwen2's %s has a bias in layer %d" % (name, l))
+            ref = llama_forward(config, tensors, ids, hidden=sliding_window_hidden(len(ids), config))
         else:
             fail("unknown architecture " + arch)
     ours = np.fromfile(dtrain_file, dtype=np.float32).astype(np.float64).reshape(len(ids), -1)

@@ -410,6 +410,20 @@ TEST_CASE("context-parallel layouts match one rank", "[mpi][layouts][cp]") {
   }
 }
 
+// Qwen2's blocks: biases on the query, key and value projections only (model.add_qkv_bias), split by
+// heads like their weights (q_b by query heads, kv_b by key/value groups) under tensor parallelism, on
+// tp2 with sequence parallelism and tp2 pp2 with it. fp32: summation order only (kLongestSum).
+TEST_CASE("Qwen2 blocks (query/key/value biases) match one rank", "[mpi][layouts][llama][qwen2]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::vector<Variant> variants;
+  if (world == 2) variants = {{2, 1, 1, true}};
+  if (world == 4) variants = {{2, 2, 1, true}};
+  std::vector<std::string> qwen2 = with_llama_blocks({"--model.add_bias_linear=false", "--model.add_qkv_bias=true", kSmoothAdam});
+  const double steps = testing::reorder_tolerance(kLongestSum, 10);
+  check_layouts(variants, qwen2, testing::reorder_tolerance(kLongestSum, 0), steps, steps, false, Rerun::left_to_gpt_test);
+}
+
 // A sliding window (model.window_size = 10 keys at T = 32, Llama blocks): one rank's fused kernel skips
 // the key tiles before each row's window, ring attention the chunk pairs wholly before it (cp = 2 cuts
 // T into chunks of 8: the chunk at 16 sees the last key of the chunk at 0 from its first row, the chunk

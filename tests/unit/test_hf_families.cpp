@@ -17,14 +17,15 @@ using namespace dtrain;
 namespace {
 
 // A small model in the family's own config.json keys: each required size from a fixed list (sizes that
-// divide as a model needs), every optional key left to its default.
+// divide as a model needs; a context of 4096, the longest default window: Mistral's), every optional key
+// left to its default.
 HfJson small_config(const HfFamily& f) {
   HfJson j;
   j["model_type"] = f.model_type;
   j["architectures"] = {f.architecture};
   const std::pair<int ModelConfig::*, int> sizes[] = {{&ModelConfig::num_layers, 2},          {&ModelConfig::hidden_size, 32},
                                                       {&ModelConfig::num_attention_heads, 4}, {&ModelConfig::ffn_hidden_size, 48},
-                                                      {&ModelConfig::seq_length, 16},         {&ModelConfig::vocab_size, 64}};
+                                                      {&ModelConfig::seq_length, 4096},       {&ModelConfig::vocab_size, 64}};
   for (const HfKey& k : f.keys) {
     if (!k.required) continue;
     const auto* field = std::get_if<int ModelConfig::*>(&k.field);
@@ -100,5 +101,5 @@ TEST_CASE("a model no family describes is refused naming every family", "[hf]") 
   }
   HfJson j = small_config(hf_families().front());
   j["model_type"] = "mamba";
-  CHECK_THROWS_WITH(config_from_hf(j.dump(), "config.json"), Catch::Contains("model_type \"mamba\" is not one dtrain reads (gpt2, llama)"));
+  CHECK_THROWS_WITH(config_from_hf(j.dump(), "config.json"), Catch::Contains("model_type \"mamba\" is not one dtrain reads (gpt2, llama, mistral, qwen2)"));
 }

@@ -62,7 +62,14 @@ TEST_CASE("Llama-family model gradient matches finite differences of the loss", 
   check_model_gradient(cfg);
 }
 
-TEST_CASE("a sliding window's gradients match finite differences", "[model][llama]") {
+TEST_CASE("Qwen2's query/key/value biases and Mistral's sliding window: gradients match finite differences", "[model][llama]") {
+  // add_qkv_bias: q_b and kv_b without add_bias_linear's other biases.
+  const Config qwen2 = tiny_config(with(kLlama, {"--model.add_qkv_bias=true"}));
+  const RankPlan plan = whole_model_plan(qwen2, 2);
+  for (const char* name : {"h0.q_b", "h0.kv_b", "h1.q_b"}) CHECK(plan.table.find(name));
+  for (const char* name : {"h0.proj_b", "h0.fc_b", "h0.fcproj_b"}) CHECK_FALSE(plan.table.find(name));
+  CHECK(plan.table.get("h0.kv_b").global_shape == std::vector<long>{2, 16});
+  check_model_gradient(qwen2);
   // A window of 3 keys over 8 positions: most rows see a strict suffix of their causal keys.
   check_model_gradient(tiny_config(with(kLlama, {"--model.window_size=3"})));
 }
