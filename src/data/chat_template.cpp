@@ -1,5 +1,9 @@
-// ChatRenderer: the llama3 and plain templates, segment by segment, with the loss mask.
+// ChatRenderer: the llama3, chatml, qwen3 and plain templates, segment by segment, with the loss mask.
 #include "data/chat_template.hpp"
+
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "common/error.hpp"
 
@@ -7,6 +11,57 @@ namespace dtrain {
 namespace {
 
 constexpr const char* kLlama3Tokens[] = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
+constexpr const char* kChatmlTokens[] = {"<|im_start|>", "<|im_end|>"};
+constexpr const char* kQwen3Tokens[] = {"<|im_start|>", "<|im_end|>", "<think>", "</think>"};
+
+// The special tokens a template needs, and where to get a tokenizer that has them.
+struct TemplateTokens {
+  ChatTemplate t;
+  const char* name;
+  std::vector<const char*> tokens;
+  const char* source;
+};
+const std::vector<TemplateTokens>& templates_with_tokens() {  // in the order auto tries them
+  static const std::vector<TemplateTokens> all = {
+      {ChatTemplate::qwen3, "qwen3", {std::begin(kQwen3Tokens), std::end(kQwen3Tokens)}, "a Qwen3 tokenizer.json"},
+      {ChatTemplate::chatml, "chatml", {std::begin(kChatmlTokens), std::end(kChatmlTokens)}, "a ChatML tokenizer.json (Qwen2.5, Qwen3)"},
+      {ChatTemplate::llama3, "llama3", {std::begin(kLlama3Tokens), std::end(kLlama3Tokens)}, "a Llama 3 tokenizer.json"}};
+  return all;
+}
+
+std::string missing_tokens(const TemplateTokens& t, const Tokenizer& tokenizer) {
+  std::string missing;
+  for (const char* token : t.tokens)
+    if (!tokenizer.token_id(token)) missing += std::string(missing.empty() ? "" : ", ") + token;
+  return missing;
+}
+
+// Python's s.strip(chars), s.lstrip(chars), s.rstrip(chars) for ASCII chars.
+std::string lstrip(const std::string& s, const char* chars) {
+  const std::size_t b = s.find_first_not_of(chars);
+  return b == std::string::npos ? std::string() : s.substr(b);
+}
+std::string rstrip(const std::string& s, const char* chars) {
+  const std::size_t e = s.find_last_not_of(chars);
+  return e == std::string::npos ? std::string() : s.substr(0, e + 1);
+}
+std::string strip(const std::string& s, const char* chars) { return lstrip(rstrip(s, chars), chars); }
+
+// Qwen3's reading of an assistant message: with "</think>" in it, the reasoning (before the last
+// "</think>", after the last "<think>" in that, "\n" trimmed) and the answer (after the last
+// "</think>", leading "\n" stripped); else no reasoning and the content as it is.
+struct Qwen3Answer {
+  std::string reasoning, content;
+};
+Qwen3Answer qwen3_answer(const std::string& content) {
+  const std::size_t close = content.find("</think>");
+  if (close == std::string::npos) return {std::string(), content};
+  const std::size_t last_close = content.rfind("</think>");
+  std::string before = rstrip(content.substr(0, close), "\n");  // split('</think>')[0]
+  const std::size_t open = before.rfind("<think>");
+  if (open != std::string::npos) before = before.substr(open + 7);
+  return {lstrip(before, "\n"), lstrip(content.substr(last_close + 8), "\n")};
+}
 
 // The code point starting at s[i] and its length in bytes (s is valid UTF-8: simdjson checked it).
 char32_t code_point(const std::string& s, std::size_t i, int& len) {
@@ -79,24 +134,35 @@ std::string trim_whitespace(const std::string& s) {
 }
 
 ChatTemplate chat_template_for(const std::string& name, const Tokenizer& tokenizer) {
-  std::string missing;
-  for (const char* t : kLlama3Tokens)
-    if (!tokenizer.token_id(t)) missing += std::string(missing.empty() ? "" : ", ") + t;
-  if (name == "auto") return missing.empty() ? ChatTemplate::llama3 : ChatTemplate::plain;
   if (name == "plain") return ChatTemplate::plain;
-  if (name != "llama3") throw UserError("unknown --chat-template '" + name + "'; the templates are: auto, llama3, plain");
-  if (!missing.empty())
-    throw UserError("--chat-template llama3 needs the tokens " + missing + ", which the tokenizer (" + tokenizer.identity() +
-                    ") lacks; use a Llama 3 tokenizer.json (--tokenizer hf:DIR) or --chat-template plain");
-  return ChatTemplate::llama3;
+  for (const TemplateTokens& t : templates_with_tokens())
+    if (name == "auto" && missing_tokens(t, tokenizer).empty()) return t.t;
+  if (name == "auto") return ChatTemplate::plain;
+  for (const TemplateTokens& t : templates_with_tokens()) {
+    if (name != t.name) continue;
+    const std::string missing = missing_tokens(t, tokenizer);
+    if (!missing.empty())
+      throw UserError("--chat-template " + name + " needs the tokens " + missing + ", which the tokenizer (" + tokenizer.identity() +
+                      ") lacks; use " + t.source + " (--tokenizer hf:DIR) or --chat-template plain");
+    return t.t;
+  }
+  throw UserError("unknown --chat-template '" + name + "'; the templates are: auto, qwen3, chatml, llama3, plain");
 }
 
-const char* chat_template_name(ChatTemplate t) { return t == ChatTemplate::llama3 ? "llama3" : "plain"; }
+const char* chat_template_name(ChatTemplate t) {
+  for (const TemplateTokens& w : templates_with_tokens())
+    if (w.t == t) return w.name;
+  return "plain";
+}
 
 ChatRenderer::ChatRenderer(ChatTemplate t, const Tokenizer& tokenizer) : t_(t), eod_(tokenizer.eod()) {
-  if (t_ != ChatTemplate::llama3) return;
-  std::uint32_t* ids[] = {&bos_, &start_header_, &end_header_, &eot_};
-  for (int i = 0; i < 4; ++i) *ids[i] = *tokenizer.token_id(kLlama3Tokens[i]);  // chat_template_for checked them
+  const auto id = [&](const char* token) { return *tokenizer.token_id(token); };  // chat_template_for checked them
+  if (t_ == ChatTemplate::llama3) {
+    std::uint32_t* ids[] = {&bos_, &start_header_, &end_header_, &eot_};
+    for (int i = 0; i < 4; ++i) *ids[i] = id(kLlama3Tokens[i]);
+  }
+  if (t_ == ChatTemplate::chatml || t_ == ChatTemplate::qwen3) im_start_ = id("<|im_start|>"), im_end_ = id("<|im_end|>");
+  if (t_ == ChatTemplate::qwen3) think_ = id("<think>"), end_think_ = id("</think>");
 }
 
 MaskedTokens ChatRenderer::render(const SftRecord& record, Tokenizer& tokenizer) const {
@@ -110,6 +176,45 @@ MaskedTokens ChatRenderer::render(const SftRecord& record, Tokenizer& tokenizer)
     return b.done();
   }
   bool closed_by_eod = false;
+  if (t_ == ChatTemplate::chatml || t_ == ChatTemplate::qwen3) {
+    // Qwen3: the last user message that is not a tool's response (the last message without one).
+    std::size_t last_query = n - 1;
+    for (std::size_t i = n; i-- > 0;) {
+      const std::string& c = record.messages[i].content;
+      const bool tool_response =
+          c.rfind("<tool_response>", 0) == 0 && c.size() >= 16 && c.compare(c.size() - 16, 16, "</tool_response>") == 0;
+      if (record.messages[i].role == "user" && !tool_response) {
+        last_query = i;
+        break;
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const ChatMessage& m = record.messages[i];
+      if (m.role != "system" && m.role != "user" && m.role != "assistant")
+        throw UserError("message " + std::to_string(i + 1) + " has the role '" + m.role + "'; the " + chat_template_name(t_) +
+                        " template renders system, user and assistant messages");
+      const bool trained = m.role == "assistant";
+      b.id(im_start_, false);
+      b.text(m.role + "\n", false);
+      if (!trained || t_ == ChatTemplate::chatml) {
+        b.text(m.content, trained);
+      } else {
+        const Qwen3Answer a = qwen3_answer(m.content);
+        if (i > last_query && (i + 1 == n || !a.reasoning.empty())) {  // a reasoning block, empty on the last message
+          b.id(think_, true);
+          b.text("\n" + strip(a.reasoning, "\n") + "\n", true);
+          b.id(end_think_, true);
+          b.text("\n\n" + lstrip(a.content, "\n"), true);
+        } else {
+          b.text(a.content, true);
+        }
+      }
+      b.id(im_end_, trained);
+      b.text("\n", false);
+    }
+    if (eod_) b.id(*eod_, false);
+    return b.done();
+  }
   if (t_ == ChatTemplate::llama3) b.id(bos_, false);
   for (std::size_t i = 0; i < n; ++i) {
     const ChatMessage& m = record.messages[i];

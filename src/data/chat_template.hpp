@@ -2,13 +2,22 @@
 // mask (1: the loss trains on predicting this token). Text is encoded in runs of the same mask value
 // (the prompt and the answer apart, as NeMo's SFT datasets encode context and answer); special tokens
 // come by id, never from text. The templates put the runs' edges at pre-tokenisation boundaries (of
-// Llama 3's pattern for llama3, of GPT-2's for plain), so that a conversation tokenises as its
-// rendered text would as a whole.
+// Llama 3's pattern for llama3, Qwen's for chatml and qwen3, GPT-2's for plain), so that a conversation
+// tokenises as its rendered text would as a whole.
 //
 //   llama3  Meta Llama 3 Instruct's template (its tokenizer_config.json chat_template):
 //             <|begin_of_text|> then per message
 //             <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>   (CONTENT | trim)
 //           trained: each assistant message's CONTENT and its <|eot_id|>.
+//   chatml  ChatML (Qwen2.5's template without its default system message, and other ChatML models):
+//             per message <|im_start|>ROLE\nCONTENT<|im_end|>\n   (roles system, user, assistant)
+//           trained: each assistant message's CONTENT and its <|im_end|>, not the "\n" after it.
+//   qwen3   Qwen3's template (its tokenizer_config.json chat_template, without tools): chatml, except
+//           that an assistant CONTENT holding "</think>" is its reasoning (after "<think>", "\n"
+//           stripped) then its answer (after "</think>", leading "\n" stripped), earlier assistant
+//           messages keep only the answer, and the conversation's last message, if an assistant's, is
+//             <|im_start|>assistant\n<think>\nREASONING\n</think>\n\nANSWER<|im_end|>\n
+//           (REASONING empty without one); trained: from <think> to <|im_end|>.
 //   plain   for tokenizers without chat tokens (GPT-2, a byte tokenizer):
 //             per message "Role:\nCONTENT\n\n" (Role capitalised: System, User, Assistant, ...),
 //             except that an assistant message's closing "\n\n" is the end-of-document token when it is
@@ -28,15 +37,16 @@
 
 namespace dtrain {
 
-enum class ChatTemplate { llama3, plain };
+enum class ChatTemplate { llama3, chatml, qwen3, plain };
 
 struct MaskedTokens {
   std::vector<std::uint32_t> tokens;
   std::vector<std::uint8_t> mask;  // one per token: 1 = a target the loss trains on
 };
 
-// "auto" (llama3 when the tokenizer has its tokens, else plain), "llama3" or "plain"; UserError for
-// another name or a template whose special tokens the tokenizer lacks (naming them).
+// "auto" (the first of qwen3, chatml and llama3 whose special tokens the tokenizer has, else plain), or
+// a template's name; UserError for another name or a template whose special tokens the tokenizer lacks
+// (naming them).
 ChatTemplate chat_template_for(const std::string& name, const Tokenizer& tokenizer);
 const char* chat_template_name(ChatTemplate t);
 
@@ -52,6 +62,7 @@ class ChatRenderer {
   ChatTemplate t_;
   std::optional<std::uint32_t> eod_;
   std::uint32_t bos_ = 0, start_header_ = 0, end_header_ = 0, eot_ = 0;  // llama3
+  std::uint32_t im_start_ = 0, im_end_ = 0, think_ = 0, end_think_ = 0;  // chatml, qwen3
 };
 
 // Python's str.strip(): leading and trailing Unicode whitespace removed (Jinja's trim filter).

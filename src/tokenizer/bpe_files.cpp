@@ -38,14 +38,19 @@ std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohma
 constexpr const char* kLlama3Pattern =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-bool is_llama3(const nlohmann::json& pre) {
+// Qwen's (Qwen2, 2.5, 3): the same with single digits.
+constexpr const char* kQwen2Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+// Whether `pre` is a Split on `pattern` (isolated pieces), then ByteLevel without its regex.
+bool is_split_then_bytes(const nlohmann::json& pre, const char* pattern) {
   if (!pre.is_object() || pre.value("type", std::string()) != "Sequence" || !pre.contains("pretokenizers")) return false;
   const nlohmann::json& p = pre["pretokenizers"];
   if (!p.is_array() || p.size() != 2 || !p[0].is_object() || !p[1].is_object()) return false;
   const nlohmann::json& split = p[0];
   const nlohmann::json& bytes = p[1];
   return split.value("type", std::string()) == "Split" && split.contains("pattern") && split["pattern"].is_object() &&
-         split["pattern"].value("Regex", std::string()) == kLlama3Pattern && split.value("behavior", std::string()) == "Isolated" &&
+         split["pattern"].value("Regex", std::string()) == pattern && split.value("behavior", std::string()) == "Isolated" &&
          !split.value("invert", false) && bytes.value("type", std::string()) == "ByteLevel" && !bytes.value("add_prefix_space", false) &&
          !bytes.value("use_regex", true);
 }
@@ -97,7 +102,7 @@ ByteLevelBpeFiles read_vocab_and_merges(const std::string& vocab_json, const std
 namespace {
 
 ByteLevelBpeFiles read_tokenizer_json_checked(const std::string& path) {
-  const std::string hint = "dtrain reads tokenizer.json files of byte-level BPE with GPT-2's or Llama 3's pre-tokenizer";
+  const std::string hint = "dtrain reads tokenizer.json files of byte-level BPE with GPT-2's, Llama 3's or Qwen's pre-tokenizer";
   const nlohmann::json j = parse_json(path, hint);
   const auto refuse = [&](const std::string& what) { return UserError("tokenizer file '" + path + "': " + what + "; " + hint); };
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) throw refuse("no \"model\" object");
@@ -111,17 +116,21 @@ ByteLevelBpeFiles read_tokenizer_json_checked(const std::string& path) {
     throw refuse("its decoder is " + dump(j["decoder"]) + ", not ByteLevel");
   if (m.contains("continuing_subword_prefix") && !m["continuing_subword_prefix"].is_null() && m["continuing_subword_prefix"] != "")
     throw refuse("its BPE model has a continuing_subword_prefix");
-  if (j.contains("normalizer") && !j["normalizer"].is_null()) throw refuse("it has a normalizer " + dump(j["normalizer"]));
+  const nlohmann::json normalizer = j.value("normalizer", nlohmann::json());
+  const bool nfc = normalizer.is_object() && normalizer.size() == 1 && normalizer.value("type", std::string()) == "NFC";
+  if (!normalizer.is_null() && !nfc) throw refuse("it has a normalizer " + dump(normalizer) + " (dtrain implements NFC only)");
   const nlohmann::json pre = j.value("pre_tokenizer", nlohmann::json());
   const bool gpt2 = pre.is_object() && pre.value("type", std::string()) == "ByteLevel" && !pre.value("add_prefix_space", false) &&
                     pre.value("use_regex", true);
-  if (!gpt2 && !is_llama3(pre))
-    throw refuse("its pre_tokenizer is " + dump(pre) + ", neither GPT-2's (ByteLevel with its regex, no prefix space) nor Llama 3's");
+  const bool llama3 = !gpt2 && is_split_then_bytes(pre, kLlama3Pattern), qwen2 = !gpt2 && !llama3 && is_split_then_bytes(pre, kQwen2Pattern);
+  if (!gpt2 && !llama3 && !qwen2)
+    throw refuse("its pre_tokenizer is " + dump(pre) + ", none of GPT-2's (ByteLevel with its regex, no prefix space), Llama 3's and Qwen's");
   if (!m.contains("vocab") || !m["vocab"].is_object()) throw refuse("its model has no vocab object");
   if (!m.contains("merges") || !m["merges"].is_array()) throw refuse("its model has no merges array");
   ByteLevelBpeFiles f;
   f.vocab_file = f.merges_file = path, f.hint = hint;
-  f.llama3_split = !gpt2;
+  f.split = gpt2 ? ByteLevelBpeFiles::Split::gpt2 : llama3 ? ByteLevelBpeFiles::Split::llama3 : ByteLevelBpeFiles::Split::qwen2;
+  f.nfc = nfc;
   f.ignore_merges = m.value("ignore_merges", false);
   f.vocab = m["vocab"];
   for (const auto& merge : m["merges"]) {

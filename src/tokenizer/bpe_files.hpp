@@ -2,8 +2,9 @@
 // form: the vocabulary (token text in GPT-2's byte-to-unicode map -> id) and the merges in rank order.
 // Three sources: GPT-2's own encoder.json + vocab.bpe; Hugging Face's vocab.json + merges.txt (the same
 // formats); and Hugging Face's tokenizer.json, whose BPE model with GPT-2's pre-tokenizer (ByteLevel
-// with its regex, no prefix space, no normalizer) or Llama 3's (a Split on its regex, then ByteLevel
-// without one; ignore_merges) dtrain implements; other tokenizer.json models are refused by name.
+// with its regex, no prefix space), Llama 3's (a Split on its regex, then ByteLevel without one;
+// ignore_merges) or Qwen's (Llama 3's with single digits, after an NFC normalizer) dtrain implements;
+// other tokenizer.json models, pre-tokenizers and normalizers are refused by name.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -17,7 +18,9 @@ struct ByteLevelBpeFiles {
   std::vector<std::string> merges;  // "LEFT RIGHT", rank order
   std::string vocab_file, merges_file;  // where each came from, for errors
   std::string hint;                     // how to get good files, for errors
-  bool llama3_split = false;   // pre-tokenise with Llama 3's pattern, not GPT-2's
+  enum class Split { gpt2, llama3, qwen2 };
+  Split split = Split::gpt2;   // the pre-tokeniser's pattern
+  bool nfc = false;            // normalise the text to NFC first (Qwen's normalizer)
   bool ignore_merges = false;  // a piece that is a token as a whole is that token (Llama 3's BPE)
   int first_merge_line = 0;    // the text line of merges[0] (0: a JSON array), for errors
 };

@@ -76,8 +76,9 @@ std::size_t gpt2_match_end(const std::vector<Char>& chars, std::size_t i) {
   return end - 1;                            // \s+(?!\S): leave the last space to the next piece
 }
 
-// The end of Llama 3's match at character i:
-//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// The end of Llama 3's match at character i (kDigits = 3; Qwen's: 1):
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,kDigits}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+template <std::size_t kDigits>
 std::size_t llama3_match_end(const std::vector<Char>& chars, std::size_t i) {
   const std::size_t n = chars.size();
   const auto cp = [&](std::size_t k) { return k < n ? chars[k].cp : UChar32{-1}; };
@@ -96,7 +97,7 @@ std::size_t llama3_match_end(const std::vector<Char>& chars, std::size_t i) {
   // [^\r\n\p{L}\p{N}]?\p{L}+: one character of neither kind (a space too) before letters, or letters.
   if (!newline(i) && !is(i, Class::letter) && !is(i, Class::number) && is(i + 1, Class::letter)) return run(i + 1, Class::letter);
   if (is(i, Class::letter)) return run(i, Class::letter);
-  if (is(i, Class::number)) return std::min(run(i, Class::number), i + 3);  // \p{N}{1,3}
+  if (is(i, Class::number)) return std::min(run(i, Class::number), i + kDigits);  // \p{N}{1,kDigits}
   // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
   const std::size_t other = cp(i) == ' ' && is(i + 1, Class::other) ? i + 1 : i;
   if (is(other, Class::other)) {
@@ -130,7 +131,11 @@ void gpt2_pretokenize(std::string_view text, const std::function<void(std::strin
 }
 
 void llama3_pretokenize(std::string_view text, const std::function<void(std::string_view)>& piece) {
-  pretokenize(text, unicode_space, llama3_match_end, piece);
+  pretokenize(text, unicode_space, llama3_match_end<3>, piece);
+}
+
+void qwen2_pretokenize(std::string_view text, const std::function<void(std::string_view)>& piece) {
+  pretokenize(text, unicode_space, llama3_match_end<1>, piece);
 }
 
 }  // namespace dtrain

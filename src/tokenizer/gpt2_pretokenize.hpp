@@ -19,4 +19,7 @@ void gpt2_pretokenize(std::string_view text, const std::function<void(std::strin
 // contractions in either ASCII case.
 void llama3_pretokenize(std::string_view text, const std::function<void(std::string_view)>& piece);
 
+// Qwen's (Qwen2, 2.5, 3): Llama 3's pattern with single digits, \p{N} for \p{N}{1,3}.
+void qwen2_pretokenize(std::string_view text, const std::function<void(std::string_view)>& piece);
+
 }  // namespace dtrain

@@ -12,6 +12,7 @@
 
 #include "common/error.hpp"
 #include "tokenizer/gpt2_pretokenize.hpp"
+#include "tokenizer/unicode_normalize.hpp"
 
 namespace dtrain {
 namespace {
@@ -42,7 +43,7 @@ bool unmap_token(const std::string& mapped, const std::unordered_map<char32_t, s
 }  // namespace
 
 Gpt2Tokenizer::Gpt2Tokenizer(const ByteLevelBpeFiles& files, std::string identity)
-    : Tokenizer(std::move(identity)), llama3_split_(files.llama3_split), ignore_merges_(files.ignore_merges) {
+    : Tokenizer(std::move(identity)), split_(files.split), nfc_(files.nfc), ignore_merges_(files.ignore_merges) {
   load_vocab(files);
   load_merges(files);
 }
@@ -154,7 +155,11 @@ std::optional<std::uint32_t> Gpt2Tokenizer::token_id(const std::string& text) co
   return it->second;
 }
 
-std::vector<std::uint32_t> Gpt2Tokenizer::encode(const std::string& text) {
+std::string Gpt2Tokenizer::normalized(const std::string& text) const { return nfc_ ? nfc_utf8(text) : text; }
+
+std::vector<std::uint32_t> Gpt2Tokenizer::encode(const std::string& raw) {
+  const std::string normalized = nfc_ ? nfc_utf8(raw) : std::string();
+  const std::string& text = nfc_ ? normalized : raw;
   std::vector<std::uint32_t> ids;
   ids.reserve(text.size() / 3);
   std::string key;
@@ -173,8 +178,11 @@ std::vector<std::uint32_t> Gpt2Tokenizer::encode(const std::string& text) {
     }
     ids.insert(ids.end(), it->second.begin(), it->second.end());
   };
-  if (llama3_split_) llama3_pretokenize(text, encode_piece);
-  else gpt2_pretokenize(text, encode_piece);
+  switch (split_) {
+    case ByteLevelBpeFiles::Split::gpt2: gpt2_pretokenize(text, encode_piece); break;
+    case ByteLevelBpeFiles::Split::llama3: llama3_pretokenize(text, encode_piece); break;
+    case ByteLevelBpeFiles::Split::qwen2: qwen2_pretokenize(text, encode_piece); break;
+  }
   return ids;
 }
 

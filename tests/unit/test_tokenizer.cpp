@@ -13,6 +13,7 @@
 #include "support/scratch_files.hpp"
 #include "support/user_error.hpp"
 #include "tokenizer/gpt2_pretokenize.hpp"
+#include "tokenizer/unicode_normalize.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 using namespace dtrain;
@@ -55,6 +56,26 @@ TEST_CASE("Llama 3 pre-tokenisation splits as its pattern does", "[tokenizer]") 
   CHECK(llama3("a!!\n\nb") == V{"a", "!!\n\n", "b"});     // punctuation keeps the line breaks after it
   CHECK(llama3("a \xEF\xBB\xBF" "b") == V{"a", " \xEF\xBB\xBF", "b"});  // U+FEFF is no White_Space
   CHECK(llama3("x \xC2\x85y") == V{"x", " ", "\xC2\x85y"});               // U+0085 (NEL) is
+}
+
+// Qwen's pattern is Llama 3's with \p{N} for \p{N}{1,3}: digits one at a time, of any script.
+TEST_CASE("Qwen pre-tokenisation splits digits one at a time", "[tokenizer]") {
+  using V = std::vector<std::string>;
+  const auto qwen2 = [](const std::string& text) { return pieces(text, qwen2_pretokenize); };
+  CHECK(qwen2("  12345\r\n\r\n  x") == V{" ", " ", "1", "2", "3", "4", "5", "\r\n\r\n", " ", " x"});
+  CHECK(qwen2("it's HELLO I'M") == V{"it", "'s", " HELLO", " I", "'M"});
+  CHECK(qwen2("x\xD9\xA1\xD9\xA2") == V{"x", "\xD9\xA1", "\xD9\xA2"});  // Arabic-Indic digits, each alone
+}
+
+// NFC through ICU: a decomposed accent composes, Hangul jamo compose into a syllable, a mark with no
+// precomposed form stays, ASCII is untouched, and bytes that are not UTF-8 pass through between runs.
+TEST_CASE("NFC normalisation of UTF-8 keeps invalid bytes", "[tokenizer]") {
+  CHECK(nfc_utf8("plain ASCII") == "plain ASCII");
+  CHECK(nfc_utf8("cafe\xCC\x81") == "caf\xC3\xA9");
+  CHECK(nfc_utf8("\xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB") == "\xED\x95\x9C");  // U+1112 U+1161 U+11AB -> U+D55C
+  CHECK(nfc_utf8("q\xCC\x83") == "q\xCC\x83");
+  CHECK(nfc_utf8("e\xCC\x81\xFF\xC3" "e\xCC\x81") == "\xC3\xA9\xFF\xC3\xC3\xA9");
+  CHECK(nfc_utf8("") == "");
 }
 
 // JSON a user downloads is parsed under bounds: a tokenizer.json nesting 300,000 arrays (which
