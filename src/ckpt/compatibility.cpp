@@ -20,7 +20,7 @@ std::vector<std::pair<std::string, std::string>> model_key_values(const Config& 
                                       "rotary_base", "rotary_percent", "rope_scaling", "rope_scaling_factor",
                                       "rope_scaling_low_freq_factor", "rope_scaling_high_freq_factor",
                                       "rope_scaling_original_max_position_embeddings", "swiglu", "group_query_attention", "num_query_groups",
-                                      "untie_embeddings_and_output_weights", "add_bias_linear", "add_qkv_bias", "window_size", "moe_router_topk",
+                                      "untie_embeddings_and_output_weights", "add_bias_linear", "add_qkv_bias", "window_size", "kv_channels", "moe_router_topk",
                                       "moe_ffn_hidden_size", "moe_layer_freq"};
   const OptionTable table(c);
   std::vector<std::pair<std::string, std::string>> out;
@@ -30,7 +30,7 @@ std::vector<std::pair<std::string, std::string>> model_key_values(const Config& 
     const bool unused = (!rope && (name == "model.rotary_base" || name == "model.rotary_percent" || name == "model.rope_scaling")) ||
                         (!scaled && name.rfind("model.rope_scaling_", 0) == 0) ||
                         (!m.group_query_attention && name == "model.num_query_groups") ||
-                        (m.window_size == 0 && name == "model.window_size") ||
+                        (m.window_size == 0 && name == "model.window_size") || (m.kv_channels == 0 && name == "model.kv_channels") ||
                         ((m.add_bias_linear || !m.add_qkv_bias) && name == "model.add_qkv_bias") ||
                         (m.num_experts == 0 && name.rfind("model.moe_", 0) == 0);
     for (const auto& o : table.options())

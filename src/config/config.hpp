@@ -47,6 +47,7 @@ struct ModelConfig {
   bool add_bias_linear = true;      // biases of the attention and MLP linear layers
   bool add_qkv_bias = false;        // biases on the query, key and value projections (also without add_bias_linear)
   int window_size = 0;              // sliding-window attention: keys a token sees, itself included (0 = all earlier ones)
+  int kv_channels = 0;              // dims per attention head (0 = hidden_size / num_attention_heads)
   // Activation recomputation (memory for compute; gradients unchanged bit for bit).
   RecomputeGranularity recompute_granularity = RecomputeGranularity::none;
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
@@ -172,11 +173,13 @@ struct Config {
 
   int ffn_hidden() const { return model.ffn_hidden_size > 0 ? model.ffn_hidden_size : 4 * model.hidden_size; }
   int moe_ffn_hidden() const { return model.moe_ffn_hidden_size > 0 ? model.moe_ffn_hidden_size : ffn_hidden(); }
-  // Dims of each head that RoPE turns: int(head_dim * rotary_percent), as Megatron.
-  int rotary_dims() const {
-    const int head_dim = model.num_attention_heads > 0 ? model.hidden_size / model.num_attention_heads : 0;
-    return static_cast<int>(head_dim * model.rotary_percent + 1e-9);
+  // Dims per attention head: model.kv_channels, else hidden_size / num_attention_heads (Megatron's).
+  int head_dim() const {
+    if (model.kv_channels > 0) return model.kv_channels;
+    return model.num_attention_heads > 0 ? model.hidden_size / model.num_attention_heads : 0;
   }
+  // Dims of each head that RoPE turns: int(head_dim * rotary_percent), as Megatron.
+  int rotary_dims() const { return static_cast<int>(head_dim() * model.rotary_percent + 1e-9); }
 };
 
 }  // namespace dtrain

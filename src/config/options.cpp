@@ -73,6 +73,8 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
   add("model.rotary_percent", &m.rotary_percent, "share of each head's dimensions that RoPE rotates (0 < p <= 1)");
   add("model.add_qkv_bias", &m.add_qkv_bias,
       "biases on the query, key and value projections only, without add_bias_linear's other biases (Qwen2)");
+  add("model.kv_channels", &m.kv_channels,
+      "dims per attention head, when not hidden_size / num_attention_heads (Qwen3: 128 at hidden 1024 with 16 heads); 0 = that quotient");
   add("model.window_size", &m.window_size,
       "sliding-window attention: the keys each token sees, itself included (Mistral: 4096); 0 = every earlier token");
   add("model.rope_scaling", &m.rope_scaling,

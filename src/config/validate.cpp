@@ -89,7 +89,8 @@ void validate_config(const Config& c) {
   // The checks between keys only where each key is in its range: an out-of-range value is one error, not two.
   const bool heads_in_range = m.hidden_size >= 1 && m.hidden_size <= kMaxHidden && m.num_attention_heads >= 1 &&
                               m.num_attention_heads <= kMaxHidden;
-  if (heads_in_range && m.hidden_size % m.num_attention_heads != 0)
+  p.range("model.kv_channels", m.kv_channels, 0, kMaxHidden);
+  if (heads_in_range && m.kv_channels == 0 && m.hidden_size % m.num_attention_heads != 0)
     p.add("model.hidden_size=" + s(static_cast<long>(m.hidden_size)) + " is not divisible by model.num_attention_heads=" +
           s(static_cast<long>(m.num_attention_heads)) + "; use a head count among: " + divisor_list(m.hidden_size));
 
@@ -120,7 +121,7 @@ void validate_config(const Config& c) {
       p.add("model.num_query_groups=" + s(static_cast<long>(m.num_query_groups)) + " does not divide model.num_attention_heads=" +
             s(static_cast<long>(m.num_attention_heads)) + "; use one of: " + divisor_list(m.num_attention_heads));
   }
-  if (m.position_embedding_type == PositionEmbedding::rope && heads_in_range && m.hidden_size % m.num_attention_heads == 0 &&
+  if (m.position_embedding_type == PositionEmbedding::rope && heads_in_range && (m.kv_channels > 0 || m.hidden_size % m.num_attention_heads == 0) &&
       c.rotary_dims() % 2 != 0)
     p.add("model.rotary_percent=" + s(m.rotary_percent) + " rotates " + s(static_cast<long>(c.rotary_dims())) +
           " dims of each head; RoPE turns pairs, so it must be an even number");
@@ -168,11 +169,12 @@ void validate_config(const Config& c) {
   if (y.zero_stage > 1 && y.expert_model_parallel_size > 1)
     p.add("system.zero_stage=" + s(static_cast<long>(y.zero_stage)) + " with system.expert_model_parallel_size=" +
           s(static_cast<long>(y.expert_model_parallel_size)) + ": ZeRO-2/3 do not shard expert-parallel tensors yet; use zero_stage=1");
-  const int head_dim = c.model.num_attention_heads > 0 ? c.model.hidden_size / c.model.num_attention_heads : 0;
+  const int head_dim = c.head_dim();
   if (y.device == ComputeDevice::cuda && y.context_parallel_size == 1 && head_dim > kernels::flash::kMaxHeadDim)
-    p.add("model.hidden_size / model.num_attention_heads = " + s(static_cast<long>(head_dim)) +
-          " dims per head: the CUDA backend's fused attention takes at most " + s(static_cast<long>(kernels::flash::kMaxHeadDim)) +
-          "; use more heads (or system.device=cpu)");
+    p.add((c.model.kv_channels > 0 ? "model.kv_channels = " : "model.hidden_size / model.num_attention_heads = ") +
+          s(static_cast<long>(head_dim)) + " dims per head: the CUDA backend's fused attention takes at most " +
+          s(static_cast<long>(kernels::flash::kMaxHeadDim)) + " (its tiles' registers and shared memory); use more heads, a smaller head, "
+          "or system.device=cpu");
   if (y.comm_backend == CommBackend::nccl && y.device != ComputeDevice::cuda)
     p.add("system.comm_backend=nccl needs system.device=cuda (NCCL moves GPU memory); use comm_backend=mpi or auto on CPUs");
 

@@ -75,6 +75,10 @@ void read_rope(const HfConfigReader& r, ModelConfig& m) {
   }
 }
 
+// Whether the heads split the hidden size (no model.kv_channels of another size): GPT-2 and Qwen2
+// config.json have no head_dim.
+bool heads_split_hidden(const Config& c) { return c.head_dim() * c.model.num_attention_heads == c.model.hidden_size; }
+
 HfFamily gpt2() {
   HfFamily f;
   f.architecture = "GPT2LMHeadModel";
@@ -91,7 +95,7 @@ HfFamily gpt2() {
   f.describes = [](const Config& c) {
     const ModelConfig& m = c.model;
     return m.normalization == Normalization::layernorm && m.position_embedding_type == PositionEmbedding::learned_absolute &&
-           !m.swiglu && !m.group_query_attention && m.add_bias_linear;
+           !m.swiglu && !m.group_query_attention && m.add_bias_linear && m.window_size == 0 && heads_split_hidden(c);
   };
   f.read = [](const HfConfigReader& r, ModelConfig& m) {
     m.ffn_hidden_size = r.integer("n_inner", 4 * m.hidden_size);
@@ -149,15 +153,19 @@ void read_llama_block(const HfConfigReader& r, ModelConfig& m) {
   const std::string act = r.text("hidden_act", "silu");
   if (act != "silu") throw r.error("'hidden_act' = \"" + act + "\": dtrain's SwiGLU gates with silu");
   r.require("partial_rotary_factor", 1.0, "dtrain's Llama export and import rotate whole heads");
-  if (m.num_attention_heads > 0 && r.integer("head_dim", m.hidden_size / m.num_attention_heads) * m.num_attention_heads != m.hidden_size)
-    throw r.error("'head_dim' x 'num_attention_heads' is not 'hidden_size'; dtrain's heads split the hidden size");
+  // head_dim: model.kv_channels where the heads do not split the hidden size (Mistral Nemo, Qwen3).
+  if (m.num_attention_heads > 0 && r.has("head_dim")) {
+    const int head_dim = r.integer("head_dim");
+    if (head_dim < 1) throw r.error("'head_dim' = " + std::to_string(head_dim) + " is not a size");
+    m.kv_channels = head_dim * m.num_attention_heads == m.hidden_size ? 0 : head_dim;
+  }
 }
 
 // config.json's keys of the Llama block that both families write alike.
 void write_llama_block(const Config& c, Json& j) {
   const ModelConfig& m = c.model;
   j["attention_dropout"] = 0.0;
-  j["head_dim"] = m.hidden_size / m.num_attention_heads;
+  j["head_dim"] = c.head_dim();
   j["hidden_act"] = "silu";
   j["intermediate_size"] = c.ffn_hidden();
   j["num_key_value_heads"] = m.kv_heads();
@@ -167,7 +175,7 @@ void write_llama_block(const Config& c, Json& j) {
 bool llama_block(const Config& c) {
   const ModelConfig& m = c.model;
   return m.normalization == Normalization::rmsnorm && m.position_embedding_type == PositionEmbedding::rope && m.swiglu &&
-         c.rotary_dims() == m.hidden_size / m.num_attention_heads;
+         c.rotary_dims() == c.head_dim();
 }
 
 HfFamily llama() {
@@ -281,7 +289,8 @@ HfFamily qwen2() {
   f.design = "RMSNorm, rope with rotary_percent=1 and no rope_scaling, swiglu, add_bias_linear=false, add_qkv_bias=true";
   f.describes = [](const Config& c) {
     const ModelConfig& m = c.model;
-    return llama_block(c) && !m.add_bias_linear && m.add_qkv_bias && m.window_size == 0 && m.rope_scaling == RopeScaling::none;
+    return llama_block(c) && !m.add_bias_linear && m.add_qkv_bias && m.window_size == 0 && m.rope_scaling == RopeScaling::none &&
+           heads_split_hidden(c);
   };
   f.read = [](const HfConfigReader& r, ModelConfig& m) {
     read_llama_block(r, m);

@@ -17,7 +17,7 @@ KvCache<T>::KvCache(const ActivationDims& d, int layers, int batch, int capacity
       lengths_(static_cast<std::size_t>(batch), 0),
       cache_(device, sizeof(T) * static_cast<std::size_t>(layers) * static_cast<std::size_t>(batch) *
                          static_cast<std::size_t>(capacity) * static_cast<std::size_t>(kv_width())),
-      acc_(device, sizeof(float) * static_cast<std::size_t>(rows) * static_cast<std::size_t>(d.C)) {}
+      acc_(device, sizeof(float) * static_cast<std::size_t>(rows) * static_cast<std::size_t>(d.Cl)) {}
 
 template <typename T>
 void KvCache<T>::begin_pass(std::vector<KvPiece> pieces) {
@@ -28,7 +28,7 @@ void KvCache<T>::begin_pass(std::vector<KvPiece> pieces) {
 
 template <typename T>
 void KvCache<T>::attend(const kernels::KernelTable<T>& k, T* atty, float* lse, float* scratch, const T* qkv, int layer) {
-  const int W = d_.QKVl(), KW = kv_width(), C = d_.C, NH = d_.NHl;
+  const int W = d_.QKVl(), KW = kv_width(), C = d_.Cl, NH = d_.NHl;  // C: the attention's width
   // Query rows per attention call: the scratch holds (NH, rows, capacity) floats for this many.
   const int tile = std::min(capacity_, kernels::kAttentionRows);
   const long n = pieces_.empty() ? 0 : pieces_.back().row + pieces_.back().n;

@@ -50,7 +50,7 @@ class KvCache {
   std::vector<int> lengths_;
   std::vector<KvPiece> pieces_;
   Arena cache_;  // (layers, batch, capacity, kv_width)
-  Arena acc_;    // (rows, C) fp32: the attention output before rounding
+  Arena acc_;    // (rows, Cl) fp32: the attention output before rounding
 };
 
 }  // namespace dtrain

@@ -183,9 +183,9 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   }
   scratch.ring_acc = d.cp > 1 ? cv.take<float>(mul(N, Cl)) : nullptr;
   // fp32 partial sums of row-parallel outputs and column-parallel input gradients: only a bf16 run with
-  // tensor parallelism (Cl < C) reduces them, or with MoE blocks, whose experts always leave partials;
+  // tensor parallelism reduces them, or with MoE blocks, whose experts always leave partials;
   // otherwise the GEMMs write rows of T directly (GptModel's direct()).
-  const bool wide_partials = !std::is_same_v<T, float> && (d.Cl != d.C || (all_kinds & kMoeMlp));
+  const bool wide_partials = !std::is_same_v<T, float> && (d.tp > 1 || (all_kinds & kMoeMlp));
   scratch.partial = wide_partials ? cv.take<float>(mul(N, C)) : nullptr;
   scratch.partial_shard = wide_partials ? cv.take<float>(mul(Ns, C)) : nullptr;
   scratch.replay.assign(static_cast<std::size_t>(replay_blocks), BlockActs<T>{});
@@ -196,7 +196,7 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   const std::size_t widest_out = std::max<std::size_t>({static_cast<std::size_t>(d.QKVl()), C, static_cast<std::size_t>(d.Hl())});
   const std::size_t widest_weight = mul(std::max<std::size_t>(static_cast<std::size_t>(d.QKVl()), static_cast<std::size_t>(d.Hl())), C);
   for (std::uint8_t** codes : {&scratch.fp8_x, &scratch.fp8_x_t})
-    *codes = fp8 ? cv.take<std::uint8_t>(mul(N, std::max<std::size_t>(C, Fl))) : nullptr;
+    *codes = fp8 ? cv.take<std::uint8_t>(mul(N, std::max<std::size_t>({C, Cl, Fl}))) : nullptr;  // proj's input is Cl wide
   for (std::uint8_t** codes : {&scratch.fp8_w, &scratch.fp8_w_t}) *codes = fp8 ? cv.take<std::uint8_t>(widest_weight) : nullptr;
   for (std::uint8_t** codes : {&scratch.fp8_dy, &scratch.fp8_dy_t}) *codes = fp8 ? cv.take<std::uint8_t>(mul(N, widest_out)) : nullptr;
   scratch.fp8_amax = fp8 ? cv.take<float>(3) : nullptr;

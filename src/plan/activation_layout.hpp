@@ -5,7 +5,7 @@
 // or bf16); statistics (LayerNorm mean and rstd, the softmax's max, sum, log-sum-exp) are float.
 // Sizes are per rank: N = B*T token rows (T = seq_length/cp: with context parallelism a rank holds two
 // chunks of T/2 rows of every sample), Ns = rows of the residual stream held here (N, or N/tp with
-// sequence parallelism), Cl = C/tp, Fl = F/tp, NHl = NH/tp, NKVl = key/value heads/tp, Vl = V/tp,
+// sequence parallelism), Cl = NH*HD/tp (the attention's width on the rank: C/tp unless model.kv_channels), Fl = F/tp, NHl = NH/tp, NKVl = key/value heads/tp, Vl = V/tp,
 // QKVl = (NHl + 2*NKVl)*HD, Hl = Fl (2*Fl with SwiGLU). MoE blocks: E experts, K choices per token,
 // Fe = expert width / tp, He = Fe (2*Fe with SwiGLU), R = N*K rows routed to experts: the dropless worst
 // case (with a capacity fewer rows are used; the sizes do not depend on the data). These sizes hold for
@@ -42,6 +42,7 @@ struct ActivationDims {
   int cp = 1, cp_rank = 0;
   int E = 0, K = 0, Fe = 0;  // MoE blocks: experts, choices per token, expert width on this rank
   int ep = 1;                // expert-parallel ranks (the experts' rows come from all of them)
+  int tp = 1;                // tensor-parallel ranks
   long N() const { return static_cast<long>(B) * T; }
   // The global chunk of a rank's half (0 or 1) of each sample, and that chunk's first position.
   static int zigzag_chunk(int cp, int rank, int half) { return half == 0 ? rank : 2 * cp - 1 - rank; }
@@ -172,7 +173,7 @@ struct Scratch {
   MoeScratch<T> moe;  // null without MoE blocks
   // precision=fp8 (null otherwise): a linear layer's GEMM operands as fp8 codes (model/linear_gemms.hpp),
   // its input, weight and output gradient, each as it is and transposed, and their amaxes.
-  std::uint8_t *fp8_x, *fp8_x_t;    // (N, max(C,Fl)), transposed
+  std::uint8_t *fp8_x, *fp8_x_t;    // (N, max(C,Cl,Fl)), transposed
   std::uint8_t *fp8_w, *fp8_w_t;    // (max(QKVl,Hl), C), transposed
   std::uint8_t *fp8_dy, *fp8_dy_t;  // (N, max(QKVl,C,Hl)), transposed
   float* fp8_amax;                  // (3): input, weight, output gradient

@@ -18,7 +18,7 @@ double model_flops_per_token(const Config& c) {
     matmul_params += static_cast<double>(t.numel) * (t.expert ? static_cast<double>(shape.topk) / shape.experts : 1.0);
   }
   // Attention: QK^T and PV, forward and backward (3 x 2 x 2 flops), over the keys each row sees.
-  return 6.0 * matmul_params + 12.0 * shape.num_layers * shape.mean_visible_keys() * shape.hidden;
+  return 6.0 * matmul_params + 12.0 * shape.num_layers * shape.mean_visible_keys() * shape.heads * shape.head_dim();
 }
 
 }  // namespace dtrain

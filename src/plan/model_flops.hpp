@@ -4,7 +4,7 @@
 //   without grouped-query attention) + C^2 (output projection) + 2CF (3CF with SwiGLU), plus the V x C LM head;
 //   a MoE block instead of 2CF: the router E*C and the top-k experts a token passes through, k x 2CF'
 //   (3CF' with SwiGLU), F' = moe_ffn_hidden_size, counted without dropping)
-//   + 12 x layers x K x C for attention (QK^T and attention-times-V) over the K keys a row sees on
+//   + 12 x layers x K x NH x HD (= C without model.kv_channels) for attention (QK^T and attention-times-V) over the K keys a row sees on
 //     average: T/2 for the causal half (a causal model needs only the lower triangle; the kernels skip
 //     the key tiles above it), fewer with a sliding window W (ModelShape::mean_visible_keys: the
 //     causal triangle less the one wholly outside the windows, (T^2 - (T-W)^2) / 2T), so 6 x layers x T x C

@@ -153,9 +153,10 @@ std::size_t RankPlan::largest_message() const {
 
 ActivationDims activation_dims(const Config& cfg, const ParallelLayout& s, int micro_batch, bool sequence_parallel, int cp_rank) {
   const auto& m = cfg.model;
-  ActivationDims d{micro_batch,          m.seq_length / s.cp,     m.hidden_size,          m.hidden_size / s.tp,
+  ActivationDims d{micro_batch,          m.seq_length / s.cp,     m.hidden_size,          m.num_attention_heads * cfg.head_dim() / s.tp,
                    m.num_attention_heads / s.tp, m.kv_heads() / s.tp, cfg.ffn_hidden() / s.tp, m.vocab_size / s.tp,
                    sequence_parallel ? s.tp : 1, m.swiglu,        s.cp,                   cp_rank};
+  d.tp = s.tp;
   if (m.num_experts > 0) {
     d.E = m.num_experts;
     d.K = m.moe_router_topk;

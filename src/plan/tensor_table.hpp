@@ -8,11 +8,12 @@
 //   wte (V,C) vocab-parallel (split dim 0), first stage (and last, tied)
 //   wpe (T,C) replicated, first stage, learned_absolute positions only
 //   h<l>.ln1_w (C), h<l>.ln1_b (C) [LN]
-//   attention, G = NH: h<l>.qkv_w (3,C,C) column-parallel (split dim 1, by heads), h<l>.qkv_b (3,C) [qb]
+//   attention (HD = model.kv_channels, or C/NH; A = NH*HD, = C without kv_channels), G = NH: h<l>.qkv_w (3,A,C)
+//     column-parallel (split dim 1, by heads), h<l>.qkv_b (3,A) [qb]
 //   attention, G < NH (grouped-query): h<l>.q_w (NH*HD,C) split dim 0 and h<l>.kv_w (2,G*HD,C) split dim 1,
 //     packed: a rank's kv_w slice follows its q_w slice in the arena, so the two are one (NHl+2Gl)*HD-row
 //     weight; h<l>.q_b (NH*HD), h<l>.kv_b (2,G*HD) [qb], packed the same way
-//   h<l>.proj_w (C,C) row-parallel (split dim 1), h<l>.proj_b (C) [b]
+//   h<l>.proj_w (C,A) row-parallel (split dim 1), h<l>.proj_b (C) [b]
 //   h<l>.ln2_w (C), h<l>.ln2_b (C) [LN]
 //   MLP: h<l>.fc_w (F,C) column-parallel (split dim 0), h<l>.fc_b (F) [b]; with swiglu h<l>.fc_w (2,F,C)
 //     split dim 1 ([gate; up] rows), h<l>.fc_b (2,F) [b]
@@ -63,7 +64,8 @@ struct ModelShape {
   double moe_aux_coeff = 0.0;    // weight of the load-balancing loss (0 also with load-balancing type none)
   double capacity_factor = 0.0;  // 0 = dropless
   static ModelShape from(const Config& c);
-  int head_dim() const { return hidden / heads; }
+  int hd = 0;             // dims per head (Config::head_dim)
+  int head_dim() const { return hd; }
   bool moe(int layer) const { return experts > 0 && layer % moe_freq == 0; }
   bool grouped() const { return kv_heads != heads; }
 };

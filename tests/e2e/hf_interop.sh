@@ -8,7 +8,8 @@
 #       matches dtrain's logits to 1e-5; both exports of the same weights are byte-identical tensors
 #       (llama: RMSNorm, RoPE, SwiGLU, 8 heads on 2 key/value groups, untied, no biases; llama_mha:
 #       multi-head attention, tied, with biases; mistral: llama's with a sliding window of 9 keys at
-#       T = 32, the reference masking as transformers' sliding-window mask does; qwen2: biases on q, k, v
+#       T = 32, the reference masking as transformers' sliding-window mask does, and heads of 16 dims
+#       (head_dim, model.kv_channels) at hidden 64 with 8 heads, as Mistral Nemo's are wider than 5120/32; qwen2: biases on q, k, v
 #       only, tied, the reference checking that convention on the files)
 #   import_python_written
 #       directories written by hf_reference.py's own safetensors writer (GPT-2 as the original upload:
@@ -77,7 +78,7 @@ write_ini llama_mha "num_attention_heads = 4" "ffn_hidden_size = 160" "normaliza
   "position_embedding_type = rope" "swiglu = true" "add_bias_linear = true"
 write_ini mistral "num_attention_heads = 8" "group_query_attention = true" "num_query_groups = 2" "ffn_hidden_size = 176" \
   "normalization = RMSNorm" "norm_epsilon = 1e-6" "position_embedding_type = rope" "swiglu = true" \
-  "untie_embeddings_and_output_weights = true" "add_bias_linear = false" "window_size = 9"
+  "untie_embeddings_and_output_weights = true" "add_bias_linear = false" "window_size = 9" "kv_channels = 16"
 write_ini qwen2 "num_attention_heads = 8" "group_query_attention = true" "num_query_groups = 2" "ffn_hidden_size = 176" \
   "normalization = RMSNorm" "norm_epsilon = 1e-6" "position_embedding_type = rope" "rotary_base = 1000000" "swiglu = true" \
   "add_bias_linear = false" "add_qkv_bias = true"

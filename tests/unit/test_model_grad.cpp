@@ -62,7 +62,7 @@ TEST_CASE("Llama-family model gradient matches finite differences of the loss", 
   check_model_gradient(cfg);
 }
 
-TEST_CASE("Qwen2's query/key/value biases and Mistral's sliding window: gradients match finite differences", "[model][llama]") {
+TEST_CASE("Qwen2's query/key/value biases, kv_channels and a sliding window: gradients match finite differences", "[model][llama]") {
   // add_qkv_bias: q_b and kv_b without add_bias_linear's other biases.
   const Config qwen2 = tiny_config(with(kLlama, {"--model.add_qkv_bias=true"}));
   const RankPlan plan = whole_model_plan(qwen2, 2);
@@ -70,6 +70,18 @@ TEST_CASE("Qwen2's query/key/value biases and Mistral's sliding window: gradient
   for (const char* name : {"h0.proj_b", "h0.fc_b", "h0.fcproj_b"}) CHECK_FALSE(plan.table.find(name));
   CHECK(plan.table.get("h0.kv_b").global_shape == std::vector<long>{2, 16});
   check_model_gradient(qwen2);
+  // model.kv_channels: heads of 16 dims whatever the hidden size (4 x 16 = 64 attention columns at hidden 32),
+  // with grouped-query (Llama) and multi-head (GPT-2: 2 x 6 = 12 at hidden 16) attention.
+  const Config wide = tiny_config(with(kLlama, {"--model.kv_channels=16"}));
+  const RankPlan wide_plan = whole_model_plan(wide, 2);
+  CHECK(wide_plan.table.get("h0.q_w").global_shape == std::vector<long>{64, 32});
+  CHECK(wide_plan.table.get("h0.kv_w").global_shape == std::vector<long>{2, 32, 32});
+  CHECK(wide_plan.table.get("h0.proj_w").global_shape == std::vector<long>{32, 64});
+  CHECK(wide_plan.shape.rotary_dim == 12);  // rotary_percent 0.75 of 16
+  check_model_gradient(wide);
+  const Config narrow = tiny_config({"--model.kv_channels=6"});
+  CHECK(whole_model_plan(narrow, 2).table.get("h0.qkv_w").global_shape == std::vector<long>{3, 12, 16});
+  check_model_gradient(narrow);
   // A window of 3 keys over 8 positions: most rows see a strict suffix of their causal keys.
   check_model_gradient(tiny_config(with(kLlama, {"--model.window_size=3"})));
 }
