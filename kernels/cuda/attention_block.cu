@@ -152,8 +152,19 @@ __global__ void narrow_columns_kernel(KT* out, const float* inp, long N, int W, 
 }
 
 template <typename KT>
+__global__ void insert_columns_kernel(KT* out, const KT* inp, long N, int W, int col, int w) {
+  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < N * w) out[(i / w) * W + col + i % w] = inp[i];
+}
+
+template <typename KT>
 void copy_cols(KT* out, const KT* inp, long N, int W, int col, int w) {
   copy_columns_kernel<<<blocks_for(N * w), kThreads>>>(out, inp, N, W, col, w);
+  DTRAIN_LAUNCH_CHECK();
+}
+template <typename KT>
+void insert_cols(KT* out, const KT* inp, long N, int W, int col, int w) {
+  insert_columns_kernel<<<blocks_for(N * w), kThreads>>>(out, inp, N, W, col, w);
   DTRAIN_LAUNCH_CHECK();
 }
 template <typename KT>
@@ -175,6 +186,7 @@ void narrow_cols(KT* out, const float* inp, long N, int W, int col, int w) {
     block_attention_bw(dq, dkv, dks, dout, out, lse, q, qs, kv, ks, Tq, Tk, NH, NKV, HD, q_pos, k_pos, visible);                     \
   }                                                                                                                                    \
   void copy_columns(KT* out, const KT* inp, long N, int W, int col, int w) { copy_cols(out, inp, N, W, col, w); }                      \
+  void insert_columns(KT* out, const KT* inp, long N, int W, int col, int w) { insert_cols(out, inp, N, W, col, w); }                  \
   void narrow_columns(KT* out, const float* inp, long N, int W, int col, int w) { narrow_cols(out, inp, N, W, col, w); }
 DTRAIN_ATTENTION_BLOCK(float)
 DTRAIN_ATTENTION_BLOCK(bf16)

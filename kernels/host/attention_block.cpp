@@ -116,6 +116,10 @@ void copy_columns(float* out /*(N,w)*/, const float* inp /*(N,W)*/, long N, int 
       });
 }
 
+void insert_columns(float* out /*(N,W)*/, const float* inp /*(N,w)*/, long N, int W, int col, int w) {
+  narrow_columns(out, inp, N, W, col, w);  // fp32 rows: the same copy
+}
+
 void narrow_columns(float* out /*(N,W)*/, const float* inp /*(N,w)*/, long N, int W, int col, int w) {
   Kokkos::parallel_for(
       "narrow_columns", HostRange(0, N), KOKKOS_LAMBDA(const long i) {

@@ -48,6 +48,7 @@ struct ModelConfig {
   bool add_qkv_bias = false;        // biases on the query, key and value projections (also without add_bias_linear)
   int window_size = 0;              // sliding-window attention: keys a token sees, itself included (0 = all earlier ones)
   int kv_channels = 0;              // dims per attention head (0 = hidden_size / num_attention_heads)
+  bool qk_layernorm = false;        // RMSNorm of each head's queries and keys before RoPE (Qwen3, OLMo 2)
   // Activation recomputation (memory for compute; gradients unchanged bit for bit).
   RecomputeGranularity recompute_granularity = RecomputeGranularity::none;
   RecomputeMethod recompute_method = RecomputeMethod::uniform;

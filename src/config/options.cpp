@@ -75,6 +75,8 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "biases on the query, key and value projections only, without add_bias_linear's other biases (Qwen2)");
   add("model.kv_channels", &m.kv_channels,
       "dims per attention head, when not hidden_size / num_attention_heads (Qwen3: 128 at hidden 1024 with 16 heads); 0 = that quotient");
+  add("model.qk_layernorm", &m.qk_layernorm,
+      "RMSNorm over each head's queries and keys (a weight of head_dim for each), before RoPE (Qwen3, OLMo 2)");
   add("model.window_size", &m.window_size,
       "sliding-window attention: the keys each token sees, itself included (Mistral: 4096); 0 = every earlier token");
   add("model.rope_scaling", &m.rope_scaling,

@@ -90,6 +90,12 @@ void validate_config(const Config& c) {
   const bool heads_in_range = m.hidden_size >= 1 && m.hidden_size <= kMaxHidden && m.num_attention_heads >= 1 &&
                               m.num_attention_heads <= kMaxHidden;
   p.range("model.kv_channels", m.kv_channels, 0, kMaxHidden);
+  if (m.qk_layernorm && m.position_embedding_type != PositionEmbedding::rope)
+    p.add("model.qk_layernorm=true needs model.position_embedding_type=rope: the queries and keys are normalised before they "
+          "are rotated (Qwen3); set position_embedding_type=rope or qk_layernorm=false");
+  if (m.qk_layernorm && m.normalization != Normalization::rmsnorm)
+    p.add("model.qk_layernorm=true normalises each head with RMSNorm; set model.normalization=RMSNorm (the model's norms and the "
+          "heads' are the same kind)");
   if (heads_in_range && m.kv_channels == 0 && m.hidden_size % m.num_attention_heads != 0)
     p.add("model.hidden_size=" + s(static_cast<long>(m.hidden_size)) + " is not divisible by model.num_attention_heads=" +
           s(static_cast<long>(m.num_attention_heads)) + "; use a head count among: " + divisor_list(m.hidden_size));

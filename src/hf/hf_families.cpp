@@ -9,8 +9,10 @@
 //   transformer.h.<l>.mlp.c_proj.weight (F,C)   = fcproj_w transposed; biases as they are
 //   transformer.ln_f.{weight,bias}; lm_head.weight = lm_head only when untied (tied: not stored)
 // Llama (LlamaForCausalLM: RMSNorm, RoPE over whole heads, SwiGLU, no positions table; biases optional),
-// Mistral (MistralForCausalLM: Llama's blocks and tensors without biases, and a sliding window) and Qwen2
-// (Qwen2ForCausalLM: Llama's blocks and tensors with biases on q_proj, k_proj and v_proj only):
+// Mistral (MistralForCausalLM: Llama's blocks and tensors without biases, and a sliding window), Qwen2
+// (Qwen2ForCausalLM: Llama's blocks and tensors with biases on q_proj, k_proj and v_proj only) and Qwen3
+// (Qwen3ForCausalLM: Llama's without biases, head_dim of its own, self_attn.q_norm/k_norm.weight (HD) =
+// h<l>.qnorm_w, knorm_w: RMSNorm of each head's queries and keys before RoPE):
 //   model.embed_tokens.weight = wte; model.layers.<l>.input_layernorm.weight = ln1_w
 //   self_attn.q_proj.weight (NH*HD,C) = q_w, or block 0 of qkv_w; k_proj/v_proj (G*HD,C) = blocks of kv_w
 //   (or blocks 1, 2 of qkv_w); o_proj.weight = proj_w; post_attention_layernorm.weight = ln2_w;
@@ -172,10 +174,11 @@ void write_llama_block(const Config& c, Json& j) {
   j["rope_theta"] = m.rotary_base;
 }
 
+// The Llama block of Llama, Mistral and Qwen2 (Qwen3 adds qk_layernorm).
 bool llama_block(const Config& c) {
   const ModelConfig& m = c.model;
   return m.normalization == Normalization::rmsnorm && m.position_embedding_type == PositionEmbedding::rope && m.swiglu &&
-         c.rotary_dims() == c.head_dim();
+         c.rotary_dims() == c.head_dim() && !m.qk_layernorm;
 }
 
 HfFamily llama() {
@@ -313,10 +316,56 @@ HfFamily qwen2() {
   return f;
 }
 
+// Qwen3 (dense): Llama's blocks without biases, with qk_layernorm and usually a head_dim of its own
+// (model.kv_channels); config.json as Qwen3Config writes it. Its attention_bias (biases on q, k, v and o
+// but not the MLP: no dtrain key says that) and per-layer sliding window are refused.
+HfFamily qwen3() {
+  HfFamily f = llama();
+  f.architecture = "Qwen3ForCausalLM";
+  f.model_type = "qwen3";
+  f.design = "RMSNorm, rope with rotary_percent=1 and no rope_scaling, swiglu, add_bias_linear=false, qk_layernorm=true";
+  f.describes = [](const Config& c) {
+    Config plain = c;  // the Llama block, but for the heads' norms
+    plain.model.qk_layernorm = false;
+    const ModelConfig& m = c.model;
+    return llama_block(plain) && m.qk_layernorm && !m.add_bias_linear && !m.add_qkv_bias && m.window_size == 0 &&
+           m.rope_scaling == RopeScaling::none;
+  };
+  f.read = [](const HfConfigReader& r, ModelConfig& m) {
+    read_llama_block(r, m);
+    if (m.rope_scaling != RopeScaling::none)
+      throw r.error("'rope_scaling' = llama3: dtrain reads Qwen3 with plain RoPE (its YaRN scaling is not implemented)");
+    r.require("attention_bias", false,
+              "Qwen3's attention_bias puts biases on q, k, v and o but not the MLP, which no dtrain key describes");
+    if (r.flag("use_sliding_window", false))
+      throw r.error("'use_sliding_window' = true: Qwen3 then windows only some layers, and dtrain's model.window_size is the same "
+                    "on every layer");
+    m.add_bias_linear = false;
+    m.qk_layernorm = true;
+  };
+  f.write = [](const Config& c, Json& j) {
+    write_llama_block(c, j);
+    j["attention_bias"] = false;
+    j["max_window_layers"] = 28;  // Qwen3Config's default; without use_sliding_window it changes nothing
+    j["rope_scaling"] = nullptr;
+    j["sliding_window"] = nullptr;
+    j["use_sliding_window"] = false;
+  };
+  f.tensors = [tensors = f.tensors](const ModelShape& s, std::vector<HfTensor>& out) {
+    tensors(s, out);  // Llama's, then each layer's two norms
+    for (int l = 0; l < s.num_layers; ++l) {
+      const std::string h = "model.layers." + std::to_string(l) + ".self_attn.", d = "h" + std::to_string(l) + ".";
+      out.push_back({h + "q_norm.weight", {s.head_dim()}, d + "qnorm_w", 0, 1, false});
+      out.push_back({h + "k_norm.weight", {s.head_dim()}, d + "knorm_w", 0, 1, false});
+    }
+  };
+  return f;
+}
+
 }  // namespace
 
 const std::vector<HfFamily>& hf_families() {
-  static const std::vector<HfFamily> families = {gpt2(), llama(), mistral(), qwen2()};
+  static const std::vector<HfFamily> families = {gpt2(), llama(), mistral(), qwen2(), qwen3()};
   return families;
 }
 

@@ -63,7 +63,8 @@ const HfFamily& hf_family(const Config& cfg) {
      << ", rotary_percent=" << m.rotary_percent << ", swiglu=" << (m.swiglu ? "true" : "false")
      << ", group_query_attention=" << (m.group_query_attention ? "true" : "false")
      << ", add_bias_linear=" << (m.add_bias_linear ? "true" : "false") << ", add_qkv_bias=" << (m.add_qkv_bias ? "true" : "false")
-     << ", window_size=" << m.window_size << ", kv_channels=" << m.kv_channels << ", rope_scaling=" << m.rope_scaling
+     << ", window_size=" << m.window_size << ", kv_channels=" << m.kv_channels << ", qk_layernorm=" << (m.qk_layernorm ? "true" : "false")
+     << ", rope_scaling=" << m.rope_scaling
      << ") is none of the Hugging Face families dtrain writes:";
   for (const HfFamily& f : hf_families()) os << (&f == &hf_families().front() ? " " : "; ") << f.architecture << " (" << f.design << ")";
   throw UserError(os.str());

@@ -89,12 +89,30 @@ void GptModelImpl<T>::attention(BlockActs<T>& a, int layer) {
 
 
 template <typename T>
+void GptModelImpl<T>::head_norms_forward(const BlockParams<T>& p, BlockActs<T>& a) {
+  const ActivationDims& d = pass_;
+  const long N = d.N();
+  const int W = d.QKVl(), HD = d.HD(), Q = d.NHl * HD, K = d.NKVl * HD;
+  const float eps = plan_.shape.norm_eps;
+  T* out = acts_.scratch().qk_out;
+  // Each head's HD values are a row of the norm: (N, NHl*HD) queries as N*NHl rows of HD.
+  k_.copy_columns(a.q_raw, a.qkv, N, W, 0, Q);
+  k_.rmsnorm_forward(out, a.q_rstd, a.q_raw, p.qnorm_w, N * d.NHl, HD, eps);
+  k_.insert_columns(a.qkv, out, N, W, 0, Q);
+  k_.copy_columns(a.k_raw, a.qkv, N, W, Q, K);
+  k_.rmsnorm_forward(out, a.k_rstd, a.k_raw, p.knorm_w, N * d.NKVl, HD, eps);
+  k_.insert_columns(a.qkv, out, N, W, Q, K);
+}
+
+
+template <typename T>
 void GptModelImpl<T>::block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a) {
   const ActivationDims& d = pass_;
   const long N = d.N();
   const ModelShape& m = plan_.shape;
   norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
   linear_.forward({a.qkv, nullptr}, a.ln1, p.qkv_w, p.qkv_b, N, d.C, d.QKVl());
+  if (m.qk_norm) head_norms_forward(p, a);
   if (m.rope) rope(a.qkv, batch_->positions, false);
   attention(a, p.layer);
   const LinearOutput<T> proj = output_rows(a.res1);

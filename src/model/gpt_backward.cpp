@@ -59,6 +59,26 @@ const T* GptModelImpl<T>::full_rows_grad() {
 }
 
 
+// The heads' norms backward, in place on the query and key columns of sc.dqkv (their output gradient,
+// turned back through RoPE): each norm's input gradient, and its weight's (partial over tp: this rank's
+// heads; GradSync sums it).
+template <typename T>
+void GptModelImpl<T>::head_norms_backward(const BlockParams<T>& p, const BlockParams<float>& g, const BlockActs<T>& a) {
+  const ActivationDims& d = dims();
+  const long N = d.N();
+  const int W = d.QKVl(), HD = d.HD(), Q = d.NHl * HD, K = d.NKVl * HD;
+  Scratch<T>& sc = acts_.scratch();
+  const auto one = [&](int col, int width, int heads, float* dw, const T* raw, const T* w, const float* rstd) {
+    k_.copy_columns(sc.qk_dy, sc.dqkv, N, W, col, width);
+    k_.zero(sc.qk_out, N * width);  // rmsnorm_backward adds
+    k_.rmsnorm_backward(sc.qk_out, dw, sc.qk_dy, raw, w, rstd, N * heads, HD);
+    k_.insert_columns(sc.dqkv, sc.qk_out, N, W, col, width);
+  };
+  one(0, Q, d.NHl, g.qnorm_w, a.q_raw, p.qnorm_w, a.q_rstd);
+  one(Q, K, d.NKVl, g.knorm_w, a.k_raw, p.knorm_w, a.k_rstd);
+}
+
+
 template <typename T>
 void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<float>& g, const T* x, BlockActs<T>& a) {
   const ActivationDims& d = dims();
@@ -83,6 +103,7 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   else
     k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.atty, a.lse, a.qkv, visibility(), d.B, d.T, d.NHl, d.NKVl, d.HD());
   if (m.rope) rope(sc.dqkv, batch_->positions, true);
+  if (m.qk_norm) head_norms_backward(p, g, a);
   linear_.backward(dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());
   norm_backward(sc.dres, g.ln1_w, g.ln1_b, dln.partial, x, p.ln1_w, a.ln1_mean, a.ln1_rstd);
 }
@@ -142,6 +163,7 @@ void GptModelImpl<T>::backward_pass(int slot, int chunk, const MicroBatch& batch
   template void GptModelImpl<T>::norm_backward(T*, float*, float*, float*, const T*, const T*, const float*, const float*);        \
   template const T* GptModelImpl<T>::full_rows_grad();                                                                             \
   template void GptModelImpl<T>::block_backward(const BlockParams<T>&, const BlockParams<float>&, const T*, BlockActs<T>&);        \
+  template void GptModelImpl<T>::head_norms_backward(const BlockParams<T>&, const BlockParams<float>&, const BlockActs<T>&);     \
   template void GptModelImpl<T>::backward_pass(int, int, const MicroBatch&, float, const void*, void*);
 DTRAIN_GPT_BACKWARD(float)
 DTRAIN_GPT_BACKWARD(bf16)

@@ -143,6 +143,10 @@ class GptModelImpl final : public GptModel {
   void reduce_rows(T* out, float* partial);
   // The residual-stream gradient as full rows (N,C): gathered when sharded, else dres itself.
   const T* full_rows_grad();
+  // model.qk_layernorm: RMSNorm of each head's queries and keys in a.qkv (before RoPE), keeping their input
+  // and 1/rms; and its backward on sc.dqkv (after RoPE's).
+  void head_norms_forward(const BlockParams<T>& p, BlockActs<T>& a);
+  void head_norms_backward(const BlockParams<T>& p, const BlockParams<float>& g, const BlockActs<T>& a);
   // One block's forward over the pass's rows (pass_), for training, its recomputation and decoding.
   void block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a);
   // a.atty from a.qkv: over the micro-batch's own rows, the cp ring, or the key/value cache (decoding).

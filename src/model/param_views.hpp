@@ -18,6 +18,7 @@ struct BlockParams {
   T *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
   MoeParams<T> moe;  // MoE blocks (router_w null in dense blocks, whose fc_w ... are null in MoE blocks)
   int layer;         // global block index
+  T *qnorm_w = nullptr, *knorm_w = nullptr;  // (HD) each, model.qk_layernorm
 };
 template <typename T>
 struct ModelParams {
@@ -57,7 +58,7 @@ ModelParams<T> views(const RankPlan& plan, T* base) {
                         at(h + "fcproj_w"), at(h + "fcproj_b"),
                         {at(h + "router_w"), at(h + "expert_fc_w"), at(h + "expert_fc_b"), at(h + "expert_fcproj_w"),
                          at(h + "expert_fcproj_b")},
-                        l});
+                        l, at(h + "qnorm_w"), at(h + "knorm_w")});
   }
   if (plan.part.head) {
     v.lnf_w = at("lnf_w");

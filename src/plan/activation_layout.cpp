@@ -96,13 +96,18 @@ void take_moe_scratch(Carver& cv, const ActivationDims& d, MoeScratch<T>& m) {
 // Every tensor of one block; `act` = false leaves the MLP activation to the selective scratch; `kinds`
 // says which MLP's tensors (dense, MoE or both).
 template <typename T>
-void take_block(Carver& cv, const ActivationDims& d, BlockActs<T>& b, bool act, unsigned char kinds) {
+void take_block(Carver& cv, const ActivationDims& d, BlockActs<T>& b, bool act, unsigned char kinds, bool qk_norm) {
   const std::size_t N = static_cast<std::size_t>(d.N()), Ns = static_cast<std::size_t>(d.Ns());
   const std::size_t C = d.C, Tn = d.T;
   b.ln1_mean = cv.take<float>(Ns);
   b.ln1_rstd = cv.take<float>(Ns);
   b.ln1 = cv.take<T>(mul(N, C));
   b.qkv = cv.take<T>(mul(N, static_cast<std::size_t>(d.QKVl())));
+  const std::size_t HD = static_cast<std::size_t>(d.HD());
+  b.q_raw = qk_norm ? cv.take<T>(mul(N, d.NHl * HD)) : nullptr;
+  b.k_raw = qk_norm ? cv.take<T>(mul(N, d.NKVl * HD)) : nullptr;
+  b.q_rstd = qk_norm ? cv.take<float>(mul(N, static_cast<std::size_t>(d.NHl))) : nullptr;
+  b.k_rstd = qk_norm ? cv.take<float>(mul(N, static_cast<std::size_t>(d.NKVl))) : nullptr;
   b.atty = cv.take<T>(mul(N, static_cast<std::size_t>(d.Cl)));
   b.lse = cv.take<float>(mul(static_cast<std::size_t>(d.B) * d.NHl, Tn));
   b.res1 = cv.take<T>(mul(Ns, C));
@@ -145,7 +150,7 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
     s.blocks.resize(static_cast<std::size_t>(layout.blocks_per_slot));
     for (std::size_t i = 0; i < s.blocks.size(); ++i) {
       const int k = group_of[i];
-      if (k < 0) take_block(cv, d, s.blocks[i], !selective, layout.mlp_kind(static_cast<int>(i)));
+      if (k < 0) take_block(cv, d, s.blocks[i], !selective, layout.mlp_kind(static_cast<int>(i)), layout.qk_norm);
       else if (static_cast<int>(i) == groups[static_cast<std::size_t>(k)].second - 1) s.blocks[i].res2 = cv.take<T>(mul(Ns, C));
     }
     if (layout.head) {
@@ -170,6 +175,9 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   scratch.dqkv = cv.take<T>(mul(N, static_cast<std::size_t>(d.QKVl())));
   scratch.dfch = any_dense ? cv.take<T>(mul(N, static_cast<std::size_t>(d.Hl()))) : nullptr;
   scratch.dfch2 = any_dense ? cv.take<T>(mul(N, Fl)) : nullptr;
+  const std::size_t heads_width = static_cast<std::size_t>(std::max(d.NHl, d.NKVl)) * static_cast<std::size_t>(d.HD());
+  scratch.qk_out = layout.qk_norm ? cv.take<T>(mul(N, heads_width)) : nullptr;
+  scratch.qk_dy = layout.qk_norm ? cv.take<T>(mul(N, heads_width)) : nullptr;
   // Fused attention's scratch; ring attention's steps need a (NHl,2,T/2,T/2) block of scores and
   // their gradient.
   const std::size_t fused = kernels::attention_scratch_floats(d.B, d.T, d.NHl);
@@ -189,7 +197,7 @@ std::size_t carve_activations(void* base, const ActivationLayout& layout, std::v
   scratch.partial = wide_partials ? cv.take<float>(mul(N, C)) : nullptr;
   scratch.partial_shard = wide_partials ? cv.take<float>(mul(Ns, C)) : nullptr;
   scratch.replay.assign(static_cast<std::size_t>(replay_blocks), BlockActs<T>{});
-  for (auto& b : scratch.replay) take_block(cv, d, b, true, all_kinds);
+  for (auto& b : scratch.replay) take_block(cv, d, b, true, all_kinds, layout.qk_norm);
   scratch.fch_gelu = selective && any_dense ? cv.take<T>(mul(N, Fl)) : nullptr;
   if (all_kinds & kMoeMlp) take_moe_scratch(cv, d, scratch.moe);
   const bool fp8 = layout.precision == Precision::fp8;

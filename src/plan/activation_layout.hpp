@@ -109,6 +109,10 @@ struct BlockActs {
   float* ln1_rstd;  // (Ns)
   T* ln1;           // (N,C)   norm output, gathered over the sequence when sharded
   T* qkv;           // (N,QKVl) after RoPE when the model rotates
+  T* q_raw;         // (N,NHl*HD) qk_layernorm: the queries before their norm (null without)
+  T* k_raw;         // (N,NKVl*HD) and the keys
+  float* q_rstd;    // (N,NHl) their norms' 1/rms per row and head
+  float* k_rstd;    // (N,NKVl)
   T* atty;          // (N,Cl)
   float* lse;       // the attention softmax's log-sum-exp per query row: (B,NHl,T), with context
                     // parallelism (B,2,NHl,T/2) (per half sample)
@@ -153,6 +157,8 @@ struct Scratch {
   T* dqkv;            // (N,QKVl)
   T* dfch;            // (N,Hl)
   T* dfch2;           // (N,Fl)
+  T* qk_out;          // (N,max(NHl,NKVl)*HD) qk_layernorm: a norm's output, then its input gradient (null without)
+  T* qk_dy;           // (N,max(NHl,NKVl)*HD) its output gradient
   float* dtt;         // attention scratch (fp32): kernels::attention_scratch_floats(B,T,NHl), with context
                       // parallelism also a ring step's scores and their gradient (NHl,2,T/2,T/2)
   // Context parallelism (null without): the key/value rows travelling around the ring (two, one in
@@ -190,6 +196,7 @@ struct ActivationLayout {
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   int recompute_layers = 1;
   bool split_backward = false;  // the schedule splits backwards into B and W: every slot also keeps W's operands
+  bool qk_norm = false;         // model.qk_layernorm: blocks keep their queries and keys before the norm
   // Per block position of a chunk: kDenseMlp and/or kMoeMlp, the MLPs the blocks at that position have in
   // this rank's chunks (both when chunks differ). Empty = every block dense.
   std::vector<unsigned char> mlp_kinds;

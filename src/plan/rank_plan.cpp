@@ -187,7 +187,10 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
     r.counted.push_back(counts_tensor(t, c.tp, s.pp > 1 && c.pp == s.pp - 1) ? 1 : 0);
     const auto dot = t.name.rfind('.');
     const std::string base = dot == std::string::npos ? t.name : t.name.substr(dot + 1);
-    if (sp && base.rfind("ln", 0) == 0) r.sequence_parallel_tensors.push_back(static_cast<int>(i));
+    // Gradients partial over tp: the norms' with sequence parallelism (each rank's rows), the heads'
+    // norms always (each rank's heads).
+    if ((sp && base.rfind("ln", 0) == 0) || (s.tp > 1 && (base == "qnorm_w" || base == "knorm_w")))
+      r.sequence_parallel_tensors.push_back(static_cast<int>(i));
     if (t.name == "wte" && s.pp > 1 && shape.tied && !split.v_shape) r.tied_embedding = static_cast<int>(i);
   }
   const auto& m = cfg.model;
@@ -206,6 +209,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   r.activations.recompute_method = m.recompute_method;
   r.activations.recompute_layers = m.recompute_num_layers;
   r.activations.split_backward = splits_backward(plan.schedule);
+  r.activations.qk_norm = m.qk_layernorm;
   r.micro_batches = plan.num_micro_batches;
   r.shape = shape;
   r.host_reductions = cfg.system.device == ComputeDevice::cpu;

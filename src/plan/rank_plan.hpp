@@ -43,7 +43,7 @@ struct RankPlan {
   std::vector<BucketSpan> buckets;            // gradient buckets over the arena
   std::vector<ArenaRange> optimizer_ranges;   // what this rank's optimizer updates and keeps moments of
   std::vector<char> counted;                  // per tensor: counted here (gradient norm, checkpoints)
-  std::vector<int> sequence_parallel_tensors;  // tensors whose gradients are partial over TP (LayerNorms with SP)
+  std::vector<int> sequence_parallel_tensors;  // tensors whose gradients are partial over TP (norms with SP, qk norms)
   int tied_embedding = -1;                    // wte, when the other end of the pipeline holds a copy
   // zbv's stage 0 holds the embedding and the tied LM head: the head's gradient goes to a buffer of its
   // own (Vl x C fp32), added to wte's after the step's backward passes, as the embedding group adds the

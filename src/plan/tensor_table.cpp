@@ -28,6 +28,7 @@ ModelShape ModelShape::from(const Config& c) {
   s.rotary_dim = s.rope ? c.rotary_dims() : 0;
   s.window = m.window_size;
   s.hd = c.head_dim();
+  s.qk_norm = m.qk_layernorm;
   s.experts = m.num_experts;
   s.moe_ffn = m.num_experts > 0 ? c.moe_ffn_hidden() : 0;
   s.moe_freq = m.moe_layer_freq;
@@ -94,6 +95,10 @@ TensorTable::TensorTable(const ModelShape& s, const StagePart& part, int tp_size
     } else {
       add(p + "qkv_w", {3, s.heads * HD, C}, 1, l, true, InitKind::normal, std_w);
       if (s.qkv_bias) add(p + "qkv_b", {3, s.heads * HD}, 1, l, false, InitKind::zeros, 0);
+    }
+    if (s.qk_norm) {
+      add(p + "qnorm_w", {HD}, -1, l, false, InitKind::ones, 0);
+      add(p + "knorm_w", {HD}, -1, l, false, InitKind::ones, 0);
     }
     add(p + "proj_w", {C, s.heads * HD}, 1, l, true, InitKind::normal, std_res);
     if (s.bias) add(p + "proj_b", {C}, -1, l, false, InitKind::zeros, 0);

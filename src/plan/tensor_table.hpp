@@ -13,6 +13,8 @@
 //   attention, G < NH (grouped-query): h<l>.q_w (NH*HD,C) split dim 0 and h<l>.kv_w (2,G*HD,C) split dim 1,
 //     packed: a rank's kv_w slice follows its q_w slice in the arena, so the two are one (NHl+2Gl)*HD-row
 //     weight; h<l>.q_b (NH*HD), h<l>.kv_b (2,G*HD) [qb], packed the same way
+//   h<l>.qnorm_w (HD), h<l>.knorm_w (HD) replicated, model.qk_layernorm only (their gradients are partial over tp:
+//     each rank normalises its own heads)
 //   h<l>.proj_w (C,A) row-parallel (split dim 1), h<l>.proj_b (C) [b]
 //   h<l>.ln2_w (C), h<l>.ln2_b (C) [LN]
 //   MLP: h<l>.fc_w (F,C) column-parallel (split dim 0), h<l>.fc_b (F) [b]; with swiglu h<l>.fc_w (2,F,C)
@@ -65,6 +67,7 @@ struct ModelShape {
   double capacity_factor = 0.0;  // 0 = dropless
   static ModelShape from(const Config& c);
   int hd = 0;             // dims per head (Config::head_dim)
+  bool qk_norm = false;   // model.qk_layernorm
   int head_dim() const { return hd; }
   bool moe(int layer) const { return experts > 0 && layer % moe_freq == 0; }
   bool grouped() const { return kv_heads != heads; }

@@ -146,7 +146,8 @@ def gpt2_forward(c, w, ids, positions=None, hidden=None):
 
 
 def llama_forward(c, w, ids, positions=None, hidden=None):
-    """LlamaForCausalLM: RMSNorm, rotate_half RoPE on q_proj/k_proj outputs, repeat_kv, SwiGLU."""
+    """LlamaForCausalLM: RMSNorm, rotate_half RoPE on q_proj/k_proj outputs, repeat_kv, SwiGLU; Qwen3ForCausalLM
+    also normalises each head's queries and keys (q_norm, k_norm) before RoPE."""
     T = len(ids)
     C, H = c["hidden_size"], c["num_attention_heads"]
     G = c.get("num_key_value_heads", H)
@@ -176,8 +177,11 @@ def llama_forward(c, w, ids, positions=None, hidden=None):
     for l in range(c["num_hidden_layers"]):
         p = "model.layers.%d." % l
         x = rms(h, p + "input_layernorm")
-        q = linear(x, p + "self_attn.q_proj").view(T, H, D).transpose(0, 1)
-        k = linear(x, p + "self_attn.k_proj").view(T, G, D).transpose(0, 1)
+        q = linear(x, p + "self_attn.q_proj").view(T, H, D)
+        k = linear(x, p + "self_attn.k_proj").view(T, G, D)
+        if c.get("model_type") == "qwen3":  # modeling_qwen3.py: RMSNorm over each head's D values, before RoPE
+            q, k = rms(q, p + "self_attn.q_norm"), rms(k, p + "self_attn.k_norm")
+        q, k = q.transpose(0, 1), k.transpose(0, 1)
         v = linear(x, p + "self_attn.v_proj").view(T, G, D).transpose(0, 1)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(H // G, dim=0), v.repeat_interleave(H // G, dim=0)
@@ -199,7 +203,7 @@ def logits(d, dtrain_file, ids):
     with torch.no_grad():
         if arch == "GPT2LMHeadModel":
             ref = gpt2_forward(config, tensors, ids)
-        elif arch in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"):
+        elif arch in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"):
             if arch == "Qwen2ForCausalLM":  # modeling_qwen2.py: q_proj, k_proj, v_proj with bias=True; o_proj and the MLP without
                 for l in range(config["num_hidden_layers"]):
                     p = "model.layers.%d." % l

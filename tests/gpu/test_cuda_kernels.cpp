@@ -419,6 +419,12 @@ void check_all_kernels() {
       h.copy_columns(kv.data(), qkv.data(), T, W, C, KW);
       g.copy_columns(kv_d.data(), qkv_d.data(), T, W, C, KW);
       expect_close("copy_columns", kv_d.get(), kv);
+      // insert_columns: the key/value columns back into a copy of qkv whose other columns differ.
+      std::vector<KT> into = random_vec<KT>(gen, qkv.size());
+      OnGpu<KT> into_d(into);
+      h.insert_columns(into.data(), kv.data(), T, W, C, KW);
+      g.insert_columns(into_d.data(), kv_d.data(), T, W, C, KW);
+      expect_close("insert_columns", into_d.get(), into);
       const KT* q = qkv.data() + static_cast<long>(Tc) * W;
       const KT* q_d = qkv_d.data() + static_cast<long>(Tc) * W;
       // One document, then packed documents in the second chunk's rows (starts 20, 33, 40: before the

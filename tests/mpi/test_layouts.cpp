@@ -424,16 +424,19 @@ TEST_CASE("Qwen2 blocks (query/key/value biases) match one rank", "[mpi][layouts
   check_layouts(variants, qwen2, testing::reorder_tolerance(kLongestSum, 0), steps, steps, false, Rerun::left_to_gpt_test);
 }
 
-// model.kv_channels: heads of 16 dims at hidden 32 with 4 heads (64 attention columns, twice the hidden
-// size), so every split of the attention (tp's heads, cp's ring, the projection's row-parallel input)
-// works on the attention's width, not the hidden size: cp2, tp2 + sp and, at np 4, tp2 pp2 + sp.
-TEST_CASE("heads wider than hidden/heads (kv_channels) match one rank", "[mpi][layouts][cp][kv_channels]") {
+// Qwen3's attention: model.kv_channels (heads of 16 dims at hidden 32 with 4 heads: 64 attention
+// columns, twice the hidden size), so every split of the attention (tp's heads, cp's ring, the
+// projection's row-parallel input) works on the attention's width, not the hidden size; and
+// qk_layernorm, whose weights' gradients are partial over tp (each rank's heads) and summed there: cp2,
+// tp2 + sp and, at np 4, tp2 pp2 + sp.
+TEST_CASE("Qwen3's attention (kv_channels, qk_layernorm) matches one rank", "[mpi][layouts][cp][kv_channels]") {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   std::vector<Variant> variants;
   if (world == 2) variants = {with_cp({1, 1, 1}, 2), {2, 1, 1, true}};
   if (world == 4) variants = {{2, 2, 1, true}};
-  const std::vector<std::string> wide = with_llama_blocks({"--model.seq_length=32", "--model.kv_channels=16", kSmoothAdam});
+  const std::vector<std::string> wide =
+      with_llama_blocks({"--model.seq_length=32", "--model.kv_channels=16", "--model.qk_layernorm=true", kSmoothAdam});
   const long n = 8 * 32;
   const double first = testing::reorder_tolerance(n, 0), later = testing::reorder_tolerance(n, 10);
   check_layouts(variants, wide, first, later, later, false, Rerun::left_to_gpt_test);

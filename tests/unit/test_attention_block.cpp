@@ -154,7 +154,7 @@ TEST_CASE("ring attention blocks equal whole-sequence attention with a sliding w
   SECTION("cp=2, window 9 and documents") { check_ring(32, 2, 2, 1, 8, 323, documents(32, {5, 20, 7}), 9); }
 }
 
-TEST_CASE("copy_columns and narrow_columns move exactly their columns", "[kernels][cp]") {
+TEST_CASE("copy_columns, insert_columns and narrow_columns move exactly their columns", "[kernels][cp]") {
   const int N = 3, W = 7, col = 2, w = 3;
   Vec inp(N * W);
   for (int i = 0; i < N * W; ++i) inp[static_cast<std::size_t>(i)] = static_cast<float>(i);
@@ -164,6 +164,9 @@ TEST_CASE("copy_columns and narrow_columns move exactly their columns", "[kernel
     for (int c = 0; c < w; ++c) CHECK(packed[static_cast<std::size_t>(r * w + c)] == inp[static_cast<std::size_t>(r * W + col + c)]);
   Vec back(N * W, -1.0f);
   k::narrow_columns(back.data(), packed.data(), N, W, col, w);
+  Vec inserted(N * W, -1.0f);
+  k::insert_columns(inserted.data(), packed.data(), N, W, col, w);
+  CHECK(inserted == back);
   for (int r = 0; r < N; ++r)
     for (int c = 0; c < W; ++c)
       CHECK(back[static_cast<std::size_t>(r * W + c)] == (c >= col && c < col + w ? inp[static_cast<std::size_t>(r * W + c)] : -1.0f));

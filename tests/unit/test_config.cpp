@@ -132,6 +132,14 @@ TEST_CASE("layout checks name the key and the fix", "[config]") {
     c.model.window_size = -1;
     CHECK(contains(error_of([&] { validate_config(c); }), "model.window_size"));
   }
+  SECTION("qk_layernorm without RoPE or RMSNorm") {
+    c.model.qk_layernorm = true;
+    CHECK(contains(error_of([&] { validate_config(c); }), "model.qk_layernorm=true needs model.position_embedding_type=rope"));
+    c.model.position_embedding_type = PositionEmbedding::rope;
+    CHECK(contains(error_of([&] { validate_config(c); }), "model.qk_layernorm=true normalises each head with RMSNorm"));
+    c.model.normalization = Normalization::rmsnorm;
+    CHECK(error_of([&] { validate_config(c); }).empty());
+  }
   SECTION("hidden size not divisible by heads") {
     c.model.num_attention_heads = 5;
     CHECK(contains(error_of([&] { validate_config(c); }), "model.hidden_size=64 is not divisible by model.num_attention_heads=5"));

@@ -34,8 +34,9 @@ namespace {
 
 constexpr int kLayers = 2, kC = 64, kT = 32, kF = 256, kV = 96, kTopK = 2;
 
-// moe: Llama blocks whose MLPs are 4 experts, 2 per token; wide: Llama blocks with heads of 32 dims
-// (model.kv_channels: 128 attention columns at hidden 64) and a sliding window of 9 keys.
+// moe: Llama blocks whose MLPs are 4 experts, 2 per token; wide: Qwen3-like Llama blocks with heads of 32
+// dims (model.kv_channels: 128 attention columns at hidden 64), their queries and keys normalised
+// (qk_layernorm), and a sliding window of 9 keys.
 enum class Block { gpt2, llama, moe, wide };
 
 const char* name(Block b) { return b == Block::gpt2 ? "GPT-2" : b == Block::llama ? "Llama" : b == Block::moe ? "MoE" : "wide heads"; }
@@ -47,7 +48,7 @@ Config model_config(Block block, const std::string& precision = "fp32") {
     text += "normalization=RMSNorm\nposition_embedding_type=rope\nswiglu=true\ngroup_query_attention=true\nnum_query_groups=2\n"
             "untie_embeddings_and_output_weights=true\nadd_bias_linear=false\n";
   if (block == Block::moe) text += "num_experts=4\nmoe_router_topk=" + std::to_string(kTopK) + "\n";
-  if (block == Block::wide) text += "kv_channels=32\nwindow_size=9\n";
+  if (block == Block::wide) text += "kv_channels=32\nwindow_size=9\nqk_layernorm=true\n";
   text += "[system]\nprecision=" + precision + "\n";
   return load_config(text, "generation test", {});
 }

@@ -62,7 +62,8 @@ TEST_CASE("Llama-family model gradient matches finite differences of the loss", 
   check_model_gradient(cfg);
 }
 
-TEST_CASE("Qwen2's query/key/value biases, kv_channels and a sliding window: gradients match finite differences", "[model][llama]") {
+TEST_CASE("Qwen2's query/key/value biases, kv_channels, qk_layernorm and a sliding window: gradients match finite differences",
+          "[model][llama]") {
   // add_qkv_bias: q_b and kv_b without add_bias_linear's other biases.
   const Config qwen2 = tiny_config(with(kLlama, {"--model.add_qkv_bias=true"}));
   const RankPlan plan = whole_model_plan(qwen2, 2);
@@ -82,6 +83,12 @@ TEST_CASE("Qwen2's query/key/value biases, kv_channels and a sliding window: gra
   const Config narrow = tiny_config({"--model.kv_channels=6"});
   CHECK(whole_model_plan(narrow, 2).table.get("h0.qkv_w").global_shape == std::vector<long>{3, 12, 16});
   check_model_gradient(narrow);
+  // model.qk_layernorm (Qwen3): RMSNorm of each head's queries and keys before RoPE, a weight of HD each.
+  const Config qk = tiny_config(with(kLlama, {"--model.qk_layernorm=true", "--model.kv_channels=16"}));
+  const RankPlan qk_plan = whole_model_plan(qk, 2);
+  CHECK(qk_plan.table.get("h1.qnorm_w").global_shape == std::vector<long>{16});
+  CHECK(qk_plan.table.get("h1.knorm_w").global_shape == std::vector<long>{16});
+  check_model_gradient(qk);
   // A window of 3 keys over 8 positions: most rows see a strict suffix of their causal keys.
   check_model_gradient(tiny_config(with(kLlama, {"--model.window_size=3"})));
 }
