@@ -29,11 +29,16 @@ namespace {
 struct BenchConfig {
   const char* name;
   int layers, hidden, heads, seq, vocab, batch;
+  const char* extra;  // more [model] keys
 };
 
 const BenchConfig kConfigs[] = {
-    {"L6-d384-V256", 6, 384, 6, 256, 256, 8},
-    {"L12-d768-V50304", 12, 768, 12, 256, 50304, 4},
+    {"L6-d384-V256", 6, 384, 6, 256, 256, 8, ""},
+    {"L12-d768-V50304", 12, 768, 12, 256, 50304, 4, ""},
+    // Llama blocks: RMSNorm, RoPE, SwiGLU, 8 query heads on 2 key/value groups, untied, no biases.
+    {"llama-L8-d512-V32000", 8, 512, 8, 256, 32000, 4,
+     "normalization=RMSNorm\nposition_embedding_type=rope\nswiglu=true\nffn_hidden_size=1408\ngroup_query_attention=true\n"
+     "num_query_groups=2\nuntie_embeddings_and_output_weights=true\nadd_bias_linear=false\n"},
 };
 
 double median(std::vector<double> v) {
@@ -52,7 +57,7 @@ int run(int argc, char** argv) {
       "steps", po::value(&steps)->default_value(steps), "timed steps per repeat")(
       "repeats", po::value(&repeats)->default_value(repeats), "repeats")(
       "json", po::value(&json_path)->default_value(json_path), "JSON output file")(
-      "only", po::value(&only), "run one configuration (L6-d384-V256 or L12-d768-V50304)")(
+      "only", po::value(&only), "run one configuration (L6-d384-V256, L12-d768-V50304 or llama-L8-d512-V32000)")(
       "precision", po::value(&precision)->default_value(precision), "fp32 or bf16 (host bf16: storage only, fp32 arithmetic)");
   parse_command_line_options(argc, argv, 1, options, {}, "train_throughput");
   if (help) {
@@ -82,11 +87,11 @@ int run(int argc, char** argv) {
   bool first = true;
   for (const auto& bc : kConfigs) {
     if (!only.empty() && only != bc.name) continue;
-    char ini[512];
+    char ini[1024];
     std::snprintf(ini, sizeof ini,
                   "[model]\nnum_layers=%d\nhidden_size=%d\nnum_attention_heads=%d\nseq_length=%d\nvocab_size=%d\n"
-                  "global_batch_size=%d\nmicro_batch_size=%d\n[system]\nprecision=%s\n",
-                  bc.layers, bc.hidden, bc.heads, bc.seq, bc.vocab, bc.batch, bc.batch, precision.c_str());
+                  "global_batch_size=%d\nmicro_batch_size=%d\n%s[system]\nprecision=%s\n",
+                  bc.layers, bc.hidden, bc.heads, bc.seq, bc.vocab, bc.batch, bc.batch, bc.extra, precision.c_str());
     const Config cfg = load_config(ini, bc.name, {});
     const std::unique_ptr<GptModel> owned = make_gpt_model(whole_model_plan(cfg, bc.batch), nullptr, kernels::Backend::host);
     GptModel& model = *owned;
