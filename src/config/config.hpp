@@ -27,6 +27,9 @@ struct ModelConfig {
   MoeLoadBalancing moe_router_load_balancing_type = MoeLoadBalancing::aux_loss;
   CapacityFactor moe_capacity_factor;  // unset = dropless
   int moe_layer_freq = 1;
+  // Routing weights: the top-k of the softmax over all experts (true, dtrain's default), or those renormalised to sum
+  // to 1, the softmax of the top-k logits (false: Megatron's default; Mixtral, Qwen3-MoE's norm_topk_prob).
+  bool moe_router_pre_softmax = true;
   // The block design (Megatron's keys): GPT-2 by default; Llama is RMSNorm + rope + swiglu + GQA,
   // untied, no linear biases.
   Normalization normalization = Normalization::layernorm;

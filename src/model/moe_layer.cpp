@@ -25,6 +25,7 @@ MoeLayer<T>::MoeLayer(const RankPlan& plan, kernels::Backend backend, const Tens
       swiglu_(plan.shape.swiglu),
       bias_owner_(plan.coords.tp == 0),
       aux_coeff_(plan.shape.moe_aux_coeff),
+      renormalize_(plan.shape.moe_renormalize),
       capacity_(plan.shape.capacity_factor > 0 ? expert_capacity(plan.shape.capacity_factor, d_.N(), d_.K, d_.E) : -1) {
   stats_.tokens.assign(static_cast<std::size_t>(plan.shape.num_layers) * static_cast<std::size_t>(d_.E), 0.0);
 }
@@ -62,11 +63,17 @@ void MoeLayer<T>::forward(float* out, const MoeParams<T>& p, const T* x, long N,
   device_.copy(idx.data(), a.idx, sizeof(int) * idx.size());
   device_.copy(w.data(), a.w, sizeof(float) * w.size());
   device_.copy(probs.data(), a.probs, sizeof(float) * probs.size());
+  Routed& kept = routed_[a.src];
+  if (renormalize_) {  // the weights the combine and the capacity's ranking use, back to the device
+    kept.sums.resize(static_cast<std::size_t>(N));
+    renormalize_top_k(w.data(), kept.sums.data(), N, K);
+    to_device(a.w, w);
+    kept.weights = w;
+  }
   const MoeRouting r = route_tokens(idx.data(), w.data(), N, E, K, capacity_);
   // Context parallelism splits a micro-batch's tokens over the cp group: the load-balancing loss is
   // the whole micro-batch's, from the sums of every cp rank (each cp rank then holds the same loss;
   // cp rank 0 reports it). Without the loss there is nothing to sum.
-  Routed& kept = routed_[a.src];
   LoadBalanceSums sums(probs.data(), r.counts, N, E);
   if (cp_ && aux_coeff_ > 0) {
     std::vector<double> all(sums.probs);
@@ -127,6 +134,12 @@ void MoeLayer<T>::backward(float* dx, const MoeParams<T>& p, const MoeParams<flo
   // Routing weights: dw = dot(dy, expert output), the output being the sum of the tp-partial outputs.
   k_.moe_row_dots(sc.moe.dw, dy, a.y, a.pos, N, K, C);
   if (tp_) tp_->all_reduce(sc.moe.dw, N * K);
+  if (renormalize_) {  // through the renormalisation, on the host that keeps its sums
+    std::vector<float> dw(static_cast<std::size_t>(N * K));
+    device_.copy(dw.data(), sc.moe.dw, sizeof(float) * dw.size());
+    renormalized_weight_grad(dw.data(), kept.weights.data(), kept.sums.data(), N, K);
+    to_device(sc.moe.dw, dw);
+  }
   // Experts: the output gradient of each row is its routing weight x dy of its token.
   k_.moe_gather_rows(sc.moe.drows, dy, a.src, a.row_w, R, C);
   const T* de = static_cast<const T*>(dispatch_.to_experts(kept.layout, sc.moe.drows, sc.moe.de, C, dtype_of<T>()));

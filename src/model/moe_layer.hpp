@@ -1,7 +1,8 @@
 // MoeLayer<T>: the mixture-of-experts MLP of a block, forward and backward of one micro-batch, in place
 // of the dense MLP. Input: the block's second norm output x (N,C), full rows on every tensor-parallel
 // rank. Router in fp32: logits = x W_r^T (E), softmax, the top-k probabilities (ties: the lower expert
-// index) are the routing weights (not renormalised). The host routes (model/moe_routing.hpp: expert-major
+// index) are the routing weights, or those renormalised to sum to 1 (model.moe_router_pre_softmax = false;
+// on the host, which has them for routing). The host routes (model/moe_routing.hpp: expert-major
 // rows, capacity dropping), ExpertDispatch moves the rows to the experts and back, each expert runs
 // fc -> GELU/SwiGLU -> fcproj over its rows (a GEMM per expert), and the combine sums weight x expert
 // output into the token's row. The experts are split over tp like the dense MLP, so the output is an
@@ -69,6 +70,8 @@ class MoeLayer {
     ExpertLayout layout;
     std::vector<float> daux;  // (E) load-balancing gradient per expert, unscaled; empty without the loss
     long tokens = 0;          // the micro-batch's tokens (over the cp group)
+    // Renormalised routing: the weights as renormalised and their sums before (N,K), (N); empty otherwise.
+    std::vector<float> weights, sums;
   };
   // The router's fp32 input and weight: the tensors themselves in fp32 runs, widened copies in bf16 runs.
   const float* router_input(const T* x, long N, Scratch<T>& sc);  // x: N rows
@@ -94,6 +97,7 @@ class MoeLayer {
   ActivationDims d_;
   bool swiglu_, bias_owner_;
   double aux_coeff_;      // 0 = no load-balancing loss
+  bool renormalize_;      // !model.moe_router_pre_softmax: the top-k weights renormalised to sum to 1
   long capacity_;         // per expert and micro-batch; -1 = dropless
   std::unordered_map<const void*, Routed> routed_;  // by the activations' MoeActs::src
 };

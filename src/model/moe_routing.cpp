@@ -6,6 +6,23 @@
 
 namespace dtrain {
 
+void renormalize_top_k(float* w, float* sums, long N, int K) {
+  for (long t = 0; t < N; ++t) {
+    float s = 0.0f;
+    for (int j = 0; j < K; ++j) s += w[t * K + j];
+    sums[t] = s;
+    for (int j = 0; j < K; ++j) w[t * K + j] /= s;
+  }
+}
+
+void renormalized_weight_grad(float* dw, const float* wn, const float* sums, long N, int K) {
+  for (long t = 0; t < N; ++t) {
+    float dot = 0.0f;
+    for (int j = 0; j < K; ++j) dot += dw[t * K + j] * wn[t * K + j];
+    for (int j = 0; j < K; ++j) dw[t * K + j] = (dw[t * K + j] - dot) / sums[t];
+  }
+}
+
 long expert_capacity(double factor, long N, int K, int E) {
   return static_cast<long>(std::ceil(factor * static_cast<double>(N) * K / E));
 }

@@ -19,6 +19,13 @@ struct MoeRouting {
   long total_rows() const { return static_cast<long>(src.size()); }
 };
 
+// Renormalised top-k (model.moe_router_pre_softmax = false): w (N,K), each token's top-k probabilities,
+// divided in place by their sum, which goes to sums (N); the softmax of the top-k logits.
+void renormalize_top_k(float* w, float* sums, long N, int K);
+// Its backward: dw (N,K), the gradient of the renormalised weights wn (N,K), becomes in place that of the
+// probabilities they came from: (dw_j - sum_k dw_k wn_k) / sum.
+void renormalized_weight_grad(float* dw, const float* wn, const float* sums, long N, int K);
+
 // Megatron's capacity: ceil(factor * N * K / E) assignments per expert.
 long expert_capacity(double factor, long N, int K, int E);
 

@@ -35,6 +35,7 @@ ModelShape ModelShape::from(const Config& c) {
   s.topk = m.num_experts > 0 ? m.moe_router_topk : 0;
   s.moe_aux_coeff = m.moe_router_load_balancing_type == MoeLoadBalancing::aux_loss ? m.moe_aux_loss_coeff : 0.0;
   s.capacity_factor = m.moe_capacity_factor.set ? m.moe_capacity_factor.value : 0.0;
+  s.moe_renormalize = m.num_experts > 0 && !m.moe_router_pre_softmax;
   return s;
 }
 

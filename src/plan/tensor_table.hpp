@@ -65,6 +65,7 @@ struct ModelShape {
   int topk = 0;           // experts per token
   double moe_aux_coeff = 0.0;    // weight of the load-balancing loss (0 also with load-balancing type none)
   double capacity_factor = 0.0;  // 0 = dropless
+  bool moe_renormalize = false;  // !model.moe_router_pre_softmax: the top-k weights sum to 1
   static ModelShape from(const Config& c);
   int hd = 0;             // dims per head (Config::head_dim)
   bool qk_norm = false;   // model.qk_layernorm

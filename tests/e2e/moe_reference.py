@@ -1,11 +1,12 @@
 #!/usr/bin/python3
-"""moe_reference.py DIR E K F SWIGLU BIAS CAPACITY COEFF: PyTorch's mixture-of-experts block against dtrain's.
+"""moe_reference.py DIR E K F SWIGLU BIAS CAPACITY COEFF RENORMALISE: PyTorch's mixture-of-experts block against dtrain's.
 
 DIR holds what tests/e2e/moe_block wrote: the inputs (x, dy, router_w, expert_*), dtrain's forward output
 (out), its gradients (dx, grad_*) and its load-balancing loss (aux), raw float32. This script recomputes
 them in float64 from the definitions, written independently of dtrain's code:
   p = softmax(x Wr^T); the K largest of p per token (a stable sort, ties to the lower expert) weigh the
-  experts' outputs, not renormalised; with CAPACITY f > 0 expert e keeps its ceil(f N K / E) most probable
+  experts' outputs, not renormalised (with RENORMALISE 1 divided by their sum, as Mixtral's
+  routing_weights /= routing_weights.sum(dim=-1, keepdim=True) and Qwen3-MoE's norm_topk_prob do); with CAPACITY f > 0 expert e keeps its ceil(f N K / E) most probable
   assignments (ties: the earlier token), the others contribute 0; every expert is evaluated on every token
   (dense, no gathering) as fc -> GELU(tanh) or SwiGLU -> fcproj;
   aux = COEFF E / (N^2 K) sum_e (sum_t p_te) count_e, count_e = the top-K choices of e before dropping
@@ -33,6 +34,7 @@ def main():
     d = sys.argv[1]
     E, K, F, swiglu, bias = (int(v) for v in sys.argv[2:7])
     capacity, coeff = float(sys.argv[7]), float(sys.argv[8])
+    renormalise = len(sys.argv) > 9 and sys.argv[9] == "1"
     H = 2 * F if swiglu else F
     x = load(d, "x", (N, C)).requires_grad_()
     dy = load(d, "dy", (N, C))
@@ -47,6 +49,8 @@ def main():
     p = torch.softmax(x @ w["router_w"].T, dim=1)                          # (N,E)
     order = torch.from_numpy(np.argsort(-p.detach().numpy(), axis=1, kind="stable"))[:, :K]  # (N,K)
     weight = torch.gather(p, 1, order)                                     # (N,K)
+    if renormalise:
+        weight = weight / weight.sum(dim=1, keepdim=True)
     keep = torch.ones(N, K, dtype=torch.bool)
     dropped = 0
     if capacity > 0:
