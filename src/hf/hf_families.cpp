@@ -97,7 +97,8 @@ HfFamily gpt2() {
   f.describes = [](const Config& c) {
     const ModelConfig& m = c.model;
     return m.normalization == Normalization::layernorm && m.position_embedding_type == PositionEmbedding::learned_absolute &&
-           !m.swiglu && !m.group_query_attention && m.add_bias_linear && m.window_size == 0 && heads_split_hidden(c);
+           !m.swiglu && !m.group_query_attention && m.add_bias_linear && m.window_size == 0 && heads_split_hidden(c) &&
+           m.num_experts == 0;
   };
   f.read = [](const HfConfigReader& r, ModelConfig& m) {
     m.ffn_hidden_size = r.integer("n_inner", 4 * m.hidden_size);
@@ -174,12 +175,14 @@ void write_llama_block(const Config& c, Json& j) {
   j["rope_theta"] = m.rotary_base;
 }
 
-// The Llama block of Llama, Mistral and Qwen2 (Qwen3 adds qk_layernorm).
-bool llama_block(const Config& c) {
+// The attention and norms of the Llama block (Llama, Mistral, Qwen2, Mixtral; Qwen3 adds qk_layernorm).
+bool llama_attention(const Config& c) {
   const ModelConfig& m = c.model;
   return m.normalization == Normalization::rmsnorm && m.position_embedding_type == PositionEmbedding::rope && m.swiglu &&
          c.rotary_dims() == c.head_dim() && !m.qk_layernorm;
 }
+// The dense Llama block.
+bool llama_block(const Config& c) { return llama_attention(c) && c.model.num_experts == 0; }
 
 HfFamily llama() {
   HfFamily f;
@@ -362,10 +365,85 @@ HfFamily qwen3() {
   return f;
 }
 
+// Mixtral: Mistral's attention with every MLP a mixture of experts (block_sparse_moe: gate.weight (E,C) =
+// h<l>.router_w; experts.<e>.w1/w3.weight (F',C) = blocks 2e, 2e+1 of expert_fc_w, the gate and up rows;
+// experts.<e>.w2.weight (C,F') = block e of expert_fcproj_w), top-k renormalised
+// (model.moe_router_pre_softmax = false); config.json's intermediate_size is the experts' width.
+HfFamily mixtral() {
+  HfFamily f = mistral();
+  f.architecture = "MixtralForCausalLM";
+  f.model_type = "mixtral";
+  f.design = "RMSNorm, rope, swiglu, add_bias_linear=false, num_experts > 0 in every block (moe_layer_freq=1), "
+             "moe_router_pre_softmax=false";
+  f.keys = {{"num_hidden_layers", &ModelConfig::num_layers},
+            {"hidden_size", &ModelConfig::hidden_size},
+            {"num_attention_heads", &ModelConfig::num_attention_heads},
+            {"intermediate_size", &ModelConfig::moe_ffn_hidden_size},
+            {"num_local_experts", &ModelConfig::num_experts},
+            {"num_experts_per_tok", &ModelConfig::moe_router_topk},
+            {"max_position_embeddings", &ModelConfig::seq_length},
+            {"vocab_size", &ModelConfig::vocab_size},
+            {"rms_norm_eps", &ModelConfig::norm_epsilon, false, 1e-5},
+            {"router_aux_loss_coef", &ModelConfig::moe_aux_loss_coeff, false, 0.001},
+            {"tie_word_embeddings", &ModelConfig::untie_embeddings_and_output_weights, false, 0, true}};
+  f.describes = [](const Config& c) {
+    const ModelConfig& m = c.model;
+    return llama_attention(c) && m.num_experts > 0 && m.moe_layer_freq == 1 && !m.moe_router_pre_softmax && !m.add_bias_linear &&
+           !m.add_qkv_bias && m.rope_scaling == RopeScaling::none;
+  };
+  f.read = [read = f.read](const HfConfigReader& r, ModelConfig& m) {
+    const HfJson& j = r.json();
+    const bool has_window = j.contains("sliding_window");
+    read(r, m);  // Mistral's: the Llama attention, no biases, the window (MixtralConfig's default: none)
+    if (!has_window) m.window_size = 0;
+    r.require("router_jitter_noise", 0.0, "dtrain's router adds no noise to its logits");
+    m.moe_layer_freq = 1;
+    m.moe_router_pre_softmax = false;
+  };
+  f.write = [write = f.write](const Config& c, Json& j) {
+    write(c, j);
+    j["intermediate_size"] = c.moe_ffn_hidden();  // the experts' width (the Llama block wrote the dense MLP's)
+    j["output_router_logits"] = false;
+    j["router_jitter_noise"] = 0.0;
+  };
+  f.tensors = [](const ModelShape& s, std::vector<HfTensor>& out) {
+    const std::int64_t C = s.hidden, F = s.moe_ffn, V = s.vocab, E = s.experts, Q = static_cast<std::int64_t>(s.heads) * s.head_dim(),
+                       KV = static_cast<std::int64_t>(s.kv_heads) * s.head_dim();
+    const auto add = [&](std::string name, std::vector<std::int64_t> shape, std::string source, int part = 0, int parts = 1) {
+      out.push_back({std::move(name), std::move(shape), std::move(source), part, parts, false});
+    };
+    add("model.embed_tokens.weight", {V, C}, "wte");
+    for (int l = 0; l < s.num_layers; ++l) {
+      const std::string h = "model.layers." + std::to_string(l) + ".", d = "h" + std::to_string(l) + ".";
+      add(h + "input_layernorm.weight", {C}, d + "ln1_w");
+      if (s.grouped()) {
+        add(h + "self_attn.q_proj.weight", {Q, C}, d + "q_w");
+        add(h + "self_attn.k_proj.weight", {KV, C}, d + "kv_w", 0, 2);
+        add(h + "self_attn.v_proj.weight", {KV, C}, d + "kv_w", 1, 2);
+      } else {
+        add(h + "self_attn.q_proj.weight", {Q, C}, d + "qkv_w", 0, 3);
+        add(h + "self_attn.k_proj.weight", {KV, C}, d + "qkv_w", 1, 3);
+        add(h + "self_attn.v_proj.weight", {KV, C}, d + "qkv_w", 2, 3);
+      }
+      add(h + "self_attn.o_proj.weight", {C, Q}, d + "proj_w");
+      add(h + "post_attention_layernorm.weight", {C}, d + "ln2_w");
+      add(h + "block_sparse_moe.gate.weight", {E, C}, d + "router_w");
+      for (int e = 0; e < E; ++e) {
+        const std::string x = h + "block_sparse_moe.experts." + std::to_string(e) + ".";
+        add(x + "w1.weight", {F, C}, d + "expert_fc_w", 2 * e, static_cast<int>(2 * E));
+        add(x + "w3.weight", {F, C}, d + "expert_fc_w", 2 * e + 1, static_cast<int>(2 * E));
+        add(x + "w2.weight", {C, F}, d + "expert_fcproj_w", e, static_cast<int>(E));
+      }
+    }
+    add("model.norm.weight", {C}, "lnf_w");
+  };
+  return f;
+}
+
 }  // namespace
 
 const std::vector<HfFamily>& hf_families() {
-  static const std::vector<HfFamily> families = {gpt2(), llama(), mistral(), qwen2(), qwen3()};
+  static const std::vector<HfFamily> families = {gpt2(), llama(), mistral(), qwen2(), qwen3(), mixtral()};
   return families;
 }
 

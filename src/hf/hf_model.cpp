@@ -50,12 +50,6 @@ void HfConfigReader::require(const char* key, const Json& expected, const std::s
 
 const HfFamily& hf_family(const Config& cfg) {
   const ModelConfig& m = cfg.model;
-  std::string names;
-  for (const HfFamily& f : hf_families()) names += (names.empty() ? "" : ", ") + std::string(f.architecture);
-  if (m.num_experts > 0)
-    throw UserError("model.num_experts=" + std::to_string(m.num_experts) +
-                    ": mixture-of-experts models have no Hugging Face mapping in dtrain (its families, " + names +
-                    ", are dense); export a model with num_experts=0");
   for (const HfFamily& f : hf_families())
     if (f.describes(cfg)) return f;
   std::ostringstream os;
@@ -64,7 +58,10 @@ const HfFamily& hf_family(const Config& cfg) {
      << ", group_query_attention=" << (m.group_query_attention ? "true" : "false")
      << ", add_bias_linear=" << (m.add_bias_linear ? "true" : "false") << ", add_qkv_bias=" << (m.add_qkv_bias ? "true" : "false")
      << ", window_size=" << m.window_size << ", kv_channels=" << m.kv_channels << ", qk_layernorm=" << (m.qk_layernorm ? "true" : "false")
-     << ", rope_scaling=" << m.rope_scaling
+     << ", rope_scaling=" << m.rope_scaling << ", num_experts=" << m.num_experts
+     << (m.num_experts > 0 ? ", moe_layer_freq=" + std::to_string(m.moe_layer_freq) +
+                                 ", moe_router_pre_softmax=" + (m.moe_router_pre_softmax ? "true" : "false")
+                           : std::string())
      << ") is none of the Hugging Face families dtrain writes:";
   for (const HfFamily& f : hf_families()) os << (&f == &hf_families().front() ? " " : "; ") << f.architecture << " (" << f.design << ")";
   throw UserError(os.str());
@@ -181,7 +178,8 @@ HfModelConfig config_from_hf(const std::string& json_text, const std::string& pa
 std::vector<std::pair<std::string, std::string>> model_keys(const Config& cfg) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [key, value] : model_key_values(cfg))
-    if (!value.empty() && key.rfind("model.num_experts", 0) != 0 && key.rfind("model.moe_", 0) != 0) out.emplace_back(key, value);
+    if (!value.empty() && (cfg.model.num_experts > 0 || (key.rfind("model.num_experts", 0) != 0 && key.rfind("model.moe_", 0) != 0)))
+      out.emplace_back(key, value);
   return out;
 }
 

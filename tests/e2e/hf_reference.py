@@ -188,10 +188,28 @@ def llama_forward(c, w, ids, positions=None, hidden=None):
         y = causal_attention(q, k, v, hidden).transpose(0, 1).reshape(T, H * D)
         h = h + linear(y, p + "self_attn.o_proj")
         x = rms(h, p + "post_attention_layernorm")
-        h = h + linear(torch.nn.functional.silu(linear(x, p + "mlp.gate_proj")) * linear(x, p + "mlp.up_proj"), p + "mlp.down_proj")
+        if p + "block_sparse_moe.gate.weight" in w:  # modeling_mixtral.py's sparse MoE block
+            h = h + mixtral_moe(c, w, x, p + "block_sparse_moe.")
+        else:
+            h = h + linear(torch.nn.functional.silu(linear(x, p + "mlp.gate_proj")) * linear(x, p + "mlp.up_proj"), p + "mlp.down_proj")
     h = rms(h, "model.norm")
     head = w["model.embed_tokens.weight"] if c.get("tie_word_embeddings", False) else w["lm_head.weight"]
     return h @ head.T
+
+
+def mixtral_moe(c, w, x, p):
+    """MixtralSparseMoeBlock: router logits = x gate^T; routing_weights = softmax over the experts, the
+    top num_experts_per_tok of them renormalised to sum to 1; each expert w2(silu(w1 x) * w3 x)."""
+    E, K = c["num_local_experts"], c["num_experts_per_tok"]
+    probs = torch.softmax(x @ w[p + "gate.weight"].T, dim=-1)
+    top, idx = torch.topk(probs, K, dim=-1)
+    top = top / top.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(x)
+    for e in range(E):
+        q = p + "experts.%d." % e
+        y = (torch.nn.functional.silu(x @ w[q + "w1.weight"].T) * (x @ w[q + "w3.weight"].T)) @ w[q + "w2.weight"].T
+        out = out + y * (top * (idx == e)).sum(dim=-1, keepdim=True)
+    return out
 
 
 def logits(d, dtrain_file, ids):
@@ -203,7 +221,7 @@ def logits(d, dtrain_file, ids):
     with torch.no_grad():
         if arch == "GPT2LMHeadModel":
             ref = gpt2_forward(config, tensors, ids)
-        elif arch in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"):
+        elif arch in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MixtralForCausalLM"):
             if arch == "Qwen2ForCausalLM":  # modeling_qwen2.py: q_proj, k_proj, v_proj with bias=True; o_proj and the MLP without
                 for l in range(config["num_hidden_layers"]):
                     p = "model.layers.%d." % l

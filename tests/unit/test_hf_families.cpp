@@ -25,7 +25,9 @@ HfJson small_config(const HfFamily& f) {
   j["architectures"] = {f.architecture};
   const std::pair<int ModelConfig::*, int> sizes[] = {{&ModelConfig::num_layers, 2},          {&ModelConfig::hidden_size, 32},
                                                       {&ModelConfig::num_attention_heads, 4}, {&ModelConfig::ffn_hidden_size, 48},
-                                                      {&ModelConfig::seq_length, 4096},       {&ModelConfig::vocab_size, 64}};
+                                                      {&ModelConfig::seq_length, 4096},       {&ModelConfig::vocab_size, 64},
+                                                      {&ModelConfig::moe_ffn_hidden_size, 24},  {&ModelConfig::num_experts, 4},
+                                                      {&ModelConfig::moe_router_topk, 2}};
   for (const HfKey& k : f.keys) {
     if (!k.required) continue;
     const auto* field = std::get_if<int ModelConfig::*>(&k.field);
@@ -101,5 +103,5 @@ TEST_CASE("a model no family describes is refused naming every family", "[hf]") 
   }
   HfJson j = small_config(hf_families().front());
   j["model_type"] = "mamba";
-  CHECK_THROWS_WITH(config_from_hf(j.dump(), "config.json"), Catch::Contains("model_type \"mamba\" is not one dtrain reads (gpt2, llama, mistral, qwen2, qwen3)"));
+  CHECK_THROWS_WITH(config_from_hf(j.dump(), "config.json"), Catch::Contains("model_type \"mamba\" is not one dtrain reads (gpt2, llama, mistral, qwen2, qwen3, mixtral)"));
 }
