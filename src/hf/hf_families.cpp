@@ -440,10 +440,92 @@ HfFamily mixtral() {
   return f;
 }
 
+// Qwen3-MoE: Qwen3's attention (qk_layernorm, head_dim) with every MLP a mixture of experts (mlp.gate.weight
+// (E,C) = h<l>.router_w; mlp.experts.<e>.gate_proj/up_proj.weight (F',C) = blocks 2e, 2e+1 of
+// expert_fc_w; down_proj.weight (C,F') = block e of expert_fcproj_w); norm_topk_prob is
+// !model.moe_router_pre_softmax, moe_intermediate_size the experts' width. Its decoder_sparse_step and
+// mlp_only_layers (dense layers among the MoE ones) must leave every layer MoE.
+HfFamily qwen3_moe() {
+  HfFamily f = qwen3();
+  f.architecture = "Qwen3MoeForCausalLM";
+  f.model_type = "qwen3_moe";
+  f.design = "Qwen3's attention (qk_layernorm), swiglu, add_bias_linear=false, num_experts > 0 in every block (moe_layer_freq=1)";
+  f.keys = {{"num_hidden_layers", &ModelConfig::num_layers},
+            {"hidden_size", &ModelConfig::hidden_size},
+            {"num_attention_heads", &ModelConfig::num_attention_heads},
+            {"moe_intermediate_size", &ModelConfig::moe_ffn_hidden_size},
+            {"num_experts", &ModelConfig::num_experts},
+            {"num_experts_per_tok", &ModelConfig::moe_router_topk},
+            {"max_position_embeddings", &ModelConfig::seq_length},
+            {"vocab_size", &ModelConfig::vocab_size},
+            {"rms_norm_eps", &ModelConfig::norm_epsilon, false, 1e-6},
+            {"router_aux_loss_coef", &ModelConfig::moe_aux_loss_coeff, false, 0.001},
+            {"tie_word_embeddings", &ModelConfig::untie_embeddings_and_output_weights, false, 0, true}};
+  f.describes = [](const Config& c) {
+    Config plain = c;  // Qwen3's attention and norms
+    plain.model.qk_layernorm = false;
+    const ModelConfig& m = c.model;
+    return llama_attention(plain) && m.qk_layernorm && m.num_experts > 0 && m.moe_layer_freq == 1 && !m.add_bias_linear &&
+           !m.add_qkv_bias && m.window_size == 0 && m.rope_scaling == RopeScaling::none;
+  };
+  f.read = [read = f.read](const HfConfigReader& r, ModelConfig& m) {
+    read(r, m);  // Qwen3's: the attention, its norms, no biases
+    if (r.integer("decoder_sparse_step", 1) != 1)
+      throw r.error("'decoder_sparse_step' is not 1: dtrain's Qwen3-MoE has a mixture of experts in every layer");
+    const HfJson& j = r.json();
+    if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null() && !(j["mlp_only_layers"].is_array() && j["mlp_only_layers"].empty()))
+      throw r.error("'mlp_only_layers' lists dense layers: dtrain's Qwen3-MoE has a mixture of experts in every layer");
+    m.moe_layer_freq = 1;
+    m.moe_router_pre_softmax = !r.flag("norm_topk_prob", false);
+  };
+  f.write = [write = f.write](const Config& c, Json& j) {
+    write(c, j);
+    j["decoder_sparse_step"] = 1;
+    j["intermediate_size"] = c.ffn_hidden();
+    j["mlp_only_layers"] = Json::array();
+    j["norm_topk_prob"] = !c.model.moe_router_pre_softmax;
+    j["output_router_logits"] = false;
+  };
+  f.tensors = [](const ModelShape& s, std::vector<HfTensor>& out) {
+    const std::int64_t C = s.hidden, F = s.moe_ffn, V = s.vocab, E = s.experts, HD = s.head_dim(),
+                       Q = static_cast<std::int64_t>(s.heads) * HD, KV = static_cast<std::int64_t>(s.kv_heads) * HD;
+    const auto add = [&](std::string name, std::vector<std::int64_t> shape, std::string source, int part = 0, int parts = 1) {
+      out.push_back({std::move(name), std::move(shape), std::move(source), part, parts, false});
+    };
+    add("model.embed_tokens.weight", {V, C}, "wte");
+    for (int l = 0; l < s.num_layers; ++l) {
+      const std::string h = "model.layers." + std::to_string(l) + ".", d = "h" + std::to_string(l) + ".";
+      add(h + "input_layernorm.weight", {C}, d + "ln1_w");
+      if (s.grouped()) {
+        add(h + "self_attn.q_proj.weight", {Q, C}, d + "q_w");
+        add(h + "self_attn.k_proj.weight", {KV, C}, d + "kv_w", 0, 2);
+        add(h + "self_attn.v_proj.weight", {KV, C}, d + "kv_w", 1, 2);
+      } else {
+        add(h + "self_attn.q_proj.weight", {Q, C}, d + "qkv_w", 0, 3);
+        add(h + "self_attn.k_proj.weight", {KV, C}, d + "qkv_w", 1, 3);
+        add(h + "self_attn.v_proj.weight", {KV, C}, d + "qkv_w", 2, 3);
+      }
+      add(h + "self_attn.q_norm.weight", {HD}, d + "qnorm_w");
+      add(h + "self_attn.k_norm.weight", {HD}, d + "knorm_w");
+      add(h + "self_attn.o_proj.weight", {C, Q}, d + "proj_w");
+      add(h + "post_attention_layernorm.weight", {C}, d + "ln2_w");
+      add(h + "mlp.gate.weight", {E, C}, d + "router_w");
+      for (int e = 0; e < E; ++e) {
+        const std::string x = h + "mlp.experts." + std::to_string(e) + ".";
+        add(x + "gate_proj.weight", {F, C}, d + "expert_fc_w", 2 * e, static_cast<int>(2 * E));
+        add(x + "up_proj.weight", {F, C}, d + "expert_fc_w", 2 * e + 1, static_cast<int>(2 * E));
+        add(x + "down_proj.weight", {C, F}, d + "expert_fcproj_w", e, static_cast<int>(E));
+      }
+    }
+    add("model.norm.weight", {C}, "lnf_w");
+  };
+  return f;
+}
+
 }  // namespace
 
 const std::vector<HfFamily>& hf_families() {
-  static const std::vector<HfFamily> families = {gpt2(), llama(), mistral(), qwen2(), qwen3(), mixtral()};
+  static const std::vector<HfFamily> families = {gpt2(), llama(), mistral(), qwen2(), qwen3(), mixtral(), qwen3_moe()};
   return families;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Hugging Face interop end to end: ckpt-consolidate --export-hf / --import-hf and checkpoint.init_from.
 #   hf_interop.sh CASE DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE MODEL_LOGITS SOURCE_DIR
-#   logits_gpt2, logits_llama, logits_llama_mha, logits_mistral, logits_qwen2, logits_qwen3, logits_mixtral
+#   logits_gpt2, logits_llama, logits_llama_mha, logits_mistral, logits_qwen2, logits_qwen3, logits_mixtral,
+#   logits_qwen3_moe
 #       a small model trained 5 steps at tp=2 (so no norm weight is still 1 and no bias 0) is exported
 #       from its checkpoint (one file) and from model-final.h5 on 2 ranks (shards + index); the PyTorch
 #       forward of the published architecture on those files (hf_reference.py, json + numpy reading)
@@ -12,7 +13,8 @@
 #       (head_dim, model.kv_channels) at hidden 64 with 8 heads, as Mistral Nemo's are wider than 5120/32; qwen2: biases on q, k, v
 #       only, tied, the reference checking that convention on the files; qwen3: heads of 16 dims at hidden
 #       64 with 8 heads, each head's queries and keys RMS-normalised before RoPE as modeling_qwen3 does;
-#       mixtral: every MLP 4 experts of 48, top-2 renormalised as modeling_mixtral routes)
+#       mixtral: every MLP 4 experts of 48, top-2 renormalised as modeling_mixtral routes; qwen3_moe: Qwen3's
+#       attention with 4 experts of 32, top-2 with norm_topk_prob, as modeling_qwen3_moe routes)
 #   import_python_written
 #       directories written by hf_reference.py's own safetensors writer (GPT-2 as the original upload:
 #       bare names, mask buffers, F16; Llama: BF16, two shards, shuffled tensors; Llama 3.1: rope_scaling
@@ -91,6 +93,10 @@ write_ini mixtral "num_attention_heads = 8" "group_query_attention = true" "num_
   "norm_epsilon = 1e-5" "position_embedding_type = rope" "rotary_base = 1000000" "swiglu = true" \
   "untie_embeddings_and_output_weights = true" "add_bias_linear = false" "num_experts = 4" "moe_router_topk = 2" \
   "moe_ffn_hidden_size = 48" "moe_router_pre_softmax = false" "moe_aux_loss_coeff = 0.02"
+write_ini qwen3_moe "num_attention_heads = 8" "group_query_attention = true" "num_query_groups = 2" "normalization = RMSNorm" \
+  "norm_epsilon = 1e-6" "position_embedding_type = rope" "rotary_base = 1000000" "swiglu = true" "kv_channels = 16" \
+  "qk_layernorm = true" "untie_embeddings_and_output_weights = true" "add_bias_linear = false" "num_experts = 4" \
+  "moe_router_topk = 2" "moe_ffn_hidden_size = 32" "moe_router_pre_softmax = false"
 
 train() {  # train NAME [ARGS...]: 2 ranks, tp=2
   local name=$1
@@ -115,7 +121,7 @@ print('same %d tensors' % len(a))" || fail "the exports $1 and $2 hold different
 }
 
 case $case_name in
-  logits_gpt2|logits_llama|logits_llama_mha|logits_mistral|logits_qwen2|logits_qwen3|logits_mixtral)
+  logits_gpt2|logits_llama|logits_llama_mha|logits_mistral|logits_qwen2|logits_qwen3|logits_mixtral|logits_qwen3_moe)
     name=${case_name#logits_}
     train "$name"
     run_consolidate "$work/export1.log" "$work/ck-$name" --export-hf "$work/hf-one"

@@ -179,7 +179,7 @@ def llama_forward(c, w, ids, positions=None, hidden=None):
         x = rms(h, p + "input_layernorm")
         q = linear(x, p + "self_attn.q_proj").view(T, H, D)
         k = linear(x, p + "self_attn.k_proj").view(T, G, D)
-        if c.get("model_type") == "qwen3":  # modeling_qwen3.py: RMSNorm over each head's D values, before RoPE
+        if c.get("model_type") in ("qwen3", "qwen3_moe"):  # modeling_qwen3(_moe).py: RMSNorm over each head's D values, before RoPE
             q, k = rms(q, p + "self_attn.q_norm"), rms(k, p + "self_attn.k_norm")
         q, k = q.transpose(0, 1), k.transpose(0, 1)
         v = linear(x, p + "self_attn.v_proj").view(T, G, D).transpose(0, 1)
@@ -189,7 +189,10 @@ def llama_forward(c, w, ids, positions=None, hidden=None):
         h = h + linear(y, p + "self_attn.o_proj")
         x = rms(h, p + "post_attention_layernorm")
         if p + "block_sparse_moe.gate.weight" in w:  # modeling_mixtral.py's sparse MoE block
-            h = h + mixtral_moe(c, w, x, p + "block_sparse_moe.")
+            h = h + sparse_moe(w, x, p + "block_sparse_moe.", c["num_local_experts"], c["num_experts_per_tok"], True, ("w1", "w3", "w2"))
+        elif p + "mlp.gate.weight" in w:  # modeling_qwen3_moe.py's
+            h = h + sparse_moe(w, x, p + "mlp.", c["num_experts"], c["num_experts_per_tok"], c.get("norm_topk_prob", False),
+                               ("gate_proj", "up_proj", "down_proj"))
         else:
             h = h + linear(torch.nn.functional.silu(linear(x, p + "mlp.gate_proj")) * linear(x, p + "mlp.up_proj"), p + "mlp.down_proj")
     h = rms(h, "model.norm")
@@ -197,17 +200,19 @@ def llama_forward(c, w, ids, positions=None, hidden=None):
     return h @ head.T
 
 
-def mixtral_moe(c, w, x, p):
-    """MixtralSparseMoeBlock: router logits = x gate^T; routing_weights = softmax over the experts, the
-    top num_experts_per_tok of them renormalised to sum to 1; each expert w2(silu(w1 x) * w3 x)."""
-    E, K = c["num_local_experts"], c["num_experts_per_tok"]
+def sparse_moe(w, x, p, E, K, renormalise, names):
+    """MixtralSparseMoeBlock and Qwen3MoeSparseMoeBlock: router logits = x gate^T; routing_weights = softmax
+    over the experts, the top K of them, renormalised to sum to 1 (Mixtral; Qwen3-MoE with norm_topk_prob);
+    each expert down(silu(gate x) * up x), names = (gate, up, down) of its tensors."""
     probs = torch.softmax(x @ w[p + "gate.weight"].T, dim=-1)
     top, idx = torch.topk(probs, K, dim=-1)
-    top = top / top.sum(dim=-1, keepdim=True)
+    if renormalise:
+        top = top / top.sum(dim=-1, keepdim=True)
     out = torch.zeros_like(x)
     for e in range(E):
         q = p + "experts.%d." % e
-        y = (torch.nn.functional.silu(x @ w[q + "w1.weight"].T) * (x @ w[q + "w3.weight"].T)) @ w[q + "w2.weight"].T
+        g, u, d = (w[q + n + ".weight"] for n in names)
+        y = (torch.nn.functional.silu(x @ g.T) * (x @ u.T)) @ d.T
         out = out + y * (top * (idx == e)).sum(dim=-1, keepdim=True)
     return out
 
@@ -221,7 +226,8 @@ def logits(d, dtrain_file, ids):
     with torch.no_grad():
         if arch == "GPT2LMHeadModel":
             ref = gpt2_forward(config, tensors, ids)
-        elif arch in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MixtralForCausalLM"):
+        elif arch in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MixtralForCausalLM",
+                      "Qwen3MoeForCausalLM"):
             if arch == "Qwen2ForCausalLM":  # modeling_qwen2.py: q_proj, k_proj, v_proj with bias=True; o_proj and the MLP without
                 for l in range(config["num_hidden_layers"]):
                     p = "model.layers.%d." % l

@@ -103,5 +103,5 @@ TEST_CASE("a model no family describes is refused naming every family", "[hf]") 
   }
   HfJson j = small_config(hf_families().front());
   j["model_type"] = "mamba";
-  CHECK_THROWS_WITH(config_from_hf(j.dump(), "config.json"), Catch::Contains("model_type \"mamba\" is not one dtrain reads (gpt2, llama, mistral, qwen2, qwen3, mixtral)"));
+  CHECK_THROWS_WITH(config_from_hf(j.dump(), "config.json"), Catch::Contains("model_type \"mamba\" is not one dtrain reads (gpt2, llama, mistral, qwen2, qwen3, mixtral, qwen3_moe)"));
 }
