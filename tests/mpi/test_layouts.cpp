@@ -758,6 +758,21 @@ TEST_CASE("expert-parallel layouts match one rank", "[mpi][layouts][moe][ep]") {
     extra.push_back(kSmoothAdam);
     check_layouts(variants, extra, testing::reorder_tolerance(kLongestSum, 0), steps, steps);
   }
+  // Qwen3-MoE's shape: Llama blocks with qk_layernorm and heads of 16 dims, every block MoE, the top-2
+  // renormalised (moe_router_pre_softmax=false, the weights' gradient through the renormalisation on
+  // the host): ep 2 at np 2, and with tp 2 + sp at np 4.
+  std::vector<Variant> renormalised;
+  Variant ep2{1, 1, 2, false, true};
+  ep2.ep = 2;
+  Variant tp_ep2{2, 1, 2, true, true};
+  tp_ep2.ep = 2;
+  if (world == 2) renormalised = {ep2};
+  if (world == 4) renormalised = {tp_ep2};
+  std::vector<std::string> qwen3_moe = with_llama_blocks(moe);
+  for (const char* o : {"--model.moe_layer_freq=1", "--model.moe_router_pre_softmax=false", "--model.qk_layernorm=true",
+                        "--model.kv_channels=16", kSmoothAdam.c_str()})
+    qwen3_moe.push_back(o);
+  check_layouts(renormalised, qwen3_moe, testing::reorder_tolerance(kLongestSum, 0), steps, steps, false, Rerun::left_to_gpt_test);
   // With context parallelism (dropless): a micro-batch's load-balancing loss from the sums of its cp
   // ranks; at T = 64 (2 chunks of 16 per rank at cp 2).
   std::vector<Variant> with_cp;
