@@ -184,6 +184,67 @@ bool llama_attention(const Config& c) {
 // The dense Llama block.
 bool llama_block(const Config& c) { return llama_attention(c) && c.model.num_experts == 0; }
 
+// The tensors of a Llama-style model (Llama, Mistral, Qwen2, Qwen3, Mixtral, Qwen3-MoE): the embedding, per
+// layer the attention (q, k, v biases with s.qkv_bias, o's with s.bias; Qwen3's q_norm and k_norm with
+// s.qk_norm) and the MLP, the final norm. The MLP of a MoE layer: the router `<moe>gate.weight` and each
+// expert's `<moe>experts.<e>.<gate|up|down>.weight` (`moe` the layer's prefix, `expert_names` the three
+// names: Mixtral's w1, w3, w2; Qwen3-MoE's gate_proj, up_proj, down_proj); of a dense layer Llama's
+// mlp.gate_proj, up_proj, down_proj (and their biases with s.bias).
+struct MoeNames {
+  const char* prefix;     // after "model.layers.<l>."
+  const char* gate;       // an expert's gate rows (block 2e of expert_fc_w)
+  const char* up;         // its up rows (block 2e + 1)
+  const char* down;       // its output projection (block e of expert_fcproj_w)
+};
+void llama_style_tensors(const ModelShape& s, std::vector<HfTensor>& out,
+                         const MoeNames& moe = {"mlp.", "gate_proj", "up_proj", "down_proj"}) {
+  const std::int64_t C = s.hidden, F = s.ffn, Fe = s.moe_ffn, V = s.vocab, HD = s.head_dim(), Q = s.heads * HD, KV = s.kv_heads * HD;
+  const auto add = [&](std::string name, std::vector<std::int64_t> shape, std::string source, int part = 0, int parts = 1) {
+    out.push_back({std::move(name), std::move(shape), std::move(source), part, parts, false});
+  };
+  add("model.embed_tokens.weight", {V, C}, "wte");
+  for (int l = 0; l < s.num_layers; ++l) {
+    const std::string h = "model.layers." + std::to_string(l) + ".", d = "h" + std::to_string(l) + ".";
+    add(h + "input_layernorm.weight", {C}, d + "ln1_w");
+    for (const bool bias : {false, true}) {  // q, k, v biases with s.qkv_bias; o's with s.bias
+      if (bias && !s.qkv_bias) continue;
+      const std::string sfx = bias ? ".bias" : ".weight", suffix = bias ? "_b" : "_w";
+      auto shape = [&](std::int64_t rows) { return bias ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, C}; };
+      const std::string qkv = s.grouped() ? "" : d + "qkv" + suffix;
+      add(h + "self_attn.q_proj" + sfx, shape(Q), s.grouped() ? d + "q" + suffix : qkv, 0, s.grouped() ? 1 : 3);
+      add(h + "self_attn.k_proj" + sfx, shape(KV), s.grouped() ? d + "kv" + suffix : qkv, s.grouped() ? 0 : 1, s.grouped() ? 2 : 3);
+      add(h + "self_attn.v_proj" + sfx, shape(KV), s.grouped() ? d + "kv" + suffix : qkv, s.grouped() ? 1 : 2, s.grouped() ? 2 : 3);
+      if (!bias || s.bias)
+        add(h + "self_attn.o_proj" + sfx, bias ? std::vector<std::int64_t>{C} : std::vector<std::int64_t>{C, Q}, d + "proj" + suffix);
+    }
+    if (s.qk_norm) {
+      add(h + "self_attn.q_norm.weight", {HD}, d + "qnorm_w");
+      add(h + "self_attn.k_norm.weight", {HD}, d + "knorm_w");
+    }
+    add(h + "post_attention_layernorm.weight", {C}, d + "ln2_w");
+    if (s.moe(l)) {
+      const std::string m = h + moe.prefix;
+      add(m + "gate.weight", {s.experts, C}, d + "router_w");
+      for (int e = 0; e < s.experts; ++e) {
+        const std::string x = m + "experts." + std::to_string(e) + ".";
+        add(x + moe.gate + ".weight", {Fe, C}, d + "expert_fc_w", 2 * e, 2 * s.experts);
+        add(x + moe.up + ".weight", {Fe, C}, d + "expert_fc_w", 2 * e + 1, 2 * s.experts);
+        add(x + moe.down + ".weight", {C, Fe}, d + "expert_fcproj_w", e, s.experts);
+      }
+      continue;
+    }
+    add(h + "mlp.gate_proj.weight", {F, C}, d + "fc_w", 0, 2);
+    add(h + "mlp.up_proj.weight", {F, C}, d + "fc_w", 1, 2);
+    add(h + "mlp.down_proj.weight", {C, F}, d + "fcproj_w");
+    if (s.bias) {
+      add(h + "mlp.gate_proj.bias", {F}, d + "fc_b", 0, 2);
+      add(h + "mlp.up_proj.bias", {F}, d + "fc_b", 1, 2);
+      add(h + "mlp.down_proj.bias", {C}, d + "fcproj_b");
+    }
+  }
+  add("model.norm.weight", {C}, "lnf_w");
+}
+
 HfFamily llama() {
   HfFamily f;
   f.architecture = "LlamaForCausalLM";
@@ -198,7 +259,9 @@ HfFamily llama() {
             {"vocab_size", &ModelConfig::vocab_size},
             {"rms_norm_eps", &ModelConfig::norm_epsilon, false, 1e-6},
             {"tie_word_embeddings", &ModelConfig::untie_embeddings_and_output_weights, false, 0, true}};
-  f.describes = [](const Config& c) { return llama_block(c) && c.model.window_size == 0 && (c.model.add_bias_linear || !c.model.add_qkv_bias); };
+  f.describes = [](const Config& c) {
+    return llama_block(c) && c.model.window_size == 0 && (c.model.add_bias_linear || !c.model.add_qkv_bias);
+  };
   f.read = [](const HfConfigReader& r, ModelConfig& m) {
     read_llama_block(r, m);
     const bool attention_bias = r.flag("attention_bias", false), mlp_bias = r.flag("mlp_bias", false);
@@ -219,43 +282,7 @@ HfFamily llama() {
                            {"original_max_position_embeddings", static_cast<long long>(m.rope_scaling_original_max_position_embeddings)},
                            {"rope_type", "llama3"}};
   };
-  f.tensors = [](const ModelShape& s, std::vector<HfTensor>& out) {
-    const std::int64_t C = s.hidden, F = s.ffn, V = s.vocab, Q = static_cast<std::int64_t>(s.heads) * s.head_dim(),
-                       KV = static_cast<std::int64_t>(s.kv_heads) * s.head_dim();
-    const auto add = [&](std::string name, std::vector<std::int64_t> shape, std::string source, int part = 0, int parts = 1) {
-      out.push_back({std::move(name), std::move(shape), std::move(source), part, parts, false});
-    };
-    add("model.embed_tokens.weight", {V, C}, "wte");
-    for (int l = 0; l < s.num_layers; ++l) {
-      const std::string h = "model.layers." + std::to_string(l) + ".", d = "h" + std::to_string(l) + ".";
-      add(h + "input_layernorm.weight", {C}, d + "ln1_w");
-      for (const bool bias : {false, true}) {  // q, k, v biases with s.qkv_bias; o's with s.bias
-        if (bias && !s.qkv_bias) continue;
-        const std::string sfx = bias ? ".bias" : ".weight", suffix = bias ? "_b" : "_w";
-        auto shape = [&](std::int64_t rows) { return bias ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, C}; };
-        if (s.grouped()) {
-          add(h + "self_attn.q_proj" + sfx, shape(Q), d + "q" + suffix);
-          add(h + "self_attn.k_proj" + sfx, shape(KV), d + "kv" + suffix, 0, 2);
-          add(h + "self_attn.v_proj" + sfx, shape(KV), d + "kv" + suffix, 1, 2);
-        } else {
-          add(h + "self_attn.q_proj" + sfx, shape(Q), d + "qkv" + suffix, 0, 3);
-          add(h + "self_attn.k_proj" + sfx, shape(KV), d + "qkv" + suffix, 1, 3);
-          add(h + "self_attn.v_proj" + sfx, shape(KV), d + "qkv" + suffix, 2, 3);
-        }
-        if (!bias || s.bias) add(h + "self_attn.o_proj" + sfx, bias ? std::vector<std::int64_t>{C} : std::vector<std::int64_t>{C, Q}, d + "proj" + suffix);
-      }
-      add(h + "post_attention_layernorm.weight", {C}, d + "ln2_w");
-      add(h + "mlp.gate_proj.weight", {F, C}, d + "fc_w", 0, 2);
-      add(h + "mlp.up_proj.weight", {F, C}, d + "fc_w", 1, 2);
-      add(h + "mlp.down_proj.weight", {C, F}, d + "fcproj_w");
-      if (s.bias) {
-        add(h + "mlp.gate_proj.bias", {F}, d + "fc_b", 0, 2);
-        add(h + "mlp.up_proj.bias", {F}, d + "fc_b", 1, 2);
-        add(h + "mlp.down_proj.bias", {C}, d + "fcproj_b");
-      }
-    }
-    add("model.norm.weight", {C}, "lnf_w");
-  };
+  f.tensors = [](const ModelShape& s, std::vector<HfTensor>& out) { llama_style_tensors(s, out); };
   return f;
 }
 
@@ -354,14 +381,6 @@ HfFamily qwen3() {
     j["sliding_window"] = nullptr;
     j["use_sliding_window"] = false;
   };
-  f.tensors = [tensors = f.tensors](const ModelShape& s, std::vector<HfTensor>& out) {
-    tensors(s, out);  // Llama's, then each layer's two norms
-    for (int l = 0; l < s.num_layers; ++l) {
-      const std::string h = "model.layers." + std::to_string(l) + ".self_attn.", d = "h" + std::to_string(l) + ".";
-      out.push_back({h + "q_norm.weight", {s.head_dim()}, d + "qnorm_w", 0, 1, false});
-      out.push_back({h + "k_norm.weight", {s.head_dim()}, d + "knorm_w", 0, 1, false});
-    }
-  };
   return f;
 }
 
@@ -407,35 +426,7 @@ HfFamily mixtral() {
     j["router_jitter_noise"] = 0.0;
   };
   f.tensors = [](const ModelShape& s, std::vector<HfTensor>& out) {
-    const std::int64_t C = s.hidden, F = s.moe_ffn, V = s.vocab, E = s.experts, Q = static_cast<std::int64_t>(s.heads) * s.head_dim(),
-                       KV = static_cast<std::int64_t>(s.kv_heads) * s.head_dim();
-    const auto add = [&](std::string name, std::vector<std::int64_t> shape, std::string source, int part = 0, int parts = 1) {
-      out.push_back({std::move(name), std::move(shape), std::move(source), part, parts, false});
-    };
-    add("model.embed_tokens.weight", {V, C}, "wte");
-    for (int l = 0; l < s.num_layers; ++l) {
-      const std::string h = "model.layers." + std::to_string(l) + ".", d = "h" + std::to_string(l) + ".";
-      add(h + "input_layernorm.weight", {C}, d + "ln1_w");
-      if (s.grouped()) {
-        add(h + "self_attn.q_proj.weight", {Q, C}, d + "q_w");
-        add(h + "self_attn.k_proj.weight", {KV, C}, d + "kv_w", 0, 2);
-        add(h + "self_attn.v_proj.weight", {KV, C}, d + "kv_w", 1, 2);
-      } else {
-        add(h + "self_attn.q_proj.weight", {Q, C}, d + "qkv_w", 0, 3);
-        add(h + "self_attn.k_proj.weight", {KV, C}, d + "qkv_w", 1, 3);
-        add(h + "self_attn.v_proj.weight", {KV, C}, d + "qkv_w", 2, 3);
-      }
-      add(h + "self_attn.o_proj.weight", {C, Q}, d + "proj_w");
-      add(h + "post_attention_layernorm.weight", {C}, d + "ln2_w");
-      add(h + "block_sparse_moe.gate.weight", {E, C}, d + "router_w");
-      for (int e = 0; e < E; ++e) {
-        const std::string x = h + "block_sparse_moe.experts." + std::to_string(e) + ".";
-        add(x + "w1.weight", {F, C}, d + "expert_fc_w", 2 * e, static_cast<int>(2 * E));
-        add(x + "w3.weight", {F, C}, d + "expert_fc_w", 2 * e + 1, static_cast<int>(2 * E));
-        add(x + "w2.weight", {C, F}, d + "expert_fcproj_w", e, static_cast<int>(E));
-      }
-    }
-    add("model.norm.weight", {C}, "lnf_w");
+    llama_style_tensors(s, out, {"block_sparse_moe.", "w1", "w3", "w2"});
   };
   return f;
 }
@@ -473,7 +464,9 @@ HfFamily qwen3_moe() {
     if (r.integer("decoder_sparse_step", 1) != 1)
       throw r.error("'decoder_sparse_step' is not 1: dtrain's Qwen3-MoE has a mixture of experts in every layer");
     const HfJson& j = r.json();
-    if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null() && !(j["mlp_only_layers"].is_array() && j["mlp_only_layers"].empty()))
+    const bool all_moe = !j.contains("mlp_only_layers") || j["mlp_only_layers"].is_null() ||
+                         (j["mlp_only_layers"].is_array() && j["mlp_only_layers"].empty());
+    if (!all_moe)
       throw r.error("'mlp_only_layers' lists dense layers: dtrain's Qwen3-MoE has a mixture of experts in every layer");
     m.moe_layer_freq = 1;
     m.moe_router_pre_softmax = !r.flag("norm_topk_prob", false);
@@ -485,39 +478,6 @@ HfFamily qwen3_moe() {
     j["mlp_only_layers"] = Json::array();
     j["norm_topk_prob"] = !c.model.moe_router_pre_softmax;
     j["output_router_logits"] = false;
-  };
-  f.tensors = [](const ModelShape& s, std::vector<HfTensor>& out) {
-    const std::int64_t C = s.hidden, F = s.moe_ffn, V = s.vocab, E = s.experts, HD = s.head_dim(),
-                       Q = static_cast<std::int64_t>(s.heads) * HD, KV = static_cast<std::int64_t>(s.kv_heads) * HD;
-    const auto add = [&](std::string name, std::vector<std::int64_t> shape, std::string source, int part = 0, int parts = 1) {
-      out.push_back({std::move(name), std::move(shape), std::move(source), part, parts, false});
-    };
-    add("model.embed_tokens.weight", {V, C}, "wte");
-    for (int l = 0; l < s.num_layers; ++l) {
-      const std::string h = "model.layers." + std::to_string(l) + ".", d = "h" + std::to_string(l) + ".";
-      add(h + "input_layernorm.weight", {C}, d + "ln1_w");
-      if (s.grouped()) {
-        add(h + "self_attn.q_proj.weight", {Q, C}, d + "q_w");
-        add(h + "self_attn.k_proj.weight", {KV, C}, d + "kv_w", 0, 2);
-        add(h + "self_attn.v_proj.weight", {KV, C}, d + "kv_w", 1, 2);
-      } else {
-        add(h + "self_attn.q_proj.weight", {Q, C}, d + "qkv_w", 0, 3);
-        add(h + "self_attn.k_proj.weight", {KV, C}, d + "qkv_w", 1, 3);
-        add(h + "self_attn.v_proj.weight", {KV, C}, d + "qkv_w", 2, 3);
-      }
-      add(h + "self_attn.q_norm.weight", {HD}, d + "qnorm_w");
-      add(h + "self_attn.k_norm.weight", {HD}, d + "knorm_w");
-      add(h + "self_attn.o_proj.weight", {C, Q}, d + "proj_w");
-      add(h + "post_attention_layernorm.weight", {C}, d + "ln2_w");
-      add(h + "mlp.gate.weight", {E, C}, d + "router_w");
-      for (int e = 0; e < E; ++e) {
-        const std::string x = h + "mlp.experts." + std::to_string(e) + ".";
-        add(x + "gate_proj.weight", {F, C}, d + "expert_fc_w", 2 * e, static_cast<int>(2 * E));
-        add(x + "up_proj.weight", {F, C}, d + "expert_fc_w", 2 * e + 1, static_cast<int>(2 * E));
-        add(x + "down_proj.weight", {C, F}, d + "expert_fcproj_w", e, static_cast<int>(E));
-      }
-    }
-    add("model.norm.weight", {C}, "lnf_w");
   };
   return f;
 }

@@ -122,9 +122,11 @@ ByteLevelBpeFiles read_tokenizer_json_checked(const std::string& path) {
   const nlohmann::json pre = j.value("pre_tokenizer", nlohmann::json());
   const bool gpt2 = pre.is_object() && pre.value("type", std::string()) == "ByteLevel" && !pre.value("add_prefix_space", false) &&
                     pre.value("use_regex", true);
-  const bool llama3 = !gpt2 && is_split_then_bytes(pre, kLlama3Pattern), qwen2 = !gpt2 && !llama3 && is_split_then_bytes(pre, kQwen2Pattern);
+  const bool llama3 = !gpt2 && is_split_then_bytes(pre, kLlama3Pattern);
+  const bool qwen2 = !gpt2 && !llama3 && is_split_then_bytes(pre, kQwen2Pattern);
   if (!gpt2 && !llama3 && !qwen2)
-    throw refuse("its pre_tokenizer is " + dump(pre) + ", none of GPT-2's (ByteLevel with its regex, no prefix space), Llama 3's and Qwen's");
+    throw refuse("its pre_tokenizer is " + dump(pre) +
+                 ", none of GPT-2's (ByteLevel with its regex, no prefix space), Llama 3's and Qwen's");
   if (!m.contains("vocab") || !m["vocab"].is_object()) throw refuse("its model has no vocab object");
   if (!m.contains("merges") || !m["merges"].is_array()) throw refuse("its model has no merges array");
   ByteLevelBpeFiles f;
