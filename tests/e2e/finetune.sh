@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fine-tuning journey end to end (README's Fine-tuning section runs these commands):
-#   finetune.sh DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE SOURCE_DIR
-# A small Llama (RMSNorm, RoPE, SwiGLU, grouped-query attention, untied head) with Llama 3's
+#   finetune.sh FAMILY DTRAIN DTRAIN_DATA CKPT_CONSOLIDATE SOURCE_DIR
+# FAMILY llama3: a small Llama (RMSNorm, RoPE, SwiGLU, grouped-query attention, untied head) with Llama 3's
 # tokenizer.json is exported to a Hugging Face directory with its tokenizer files; chat records in
 # JSON Lines become fine-tuning data with a loss mask (dtrain-data --sft, the llama3 template); dtrain
 # fine-tunes from the directory itself (checkpoint.init_from=hf:DIR) on 4 ranks at tp=2 pp=2 with packed
@@ -10,14 +10,28 @@
 # answers' tokens is lower than the base model's. The same fine-tuning on 1 rank gives the same first
 # steps' losses within the derived bound of reordered fp32 sums; resumed from its step-8 checkpoint it
 # gives the same steps 9-10 bit for bit.
+# FAMILY qwen3: the same journey for a small Qwen3 (heads of 32 dims at hidden 64, their queries and keys
+# RMS-normalised, exported as Qwen3ForCausalLM) with Qwen3's own tokenizer.json (NFC, Qwen's split) and
+# the qwen3 chat template; the 1-rank comparison and the resume, properties of the layout, are the
+# llama3 run's.
 set -u
-dtrain=$1 tool=$2 consolidate=$3 src=$4
+family=$1 dtrain=$2 tool=$3 consolidate=$4 src=$5
 here=$(dirname "$0")
 source "$here/lib.sh"
 need_fetched "$src"
 printf 'x\n' > "$work/x.txt"
-node "$here/llama3_tokenizer_json.mjs" "$src/data/tokenizers/llama3-tokenizer-js" "$work/l3" "$work/x.txt" "$work/x.ids" > /dev/null ||
-  fail "writing Llama 3's tokenizer.json"
+case $family in
+  llama3)
+    node "$here/llama3_tokenizer_json.mjs" "$src/data/tokenizers/llama3-tokenizer-js" "$work/l3" "$work/x.txt" "$work/x.ids" > /dev/null ||
+      fail "writing Llama 3's tokenizer.json"
+    vocab=128256 template=llama3
+    model_keys="rotary_base = 500000" ;;
+  qwen3)
+    cp -r "$src/data/tokenizers/qwen3" "$work/l3" || fail "Qwen3's tokenizer files"
+    vocab=151680 template=qwen3  # Qwen3's 151669 tokens, rounded up to a multiple of tp
+    model_keys=$(printf 'rotary_base = 1000000\nkv_channels = 32\nqk_layernorm = true\nnorm_epsilon = 1e-6') ;;
+  *) fail "unknown family $family" ;;
+esac
 
 # Conversations with something to learn: each city's country, asked in a few ways.
 /usr/bin/python3 - "$work/chat.jsonl" <<'EOF'
@@ -34,7 +48,7 @@ with open(sys.argv[1], "w") as f:
             msgs = [{"role": "system", "content": "Answer with one word."}] + msgs
         f.write(json.dumps({"messages": msgs}) + "\n")
 EOF
-"$tool" --sft --tokenizer "hf:$work/l3" --chat-template llama3 --seq-length 64 --val-fraction 0.1 --out "$work/chat" "$work/chat.jsonl" \
+"$tool" --sft --tokenizer "hf:$work/l3" --chat-template $template --seq-length 64 --val-fraction 0.1 --out "$work/chat" "$work/chat.jsonl" \
   > "$work/data.log" || { cat "$work/data.log"; fail "dtrain-data --sft"; }
 cat "$work/data.log"
 
@@ -48,12 +62,12 @@ num_query_groups = 2
 ffn_hidden_size = 128
 normalization = RMSNorm
 position_embedding_type = rope
-rotary_base = 500000
+$model_keys
 swiglu = true
 untie_embeddings_and_output_weights = true
 add_bias_linear = false
 seq_length = 64
-vocab_size = 128256
+vocab_size = $vocab
 global_batch_size = 8
 micro_batch_size = 2
 [system]
@@ -100,6 +114,10 @@ grep -q "initialised the model from Hugging Face directory '$work/base-hf'" "$wo
 grep -q "data: the samples carry the data's loss mask, attention inside documents, positions reset per document" "$work/ft4.log" ||
   { cat "$work/ft4.log"; fail "the samples' description is missing"; }
 grep "data: the samples" "$work/ft4.log"
+want_arch=$([ "$family" = qwen3 ] && echo Qwen3ForCausalLM || echo LlamaForCausalLM)
+/usr/bin/python3 -c "import json, sys; sys.exit(json.load(open('$work/base-hf/config.json'))['architectures'] != ['$want_arch'])" ||
+  { cat "$work/base-hf/config.json"; fail "the base model was not exported as $want_arch"; }
+if [ "$family" = llama3 ]; then
 run ft1 1 --checkpoint.init_from="hf:$work/base-hf" --checkpoint.dir="$work/ck-ft1" --system.tensor_model_parallel_size=1 \
   --system.pipeline_model_parallel_size=1 --training.train_iters=3
 # The first 3 steps: the longest reordered sum is the vocabulary's (128256 logits, split over tp).
@@ -117,6 +135,7 @@ steps() { grep -o '"step": [0-9]*, "loss": [^,]*, "lr": [^,]*, "grad_norm": [^,]
 [ "$(steps "$work/ft4r.jsonl" | wc -l)" -eq 2 ] || fail "the resumed run logged $(steps "$work/ft4r.jsonl" | wc -l) steps, not 2"
 diff <(steps "$work/ft4.jsonl" | tail -2) <(steps "$work/ft4r.jsonl") || fail "the resumed steps 9-10 differ from the uninterrupted run"
 echo "resumed at step 8: steps 9-10 bit-identical"
+fi
 
 # Export the fine-tuned model with its tokenizer files, read it back, and compare validation losses on
 # the answers (the loss mask's targets) before and after.
