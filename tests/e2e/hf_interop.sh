@@ -4,9 +4,10 @@
 #   logits_gpt2, logits_llama, logits_llama_mha, logits_mistral, logits_qwen2, logits_qwen3, logits_mixtral,
 #   logits_qwen3_moe
 #       a small model trained 5 steps at tp=2 (so no norm weight is still 1 and no bias 0) is exported
-#       from its checkpoint (one file) and from model-final.h5 on 2 ranks (shards + index); the PyTorch
-#       forward of the published architecture on those files (hf_reference.py, json + numpy reading)
-#       matches dtrain's logits to 1e-5; both exports of the same weights are byte-identical tensors
+#       from its checkpoint (one file) and, for gpt2, llama and llama_mha, from model-final.h5 on 2 ranks
+#       (shards + index: a file layout, the same for every family); the PyTorch forward of the published
+#       architecture on those files (hf_reference.py, json + numpy reading) matches dtrain's logits to
+#       1e-5; both exports of the same weights are byte-identical tensors
 #       (llama: RMSNorm, RoPE, SwiGLU, 8 heads on 2 key/value groups, untied, no biases; llama_mha:
 #       multi-head attention, tied, with biases; mistral: llama's with a sliding window of 9 keys at
 #       T = 32, the reference masking as transformers' sliding-window mask does, and heads of 16 dims
@@ -127,19 +128,21 @@ case $case_name in
     run_consolidate "$work/export1.log" "$work/ck-$name" --export-hf "$work/hf-one"
     cat "$work/export1.log"
     [ -f "$work/hf-one/model.safetensors" ] && [ ! -f "$work/hf-one/model.safetensors.index.json" ] || fail "expected one file"
+    cat "$work/hf-one/config.json"
+    # shellcheck disable=SC2086
+    "$logits_tool" "$work/$name.ini" "$work/ck-$name/model-final.h5" "$work/logits.f32" $ids || fail "model_logits"
+    # shellcheck disable=SC2086
+    $reference logits "$work/hf-one" "$work/logits.f32" $ids || fail "logits of hf-one"
+    # The sharded export (a file layout, the same for every family) for the first three.
+    case $name in gpt2|llama|llama_mha) ;; *) echo "PASS $case_name"; exit 0 ;; esac
     timeout 120 mpirun -np 2 "$consolidate" "$work/ck-$name/model-final.h5" --export-hf "$work/hf-shards" --max-shard-size 100KB \
       > "$work/export2.log" 2>&1 || { cat "$work/export2.log"; fail "sharded export"; }
     shards=$(ls "$work/hf-shards" | grep -c '^model-.*-of-.*\.safetensors$')
     [ "$shards" -ge 3 ] && [ -f "$work/hf-shards/model.safetensors.index.json" ] || fail "expected shards and an index, got: $(ls "$work/hf-shards")"
     echo "sharded export: $shards files"
     cmp "$work/hf-one/config.json" "$work/hf-shards/config.json" || fail "config.json differs between the exports"
-    cat "$work/hf-one/config.json"
     # shellcheck disable=SC2086
-    "$logits_tool" "$work/$name.ini" "$work/ck-$name/model-final.h5" "$work/logits.f32" $ids || fail "model_logits"
-    for d in hf-one hf-shards; do
-      # shellcheck disable=SC2086
-      $reference logits "$work/$d" "$work/logits.f32" $ids || fail "logits of $d"
-    done
+    $reference logits "$work/hf-shards" "$work/logits.f32" $ids || fail "logits of hf-shards"
     same_tensors "$work/hf-one" "$work/hf-shards" ;;
   import_python_written)
     for arch in gpt2 llama llama31; do
