@@ -8,74 +8,15 @@
 //   transformer.h.<l>.attn.c_proj.weight (C,C)  = proj_w transposed; mlp.c_fc.weight (C,F) = fc_w transposed;
 //   transformer.h.<l>.mlp.c_proj.weight (F,C)   = fcproj_w transposed; biases as they are
 //   transformer.ln_f.{weight,bias}; lm_head.weight = lm_head only when untied (tied: not stored)
-// Llama (LlamaForCausalLM: RMSNorm, RoPE over whole heads, SwiGLU, no positions table; biases optional),
-// Mistral (MistralForCausalLM: Llama's blocks and tensors without biases, and a sliding window), Qwen2
-// (Qwen2ForCausalLM: Llama's blocks and tensors with biases on q_proj, k_proj and v_proj only) and Qwen3
-// (Qwen3ForCausalLM: Llama's without biases, head_dim of its own, self_attn.q_norm/k_norm.weight (HD) =
-// h<l>.qnorm_w, knorm_w: RMSNorm of each head's queries and keys before RoPE):
-//   model.embed_tokens.weight = wte; model.layers.<l>.input_layernorm.weight = ln1_w
-//   self_attn.q_proj.weight (NH*HD,C) = q_w, or block 0 of qkv_w; k_proj/v_proj (G*HD,C) = blocks of kv_w
-//   (or blocks 1, 2 of qkv_w); o_proj.weight = proj_w; post_attention_layernorm.weight = ln2_w;
-//   mlp.gate_proj/up_proj (F,C) = blocks 0, 1 of fc_w; mlp.down_proj (C,F) = fcproj_w; model.norm.weight
-//   = lnf_w; lm_head.weight = lm_head (untied). dtrain's RoPE rotates pairs (i, i + HD/2) of each head,
-//   which is the layout of Hugging Face's q_proj/k_proj (rotate_half), so no rows are permuted.
+// The Llama-style families (Llama, Mistral, Qwen2, Qwen3, Mixtral, Qwen3-MoE) share their config.json
+// reading and writing and their tensor list: hf_llama_style.hpp.
 #include "hf/hf_family.hpp"
+#include "hf/hf_llama_style.hpp"
 
 namespace dtrain {
 namespace {
 
 using Json = HfJson;
-
-// RoPE of a Llama config.json: theta from rope_theta (transformers 4) or rope_parameters.rope_theta
-// (transformers 5); the scaling from rope_scaling or rope_parameters (rope_type, or the older "type"):
-// "default" (plain RoPE) or "llama3" (Llama 3.1's remapping, with its four numbers), nothing else.
-// Both given must agree.
-void read_rope(const HfConfigReader& r, ModelConfig& m) {
-  const Json& j = r.json();
-  const auto scaling_of = [&](const Json& scaling, const char* key) {
-    if (scaling.is_null()) return;
-    if (!scaling.is_object()) throw r.error("'" + std::string(key) + "' is not an object");
-    const Json type = scaling.contains("rope_type") ? scaling["rope_type"] : scaling.contains("type") ? scaling["type"] : Json("default");
-    if (scaling.contains("partial_rotary_factor") && scaling["partial_rotary_factor"] != Json(1.0))
-      throw r.error("'" + std::string(key) + "' has a partial_rotary_factor; dtrain's Llama rotates whole heads");
-    if (type == "default") {
-      if (m.rope_scaling != RopeScaling::none) throw r.error("'rope_scaling' and 'rope_parameters' give different scalings");
-      return;
-    }
-    if (type != "llama3")
-      throw r.error("'" + std::string(key) + "' = " + scaling.dump(-1, ' ', false, Json::error_handler_t::replace) +
-                    ": dtrain implements plain RoPE and Llama 3.1's scaling (rope_type llama3), not this one");
-    const auto number = [&](const char* field) {
-      if (!scaling.contains(field) || !scaling[field].is_number())
-        throw r.error("'" + std::string(key) + "." + field + "' is missing or not a number (rope_type llama3 needs it)");
-      return scaling[field].get<double>();
-    };
-    ModelConfig scaled = m;
-    scaled.rope_scaling = RopeScaling::llama3;
-    scaled.rope_scaling_factor = number("factor");
-    scaled.rope_scaling_low_freq_factor = number("low_freq_factor");
-    scaled.rope_scaling_high_freq_factor = number("high_freq_factor");
-    scaled.rope_scaling_original_max_position_embeddings = number("original_max_position_embeddings");
-    if (m.rope_scaling == RopeScaling::llama3 &&
-        (scaled.rope_scaling_factor != m.rope_scaling_factor || scaled.rope_scaling_low_freq_factor != m.rope_scaling_low_freq_factor ||
-         scaled.rope_scaling_high_freq_factor != m.rope_scaling_high_freq_factor ||
-         scaled.rope_scaling_original_max_position_embeddings != m.rope_scaling_original_max_position_embeddings))
-      throw r.error("'rope_scaling' and 'rope_parameters' give different scalings");
-    m = scaled;
-  };
-  if (j.contains("rope_scaling")) scaling_of(j["rope_scaling"], "rope_scaling");
-  m.rotary_base = r.number("rope_theta", 10000.0);
-  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
-    const Json& p = j["rope_parameters"];
-    scaling_of(p, "rope_parameters");
-    if (p.contains("rope_theta")) {
-      if (!p["rope_theta"].is_number()) throw r.error("'rope_parameters.rope_theta' is not a number");
-      const double t = p["rope_theta"].get<double>();
-      if (r.has("rope_theta") && t != m.rotary_base) throw r.error("'rope_theta' and 'rope_parameters.rope_theta' differ");
-      m.rotary_base = t;
-    }
-  }
-}
 
 // Whether the heads split the hidden size (no model.kv_channels of another size): GPT-2 and Qwen2
 // config.json have no head_dim.
@@ -143,108 +84,6 @@ HfFamily gpt2() {
   return f;
 }
 
-// The Llama block as config.json gives it (Llama, Mistral): grouped-query heads, RMSNorm, RoPE over
-// whole heads, SwiGLU with silu.
-void read_llama_block(const HfConfigReader& r, ModelConfig& m) {
-  const int groups = r.integer("num_key_value_heads", m.num_attention_heads);
-  m.group_query_attention = groups != m.num_attention_heads;
-  m.num_query_groups = m.group_query_attention ? groups : 1;
-  m.normalization = Normalization::rmsnorm;
-  m.position_embedding_type = PositionEmbedding::rope;
-  read_rope(r, m);
-  m.swiglu = true;
-  const std::string act = r.text("hidden_act", "silu");
-  if (act != "silu") throw r.error("'hidden_act' = \"" + act + "\": dtrain's SwiGLU gates with silu");
-  r.require("partial_rotary_factor", 1.0, "dtrain's Llama export and import rotate whole heads");
-  // head_dim: model.kv_channels where the heads do not split the hidden size (Mistral Nemo, Qwen3).
-  if (m.num_attention_heads > 0 && r.has("head_dim")) {
-    const int head_dim = r.integer("head_dim");
-    if (head_dim < 1) throw r.error("'head_dim' = " + std::to_string(head_dim) + " is not a size");
-    m.kv_channels = head_dim * m.num_attention_heads == m.hidden_size ? 0 : head_dim;
-  }
-}
-
-// config.json's keys of the Llama block that both families write alike.
-void write_llama_block(const Config& c, Json& j) {
-  const ModelConfig& m = c.model;
-  j["attention_dropout"] = 0.0;
-  j["head_dim"] = c.head_dim();
-  j["hidden_act"] = "silu";
-  j["intermediate_size"] = c.ffn_hidden();
-  j["num_key_value_heads"] = m.kv_heads();
-  j["rope_theta"] = m.rotary_base;
-}
-
-// The attention and norms of the Llama block (Llama, Mistral, Qwen2, Mixtral; Qwen3 adds qk_layernorm).
-bool llama_attention(const Config& c) {
-  const ModelConfig& m = c.model;
-  return m.normalization == Normalization::rmsnorm && m.position_embedding_type == PositionEmbedding::rope && m.swiglu &&
-         c.rotary_dims() == c.head_dim() && !m.qk_layernorm;
-}
-// The dense Llama block.
-bool llama_block(const Config& c) { return llama_attention(c) && c.model.num_experts == 0; }
-
-// The tensors of a Llama-style model (Llama, Mistral, Qwen2, Qwen3, Mixtral, Qwen3-MoE): the embedding, per
-// layer the attention (q, k, v biases with s.qkv_bias, o's with s.bias; Qwen3's q_norm and k_norm with
-// s.qk_norm) and the MLP, the final norm. The MLP of a MoE layer: the router `<moe>gate.weight` and each
-// expert's `<moe>experts.<e>.<gate|up|down>.weight` (`moe` the layer's prefix, `expert_names` the three
-// names: Mixtral's w1, w3, w2; Qwen3-MoE's gate_proj, up_proj, down_proj); of a dense layer Llama's
-// mlp.gate_proj, up_proj, down_proj (and their biases with s.bias).
-struct MoeNames {
-  const char* prefix;     // after "model.layers.<l>."
-  const char* gate;       // an expert's gate rows (block 2e of expert_fc_w)
-  const char* up;         // its up rows (block 2e + 1)
-  const char* down;       // its output projection (block e of expert_fcproj_w)
-};
-void llama_style_tensors(const ModelShape& s, std::vector<HfTensor>& out,
-                         const MoeNames& moe = {"mlp.", "gate_proj", "up_proj", "down_proj"}) {
-  const std::int64_t C = s.hidden, F = s.ffn, Fe = s.moe_ffn, V = s.vocab, HD = s.head_dim(), Q = s.heads * HD, KV = s.kv_heads * HD;
-  const auto add = [&](std::string name, std::vector<std::int64_t> shape, std::string source, int part = 0, int parts = 1) {
-    out.push_back({std::move(name), std::move(shape), std::move(source), part, parts, false});
-  };
-  add("model.embed_tokens.weight", {V, C}, "wte");
-  for (int l = 0; l < s.num_layers; ++l) {
-    const std::string h = "model.layers." + std::to_string(l) + ".", d = "h" + std::to_string(l) + ".";
-    add(h + "input_layernorm.weight", {C}, d + "ln1_w");
-    for (const bool bias : {false, true}) {  // q, k, v biases with s.qkv_bias; o's with s.bias
-      if (bias && !s.qkv_bias) continue;
-      const std::string sfx = bias ? ".bias" : ".weight", suffix = bias ? "_b" : "_w";
-      auto shape = [&](std::int64_t rows) { return bias ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, C}; };
-      const std::string qkv = s.grouped() ? "" : d + "qkv" + suffix;
-      add(h + "self_attn.q_proj" + sfx, shape(Q), s.grouped() ? d + "q" + suffix : qkv, 0, s.grouped() ? 1 : 3);
-      add(h + "self_attn.k_proj" + sfx, shape(KV), s.grouped() ? d + "kv" + suffix : qkv, s.grouped() ? 0 : 1, s.grouped() ? 2 : 3);
-      add(h + "self_attn.v_proj" + sfx, shape(KV), s.grouped() ? d + "kv" + suffix : qkv, s.grouped() ? 1 : 2, s.grouped() ? 2 : 3);
-      if (!bias || s.bias)
-        add(h + "self_attn.o_proj" + sfx, bias ? std::vector<std::int64_t>{C} : std::vector<std::int64_t>{C, Q}, d + "proj" + suffix);
-    }
-    if (s.qk_norm) {
-      add(h + "self_attn.q_norm.weight", {HD}, d + "qnorm_w");
-      add(h + "self_attn.k_norm.weight", {HD}, d + "knorm_w");
-    }
-    add(h + "post_attention_layernorm.weight", {C}, d + "ln2_w");
-    if (s.moe(l)) {
-      const std::string m = h + moe.prefix;
-      add(m + "gate.weight", {s.experts, C}, d + "router_w");
-      for (int e = 0; e < s.experts; ++e) {
-        const std::string x = m + "experts." + std::to_string(e) + ".";
-        add(x + moe.gate + ".weight", {Fe, C}, d + "expert_fc_w", 2 * e, 2 * s.experts);
-        add(x + moe.up + ".weight", {Fe, C}, d + "expert_fc_w", 2 * e + 1, 2 * s.experts);
-        add(x + moe.down + ".weight", {C, Fe}, d + "expert_fcproj_w", e, s.experts);
-      }
-      continue;
-    }
-    add(h + "mlp.gate_proj.weight", {F, C}, d + "fc_w", 0, 2);
-    add(h + "mlp.up_proj.weight", {F, C}, d + "fc_w", 1, 2);
-    add(h + "mlp.down_proj.weight", {C, F}, d + "fcproj_w");
-    if (s.bias) {
-      add(h + "mlp.gate_proj.bias", {F}, d + "fc_b", 0, 2);
-      add(h + "mlp.up_proj.bias", {F}, d + "fc_b", 1, 2);
-      add(h + "mlp.down_proj.bias", {C}, d + "fcproj_b");
-    }
-  }
-  add("model.norm.weight", {C}, "lnf_w");
-}
-
 HfFamily llama() {
   HfFamily f;
   f.architecture = "LlamaForCausalLM";
@@ -260,7 +99,7 @@ HfFamily llama() {
             {"rms_norm_eps", &ModelConfig::norm_epsilon, false, 1e-6},
             {"tie_word_embeddings", &ModelConfig::untie_embeddings_and_output_weights, false, 0, true}};
   f.describes = [](const Config& c) {
-    return llama_block(c) && c.model.window_size == 0 && (c.model.add_bias_linear || !c.model.add_qkv_bias);
+    return llama_style(c, false, false) && c.model.window_size == 0 && (c.model.add_bias_linear || !c.model.add_qkv_bias);
   };
   f.read = [](const HfConfigReader& r, ModelConfig& m) {
     read_llama_block(r, m);
@@ -286,6 +125,15 @@ HfFamily llama() {
   return f;
 }
 
+// Mistral's attention as config.json gives it (Mistral, Mixtral): the Llama block without biases or RoPE
+// scaling, and the window (`absent_window` where config.json has no sliding_window: its class default).
+void read_mistral_block(const HfConfigReader& r, ModelConfig& m, int absent_window) {
+  read_llama_block(r, m);
+  if (m.rope_scaling != RopeScaling::none) throw r.error("'rope_scaling' must be null: Mistral's attention scales no RoPE frequencies");
+  m.add_bias_linear = false;
+  read_sliding_window(r, m, absent_window);
+}
+
 // Mistral: Llama's tensors without biases; config.json's sliding_window is model.window_size (null: none;
 // absent: MistralConfig's default, 4096), the keys a token sees, itself included (transformers' mask
 // keeps key k for query q when q - k < sliding_window).
@@ -295,21 +143,36 @@ HfFamily mistral() {
   f.model_type = "mistral";
   f.design = "RMSNorm, rope with rotary_percent=1 and no rope_scaling, swiglu, add_bias_linear=false, any window_size";
   f.describes = [](const Config& c) {
-    return llama_block(c) && !c.model.add_bias_linear && !c.model.add_qkv_bias && c.model.rope_scaling == RopeScaling::none;
+    return llama_style(c, false, false) && !c.model.add_bias_linear && !c.model.add_qkv_bias &&
+           c.model.rope_scaling == RopeScaling::none;
   };
-  f.read = [](const HfConfigReader& r, ModelConfig& m) {
-    read_llama_block(r, m);
-    if (m.rope_scaling != RopeScaling::none) throw r.error("MistralForCausalLM scales no RoPE frequencies; 'rope_scaling' must be null");
-    m.add_bias_linear = false;
-    const HfJson& j = r.json();
-    m.window_size = !j.contains("sliding_window") ? 4096 : j["sliding_window"].is_null() ? 0 : r.integer("sliding_window");
-    if (m.window_size < 0) throw r.error("'sliding_window' is negative");
-  };
+  f.read = [](const HfConfigReader& r, ModelConfig& m) { read_mistral_block(r, m, 4096); };
   f.write = [](const Config& c, Json& j) {
     write_llama_block(c, j);
     j["sliding_window"] = c.model.window_size > 0 ? Json(c.model.window_size) : Json(nullptr);
   };
   return f;
+}
+
+// The Qwen block as config.json gives it (Qwen2, Qwen3): the Llama block with plain RoPE (their YaRN and
+// dynamic scalings are not implemented) and no sliding window (Qwen's use_sliding_window windows only
+// the layers from max_window_layers on; dtrain's model.window_size is the same on every layer).
+void read_qwen_block(const HfConfigReader& r, ModelConfig& m) {
+  read_llama_block(r, m);
+  if (m.rope_scaling != RopeScaling::none)
+    throw r.error("'rope_scaling' = llama3: dtrain reads Qwen with plain RoPE (its YaRN and dynamic scalings are not implemented)");
+  if (r.flag("use_sliding_window", false))
+    throw r.error("'use_sliding_window' = true: Qwen then windows only the layers from 'max_window_layers' on, and dtrain's "
+                  "model.window_size is the same on every layer");
+  m.add_bias_linear = false;
+}
+// And written as Qwen2Config and Qwen3Config write it.
+void write_qwen_block(const Config& c, Json& j) {
+  write_llama_block(c, j);
+  j["max_window_layers"] = 28;  // their classes' default; without use_sliding_window it changes nothing
+  j["rope_scaling"] = nullptr;
+  j["sliding_window"] = nullptr;
+  j["use_sliding_window"] = false;
 }
 
 // Qwen2 (and Qwen2.5): Llama's blocks with biases on the query, key and value projections only
@@ -322,26 +185,16 @@ HfFamily qwen2() {
   f.design = "RMSNorm, rope with rotary_percent=1 and no rope_scaling, swiglu, add_bias_linear=false, add_qkv_bias=true";
   f.describes = [](const Config& c) {
     const ModelConfig& m = c.model;
-    return llama_block(c) && !m.add_bias_linear && m.add_qkv_bias && m.window_size == 0 && m.rope_scaling == RopeScaling::none &&
-           heads_split_hidden(c);
+    return llama_style(c, false, false) && !m.add_bias_linear && m.add_qkv_bias && m.window_size == 0 &&
+           m.rope_scaling == RopeScaling::none && heads_split_hidden(c);
   };
   f.read = [](const HfConfigReader& r, ModelConfig& m) {
-    read_llama_block(r, m);
-    if (m.rope_scaling != RopeScaling::none)
-      throw r.error("'rope_scaling' = llama3: dtrain reads Qwen2 with plain RoPE (its YaRN and dynamic scalings are not implemented)");
-    if (r.flag("use_sliding_window", false))
-      throw r.error("'use_sliding_window' = true: Qwen2 then windows only the layers from 'max_window_layers' on, and dtrain's "
-                    "model.window_size is the same on every layer");
-    m.add_bias_linear = false;
+    read_qwen_block(r, m);
     m.add_qkv_bias = true;
   };
   f.write = [](const Config& c, Json& j) {
-    write_llama_block(c, j);
-    j.erase("head_dim");
-    j["max_window_layers"] = 28;  // Qwen2Config's default; without use_sliding_window it changes nothing
-    j["rope_scaling"] = nullptr;
-    j["sliding_window"] = nullptr;
-    j["use_sliding_window"] = false;
+    write_qwen_block(c, j);
+    j.erase("head_dim");  // not a Qwen2Config key
   };
   return f;
 }
@@ -355,31 +208,19 @@ HfFamily qwen3() {
   f.model_type = "qwen3";
   f.design = "RMSNorm, rope with rotary_percent=1 and no rope_scaling, swiglu, add_bias_linear=false, qk_layernorm=true";
   f.describes = [](const Config& c) {
-    Config plain = c;  // the Llama block, but for the heads' norms
-    plain.model.qk_layernorm = false;
     const ModelConfig& m = c.model;
-    return llama_block(plain) && m.qk_layernorm && !m.add_bias_linear && !m.add_qkv_bias && m.window_size == 0 &&
+    return llama_style(c, true, false) && !m.add_bias_linear && !m.add_qkv_bias && m.window_size == 0 &&
            m.rope_scaling == RopeScaling::none;
   };
   f.read = [](const HfConfigReader& r, ModelConfig& m) {
-    read_llama_block(r, m);
-    if (m.rope_scaling != RopeScaling::none)
-      throw r.error("'rope_scaling' = llama3: dtrain reads Qwen3 with plain RoPE (its YaRN scaling is not implemented)");
+    read_qwen_block(r, m);
     r.require("attention_bias", false,
               "Qwen3's attention_bias puts biases on q, k, v and o but not the MLP, which no dtrain key describes");
-    if (r.flag("use_sliding_window", false))
-      throw r.error("'use_sliding_window' = true: Qwen3 then windows only some layers, and dtrain's model.window_size is the same "
-                    "on every layer");
-    m.add_bias_linear = false;
     m.qk_layernorm = true;
   };
   f.write = [](const Config& c, Json& j) {
-    write_llama_block(c, j);
+    write_qwen_block(c, j);
     j["attention_bias"] = false;
-    j["max_window_layers"] = 28;  // Qwen3Config's default; without use_sliding_window it changes nothing
-    j["rope_scaling"] = nullptr;
-    j["sliding_window"] = nullptr;
-    j["use_sliding_window"] = false;
   };
   return f;
 }
@@ -407,14 +248,11 @@ HfFamily mixtral() {
             {"tie_word_embeddings", &ModelConfig::untie_embeddings_and_output_weights, false, 0, true}};
   f.describes = [](const Config& c) {
     const ModelConfig& m = c.model;
-    return llama_attention(c) && m.num_experts > 0 && m.moe_layer_freq == 1 && !m.moe_router_pre_softmax && !m.add_bias_linear &&
+    return llama_style(c, false, true) && m.moe_layer_freq == 1 && !m.moe_router_pre_softmax && !m.add_bias_linear &&
            !m.add_qkv_bias && m.rope_scaling == RopeScaling::none;
   };
-  f.read = [read = f.read](const HfConfigReader& r, ModelConfig& m) {
-    const HfJson& j = r.json();
-    const bool has_window = j.contains("sliding_window");
-    read(r, m);  // Mistral's: the Llama attention, no biases, the window (MixtralConfig's default: none)
-    if (!has_window) m.window_size = 0;
+  f.read = [](const HfConfigReader& r, ModelConfig& m) {
+    read_mistral_block(r, m, 0);  // MixtralConfig's default window: none
     r.require("router_jitter_noise", 0.0, "dtrain's router adds no noise to its logits");
     m.moe_layer_freq = 1;
     m.moe_router_pre_softmax = false;
@@ -453,10 +291,8 @@ HfFamily qwen3_moe() {
             {"router_aux_loss_coef", &ModelConfig::moe_aux_loss_coeff, false, 0.001},
             {"tie_word_embeddings", &ModelConfig::untie_embeddings_and_output_weights, false, 0, true}};
   f.describes = [](const Config& c) {
-    Config plain = c;  // Qwen3's attention and norms
-    plain.model.qk_layernorm = false;
     const ModelConfig& m = c.model;
-    return llama_attention(plain) && m.qk_layernorm && m.num_experts > 0 && m.moe_layer_freq == 1 && !m.add_bias_linear &&
+    return llama_style(c, true, true) && m.moe_layer_freq == 1 && !m.add_bias_linear &&
            !m.add_qkv_bias && m.window_size == 0 && m.rope_scaling == RopeScaling::none;
   };
   f.read = [read = f.read](const HfConfigReader& r, ModelConfig& m) {
