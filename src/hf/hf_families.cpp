@@ -310,7 +310,6 @@ HfFamily qwen3_moe() {
   f.write = [write = f.write](const Config& c, Json& j) {
     write(c, j);
     j["decoder_sparse_step"] = 1;
-    j["intermediate_size"] = c.ffn_hidden();
     j["mlp_only_layers"] = Json::array();
     j["norm_topk_prob"] = !c.model.moe_router_pre_softmax;
     j["output_router_logits"] = false;
