@@ -10,7 +10,8 @@
 #                        and via --reshard, on uneven stages (1 + 3 blocks), whose own checkpoint resumes
 #                        on one rank, and at tp1/pp2/dp2 under zbv: losses of steps 3-4 within $resumed_tol of
 #                        the uninterrupted run
-#   cp_ep_across_layouts a MoE cp=2 ep=2 checkpoint resumed at cp=1 ep=4 and cp=4 ep=1 ($resumed_tol)
+#   cp_ep_across_layouts a Qwen3-MoE-like cp=2 ep=2 checkpoint (qk norms, kv_channels, a window, renormalised
+#                        routing) resumed at cp=1 ep=4 and cp=4 ep=1 ($resumed_tol)
 #   moe_other_ep         a MoE model (4 experts, top-2) at ep=2 dp=4 with the distributed optimizer: its step-2
 #                        checkpoint (expert tensors written by their slices' owners over the expert-data-
 #                        parallel group) resumes at ep=4 and at ep=1, directly and through --reshard ep=N,
@@ -186,12 +187,15 @@ case $case_name in
       compare_tail "$work/r.jsonl" "$3"
     done ;;
   cp_ep_across_layouts)
-    # Context and expert parallelism together: a MoE model (4 experts, top-2, dropless, load-balancing
-    # loss 1e-2) at cp=2 dp=2 ep=2 with the distributed optimizer; its step-2 checkpoint resumes at
-    # cp=1 dp=4 ep=4 and at cp=4 dp=1 ep=1, losses within $resumed_tol of the uninterrupted run.
+    # Context and expert parallelism together: a Qwen3-MoE-like model (4 experts, top-2 renormalised,
+    # dropless, load-balancing loss 1e-2; RMSNorm, each head's queries and keys normalised, heads of 48
+    # dims at hidden 128, a window of 40 keys) at cp=2 dp=2 ep=2 with the distributed optimizer; its
+    # step-2 checkpoint (the heads' norm weights included) resumes at cp=1 dp=4 ep=4 and at cp=4 dp=1
+    # ep=1, losses within $resumed_tol of the uninterrupted run.
     moe=(--system.tensor_model_parallel_size=1 --system.pipeline_model_parallel_size=1 --model.num_experts=4
          --model.moe_router_topk=2 --model.moe_aux_loss_coeff=1e-2 --model.position_embedding_type=rope
-         --system.use_distributed_optimizer=true)
+         --model.normalization=RMSNorm --model.qk_layernorm=true --model.kv_channels=48 --model.window_size=40
+         --model.moe_router_pre_softmax=false --system.use_distributed_optimizer=true)
     train 4 "$work/ref.jsonl" "$work/ckA" "${moe[@]}" --system.context_parallel_size=2 --system.expert_model_parallel_size=2
     grep -q "tp=1 cp=2 pp=1 dp=2" "$work/last.log" || { cat "$work/last.log"; fail "the reference run is not cp=2 dp=2"; }
     for layout in "1 4" "4 1"; do
