@@ -67,8 +67,10 @@ std::vector<std::pair<std::string, std::string>> hf_tokenizer_files(const std::s
       break;
   }
   const std::vector<std::string> files = tokenizer_files(spec_text);  // the ones data.tokenizer reads
-  if (files.size() == 1) {  // Hugging Face's own tokenizer.json, as it is, and the pair from it
-    const ByteLevelBpeFiles f = read_tokenizer_json(files[0]);
+  if (files.size() == 1) {  // Hugging Face's own tokenizer.json, as it is, and (byte-level BPE) the pair from it
+    const nlohmann::json parsed = parse_tokenizer_json(files[0], "check data.tokenizer=" + spec_text);
+    if (is_byte_fallback_bpe(parsed)) return {{"tokenizer.json", read_file(files[0])}};
+    const ByteLevelBpeFiles f = read_tokenizer_json(parsed, files[0]);
     std::string merges = "#version: 0.2\n";
     for (const std::string& m : f.merges) merges += m + "\n";
     return {{"tokenizer.json", read_file(files[0])}, {"vocab.json", f.vocab.dump() + "\n"}, {"merges.txt", merges}};

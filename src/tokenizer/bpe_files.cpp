@@ -24,13 +24,17 @@ std::string read_text(const std::string& path, const std::string& hint) {
   return s.str();
 }
 
-nlohmann::json parse_json(const std::string& path, const std::string& hint) {
+}  // namespace
+
+nlohmann::json parse_tokenizer_json(const std::string& path, const std::string& hint) {
   nlohmann::json j;
   std::string error;
   if (!parse_bounded_json(read_text(path, hint), j, error))
     throw UserError("tokenizer file '" + path + "' is not valid JSON (" + error + "); " + hint);
   return j;
 }
+
+namespace {
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
@@ -84,7 +88,7 @@ char32_t gpt2_byte_unicode(unsigned char byte) {
 ByteLevelBpeFiles read_vocab_and_merges(const std::string& vocab_json, const std::string& merges_txt, const std::string& hint) {
   ByteLevelBpeFiles f;
   f.vocab_file = vocab_json, f.merges_file = merges_txt, f.hint = hint;
-  f.vocab = parse_json(vocab_json, hint);
+  f.vocab = parse_tokenizer_json(vocab_json, hint);
   std::istringstream lines(read_text(merges_txt, hint));
   std::string line;
   f.first_merge_line = 1;
@@ -101,14 +105,16 @@ ByteLevelBpeFiles read_vocab_and_merges(const std::string& vocab_json, const std
 
 namespace {
 
-ByteLevelBpeFiles read_tokenizer_json_checked(const std::string& path) {
-  const std::string hint = "dtrain reads tokenizer.json files of byte-level BPE with GPT-2's, Llama 3's or Qwen's pre-tokenizer";
-  const nlohmann::json j = parse_json(path, hint);
+constexpr const char* kTokenizerJsonHint =
+    "dtrain reads tokenizer.json files of byte-level BPE with GPT-2's, Llama 3's or Qwen's pre-tokenizer, and of "
+    "SentencePiece-style BPE with byte_fallback (Llama 2, Mistral, Gemma)";
+
+ByteLevelBpeFiles read_tokenizer_json_checked(const nlohmann::json& j, const std::string& path) {
+  const std::string hint = kTokenizerJsonHint;
   const auto refuse = [&](const std::string& what) { return UserError("tokenizer file '" + path + "': " + what + "; " + hint); };
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) throw refuse("no \"model\" object");
   const nlohmann::json& m = j["model"];
   if (m.value("type", std::string()) != "BPE") throw refuse("its model is " + dump(m.value("type", nlohmann::json())) + ", not BPE");
-  if (m.value("byte_fallback", false)) throw refuse("its BPE model sets byte_fallback, which dtrain does not implement");
   if (m.contains("dropout") && !m["dropout"].is_null()) throw refuse("its BPE model has a dropout, which dtrain does not implement");
   if (m.contains("end_of_word_suffix") && !m["end_of_word_suffix"].is_null() && m["end_of_word_suffix"] != "")
     throw refuse("its BPE model has an end_of_word_suffix");
@@ -159,9 +165,15 @@ ByteLevelBpeFiles read_tokenizer_json_checked(const std::string& path) {
 
 }  // namespace
 
-ByteLevelBpeFiles read_tokenizer_json(const std::string& path) {
+bool is_byte_fallback_bpe(const nlohmann::json& j) {
+  return j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].value("byte_fallback", false) == true;
+}
+
+ByteLevelBpeFiles read_tokenizer_json(const std::string& path) { return read_tokenizer_json(parse_tokenizer_json(path, kTokenizerJsonHint), path); }
+
+ByteLevelBpeFiles read_tokenizer_json(const nlohmann::json& parsed, const std::string& path) {
   try {
-    return read_tokenizer_json_checked(path);
+    return read_tokenizer_json_checked(parsed, path);
   } catch (const nlohmann::json::exception& e) {  // a field of another type than the format's
     throw UserError("tokenizer file '" + path + "': " + e.what() + "; a tokenizer.json as Hugging Face's tokenizers writes it is expected");
   }

@@ -4,7 +4,8 @@
 // formats); and Hugging Face's tokenizer.json, whose BPE model with GPT-2's pre-tokenizer (ByteLevel
 // with its regex, no prefix space), Llama 3's (a Split on its regex, then ByteLevel without one;
 // ignore_merges) or Qwen's (Llama 3's with single digits, after an NFC normalizer) dtrain implements;
-// other tokenizer.json models, pre-tokenizers and normalizers are refused by name.
+// other tokenizer.json models, pre-tokenizers and normalizers are refused by name. tokenizer.json files
+// of SentencePiece-style BPE (byte_fallback: Llama 2, Mistral, Gemma) go to metaspace_bpe_tokenizer.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -33,5 +34,10 @@ char32_t gpt2_byte_unicode(unsigned char byte);
 ByteLevelBpeFiles read_vocab_and_merges(const std::string& vocab_json, const std::string& merges_txt, const std::string& hint);
 // A Hugging Face tokenizer.json; UserError naming the file and what dtrain does not implement.
 ByteLevelBpeFiles read_tokenizer_json(const std::string& path);
+ByteLevelBpeFiles read_tokenizer_json(const nlohmann::json& parsed, const std::string& path);
+// The JSON of tokenizer file `path`; UserError naming it if it cannot be read or is not JSON.
+nlohmann::json parse_tokenizer_json(const std::string& path, const std::string& hint);
+// Whether a parsed tokenizer.json is a SentencePiece-style BPE (its model sets byte_fallback).
+bool is_byte_fallback_bpe(const nlohmann::json& parsed);
 
 }  // namespace dtrain

@@ -6,8 +6,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <queue>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -88,7 +86,6 @@ void Gpt2Tokenizer::load_merges(const ByteLevelBpeFiles& files) {
   };
   const auto to_byte = unicode_to_byte();
   std::string left, right, a, b;
-  std::uint32_t rank = 0;
   for (std::size_t number = 0; number < files.merges.size(); ++number) {
     const std::string& line = files.merges[number];
     std::istringstream fields(line);
@@ -99,7 +96,7 @@ void Gpt2Tokenizer::load_merges(const ByteLevelBpeFiles& files) {
     if (l == id_of_.end() || r == id_of_.end() || m == id_of_.end())
       throw bad(where(number) + " ('" + line + "') merges tokens the vocabulary (" + files.vocab_file +
                 ") lacks; the two do not belong together");
-    merges_.emplace(pair_key(l->second, r->second), Merge{rank++, m->second});
+    merges_.add(l->second, r->second, m->second);
   }
   if (merges_.empty()) throw bad("holds no merges (GPT-2's has 50000)");
 }
@@ -107,46 +104,9 @@ void Gpt2Tokenizer::load_merges(const ByteLevelBpeFiles& files) {
 std::vector<std::uint32_t> Gpt2Tokenizer::bpe(std::string_view piece) const {
   if (ignore_merges_)
     if (const auto whole = id_of_.find(std::string(piece)); whole != id_of_.end()) return {whole->second};
-  const int n = static_cast<int>(piece.size());
   std::vector<std::uint32_t> id(piece.size());
-  for (int i = 0; i < n; ++i) id[i] = byte_id_[static_cast<unsigned char>(piece[i])];
-  if (n < 2) return id;
-  // The symbols as a linked list, and a heap of candidate merges by (rank, position): the lowest rank
-  // first and, for one rank, its occurrences left to right, as GPT-2's loop (which merges every
-  // occurrence of the lowest-ranked pair, left to right, then looks again) and Hugging Face's word merge
-  // do; O(n log n) where that loop was O(n^2) (87 KB of letters: 2.1 s). An entry whose symbols changed
-  // since it was pushed is dropped when popped.
-  std::vector<int> prev(piece.size()), next(piece.size());
-  for (int i = 0; i < n; ++i) prev[i] = i - 1, next[i] = i + 1 < n ? i + 1 : -1;
-  struct Candidate {
-    std::uint32_t rank;
-    int pos;
-    std::uint32_t left, right, merged;
-    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
-  const auto push = [&](int pos) {
-    if (pos < 0 || next[pos] < 0) return;
-    const auto it = merges_.find(pair_key(id[pos], id[next[pos]]));
-    if (it != merges_.end()) heap.push({it->second.rank, pos, id[pos], id[next[pos]], it->second.id});
-  };
-  for (int i = 0; i + 1 < n; ++i) push(i);
-  std::vector<char> alive(piece.size(), 1);
-  while (!heap.empty()) {
-    const Candidate c = heap.top();
-    heap.pop();
-    const int r = next[c.pos];
-    if (!alive[c.pos] || r < 0 || id[c.pos] != c.left || id[r] != c.right) continue;
-    id[c.pos] = c.merged;
-    alive[r] = 0;
-    next[c.pos] = next[r];
-    if (next[r] >= 0) prev[next[r]] = c.pos;
-    push(prev[c.pos]);
-    push(c.pos);
-  }
-  std::vector<std::uint32_t> word;
-  for (int i = 0; i >= 0; i = next[i]) word.push_back(id[i]);
-  return word;
+  for (std::size_t i = 0; i < piece.size(); ++i) id[i] = byte_id_[static_cast<unsigned char>(piece[i])];
+  return merges_.merge(std::move(id));
 }
 
 std::optional<std::uint32_t> Gpt2Tokenizer::token_id(const std::string& text) const {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "tokenizer/bpe_files.hpp"
+#include "tokenizer/bpe_merge.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace dtrain {
@@ -27,11 +28,6 @@ class Gpt2Tokenizer : public Tokenizer {
 
  private:
   Gpt2Tokenizer(const Gpt2Tokenizer&) = default;
-  struct Merge {
-    std::uint32_t rank;
-    std::uint32_t id;  // the merged token
-  };
-  static std::uint64_t pair_key(std::uint32_t left, std::uint32_t right) { return (std::uint64_t{left} << 32) | right; }
   void load_vocab(const ByteLevelBpeFiles& files);
   void load_merges(const ByteLevelBpeFiles& files);
   // The ids of one pre-tokenised piece.
@@ -40,7 +36,7 @@ class Gpt2Tokenizer : public Tokenizer {
   std::vector<std::string> token_bytes_;                        // id -> the bytes it stands for
   std::uint32_t byte_id_[256] = {};                             // byte -> its one-byte token
   std::unordered_map<std::string, std::uint32_t> id_of_;        // token bytes -> id
-  std::unordered_map<std::uint64_t, Merge> merges_;             // (left, right) -> rank, result
+  BpeMerges merges_;
   std::unordered_map<std::string, std::vector<std::uint32_t>> cache_;  // piece -> ids, at most kCachedPieces
   static constexpr std::size_t kCachedPieces = std::size_t{1} << 20;
   static constexpr std::size_t kLongestCachedPiece = 256;  // bytes: the cache holds at most 2^20 x 256 B of keys

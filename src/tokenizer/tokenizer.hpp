@@ -3,7 +3,8 @@
 //   gpt2[:DIR]            GPT-2's byte-level BPE from DIR/encoder.json and DIR/vocab.bpe
 //                         (default DIR data/tokenizers/gpt2, fetched by tools/fetch-data)
 //   hf:DIR                Hugging Face's DIR/tokenizer.json (byte-level BPE, GPT-2's, Llama 3's or Qwen's
-//                         pre-tokenizer), else DIR/vocab.json and DIR/merges.txt
+//                         pre-tokenizer; or SentencePiece-style BPE with byte fallback: Llama 2, Mistral,
+//                         Gemma), else DIR/vocab.json and DIR/merges.txt
 //   sentencepiece:MODEL   a SentencePiece model file (dtrain-data --train-tokenizer makes one)
 // A tokenizer's identity names its kind and the hash of its files ("byte", "gpt2@<16 hex digits>");
 // token files, checkpoints and model-final.h5 store it, and dtrain refuses to mix identities.
@@ -20,6 +21,9 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   virtual std::vector<std::uint32_t> encode(const std::string& text) = 0;
+  // Text that goes on from text encoded just before it, with nothing between them (a chat template's
+  // runs): without what a tokenizer puts at the start of a text (Llama 2's and Mistral's "▁").
+  virtual std::vector<std::uint32_t> encode_continuation(const std::string& text) { return encode(text); }
   // Throws UserError for an id outside the vocabulary.
   virtual std::string decode(const std::vector<std::uint32_t>& ids) const = 0;
   // The text encode tokenises, after the tokenizer's normalizer (NFC for Qwen's tokenizer.json; the text
@@ -31,7 +35,7 @@ class Tokenizer {
   // "<|endoftext|>"; encode never produces them from text), if the vocabulary has one.
   virtual std::optional<std::uint32_t> token_id(const std::string& text) const = 0;
   // The end-of-document token (Megatron's eod): the first of "<|endoftext|>" (GPT-2), "<|end_of_text|>"
-  // (Llama 3) and "</s>" in the vocabulary, or a SentencePiece model's end-of-sentence id; none for the
+  // (Llama 3), "</s>" (Llama 2, Mistral) and "<eos>" (Gemma) in the vocabulary, or a SentencePiece model's end-of-sentence id; none for the
   // byte tokenizer, whose 256 ids are all bytes.
   virtual std::optional<std::uint32_t> eod() const;
   // An independent copy for another thread (encode keeps a cache of pieces).

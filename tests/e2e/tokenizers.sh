@@ -18,6 +18,14 @@
 #                       with joiners and skin tones, digits of several scripts, bytes of invalid UTF-8 left
 #                       out: the Rust library takes only valid text) equal those of Hugging Face's Rust
 #                       tokenizers (@anush008/tokenizers); decode gives the NFC text back
+#   sentencepiece_bpe_matches_rust
+#                       hf:DIR on SentencePiece-style tokenizer.json files (byte_fallback BPE): Llama 2's (the
+#                       format of Mistral 7B's: Prepend and Replace normalizers, a Strip decoder), Gemma 3's
+#                       (Replace only; "\n" and tab runs and HTML tags as added tokens found in the text first)
+#                       and Llama 2's rewritten as newer transformers converts it (a Metaspace pre-tokenizer,
+#                       prepend_scheme first, split): the ids of all of Moby Dick and of the multilingual text
+#                       (with a literal "▁", HTML tags, runs of spaces and newlines) equal Hugging Face's Rust
+#                       tokenizers', and decode gives the text back (a "▁" as a space)
 #   chat_templates      dtrain-data --sft renders chat records with Llama 3's template (from its tokenizer.json's
 #                       special tokens) and GPT-2's with the plain one: the ids and the loss mask of each record
 #                       equal those of the template's text written by hand here (Meta Llama 3 Instruct's
@@ -58,6 +66,14 @@ train() {
   grep -q "wrote final weights" "$work/train.log" || { cat "$work/train.log"; fail "no final weights"; }
 }
 extra=()
+
+# multilingual_text FILE: a text of scripts and marks, in NFC and not: decomposed e + U+0301, Hangul as
+# conjoining jamo, a lone combining tilde on q (no precomposed form), Devanagari and Arabic with their marks.
+multilingual_text() {
+  printf 'Cafe\xcc\x81 caf\xc3\xa9 na\xc3\xafve \xc3\x85ngstr\xc3\xb6m A\xcc\x8angstro\xcc\x88m q\xcc\x83 \xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab\xea\xb8\x80\n' > "$1"
+  printf '\xe6\x9d\xb1\xe4\xba\xac\xe3\x81\xaf\xe6\x97\xa5\xe6\x9c\xac\xe3\x81\xae\xe9\xa6\x96\xe9\x83\xbd\xe3\x81\xa7\xe3\x81\x99\xe3\x80\x82 \xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x8c\xe4\xb8\x96\xe7\x95\x8c\xef\xbc\x81 \xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 \xd8\xa7\xd9\x84\xd8\xb9\xd8\xb1\xd9\x8e\xd8\xa8\xd9\x90\xd9\x8a\xd9\x8e\xd9\x91\xd8\xa9 \xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\xa8\xe0\xa5\x8d\xe0\xa4\xa6\xe0\xa5\x80\n' >> "$1"
+  printf 'emoji \xf0\x9f\x98\x80\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 \xf0\x9f\x87\xaf\xf0\x9f\x87\xb5 digits 1234567 \xd9\xa1\xd9\xa2\xd9\xa3 \xef\xbc\x91\xef\xbc\x92 \xe0\xa5\xa7\xe0\xa5\xa8 x\xc2\xb2 \xe2\x85\xa2\r\n  \ttabs\xc2\xa0nbsp HELLO I'"'"'M YOU'"'"'RE\n' >> "$1"
+}
 
 case $case_name in
   gpt2_matches_node)
@@ -105,11 +121,7 @@ case $case_name in
     need_fetched "$src"
     qwen3=$src/data/tokenizers/qwen3 rust=$src/data/tokenizers/hf-tokenizers-rs
     [ -s "$rust/tokenizers.linux-x64-gnu.node" ] || { echo "SKIP: Hugging Face's Rust tokenizers addon runs on x86-64 Linux only"; exit 77; }
-    # A text of scripts and marks, in NFC and not: decomposed e + U+0301, Hangul as conjoining jamo, a
-    # lone combining tilde on q (no precomposed form), Devanagari and Arabic with their marks.
-    printf 'Cafe\xcc\x81 caf\xc3\xa9 na\xc3\xafve \xc3\x85ngstr\xc3\xb6m A\xcc\x8angstro\xcc\x88m q\xcc\x83 \xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab\xea\xb8\x80\n' > "$work/multi.txt"
-    printf '\xe6\x9d\xb1\xe4\xba\xac\xe3\x81\xaf\xe6\x97\xa5\xe6\x9c\xac\xe3\x81\xae\xe9\xa6\x96\xe9\x83\xbd\xe3\x81\xa7\xe3\x81\x99\xe3\x80\x82 \xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x8c\xe4\xb8\x96\xe7\x95\x8c\xef\xbc\x81 \xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 \xd8\xa7\xd9\x84\xd8\xb9\xd8\xb1\xd9\x8e\xd8\xa8\xd9\x90\xd9\x8a\xd9\x8e\xd9\x91\xd8\xa9 \xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\xa8\xe0\xa5\x8d\xe0\xa4\xa6\xe0\xa5\x80\n' >> "$work/multi.txt"
-    printf 'emoji \xf0\x9f\x98\x80\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 \xf0\x9f\x87\xaf\xf0\x9f\x87\xb5 digits 1234567 \xd9\xa1\xd9\xa2\xd9\xa3 \xef\xbc\x91\xef\xbc\x92 \xe0\xa5\xa7\xe0\xa5\xa8 x\xc2\xb2 \xe2\x85\xa2\r\n  \ttabs\xc2\xa0nbsp HELLO I'"'"'M YOU'"'"'RE\n' >> "$work/multi.txt"
+    multilingual_text "$work/multi.txt"
     for input in "$text" "$work/multi.txt"; do
       name=$(basename "$input" .txt)
       "$check" "hf:$qwen3" "$input" "$work/$name.ours" > "$work/check-$name.log" || { cat "$work/check-$name.log"; fail "tokenizer_check on $name"; }
@@ -119,6 +131,35 @@ case $case_name in
       cmp "$work/$name.ours" "$work/$name.rust" ||
         { paste "$work/$name.ours" "$work/$name.rust" | awk '$1 != $2' | head -20; fail "$name: ids differ from Hugging Face's Rust tokenizers"; }
       echo "Qwen3 on $name: $(wc -l <"$work/$name.ours") ids identical to Hugging Face's Rust tokenizers'"
+    done ;;
+  sentencepiece_bpe_matches_rust)
+    need_fetched "$src"
+    rust=$src/data/tokenizers/hf-tokenizers-rs
+    [ -s "$rust/tokenizers.linux-x64-gnu.node" ] || { echo "SKIP: Hugging Face's Rust tokenizers addon runs on x86-64 Linux only"; exit 77; }
+    multilingual_text "$work/multi.txt"
+    printf 'HTML <h1>Title</h1>\t\tcells<td>x</td> a literal \xe2\x96\x81 mark,  two spaces,\n\n\nthree newlines, ] [INST] x\n' >> "$work/multi.txt"
+    # Llama 2's file as newer transformers writes it: a Metaspace pre-tokenizer and decoder instead of
+    # the Prepend and Replace normalizers.
+    mkdir -p "$work/metaspace"
+    /usr/bin/python3 - "$src/data/tokenizers/llama2/tokenizer.json" "$work/metaspace/tokenizer.json" <<'EOF_PY' || fail "writing the Metaspace tokenizer.json"
+import json, sys
+t = json.load(open(sys.argv[1]))
+meta = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}
+t["normalizer"], t["pre_tokenizer"] = None, meta
+t["decoder"] = {"type": "Sequence", "decoders": [dict(meta), {"type": "ByteFallback"}, {"type": "Fuse"}]}
+json.dump(t, open(sys.argv[2], "w"), ensure_ascii=False)
+EOF_PY
+    for tokenizer in "$src/data/tokenizers/llama2" "$src/data/tokenizers/gemma3" "$work/metaspace"; do
+      for input in "$text" "$work/multi.txt"; do
+        name=$(basename "$tokenizer")-$(basename "$input" .txt)
+        "$check" "hf:$tokenizer" "$input" "$work/$name.ours" > "$work/check-$name.log" || { cat "$work/check-$name.log"; fail "tokenizer_check $name"; }
+        cat "$work/check-$name.log"
+        node "$here/hf_rust_tokenizer_reference.mjs" "$rust" "$tokenizer/tokenizer.json" "$input" "$work/$name.rust" whole ||
+          fail "the Rust tokenizers reference on $name"
+        cmp "$work/$name.ours" "$work/$name.rust" ||
+          { paste "$work/$name.ours" "$work/$name.rust" | awk '$1 != $2' | head -20; fail "$name: ids differ from Hugging Face's Rust tokenizers"; }
+        echo "$name: $(wc -l <"$work/$name.ours") ids identical to Hugging Face's Rust tokenizers'"
+      done
     done ;;
   chat_templates)
     need_fetched "$src"
