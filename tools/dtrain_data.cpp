@@ -99,8 +99,9 @@ po::options_description visible_options(Args& a) {
       ("chat-template", po::value(&a.chat_template)->value_name("NAME")->default_value("auto"),
        "--sft: qwen3 (Qwen3's template: ChatML with its <think> block on the last answer), chatml (<|im_start|>ROLE\\n"
        "...<|im_end|>: Qwen2.5 and other ChatML models), llama3 (Meta Llama 3 Instruct's template, with the tokenizer's "
-       "<|start_header_id|>, <|end_header_id|>, <|eot_id|>, <|begin_of_text|>), plain (\"User:\\n...\\n\\nAssistant:\\n...\", "
-       "any tokenizer), or auto (the first of qwen3, chatml, llama3 whose special tokens the tokenizer has, else plain)")
+       "<|start_header_id|>, <|end_header_id|>, <|eot_id|>, <|begin_of_text|>), gemma (Gemma 3's <start_of_turn>ROLE\\n"
+       "...<end_of_turn>), mistral (Mistral 7B Instruct v0.1's <s>[INST] ... [/INST]...</s>), plain (\"User:\\n...\\n\\nAssistant:\\n...\", "
+       "any tokenizer), or auto (the first of qwen3, chatml, llama3, gemma whose special tokens the tokenizer has, else plain)")
       ("seq-length", po::value(&a.seq_length)->value_name("N"),
        "--sft: the model.seq_length you will train at; a record of more than N + 1 tokens (one sample's window) "
        "is an error, or with --truncate cut to N + 1")
@@ -115,7 +116,7 @@ po::options_description visible_options(Args& a) {
 void print_usage(const po::options_description& visible) {
   std::cout << "Usage: dtrain-data --out PREFIX [--tokenizer NAME] [--format dtrain|megatron] [--workers N] INPUT.txt|INPUT.jsonl[.gz|.zst|.xz|.bz2] ...\n"
                "       dtrain-data --out PREFIX [--append-eod] [--skip-bad-lines] INPUT.jsonl ... --json-keys KEY [KEY ...]\n"
-               "       dtrain-data --out PREFIX --sft [--chat-template auto|qwen3|chatml|llama3|plain] [--seq-length N [--truncate]] CHAT.jsonl ...\n"
+               "       dtrain-data --out PREFIX --sft [--chat-template auto|qwen3|chatml|llama3|gemma|mistral|plain] [--seq-length N [--truncate]] CHAT.jsonl ...\n"
                "       dtrain-data --out PREFIX --train-tokenizer sentencepiece --vocab-size N [--format dtrain|megatron] INPUT.txt ...\n"
                "Reads the inputs in order (text: a document per paragraph; JSON Lines: a document per line and key),\n"
                "tokenises the documents and writes them: with --format dtrain the first 1-F of the tokens to\n"

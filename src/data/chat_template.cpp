@@ -1,4 +1,4 @@
-// ChatRenderer: the llama3, chatml, qwen3 and plain templates, segment by segment, with the loss mask.
+// ChatRenderer: the llama3, chatml, qwen3, gemma, mistral and plain templates, segment by segment, with the loss mask.
 #include "data/chat_template.hpp"
 
 #include <iterator>
@@ -13,6 +13,8 @@ namespace {
 constexpr const char* kLlama3Tokens[] = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
 constexpr const char* kChatmlTokens[] = {"<|im_start|>", "<|im_end|>"};
 constexpr const char* kQwen3Tokens[] = {"<|im_start|>", "<|im_end|>", "<think>", "</think>"};
+constexpr const char* kGemmaTokens[] = {"<bos>", "<start_of_turn>", "<end_of_turn>"};
+constexpr const char* kMistralTokens[] = {"<s>", "</s>"};
 
 // The special tokens a template needs, and where to get a tokenizer that has them.
 struct TemplateTokens {
@@ -20,12 +22,15 @@ struct TemplateTokens {
   const char* name;
   std::vector<const char*> tokens;
   const char* source;
+  bool auto_picks = true;  // "auto" may pick it (mistral's tokens are any Llama 2-style tokenizer's)
 };
 const std::vector<TemplateTokens>& templates_with_tokens() {  // in the order auto tries them
   static const std::vector<TemplateTokens> all = {
       {ChatTemplate::qwen3, "qwen3", {std::begin(kQwen3Tokens), std::end(kQwen3Tokens)}, "a Qwen3 tokenizer.json"},
       {ChatTemplate::chatml, "chatml", {std::begin(kChatmlTokens), std::end(kChatmlTokens)}, "a ChatML tokenizer.json (Qwen2.5, Qwen3)"},
-      {ChatTemplate::llama3, "llama3", {std::begin(kLlama3Tokens), std::end(kLlama3Tokens)}, "a Llama 3 tokenizer.json"}};
+      {ChatTemplate::llama3, "llama3", {std::begin(kLlama3Tokens), std::end(kLlama3Tokens)}, "a Llama 3 tokenizer.json"},
+      {ChatTemplate::gemma, "gemma", {std::begin(kGemmaTokens), std::end(kGemmaTokens)}, "a Gemma 3 tokenizer.json"},
+      {ChatTemplate::mistral, "mistral", {std::begin(kMistralTokens), std::end(kMistralTokens)}, "a Mistral 7B tokenizer.json", false}};
   return all;
 }
 
@@ -93,9 +98,11 @@ struct Builder {
   Tokenizer& tok;
   std::string run;
   bool run_trained = false;
+  bool after_text = false;  // the next run goes on from text with nothing between (encode_continuation)
   void flush() {
     if (run.empty()) return;
-    const std::vector<std::uint32_t> ids = tok.encode(run);
+    const std::vector<std::uint32_t> ids = after_text ? tok.encode_continuation(run) : tok.encode(run);
+    after_text = true;
     out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
     out.mask.insert(out.mask.end(), ids.size(), run_trained ? 1 : 0);
     run.clear();
@@ -106,8 +113,14 @@ struct Builder {
     run_trained = trained;
     run += s;
   }
+  // Text encoded from here on starts afresh (a prompt / completion pair's completion, as NeMo encodes it).
+  void apart() {
+    flush();
+    after_text = false;
+  }
   void id(std::uint32_t t, bool trained) {
     flush();
+    after_text = false;
     out.tokens.push_back(t);
     out.mask.push_back(trained ? 1 : 0);
   }
@@ -116,6 +129,60 @@ struct Builder {
     return std::move(out);
   }
 };
+
+// The messages of a template whose roles alternate user, assistant after an optional first system
+// message (Gemma's and Mistral's raise an exception otherwise): the system message's content (empty if
+// none), and the index of the first other message.
+std::size_t alternating_turns(const SftRecord& record, const char* name, std::string& system) {
+  const std::size_t first = !record.messages.empty() && record.messages[0].role == "system" ? 1 : 0;
+  system = first ? record.messages[0].content : std::string();
+  for (std::size_t i = first; i < record.messages.size(); ++i) {
+    const std::string want = (i - first) % 2 == 0 ? "user" : "assistant";
+    if (record.messages[i].role != want)
+      throw UserError("message " + std::to_string(i + 1) + " has the role '" + record.messages[i].role + "' where the " + name +
+                      " template needs '" + want + "': after an optional first system message, roles alternate user, assistant");
+  }
+  return first;
+}
+
+// Gemma 3's turns: <bos>, then <start_of_turn>ROLE\n[SYSTEM\n\n]CONTENT<end_of_turn>\n per message.
+MaskedTokens render_gemma(const SftRecord& record, Builder& b, std::uint32_t bos, std::uint32_t start_turn, std::uint32_t end_turn,
+                          std::optional<std::uint32_t> eod) {
+  std::string system;
+  const std::size_t first = alternating_turns(record, "gemma", system);
+  b.id(bos, false);
+  for (std::size_t i = first; i < record.messages.size(); ++i) {
+    const ChatMessage& m = record.messages[i];
+    const bool trained = m.role == "assistant";
+    b.id(start_turn, false);
+    b.text(trained ? "model\n" : m.role + "\n" + (i == first && first ? system + "\n\n" : std::string()), false);
+    b.text(trim_whitespace(m.content), trained);
+    b.id(end_turn, trained);
+    b.text("\n", false);
+  }
+  if (eod) b.id(*eod, false);
+  return b.done();
+}
+
+// Mistral 7B Instruct v0.1's: <s>, then "[INST] USER [/INST]" per question and ANSWER</s> per answer.
+MaskedTokens render_mistral(const SftRecord& record, Builder& b, std::uint32_t bos, std::uint32_t eos, std::optional<std::uint32_t> eod) {
+  std::string system;
+  const std::size_t first = alternating_turns(record, "mistral", system);
+  b.id(bos, false);
+  bool closed = false;
+  for (std::size_t i = first; i < record.messages.size(); ++i) {
+    const ChatMessage& m = record.messages[i];
+    closed = m.role == "assistant";
+    if (!closed) {
+      b.text("[INST] " + (i == first && first ? system + "\n\n" : std::string()) + m.content + " [/INST]", false);
+      continue;
+    }
+    b.text(m.content, true);
+    b.id(eos, true);
+  }
+  if (eod && !(closed && *eod == eos)) b.id(*eod, false);
+  return b.done();
+}
 
 }  // namespace
 
@@ -136,7 +203,7 @@ std::string trim_whitespace(const std::string& s) {
 ChatTemplate chat_template_for(const std::string& name, const Tokenizer& tokenizer) {
   if (name == "plain") return ChatTemplate::plain;
   for (const TemplateTokens& t : templates_with_tokens())
-    if (name == "auto" && missing_tokens(t, tokenizer).empty()) return t.t;
+    if (name == "auto" && t.auto_picks && missing_tokens(t, tokenizer).empty()) return t.t;
   if (name == "auto") return ChatTemplate::plain;
   for (const TemplateTokens& t : templates_with_tokens()) {
     if (name != t.name) continue;
@@ -144,9 +211,13 @@ ChatTemplate chat_template_for(const std::string& name, const Tokenizer& tokeniz
     if (!missing.empty())
       throw UserError("--chat-template " + name + " needs the tokens " + missing + ", which the tokenizer (" + tokenizer.identity() +
                       ") lacks; use " + t.source + " (--tokenizer hf:DIR) or --chat-template plain");
+    if (t.t == ChatTemplate::mistral && tokenizer.token_id("[INST]"))
+      throw UserError("--chat-template mistral renders Mistral 7B Instruct v0.1's template, with \"[INST]\" as text; the tokenizer (" +
+                      tokenizer.identity() + ") has [INST] as a token (Mistral's tokenizer V2, V3 or Tekken), whose spacing "
+                      "dtrain does not render yet; use --chat-template plain");
     return t.t;
   }
-  throw UserError("unknown --chat-template '" + name + "'; the templates are: auto, qwen3, chatml, llama3, plain");
+  throw UserError("unknown --chat-template '" + name + "'; the templates are: auto, qwen3, chatml, llama3, gemma, mistral, plain");
 }
 
 const char* chat_template_name(ChatTemplate t) {
@@ -163,14 +234,16 @@ ChatRenderer::ChatRenderer(ChatTemplate t, const Tokenizer& tokenizer) : t_(t), 
   }
   if (t_ == ChatTemplate::chatml || t_ == ChatTemplate::qwen3) im_start_ = id("<|im_start|>"), im_end_ = id("<|im_end|>");
   if (t_ == ChatTemplate::qwen3) think_ = id("<think>"), end_think_ = id("</think>");
+  if (t_ == ChatTemplate::gemma) bos_ = id("<bos>"), start_turn_ = id("<start_of_turn>"), end_turn_ = id("<end_of_turn>");
+  if (t_ == ChatTemplate::mistral) bos_ = id("<s>"), eos_ = id("</s>");
 }
 
 MaskedTokens ChatRenderer::render(const SftRecord& record, Tokenizer& tokenizer) const {
-  Builder b{{}, tokenizer, {}, false};
+  Builder b{{}, tokenizer, {}, false, false};
   const std::size_t n = record.messages.size();
   if (record.pair) {
     b.text(record.messages[0].content, false);
-    b.flush();  // the prompt and the completion are encoded apart, as NeMo does
+    b.apart();  // the prompt and the completion are encoded apart, as NeMo does
     b.text(record.messages[1].content, true);
     if (eod_) b.id(*eod_, true);  // the completion ends here: the model learns to stop
     return b.done();
@@ -215,6 +288,8 @@ MaskedTokens ChatRenderer::render(const SftRecord& record, Tokenizer& tokenizer)
     if (eod_) b.id(*eod_, false);
     return b.done();
   }
+  if (t_ == ChatTemplate::gemma) return render_gemma(record, b, bos_, start_turn_, end_turn_, eod_);
+  if (t_ == ChatTemplate::mistral) return render_mistral(record, b, bos_, eos_, eod_);
   if (t_ == ChatTemplate::llama3) b.id(bos_, false);
   for (std::size_t i = 0; i < n; ++i) {
     const ChatMessage& m = record.messages[i];

@@ -38,6 +38,14 @@ std::size_t char_length(std::string_view s, std::size_t i) {
   return len;
 }
 
+// The code point of the valid UTF-8 character of `len` bytes at s[i].
+char32_t code_point(std::string_view s, std::size_t i, std::size_t len) {
+  const auto lead = static_cast<unsigned char>(s[i]);
+  char32_t c = len == 2 ? (lead & 0x1Fu) : len == 3 ? (lead & 0x0Fu) : (lead & 0x07u);
+  for (std::size_t k = 1; k < len; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3Fu);
+  return c;
+}
+
 std::string with_spaces(std::string s) {
   for (std::size_t at = s.find(kMeta); at != std::string::npos; at = s.find(kMeta, at + 1)) s.replace(at, kMetaBytes, " ");
   return s;
@@ -148,6 +156,8 @@ MetaspaceBpeTokenizer::MetaspaceBpeTokenizer(const nlohmann::json& j, const std:
       byte_id_[b] = it->second;
       text_of_[it->second] = std::string(1, static_cast<char>(b));
     }
+    for (const auto& [text, id] : id_of_)  // the model's tokens of one character beyond ASCII
+      if (text.size() > 1 && in_model_[id] && char_length(text, 0) == text.size()) char_id_.emplace(code_point(text, 0, text.size()), id);
     for (int c = 0; c < 128; ++c) {
       const auto it = id_of_.find(std::string(1, static_cast<char>(c)));
       ascii_id_[c] = it != id_of_.end() && model_token[it->second] ? it->second : kNone;
@@ -194,7 +204,6 @@ void MetaspaceBpeTokenizer::encode_word(std::string_view word, std::vector<std::
     }
   std::vector<std::uint32_t> symbols;
   symbols.reserve(word.size());
-  std::string character;
   for (std::size_t i = 0; i < word.size();) {
     const std::size_t len = char_length(word, i);
     const auto lead = static_cast<unsigned char>(word[i]);
@@ -202,8 +211,7 @@ void MetaspaceBpeTokenizer::encode_word(std::string_view word, std::vector<std::
     if (lead < 0x80) {
       id = ascii_id_[lead];
     } else if (len > 1) {
-      character.assign(word.data() + i, len);
-      if (const auto it = id_of_.find(character); it != id_of_.end() && in_model_[it->second]) id = it->second;
+      if (const auto it = char_id_.find(code_point(word, i, len)); it != char_id_.end()) id = it->second;
     }
     if (id != kNone) symbols.push_back(id);
     else

@@ -50,6 +50,7 @@ class MetaspaceBpeTokenizer : public Tokenizer {
   std::unordered_map<std::string, std::uint32_t> id_of_;  // vocabulary and added text ("▁" kept) -> id
   std::vector<char> in_model_;                            // id -> in the BPE model's vocabulary (not only added)
   std::uint32_t ascii_id_[128] = {};                      // an ASCII character's token; kNone if none
+  std::unordered_map<char32_t, std::uint32_t> char_id_;   // another character's token, if the model has one
   std::uint32_t byte_id_[256] = {};                       // <0xXX>
   BpeMerges merges_;
   AddedTokenMatcher added_;

@@ -71,7 +71,7 @@ std::vector<std::string> tokenizer_files(const std::string& value) {
 }
 
 std::optional<std::uint32_t> Tokenizer::eod() const {
-  for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"})
+  for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "<eos>", "</s>"})
     if (const auto id = token_id(name)) return id;
   return std::nullopt;
 }

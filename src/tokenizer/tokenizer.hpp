@@ -35,7 +35,7 @@ class Tokenizer {
   // "<|endoftext|>"; encode never produces them from text), if the vocabulary has one.
   virtual std::optional<std::uint32_t> token_id(const std::string& text) const = 0;
   // The end-of-document token (Megatron's eod): the first of "<|endoftext|>" (GPT-2), "<|end_of_text|>"
-  // (Llama 3), "</s>" (Llama 2, Mistral) and "<eos>" (Gemma) in the vocabulary, or a SentencePiece model's end-of-sentence id; none for the
+  // (Llama 3), "<eos>" (Gemma, whose "</s>" is an HTML tag) and "</s>" (Llama 2, Mistral) in the vocabulary, or a SentencePiece model's end-of-sentence id; none for the
   // byte tokenizer, whose 256 ids are all bytes.
   virtual std::optional<std::uint32_t> eod() const;
   // An independent copy for another thread (encode keeps a cache of pieces).

@@ -2,11 +2,12 @@
 // [text, trained] segments written by hand from a chat template, the ids Hugging Face's tokenizers give
 // (PACKAGE_DIR: the JavaScript @huggingface/tokenizers, or the Rust library's @anush008/tokenizers addon
 // where PACKAGE_DIR holds its index.js; both split the tokenizer's added tokens out of the text) and the
-// loss mask they imply (a segment's ids all trained or all not). Where a record says "joint",
-// the ids of its segments encoded one by one must equal those of its whole text at once: the segments'
-// edges are pre-tokenisation boundaries, so encoding by segments (as dtrain and NeMo do) tokenises the
-// rendered conversation exactly as encoding the template's text does. OUT: one line per record,
-// "ids;mask" with space-separated values.
+// loss mask they imply (a segment's ids all trained or all not). A record that says "joint" is the
+// template's whole text, encoded at once: a segment's ids are those the text up to its end has beyond
+// the text before it, and each such prefix's ids must begin the whole text's (the segments' edges are
+// token boundaries, so encoding by segments, as dtrain and NeMo do, tokenises the rendered conversation
+// exactly as encoding the template's text does). Other records (prompt / completion pairs) encode each
+// segment on its own. OUT: one line per record, "ids;mask" with space-separated values.
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -26,16 +27,30 @@ if (fs.existsSync(path.join(packageDir, 'index.js'))) {  // Hugging Face's Rust 
 const lines = [];
 for (const record of JSON.parse(fs.readFileSync(recordsFile, 'utf8'))) {
   const ids = [], mask = [];
-  for (const [text, trained] of record.segments) {
-    const piece = await encode(text);
-    ids.push(...piece);
-    mask.push(...piece.map(() => (trained ? 1 : 0)));
-  }
   if (record.joint) {
-    const whole = await encode(record.segments.map(([text]) => text).join(''));
-    if (whole.join(' ') !== ids.join(' ')) {
-      console.error(`chat_template_reference: the segments' ids differ from the whole text's:\n${ids.join(' ')}\n${whole.join(' ')}`);
+    // The whole text's ids; each segment's are those its end adds to the ids of the text before it.
+    const whole = Array.from(await encode(record.segments.map(([text]) => text).join('')));
+    let prefix = '';
+    for (const [text, trained] of record.segments) {
+      prefix += text;
+      const upTo = Array.from(await encode(prefix));
+      if (upTo.length < ids.length || upTo.join(' ') !== whole.slice(0, upTo.length).join(' ')) {
+        console.error(`chat_template_reference: the ids up to the end of ${JSON.stringify(text)} are not a prefix of the whole text's:\n` +
+                      `${upTo.join(' ')}\n${whole.join(' ')}`);
+        process.exit(1);
+      }
+      mask.push(...upTo.slice(ids.length).map(() => (trained ? 1 : 0)));
+      ids.push(...upTo.slice(ids.length));
+    }
+    if (ids.length !== whole.length) {
+      console.error('chat_template_reference: the segments do not cover the whole text');
       process.exit(1);
+    }
+  } else {
+    for (const [text, trained] of record.segments) {
+      const piece = await encode(text);
+      ids.push(...piece);
+      mask.push(...Array.from(piece).map(() => (trained ? 1 : 0)));
     }
   }
   lines.push(ids.join(' ') + ';' + mask.join(' '));

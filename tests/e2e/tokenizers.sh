@@ -34,7 +34,10 @@
 #                       refused for --chat-template llama3; Qwen3's tokenizer with the qwen3 and chatml templates
 #                       (and auto, which picks qwen3) against Qwen3's tokenizer_config.json chat_template
 #                       written by hand, encoded by Hugging Face's Rust tokenizers (reasoning in <think> kept
-#                       on the last answer, dropped before the last question)
+#                       on the last answer, dropped before the last question); Gemma 3's tokenizer with the gemma
+#                       template (and auto) against its tokenizer_config.json chat_template, and Llama 2's
+#                       (Mistral 7B's format) with the mistral template against Mistral 7B Instruct v0.1's,
+#                       written by hand; roles that do not alternate are refused
 #   gpt2_trains         dtrain-data --tokenizer gpt2 makes files dtrain trains on; generate decodes; the trained
 #                       weights export to Hugging Face with their tokenizer's files (--tokenizer), which
 #                       read back as hf:DIR, and by @huggingface/tokenizers, to GPT-2's ids; another
@@ -273,6 +276,47 @@ EOF_CM
         diff "$work/ours-$1.txt" "$work/rs-$1.txt" || fail "the $1 records' ids or masks differ from Qwen3's template's"
         echo "$1 (Qwen3's tokenizer): $(wc -l < "$work/ours-$1.txt") records equal to the hand-written template's, by Hugging Face's Rust tokenizers"
       done
+      # Gemma 3's tokenizer_config.json chat_template, written out by hand for these records: bos_token;
+      # a first system message's content + '\n\n' opens the first user turn; each message
+      # '<start_of_turn>' + role ('model' for an assistant) + '\n' + content | trim + '<end_of_turn>\n'.
+      # dtrain ends each record with <eos>.
+      cat > "$work/gemma.json" <<'EOF_GEMMA'
+[{"joint": true, "segments": [
+  ["<bos><start_of_turn>user\n  You are terse.\n\n\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n", 0],
+  ["4.", 1], ["<end_of_turn>", 1], ["\n<start_of_turn>user\nAnd 3+3?<end_of_turn>\n<start_of_turn>model\n", 0],
+  ["6.", 1], ["<end_of_turn>", 1], ["\n<eos>", 0]]},
+ {"joint": true, "segments": [
+  ["<bos><start_of_turn>user\nName a colour.<end_of_turn>\n<start_of_turn>model\n", 0],
+  ["Blue, or\nred.", 1], ["<end_of_turn>", 1], ["\n<eos>", 0]]},
+ {"joint": false, "segments": [["Capital of France?", 0], [" Paris", 1], ["<eos>", 1]]}]
+EOF_GEMMA
+      # Mistral 7B Instruct v0.1's chat_template (its tokenizer_config.json; Mixtral 8x7B Instruct's is the
+      # same), written out by hand: bos_token, then per user message '[INST] ' + content + ' [/INST]' and
+      # per assistant message content + eos_token; a first system message goes before the first user
+      # message's content with '\n\n' (mistral-common's way: the template has no system role). Llama 2's
+      # tokenizer.json has the format of Mistral 7B's (Prepend "▁" per stretch between special tokens).
+      cat > "$work/mistral.json" <<'EOF_MISTRAL'
+[{"joint": true, "segments": [
+  ["<s>[INST]   You are terse.\n\n\nWhat is 2+2? [/INST]", 0], ["4.", 1], ["</s>", 1],
+  ["[INST] And 3+3? [/INST]", 0], [" 6. ", 1], ["</s>", 1]]},
+ {"joint": true, "segments": [["<s>[INST] Name a colour. [/INST]", 0], ["Blue, or\nred.", 1], ["</s>", 1]]},
+ {"joint": false, "segments": [["Capital of France?", 0], [" Paris", 1], ["</s>", 1]]}]
+EOF_MISTRAL
+      for t in "gemma gemma3 gemma" "auto gemma3 gemma" "mistral llama2 mistral"; do
+        set -- $t
+        "$tool" --sft --chat-template "$1" --tokenizer "hf:$src/data/tokenizers/$2" --format megatron --out "$work/sft-$1" "$work/chat.jsonl" > "$work/sft.log" ||
+          { cat "$work/sft.log"; fail "dtrain-data --sft --chat-template $1 with the $2 tokenizer"; }
+        records "$work/sft-$1" > "$work/ours-$1.txt" || fail "reading the $1 dataset"
+        node "$here/chat_template_reference.mjs" "$rust" "$src/data/tokenizers/$2/tokenizer.json" "$work/$3.json" "$work/rs-$1.txt" ||
+          fail "the $3 reference"
+        diff "$work/ours-$1.txt" "$work/rs-$1.txt" || fail "the $1 records' ids or masks differ from the $3 template's"
+        echo "$1 ($2's tokenizer): $(wc -l < "$work/ours-$1.txt") records equal to the hand-written $3 template's, by Hugging Face's Rust tokenizers"
+      done
+      # Roles that do not alternate are refused, as the templates' raise_exception does.
+      printf '%s\n' '{"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}, {"role": "assistant", "content": "c"}]}' > "$work/twice.jsonl"
+      "$tool" --sft --chat-template gemma --tokenizer "hf:$src/data/tokenizers/gemma3" --out "$work/no" "$work/twice.jsonl" > "$work/no.log" 2>&1 &&
+        fail "a conversation with two user messages in a row was accepted for gemma"
+      grep -q "roles alternate user, assistant" "$work/no.log" || { cat "$work/no.log"; fail "no error naming the alternation"; }
       "$tool" --sft --chat-template qwen3 --tokenizer "hf:$work/l3" --out "$work/no" "$work/chat.jsonl" > "$work/no.log" 2>&1 &&
         fail "a tokenizer without Qwen3's tokens was accepted for qwen3"
       grep -q "needs the tokens <|im_start|>, <|im_end|>, <think>, </think>" "$work/no.log" || { cat "$work/no.log"; fail "no error naming Qwen3's tokens"; }
