@@ -14,15 +14,23 @@ KvCache<T>::KvCache(const ActivationDims& d, int layers, int batch, int capacity
     : d_(d),
       capacity_(capacity),
       window_(window),
+      slots_(window > 0 ? std::min(capacity, 3 * window - 2) : capacity),
       lengths_(static_cast<std::size_t>(batch), 0),
+      bases_(static_cast<std::size_t>(batch), 0),
       cache_(device, sizeof(T) * static_cast<std::size_t>(layers) * static_cast<std::size_t>(batch) *
-                         static_cast<std::size_t>(capacity) * static_cast<std::size_t>(kv_width())),
+                         static_cast<std::size_t>(slots_) * static_cast<std::size_t>(kv_width())),
       acc_(device, sizeof(float) * static_cast<std::size_t>(rows) * static_cast<std::size_t>(d.Cl)) {}
 
 template <typename T>
 void KvCache<T>::begin_pass(std::vector<KvPiece> pieces) {
-  for (const KvPiece& p : pieces)
-    if (p.seq < 0 || p.seq >= batch() || p.n < 1 || length(p.seq) + p.n > capacity_) fatal("KvCache: a piece outside the cache");
+  moves_.clear();
+  for (const KvPiece& p : pieces) {
+    if (p.seq < 0 || p.seq >= batch() || p.n < 1 || p.n > max_piece() || length(p.seq) + p.n > capacity_)
+      fatal("KvCache: a piece outside the cache");
+    // Keys beyond the slots: keep the last W - 1, all the new rows can see.
+    const int used = length(p.seq) - bases_[static_cast<std::size_t>(p.seq)];
+    moves_.push_back(used + p.n > slots_ ? used - (window_ - 1) : 0);
+  }
   pieces_ = std::move(pieces);
 }
 
@@ -35,10 +43,13 @@ void KvCache<T>::attend(const kernels::KernelTable<T>& k, T* atty, float* lse, f
   float* acc = acc_.as<float>();
   k.fill(acc, 0.0f, n * C);
   k.fill(lse, -std::numeric_limits<float>::infinity(), n * NH);
-  T* layer_cache = cache_.as<T>() + static_cast<long>(layer) * batch() * capacity_ * KW;
-  for (const KvPiece& p : pieces_) {
-    const int at = length(p.seq);
-    T* seq = layer_cache + static_cast<long>(p.seq) * capacity_ * KW;
+  T* layer_cache = cache_.as<T>() + static_cast<long>(layer) * batch() * slots_ * KW;
+  for (std::size_t i = 0; i < pieces_.size(); ++i) {
+    const KvPiece& p = pieces_[i];
+    T* seq = layer_cache + static_cast<long>(p.seq) * slots_ * KW;
+    const int move = moves_[i];
+    if (move > 0) k.copy_columns(seq, seq + static_cast<long>(move) * KW, window_ - 1, KW, 0, KW);
+    const int at = length(p.seq) - bases_[static_cast<std::size_t>(p.seq)] - move;  // the new rows' first slot
     k.copy_columns(seq + static_cast<long>(at) * KW, qkv + p.row * W, p.n, W, C, KW);
     // The new rows (positions at..at+n-1) against every cached key of the sequence, causally.
     for (int q = 0; q < p.n; q += tile) {
@@ -53,7 +64,11 @@ void KvCache<T>::attend(const kernels::KernelTable<T>& k, T* atty, float* lse, f
 
 template <typename T>
 void KvCache<T>::end_pass() {
-  for (const KvPiece& p : pieces_) lengths_[static_cast<std::size_t>(p.seq)] += p.n;
+  for (std::size_t i = 0; i < pieces_.size(); ++i) {
+    const auto seq = static_cast<std::size_t>(pieces_[i].seq);
+    lengths_[seq] += pieces_[i].n;
+    bases_[seq] += moves_[i];
+  }
   pieces_.clear();
 }
 

@@ -4,7 +4,12 @@
 // the blocks as one sample of n rows; `pieces` says which rows belong to which sequence. At each block,
 // attend() appends the pieces' keys and values to the layer's cache and attends every new row causally
 // to its sequence's cached keys; end_pass() then moves each sequence's length past its new rows.
+// With a sliding window of W keys a sequence keeps 3W - 2 slots (or its capacity, if fewer), not one per
+// position: a pass adds at most W rows of a sequence (max_piece), and when they would not fit, the last
+// W - 1 keys (all a new row can see) move to the front and the slots' first position (base) moves on. The
+// move never overlaps itself (the kept keys start at least W - 1 slots in), so it is one copy.
 #pragma once
+#include <algorithm>
 #include <vector>
 
 #include "kernels/kernels.hpp"
@@ -38,18 +43,25 @@ class KvCache {
 
   const std::vector<KvPiece>& pieces() const { return pieces_; }
   int length(int seq) const { return lengths_.at(static_cast<std::size_t>(seq)); }
-  void clear(int seq) { lengths_.at(static_cast<std::size_t>(seq)) = 0; }
+  void clear(int seq) { lengths_.at(static_cast<std::size_t>(seq)) = 0, bases_.at(static_cast<std::size_t>(seq)) = 0; }
   int batch() const { return static_cast<int>(lengths_.size()); }
   int capacity() const { return capacity_; }
+  // The most rows of one sequence a pass may add.
+  int max_piece() const { return window_ > 0 ? std::min(window_, capacity_) : capacity_; }
+  // Key/value slots kept per sequence and layer.
+  int slots() const { return slots_; }
 
  private:
   int kv_width() const { return 2 * d_.NKVl * d_.HD(); }
   ActivationDims d_;
   int capacity_;
   int window_;
+  int slots_;
   std::vector<int> lengths_;
+  std::vector<int> bases_;       // each sequence's position of its first slot
   std::vector<KvPiece> pieces_;
-  Arena cache_;  // (layers, batch, capacity, kv_width)
+  std::vector<int> moves_;       // per piece of the pass: the slots its keys move back by before it (0: none)
+  Arena cache_;  // (layers, batch, slots, kv_width)
   Arena acc_;    // (rows, Cl) fp32: the attention output before rounding
 };
 

@@ -39,7 +39,7 @@ class KvDecoderImpl final : public KvDecoder {
       for (; b < batch() && n < rows_; ++b) {
         const auto& t = new_tokens[static_cast<std::size_t>(b)];
         std::size_t& at = done[static_cast<std::size_t>(b)];
-        const int take = static_cast<int>(std::min<long>(static_cast<long>(t.size() - at), rows_ - n));
+        const int take = static_cast<int>(std::min<long>({static_cast<long>(t.size() - at), rows_ - n, cache_.max_piece()}));
         if (take == 0) continue;
         for (int i = 0; i < take; ++i) {
           host[static_cast<std::size_t>(n + i)] = t[at + static_cast<std::size_t>(i)];
@@ -47,7 +47,7 @@ class KvDecoderImpl final : public KvDecoder {
         }
         pieces.push_back({b, n, take});
         n += take, at += static_cast<std::size_t>(take);
-        if (at < t.size()) break;  // the pass is full; the sequence goes on in the next
+        if (at < t.size()) break;  // the pass is full, or the piece as long as the cache takes: on in the next
         ends.push_back(b);
       }
       if (n == 0) break;

@@ -36,7 +36,8 @@ constexpr int kLayers = 2, kC = 64, kT = 32, kF = 256, kV = 96, kTopK = 2;
 
 // moe: Llama blocks whose MLPs are 4 experts, 2 per token; wide: Qwen3-like Llama blocks with heads of 32
 // dims (model.kv_channels: 128 attention columns at hidden 64), their queries and keys normalised
-// (qk_layernorm), and a sliding window of 9 keys.
+// (qk_layernorm), and a sliding window of 9 keys: the cache keeps 25 slots of the 32 positions, so
+// prompts go in pieces of 9 rows and the longest sequence's keys move to the front.
 enum class Block { gpt2, llama, moe, wide };
 
 const char* name(Block b) { return b == Block::gpt2 ? "GPT-2" : b == Block::llama ? "Llama" : b == Block::moe ? "MoE" : "wide heads"; }
