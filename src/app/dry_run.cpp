@@ -98,9 +98,13 @@ void print_dry_run(HostComm world, const OptionTable& table, const Config& cfg, 
     const ModelConfig& m = cfg.model;
     char routing[64] = "dropless";
     if (m.moe_capacity_factor.set) std::snprintf(routing, sizeof routing, "capacity factor %g", m.moe_capacity_factor.value);
-    std::printf("== mixture of experts ==\n  %d experts of width %d, top-%d, %s, in blocks l with l %% %d == 0; %d experts per rank\n",
-                m.num_experts, cfg.moe_ffn_hidden(), m.moe_router_topk, routing, m.moe_layer_freq,
-                m.num_experts / cfg.system.expert_model_parallel_size);
+    char blocks[96];
+    std::snprintf(blocks, sizeof blocks, "blocks l with l %% %d == 0", m.moe_layer_freq);
+    int moe_blocks = 0;
+    for (int l = 0; l < m.num_layers; ++l) moe_blocks += m.moe_layer(l) ? 1 : 0;
+    if (!m.moe_layer_pattern.empty()) std::snprintf(blocks, sizeof blocks, "%d of %d blocks (moe_layer_pattern)", moe_blocks, m.num_layers);
+    std::printf("== mixture of experts ==\n  %d experts of width %d, top-%d, %s, in %s; %d experts per rank\n", m.num_experts,
+                cfg.moe_ffn_hidden(), m.moe_router_topk, routing, blocks, m.num_experts / cfg.system.expert_model_parallel_size);
     for (int st = 0; st < s.pp; ++st) {
       Coords at;
       at.pp = st;

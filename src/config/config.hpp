@@ -27,6 +27,9 @@ struct ModelConfig {
   MoeLoadBalancing moe_router_load_balancing_type = MoeLoadBalancing::aux_loss;
   CapacityFactor moe_capacity_factor;  // unset = dropless
   int moe_layer_freq = 1;
+  // Megatron's list form of moe_layer_freq: one 0 or 1 per block, 1 = a MoE block ("[1,0,1,1]" or "1011");
+  // empty = moe_layer_freq decides (Qwen3-MoE's mlp_only_layers and decoder_sparse_step come in as one).
+  std::string moe_layer_pattern;
   // Routing weights: the top-k of the softmax over all experts (true, dtrain's default), or those renormalised to sum
   // to 1, the softmax of the top-k logits (false: Megatron's default; Mixtral, Qwen3-MoE's norm_topk_prob).
   bool moe_router_pre_softmax = true;
@@ -57,7 +60,19 @@ struct ModelConfig {
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   int recompute_num_layers = 1;
   int kv_heads() const { return group_query_attention ? num_query_groups : num_attention_heads; }
-  bool moe_layer(int layer) const { return num_experts > 0 && moe_layer_freq > 0 && layer % moe_layer_freq == 0; }
+  bool moe_layer(int layer) const {
+    if (num_experts <= 0) return false;
+    if (moe_layer_pattern.empty()) return moe_layer_freq > 0 && layer % moe_layer_freq == 0;
+    const std::string flags = moe_pattern_flags(moe_layer_pattern);
+    return layer >= 0 && layer < static_cast<int>(flags.size()) && flags[static_cast<std::size_t>(layer)] == '1';
+  }
+  // The 0 and 1 digits of a moe_layer_pattern, in order.
+  static std::string moe_pattern_flags(const std::string& pattern) {
+    std::string flags;
+    for (char ch : pattern)
+      if (ch == '0' || ch == '1') flags += ch;
+    return flags;
+  }
 };
 
 struct SystemConfig {

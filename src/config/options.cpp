@@ -65,6 +65,9 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "none = dropless; a number f > 0 = each expert takes at most ceil(f * N * k / E) of a micro-batch's N*k "
       "assignments, the most probable (ties: the earlier token); the others contribute nothing");
   add("model.moe_layer_freq", &m.moe_layer_freq, "block l is a MoE block when l % moe_layer_freq == 0 (1 = every block)");
+  add("model.moe_layer_pattern", &m.moe_layer_pattern,
+      "instead of moe_layer_freq (Megatron's list form): one 0 or 1 per block, 1 = a MoE block, as [1,0,1,1] or 1011; "
+      "empty = moe_layer_freq decides");
   add("model.moe_router_pre_softmax", &m.moe_router_pre_softmax,
       "true: a token's routing weights are its top-k probabilities of the softmax over all experts (dtrain's default); false: "
       "those renormalised to sum to 1, the softmax of the top-k logits (Megatron's default; Mixtral, Qwen3-MoE)");

@@ -53,6 +53,17 @@ void validate_moe(Problems& p, const Config& c) {
   p.range("model.moe_router_topk", m.moe_router_topk, 1, m.num_experts, "experts per token, at most model.num_experts");
   p.range("model.moe_ffn_hidden_size", m.moe_ffn_hidden_size, 0, kMaxFfn, "0 = ffn_hidden_size");
   p.range("model.moe_layer_freq", m.moe_layer_freq, 1, kMaxLayers, "1 = every block");
+  if (!m.moe_layer_pattern.empty()) {
+    const std::string flags = ModelConfig::moe_pattern_flags(m.moe_layer_pattern);
+    if (m.moe_layer_pattern.find_first_not_of("01[], ") != std::string::npos || static_cast<int>(flags.size()) != m.num_layers ||
+        flags.find('1') == std::string::npos)
+      p.add("model.moe_layer_pattern=" + m.moe_layer_pattern + " is not one 0 or 1 per block (model.num_layers=" +
+            s(static_cast<long>(m.num_layers)) + ") with at least one 1; e.g. [" + std::string(m.num_layers > 1 ? "0," : "") + "1] for " +
+            (m.num_layers > 1 ? "a MoE block after a dense one" : "one MoE block"));
+    if (m.moe_layer_freq != 1)
+      p.add("model.moe_layer_pattern and model.moe_layer_freq=" + s(static_cast<long>(m.moe_layer_freq)) +
+            " both place the MoE blocks; give one of them");
+  }
   p.real("model.moe_aux_loss_coeff", m.moe_aux_loss_coeff, 0, 1e9, false, false, "a finite number >= 0 (e.g. 1e-2)");
   if (m.moe_capacity_factor.set) {
     p.real("model.moe_capacity_factor", m.moe_capacity_factor.value, 0, 1e6, true, false, "> 0 (e.g. 1.25), or none for dropless");

@@ -248,7 +248,7 @@ HfFamily mixtral() {
             {"tie_word_embeddings", &ModelConfig::untie_embeddings_and_output_weights, false, 0, true}};
   f.describes = [](const Config& c) {
     const ModelConfig& m = c.model;
-    return llama_style(c, false, true) && m.moe_layer_freq == 1 && !m.moe_router_pre_softmax && !m.add_bias_linear &&
+    return llama_style(c, false, true) && m.moe_layer_freq == 1 && m.moe_layer_pattern.empty() && !m.moe_router_pre_softmax && !m.add_bias_linear &&
            !m.add_qkv_bias && m.rope_scaling == RopeScaling::none;
   };
   f.read = [](const HfConfigReader& r, ModelConfig& m) {
@@ -273,16 +273,20 @@ HfFamily mixtral() {
 // (E,C) = h<l>.router_w; mlp.experts.<e>.gate_proj/up_proj.weight (F',C) = blocks 2e, 2e+1 of
 // expert_fc_w; down_proj.weight (C,F') = block e of expert_fcproj_w); norm_topk_prob is
 // !model.moe_router_pre_softmax, moe_intermediate_size the experts' width. Its decoder_sparse_step and
-// mlp_only_layers (dense layers among the MoE ones) must leave every layer MoE.
+// mlp_only_layers place the MoE layers as modeling_qwen3_moe does (layer l is sparse when it is not in
+// mlp_only_layers and (l + 1) % decoder_sparse_step == 0): dtrain's model.moe_layer_pattern, written back
+// as decoder_sparse_step 1 and the dense layers in mlp_only_layers; the dense layers' width is
+// intermediate_size (model.ffn_hidden_size).
 HfFamily qwen3_moe() {
   HfFamily f = qwen3();
   f.architecture = "Qwen3MoeForCausalLM";
   f.model_type = "qwen3_moe";
-  f.design = "Qwen3's attention (qk_layernorm), swiglu, add_bias_linear=false, num_experts > 0 in every block (moe_layer_freq=1)";
+  f.design = "Qwen3's attention (qk_layernorm), swiglu, add_bias_linear=false, num_experts > 0 (any moe_layer_freq or moe_layer_pattern)";
   f.keys = {{"num_hidden_layers", &ModelConfig::num_layers},
             {"hidden_size", &ModelConfig::hidden_size},
             {"num_attention_heads", &ModelConfig::num_attention_heads},
             {"moe_intermediate_size", &ModelConfig::moe_ffn_hidden_size},
+            {"intermediate_size", &ModelConfig::ffn_hidden_size, false, 0},
             {"num_experts", &ModelConfig::num_experts},
             {"num_experts_per_tok", &ModelConfig::moe_router_topk},
             {"max_position_embeddings", &ModelConfig::seq_length},
@@ -292,25 +296,35 @@ HfFamily qwen3_moe() {
             {"tie_word_embeddings", &ModelConfig::untie_embeddings_and_output_weights, false, 0, true}};
   f.describes = [](const Config& c) {
     const ModelConfig& m = c.model;
-    return llama_style(c, true, true) && m.moe_layer_freq == 1 && !m.add_bias_linear &&
-           !m.add_qkv_bias && m.window_size == 0 && m.rope_scaling == RopeScaling::none;
+    return llama_style(c, true, true) && !m.add_bias_linear && !m.add_qkv_bias && m.window_size == 0 && m.rope_scaling == RopeScaling::none;
   };
   f.read = [read = f.read](const HfConfigReader& r, ModelConfig& m) {
     read(r, m);  // Qwen3's: the attention, its norms, no biases
-    if (r.integer("decoder_sparse_step", 1) != 1)
-      throw r.error("'decoder_sparse_step' is not 1: dtrain's Qwen3-MoE has a mixture of experts in every layer");
+    const int step = r.integer("decoder_sparse_step", 1);
+    if (step < 1) throw r.error("'decoder_sparse_step' is " + std::to_string(step) + ", not a step of at least 1");
     const HfJson& j = r.json();
-    const bool all_moe = !j.contains("mlp_only_layers") || j["mlp_only_layers"].is_null() ||
-                         (j["mlp_only_layers"].is_array() && j["mlp_only_layers"].empty());
-    if (!all_moe)
-      throw r.error("'mlp_only_layers' lists dense layers: dtrain's Qwen3-MoE has a mixture of experts in every layer");
+    std::string flags(static_cast<std::size_t>(m.num_layers), '1');
+    for (int l = 0; l < m.num_layers; ++l)
+      if ((l + 1) % step != 0) flags[static_cast<std::size_t>(l)] = '0';
+    if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null()) {
+      if (!j["mlp_only_layers"].is_array()) throw r.error("'mlp_only_layers' is not a list of layer indices");
+      for (const HfJson& l : j["mlp_only_layers"]) {
+        if (!l.is_number_integer() || l.get<long>() < 0 || l.get<long>() >= m.num_layers)
+          throw r.error("'mlp_only_layers' holds " + l.dump() + ", not a layer index below num_hidden_layers=" + std::to_string(m.num_layers));
+        flags[l.get<std::size_t>()] = '0';
+      }
+    }
+    if (flags.find('1') == std::string::npos) throw r.error("'decoder_sparse_step' and 'mlp_only_layers' leave no layer a mixture of experts");
     m.moe_layer_freq = 1;
+    m.moe_layer_pattern = flags.find('0') == std::string::npos ? std::string() : flags;
     m.moe_router_pre_softmax = !r.flag("norm_topk_prob", false);
   };
   f.write = [write = f.write](const Config& c, Json& j) {
     write(c, j);
     j["decoder_sparse_step"] = 1;
     j["mlp_only_layers"] = Json::array();
+    for (int l = 0; l < c.model.num_layers; ++l)
+      if (!c.model.moe_layer(l)) j["mlp_only_layers"].push_back(l);
     j["norm_topk_prob"] = !c.model.moe_router_pre_softmax;
     j["output_router_logits"] = false;
   };

@@ -31,7 +31,7 @@ ModelShape ModelShape::from(const Config& c) {
   s.qk_norm = m.qk_layernorm;
   s.experts = m.num_experts;
   s.moe_ffn = m.num_experts > 0 ? c.moe_ffn_hidden() : 0;
-  s.moe_freq = m.moe_layer_freq;
+  for (int l = 0; l < m.num_layers; ++l) s.moe_blocks += m.moe_layer(l) ? '1' : '0';
   s.topk = m.num_experts > 0 ? m.moe_router_topk : 0;
   s.moe_aux_coeff = m.moe_router_load_balancing_type == MoeLoadBalancing::aux_loss ? m.moe_aux_loss_coeff : 0.0;
   s.capacity_factor = m.moe_capacity_factor.set ? m.moe_capacity_factor.value : 0.0;

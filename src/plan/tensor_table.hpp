@@ -61,7 +61,7 @@ struct ModelShape {
   }
   int experts = 0;        // model.num_experts (0 = dense MLP everywhere)
   int moe_ffn = 0;        // width of each expert's MLP
-  int moe_freq = 1;       // every moe_freq-th block (l % moe_freq == 0) is a MoE block
+  std::string moe_blocks;  // per block: '1' a MoE block, '0' a dense one (Config::moe_layer)
   int topk = 0;           // experts per token
   double moe_aux_coeff = 0.0;    // weight of the load-balancing loss (0 also with load-balancing type none)
   double capacity_factor = 0.0;  // 0 = dropless
@@ -70,7 +70,7 @@ struct ModelShape {
   int hd = 0;             // dims per head (Config::head_dim)
   bool qk_norm = false;   // model.qk_layernorm
   int head_dim() const { return hd; }
-  bool moe(int layer) const { return experts > 0 && layer % moe_freq == 0; }
+  bool moe(int layer) const { return experts > 0 && layer >= 0 && layer < static_cast<int>(moe_blocks.size()) && moe_blocks[static_cast<std::size_t>(layer)] == '1'; }
   bool grouped() const { return kv_heads != heads; }
 };
 

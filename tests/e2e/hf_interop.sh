@@ -97,7 +97,7 @@ write_ini mixtral "num_attention_heads = 8" "group_query_attention = true" "num_
 write_ini qwen3_moe "num_attention_heads = 8" "group_query_attention = true" "num_query_groups = 2" "normalization = RMSNorm" \
   "norm_epsilon = 1e-6" "position_embedding_type = rope" "rotary_base = 1000000" "swiglu = true" "kv_channels = 16" \
   "qk_layernorm = true" "untie_embeddings_and_output_weights = true" "add_bias_linear = false" "num_experts = 4" \
-  "moe_router_topk = 2" "moe_ffn_hidden_size = 32" "moe_router_pre_softmax = false"
+  "moe_router_topk = 2" "moe_ffn_hidden_size = 32" "moe_router_pre_softmax = false" "moe_layer_pattern = [1,0,1,1]" "ffn_hidden_size = 96"
 
 train() {  # train NAME [ARGS...]: 2 ranks, tp=2
   local name=$1

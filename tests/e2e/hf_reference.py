@@ -190,7 +190,8 @@ def llama_forward(c, w, ids, positions=None, hidden=None):
         x = rms(h, p + "post_attention_layernorm")
         if p + "block_sparse_moe.gate.weight" in w:  # modeling_mixtral.py's sparse MoE block
             h = h + sparse_moe(w, x, p + "block_sparse_moe.", c["num_local_experts"], c["num_experts_per_tok"], True, ("w1", "w3", "w2"))
-        elif p + "mlp.gate.weight" in w:  # modeling_qwen3_moe.py's
+        elif c.get("model_type") == "qwen3_moe" and l not in (c.get("mlp_only_layers") or []) and \
+                (l + 1) % c.get("decoder_sparse_step", 1) == 0:  # modeling_qwen3_moe.py's sparse layers, its rule
             h = h + sparse_moe(w, x, p + "mlp.", c["num_experts"], c["num_experts_per_tok"], c.get("norm_topk_prob", False),
                                ("gate_proj", "up_proj", "down_proj"))
         else:

@@ -388,6 +388,23 @@ TEST_CASE("mixture-of-experts keys: Megatron's defaults, ranges and refusals nam
   c = d;
   c.model.moe_layer_freq = 0;
   CHECK(contains(error_of([&] { validate_config(c); }), "model.moe_layer_freq=0 must be between 1 and"));
+  // Megatron's list form: one flag per block (num_layers = 4), written as a list or as digits.
+  const Config p = load_config(kIni, "t.ini", {"--model.num_experts=4", "--model.moe_layer_pattern=[0,1,1,0]"});
+  CHECK(error_of([&] { validate_config(p); }).empty());
+  CHECK_FALSE(p.model.moe_layer(0));
+  CHECK(p.model.moe_layer(1));
+  CHECK(p.model.moe_layer(2));
+  CHECK_FALSE(p.model.moe_layer(3));
+  CHECK(load_config(kIni, "t.ini", {"--model.num_experts=4", "--model.moe_layer_pattern=0001"}).model.moe_layer(3));
+  for (const char* bad : {"[1,0,1]", "[0,0,0,0]", "[1,2,1,1]", "1,0,1,1,1"}) {
+    c = d;
+    c.model.moe_layer_pattern = bad;
+    CHECK(contains(error_of([&] { validate_config(c); }), "model.moe_layer_pattern=" + std::string(bad) +
+                                                              " is not one 0 or 1 per block (model.num_layers=4) with at least one 1"));
+  }
+  c = p;
+  c.model.moe_layer_freq = 2;
+  CHECK(contains(error_of([&] { validate_config(c); }), "model.moe_layer_pattern and model.moe_layer_freq=2 both place the MoE blocks"));
   c = d;
   c.model.moe_aux_loss_coeff = -1;
   CHECK(contains(error_of([&] { validate_config(c); }), "model.moe_aux_loss_coeff=-1 must be a finite number >= 0"));
