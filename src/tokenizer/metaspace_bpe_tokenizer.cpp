@@ -2,6 +2,7 @@
 // tokens, checked against what is implemented; encoding and decoding.
 #include "tokenizer/metaspace_bpe_tokenizer.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/error.hpp"
@@ -110,27 +111,33 @@ MetaspaceBpeTokenizer::MetaspaceBpeTokenizer(const nlohmann::json& j, const std:
         throw refuse("its decoder " + dump(decoder) + " has the step " + dump(step) +
                      " (dtrain implements Replace \"▁\" with \" \", ByteFallback, Fuse, a Strip of one leading space, Metaspace)");
       }
-    // The vocabulary, then the added tokens: ids 0..n-1, each with one text.
+    // The vocabulary, then the added tokens: ids 0..n-1, each with one text (so no id reaches the
+    // number of entries, which bounds the tables whatever ids the file claims).
     const nlohmann::json& vocab = m.at("vocab");
     if (!vocab.is_object() || vocab.empty()) throw refuse("its model has no vocab object");
-    std::vector<char>& model_token = in_model_;
+    const nlohmann::json added = j.value("added_tokens", nlohmann::json::array());
+    if (!added.is_array()) throw refuse("its added_tokens is not an array");
+    const std::size_t entries = vocab.size() + added.size();
+    std::vector<char> placed(entries, 0);
+    text_of_.assign(entries, std::string());
+    in_model_.assign(entries, 0);
+    std::size_t size = 0;  // the largest id + 1
     const auto place = [&](const std::string& text, const nlohmann::json& id, bool in_model) {
-      if (!id.is_number_unsigned() || id.get<std::uint64_t>() >= (1u << 30)) throw refuse("the token " + dump(text) + " has the id " + dump(id));
+      if (!id.is_number_unsigned() || id.get<std::uint64_t>() >= entries)
+        throw refuse("the token " + dump(text) + " has the id " + dump(id) + ", not one of 0.." + std::to_string(entries - 1) +
+                     " (the file has " + std::to_string(entries) + " vocabulary entries and added tokens)");
       const auto n = id.get<std::uint32_t>();
-      if (n >= text_of_.size()) text_of_.resize(n + 1, std::string()), model_token.resize(n + 1, 0);
-      const std::string decoded = with_spaces(text);
-      if (model_token[n] || !text_of_[n].empty()) {
+      if (placed[n]) {  // an added token that is also in the vocabulary, with the same id, is one token
         if (in_model || id_of_.count(text) == 0 || id_of_.at(text) != n)
           throw refuse("the id " + std::to_string(n) + " is given to " + dump(text) + " and to another token");
         return;
       }
-      text_of_[n] = decoded.empty() ? std::string(1, '\0') : decoded;  // "" marks a free id below
-      model_token[n] = in_model;
+      placed[n] = 1, in_model_[n] = in_model;
+      text_of_[n] = with_spaces(text);
       id_of_.emplace(text, n);
+      size = std::max<std::size_t>(size, n + 1);
     };
     for (const auto& [text, id] : vocab.items()) place(text, id, true);
-    const nlohmann::json added = j.value("added_tokens", nlohmann::json::array());
-    if (!added.is_array()) throw refuse("its added_tokens is not an array");
     for (const nlohmann::json& t : added) {
       if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id"))
         throw refuse("an added token " + dump(t) + " has no content or id");
@@ -143,16 +150,16 @@ MetaspaceBpeTokenizer::MetaspaceBpeTokenizer(const nlohmann::json& j, const std:
         if (t.value(flag, false)) throw refuse("its added token " + dump(t) + " sets " + flag + ", which dtrain does not implement");
       added_.add(content, t["id"].get<std::uint32_t>());
     }
-    for (std::size_t n = 0; n < text_of_.size(); ++n)
-      if (text_of_[n].empty()) throw refuse("no token has the id " + std::to_string(n) + " (an entry is missing)");
-      else if (text_of_[n] == std::string(1, '\0')) text_of_[n].clear();
+    for (std::size_t n = 0; n < size; ++n)
+      if (!placed[n]) throw refuse("no token has the id " + std::to_string(n) + " (an entry is missing)");
+    text_of_.resize(size), in_model_.resize(size);
 
     // Byte fallback: <0x00> .. <0xFF>, each decoding to its byte.
     for (int b = 0; b < 256; ++b) {
       char name[8];
       std::snprintf(name, sizeof name, "<0x%02X>", b);
       const auto it = id_of_.find(name);
-      if (it == id_of_.end() || !model_token[it->second]) throw refuse(std::string("its vocabulary lacks the byte token ") + name + " that byte_fallback needs");
+      if (it == id_of_.end() || !in_model_[it->second]) throw refuse(std::string("its vocabulary lacks the byte token ") + name + " that byte_fallback needs");
       byte_id_[b] = it->second;
       text_of_[it->second] = std::string(1, static_cast<char>(b));
     }
@@ -160,7 +167,7 @@ MetaspaceBpeTokenizer::MetaspaceBpeTokenizer(const nlohmann::json& j, const std:
       if (text.size() > 1 && in_model_[id] && char_length(text, 0) == text.size()) char_id_.emplace(code_point(text, 0, text.size()), id);
     for (int c = 0; c < 128; ++c) {
       const auto it = id_of_.find(std::string(1, static_cast<char>(c)));
-      ascii_id_[c] = it != id_of_.end() && model_token[it->second] ? it->second : kNone;
+      ascii_id_[c] = it != id_of_.end() && in_model_[it->second] ? it->second : kNone;
     }
 
     const nlohmann::json& merges = m.at("merges");

@@ -9,6 +9,11 @@
 #   sentencepiece_dir sentencepiece:DIR where DIR is a directory
 #   hf_sound          hf:DIR with Hugging Face's tokenizer.json of the small files (hf_tokenizer_json.py) tokenises
 #   hf_other_model    hf:DIR whose tokenizer.json holds a WordPiece model: refused, naming the file and the model
+#   sp_sound          hf:DIR with a SentencePiece-style tokenizer.json (byte_fallback; the fuzz seed written from
+#                     the format) tokenises
+#   sp_missing_byte   ... whose vocabulary lacks the byte token <0x41>: refused naming it
+#   sp_huge_id        ... with a token id of 9e8: refused naming the id, no table of that size allocated
+#   sp_nfkc           ... with an NFKC normalizer: refused naming the step
 set -u
 case_name=$1 tool=$2
 here=$(dirname "$0")
@@ -57,6 +62,20 @@ case $case_name in
     fi
     /usr/bin/python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); d['model']['type']='WordPiece'; json.dump(d, open(p, 'w'))" \
       "$file" || fail "python" ;;
+  sp_sound | sp_missing_byte | sp_huge_id | sp_nfkc)
+    mkdir -p "$work/sp"
+    cp "$here/../fuzz/corpus/tokenizer_json/seed-python-llama2-scheme" "$work/sp/tokenizer.json" || fail "copying the seed"
+    spec="hf:$work/sp" file=$work/sp/tokenizer.json
+    case $case_name in
+      sp_sound)
+        "$tool" --tokenizer "$spec" --out "$work/d" "$work/text.txt" > "$work/out.log" 2>&1 || { cat "$work/out.log"; fail "hf:DIR"; }
+        [ -s "$work/d.train.bin" ] || fail "no token file"
+        echo PASS; exit 0 ;;
+      sp_missing_byte) edit='v = d["model"]["vocab"]; v["<0x41>x"] = v.pop("<0x41>")' expected='lacks the byte token <0x41> that byte_fallback needs' ;;
+      sp_huge_id) edit='d["model"]["vocab"]["<0x41>"] = 900000000' expected='has the id 900000000, not one of 0\.\.' ;;
+      sp_nfkc) edit='d["normalizer"] = {"type": "NFKC"}' expected='has the step {"type":"NFKC"}' ;;
+    esac
+    /usr/bin/python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); $edit; json.dump(d, open(p, 'w'))" "$file" || fail "python" ;;
   sentencepiece_dir) mkdir -p "$work/sp.model"; spec="sentencepiece:$work/sp.model" file=$work/sp.model expected="is a directory, not a file" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
