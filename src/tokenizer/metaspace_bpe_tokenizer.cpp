@@ -47,9 +47,18 @@ char32_t code_point(std::string_view s, std::size_t i, std::size_t len) {
   return c;
 }
 
-std::string with_spaces(std::string s) {
-  for (std::size_t at = s.find(kMeta); at != std::string::npos; at = s.find(kMeta, at + 1)) s.replace(at, kMetaBytes, " ");
-  return s;
+// The text with each "▁" a space.
+std::string with_spaces(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t at = 0; at < s.size();) {
+    const std::size_t meta = std::min(s.find(kMeta, at), s.size());
+    out.append(s.substr(at, meta - at));
+    if (meta == s.size()) break;
+    out += ' ';
+    at = meta + kMetaBytes;
+  }
+  return out;
 }
 
 }  // namespace

@@ -34,8 +34,8 @@
 #                       refused for --chat-template llama3; Qwen3's tokenizer with the qwen3 and chatml templates
 #                       (and auto, which picks qwen3) against Qwen3's tokenizer_config.json chat_template
 #                       written by hand, encoded by Hugging Face's Rust tokenizers (reasoning in <think> kept
-#                       on the last answer, dropped before the last question); Gemma 3's tokenizer with the gemma
-#                       template (and auto) against its tokenizer_config.json chat_template, and Llama 2's
+#                       on the last answer, dropped before the last question); Gemma 3's tokenizer with auto (which
+#                       picks gemma) against its tokenizer_config.json chat_template, and Llama 2's
 #                       (Mistral 7B's format) with the mistral template against Mistral 7B Instruct v0.1's,
 #                       written by hand; roles that do not alternate are refused
 #   gpt2_trains         dtrain-data --tokenizer gpt2 makes files dtrain trains on; generate decodes; the trained
@@ -302,7 +302,8 @@ EOF_GEMMA
  {"joint": true, "segments": [["<s>[INST] Name a colour. [/INST]", 0], ["Blue, or\nred.", 1], ["</s>", 1]]},
  {"joint": false, "segments": [["Capital of France?", 0], [" Paris", 1], ["</s>", 1]]}]
 EOF_MISTRAL
-      for t in "gemma gemma3 gemma" "auto gemma3 gemma" "mistral llama2 mistral"; do
+      # auto picks gemma for Gemma 3's tokenizer (its <start_of_turn>, <end_of_turn>, <bos>).
+      for t in "auto gemma3 gemma" "mistral llama2 mistral"; do
         set -- $t
         "$tool" --sft --chat-template "$1" --tokenizer "hf:$src/data/tokenizers/$2" --format megatron --out "$work/sft-$1" "$work/chat.jsonl" > "$work/sft.log" ||
           { cat "$work/sft.log"; fail "dtrain-data --sft --chat-template $1 with the $2 tokenizer"; }
