@@ -28,6 +28,12 @@
 #       (model_grads, exported with --export-hf) against PyTorch's autograd with an explicit
 #       block-diagonal attention mask and the reset position ids, for GPT-2 (learned positions) and Llama
 #       (RoPE, grouped-query)
+#   grads_families
+#       the same packed sample, loss and every gradient against PyTorch's autograd for each family beyond
+#       them: mistral (the window and the documents' mask together), qwen2 (q/k/v biases), qwen3 (head
+#       norms, head_dim), mixtral (renormalised top-2 of 4 experts), qwen3_moe (its experts with a dense
+#       layer among them, mlp_only_layers): the small models trained above, exported, their gradients
+#       exported too (load-balancing loss off: the reference has none)
 #   roundtrip
 #       export -> import -> export is byte-identical (fp32 one file, bf16, fp16, fp32 shards); the F16
 #       export is numpy's float16 rounding of the fp32 one bit for bit, and h5py reads the imported
@@ -178,6 +184,19 @@ sys.exit(a != b)" || fail "the export's rope_scaling differs from the imported o
         fail "model_grads $arch"
       run_consolidate "$work/g-$arch.log" "$work/g-$arch.h5" --export-hf "$work/grads-$arch"
       $reference packed "$work/py-$arch" "$work/grads-$arch" "$work/batch-$arch.bin" "$work/loss-$arch.txt" || fail "the $arch reference"
+    done ;;
+  grads_families)
+    grads_tool=$(dirname "$logits_tool")/model_grads
+    for name in mistral qwen2 qwen3 mixtral qwen3_moe; do
+      train "$name"
+      run_consolidate "$work/export-$name.log" "$work/ck-$name" --export-hf "$work/hf-$name"
+      grep -v -e '^micro_batch_size' -e '^moe_aux_loss_coeff' "$work/$name.ini" | sed 's/^\[model\]$/[model]\nmicro_batch_size = 1/' > "$work/g-$name.ini"
+      # Documents of up to 19 tokens: longer than the window of 9 keys, which then bites inside them.
+      $reference packed-batch "$work/batch-$name.bin" 256 32 3 20 || fail "writing the batch"
+      "$grads_tool" "$work/g-$name.ini" "$work/ck-$name/model-final.h5" "$work/batch-$name.bin" "$work/g-$name.h5" > "$work/loss-$name.txt" ||
+        fail "model_grads $name"
+      run_consolidate "$work/gx-$name.log" "$work/g-$name.h5" --export-hf "$work/grads-$name"
+      $reference packed "$work/hf-$name" "$work/grads-$name" "$work/batch-$name.bin" "$work/loss-$name.txt" || fail "the $name reference"
     done ;;
   roundtrip)
     train gpt2

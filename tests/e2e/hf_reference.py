@@ -19,9 +19,9 @@
       with an index, tensors in shuffled order; llama31: the same with Llama 3.1's rope_scaling) with this file's own safetensors writer, for the import
       to read what another tool wrote
 
-  hf_reference.py packed-batch OUT.bin VOCAB T EOD
+  hf_reference.py packed-batch OUT.bin VOCAB T EOD [LONGEST]
       writes one sample of T tokens for dtrain's model_grads with documents packed in it (lengths 5, 1,
-      rest...; the end-of-document token EOD ends each) and a fine-tuning loss mask: as Megatron's
+      then random ones below LONGEST, default 7; the end-of-document token EOD ends each) and a fine-tuning loss mask: as Megatron's
       get_ltor_masks_and_position_ids computes them (positions reset after each EOD, a block-diagonal
       causal attention mask, no loss where the input is EOD), the mask's answers random.
 
@@ -272,11 +272,11 @@ def ltor_masks_and_position_ids(tokens, eod):
     return ~allowed, positions, loss_mask
 
 
-def packed_batch(out, vocab, T, eod):
+def packed_batch(out, vocab, T, eod, longest=7):
     rng = np.random.default_rng(4321)
     lengths, total = [5, 1], 6
     while total < T + 1:
-        lengths.append(int(rng.integers(2, 7)))
+        lengths.append(int(rng.integers(2, longest)))
         total += lengths[-1]
     window = []
     for n in lengths:  # each document: n - 1 ids other than EOD, then EOD
@@ -319,6 +319,9 @@ def packed(d, grads_dir, batch, dtrain_loss):
     # The reference's own mask and positions from the tokens (Megatron's function), not dtrain's arrays.
     eod = int(tokens[[i for i in range(T) if i > 0 and eod_positions[i] == 0][0] - 1])
     hidden, positions, _ = ltor_masks_and_position_ids([int(t) for t in tokens], eod)
+    window = sliding_window_hidden(T, config)  # Mistral's window on top of the documents' mask
+    if window is not None:
+        hidden = hidden | window
     if not torch.equal(positions, eod_positions):
         fail("the batch's position ids are not Megatron's for its end-of-document tokens")
     params = {k: v.clone().requires_grad_(True) for k, v in w.items() if not k.endswith(".attn.bias") and not k.endswith(".masked_bias")}
@@ -527,12 +530,12 @@ def main():
         write(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 5 and sys.argv[1] == "damage":
         damage(*sys.argv[2:])
-    elif len(sys.argv) == 6 and sys.argv[1] == "packed-batch":
-        packed_batch(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    elif len(sys.argv) in (6, 7) and sys.argv[1] == "packed-batch":
+        packed_batch(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), *[int(a) for a in sys.argv[6:]])
     elif len(sys.argv) == 6 and sys.argv[1] == "packed":
         packed(*sys.argv[2:])
     else:
-        fail("usage: hf_reference.py logits DIR LOGITS.f32 ID... | write ARCH DIR | damage KIND SRC DST | packed-batch OUT.bin VOCAB T EOD"
+        fail("usage: hf_reference.py logits DIR LOGITS.f32 ID... | write ARCH DIR | damage KIND SRC DST | packed-batch OUT.bin VOCAB T EOD [LONGEST]"
              " | packed DIR GRADS_DIR BATCH.bin DTRAIN_LOSS")
 
 
