@@ -48,8 +48,6 @@ class KvCache {
   int capacity() const { return capacity_; }
   // The most rows of one sequence a pass may add.
   int max_piece() const { return window_ > 0 ? std::min(window_, capacity_) : capacity_; }
-  // Key/value slots kept per sequence and layer.
-  int slots() const { return slots_; }
 
  private:
   int kv_width() const { return 2 * d_.NKVl * d_.HD(); }

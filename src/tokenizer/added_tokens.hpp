@@ -14,7 +14,6 @@ namespace dtrain {
 class AddedTokenMatcher {
  public:
   void add(const std::string& content, std::uint32_t id);
-  bool empty() const { return nodes_.size() == 1; }
   // Calls on_text(std::string_view, bool at_start) for each stretch of text between matches (at_start:
   // it begins the text) and on_token(id) for each match, in order.
   template <class OnText, class OnToken>
