@@ -20,7 +20,7 @@ std::vector<std::pair<std::string, std::string>> model_key_values(const Config& 
                                       "rotary_base", "rotary_percent", "rope_scaling", "rope_scaling_factor",
                                       "rope_scaling_low_freq_factor", "rope_scaling_high_freq_factor",
                                       "rope_scaling_original_max_position_embeddings", "swiglu", "group_query_attention", "num_query_groups",
-                                      "untie_embeddings_and_output_weights", "add_bias_linear", "add_qkv_bias", "window_size", "kv_channels", "qk_layernorm", "moe_router_topk",
+                                      "untie_embeddings_and_output_weights", "add_bias_linear", "add_qkv_bias", "window_size", "window_attn_skip_freq", "kv_channels", "qk_layernorm", "moe_router_topk",
                                       "moe_ffn_hidden_size", "moe_layer_freq", "moe_layer_pattern", "moe_router_pre_softmax"};
   const OptionTable table(c);
   std::vector<std::pair<std::string, std::string>> out;

@@ -53,6 +53,9 @@ struct ModelConfig {
   bool add_bias_linear = true;      // biases of the attention and MLP linear layers
   bool add_qkv_bias = false;        // biases on the query, key and value projections (also without add_bias_linear)
   int window_size = 0;              // sliding-window attention: keys a token sees, itself included (0 = all earlier ones)
+  // Megatron's: with a window, blocks N, 2N, ... (counting from 1) attend to every earlier key (Gemma 3: 6,
+  // five local blocks to one global); 0 = every block windowed.
+  int window_attn_skip_freq = 0;
   int kv_channels = 0;              // dims per attention head (0 = hidden_size / num_attention_heads)
   bool qk_layernorm = false;        // RMSNorm of each head's queries and keys before RoPE (Qwen3, OLMo 2)
   // Activation recomputation (memory for compute; gradients unchanged bit for bit).

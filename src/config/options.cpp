@@ -83,6 +83,9 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "dims per attention head, when not hidden_size / num_attention_heads (Qwen3: 128 at hidden 1024 with 16 heads); 0 = that quotient");
   add("model.qk_layernorm", &m.qk_layernorm,
       "RMSNorm over each head's queries and keys (a weight of head_dim for each), before RoPE (Qwen3, OLMo 2)");
+  add("model.window_attn_skip_freq", &m.window_attn_skip_freq,
+      "with window_size: blocks N, 2N, ... (counting from 1) attend to every earlier key, the others to the window "
+      "(Megatron's key; Gemma 3's five local blocks to one global: 6); 0 = every block windowed");
   add("model.window_size", &m.window_size,
       "sliding-window attention: the keys each token sees, itself included (Mistral: 4096); 0 = every earlier token");
   add("model.rope_scaling", &m.rope_scaling,

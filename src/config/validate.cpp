@@ -116,6 +116,10 @@ void validate_config(const Config& c) {
   p.real("model.rotary_base", m.rotary_base, 1, 1e12, false, false, "a number > 1 (e.g. 10000)");
   p.real("model.rotary_percent", m.rotary_percent, 0, 1, true, false, "in (0, 1]");
   p.range("model.window_size", m.window_size, 0, kMaxSeqLength);
+  p.range("model.window_attn_skip_freq", m.window_attn_skip_freq, 0, kMaxLayers, "0 = every block windowed");
+  if (m.window_attn_skip_freq > 0 && m.window_size == 0)
+    p.add("model.window_attn_skip_freq=" + s(static_cast<long>(m.window_attn_skip_freq)) +
+          " chooses the blocks without a sliding window, but model.window_size=0 gives none a window; set model.window_size");
   if (m.window_size > m.seq_length && m.seq_length >= 1)
     p.add("model.window_size=" + s(static_cast<long>(m.window_size)) + " is larger than model.seq_length=" + s(static_cast<long>(m.seq_length)) +
           ": no token has that many keys; give a window of at most " + s(static_cast<long>(m.seq_length)) +

@@ -85,7 +85,8 @@ void write_llama_block(const Config& c, Json& j) {
 bool llama_style(const Config& c, bool qk_norm, bool moe) {
   const ModelConfig& m = c.model;
   return m.normalization == Normalization::rmsnorm && m.position_embedding_type == PositionEmbedding::rope && m.swiglu &&
-         c.rotary_dims() == c.head_dim() && m.qk_layernorm == qk_norm && (m.num_experts > 0) == moe;
+         c.rotary_dims() == c.head_dim() && m.qk_layernorm == qk_norm && (m.num_experts > 0) == moe &&
+         m.window_attn_skip_freq == 0;  // no family here has blocks with and without the window
 }
 
 void read_sliding_window(const HfConfigReader& r, ModelConfig& m, int absent) {

@@ -31,7 +31,8 @@ void read_llama_block(const HfConfigReader& r, ModelConfig& m);
 void write_llama_block(const Config& c, HfJson& j);
 
 // Whether the model has the Llama-style block: RMSNorm, RoPE over whole heads, SwiGLU; with the heads'
-// query/key norms exactly when qk_norm (Qwen3), and MoE blocks exactly when moe.
+// query/key norms exactly when qk_norm (Qwen3), and MoE blocks exactly when moe; every block with the
+// same attention (no window_attn_skip_freq).
 bool llama_style(const Config& c, bool qk_norm, bool moe);
 
 // model.window_size from config.json's sliding_window: null is no window, a missing key `absent` (the

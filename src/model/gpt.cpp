@@ -82,9 +82,9 @@ void GptModelImpl<T>::attention(BlockActs<T>& a, int layer) {
   if (cache_)
     cache_->attend(k_, a.atty, a.lse, sc.dtt, a.qkv, layer);
   else if (ring_)
-    ring_->forward(a.atty, a.lse, a.qkv, visibility(), sc);
+    ring_->forward(a.atty, a.lse, a.qkv, visibility(layer), sc);
   else
-    k_.attention_forward(a.atty, a.lse, sc.dtt, a.qkv, visibility(), d.B, d.T, d.NHl, d.NKVl, d.HD());
+    k_.attention_forward(a.atty, a.lse, sc.dtt, a.qkv, visibility(layer), d.B, d.T, d.NHl, d.NKVl, d.HD());
 }
 
 

@@ -99,9 +99,9 @@ void GptModelImpl<T>::block_backward(const BlockParams<T>& p, const BlockParams<
   linear_.backward({sc.datty, nullptr}, g.proj_w, g.proj_b, full_rows_grad(), a.atty, p.proj_w, N, d.Cl, d.C);
   // Both keep the attention output and each row's log-sum-exp; the probabilities are recomputed.
   if (ring_)
-    ring_->backward(sc.dqkv, sc.datty, a.atty, a.lse, a.qkv, visibility(), sc);
+    ring_->backward(sc.dqkv, sc.datty, a.atty, a.lse, a.qkv, visibility(p.layer), sc);
   else
-    k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.atty, a.lse, a.qkv, visibility(), d.B, d.T, d.NHl, d.NKVl, d.HD());
+    k_.attention_backward(sc.dqkv, sc.dtt, sc.datty, a.atty, a.lse, a.qkv, visibility(p.layer), d.B, d.T, d.NHl, d.NKVl, d.HD());
   if (m.rope) rope(sc.dqkv, batch_->positions, true);
   if (m.qk_norm) head_norms_backward(p, g, a);
   linear_.backward(dln, g.qkv_w, g.qkv_b, sc.dqkv, a.ln1, p.qkv_w, N, d.C, d.QKVl());

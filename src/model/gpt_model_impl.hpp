@@ -150,8 +150,8 @@ class GptModelImpl final : public GptModel {
   // One block's forward over the pass's rows (pass_), for training, its recomputation and decoding.
   void block_forward(const BlockParams<T>& p, const T* x, BlockActs<T>& a);
   // a.atty from a.qkv: over the micro-batch's own rows, the cp ring, or the key/value cache (decoding).
-  // What each row sees: the micro-batch's document starts and the model's sliding window.
-  kernels::KeyVisibility visibility() const { return {batch_->doc_start, plan_.shape.window}; }
+  // What each row of block `layer` sees: the micro-batch's document starts and the block's sliding window.
+  kernels::KeyVisibility visibility(int layer) const { return {batch_->doc_start, plan_.shape.window_at(layer)}; }
   void attention(BlockActs<T>& a, int layer);
   // The embedding (first chunk of the first stage) and the chunk's blocks.
   void blocks_forward(SlotActs<T>& s, int chunk, const MicroBatch& batch);

@@ -9,16 +9,28 @@
 
 namespace dtrain {
 
+namespace {
+
+// The window every block has, or 0 when some block has none (or they differ).
+int common_window(const std::vector<int>& windows) {
+  for (int w : windows)
+    if (w != windows.front()) return 0;
+  return windows.empty() ? 0 : windows.front();
+}
+
+}  // namespace
+
 template <typename T>
-KvCache<T>::KvCache(const ActivationDims& d, int layers, int batch, int capacity, int window, long rows, Device& device)
+KvCache<T>::KvCache(const ActivationDims& d, const std::vector<int>& windows, int batch, int capacity, long rows, Device& device)
     : d_(d),
       capacity_(capacity),
-      window_(window),
-      slots_(window > 0 ? std::min(capacity, 3 * window - 2) : capacity),
+      windows_(windows),
+      ring_window_(common_window(windows)),
+      slots_(ring_window_ > 0 ? std::min(capacity, 3 * ring_window_ - 2) : capacity),
       lengths_(static_cast<std::size_t>(batch), 0),
       bases_(static_cast<std::size_t>(batch), 0),
-      cache_(device, sizeof(T) * static_cast<std::size_t>(layers) * static_cast<std::size_t>(batch) *
-                         static_cast<std::size_t>(slots_) * static_cast<std::size_t>(kv_width())),
+      cache_(device, sizeof(T) * windows.size() * static_cast<std::size_t>(batch) * static_cast<std::size_t>(slots_) *
+                         static_cast<std::size_t>(kv_width())),
       acc_(device, sizeof(float) * static_cast<std::size_t>(rows) * static_cast<std::size_t>(d.Cl)) {}
 
 template <typename T>
@@ -29,7 +41,7 @@ void KvCache<T>::begin_pass(std::vector<KvPiece> pieces) {
       fatal("KvCache: a piece outside the cache");
     // Keys beyond the slots: keep the last W - 1, all the new rows can see.
     const int used = length(p.seq) - bases_[static_cast<std::size_t>(p.seq)];
-    moves_.push_back(used + p.n > slots_ ? used - (window_ - 1) : 0);
+    moves_.push_back(used + p.n > slots_ ? used - (ring_window_ - 1) : 0);
   }
   pieces_ = std::move(pieces);
 }
@@ -48,7 +60,7 @@ void KvCache<T>::attend(const kernels::KernelTable<T>& k, T* atty, float* lse, f
     const KvPiece& p = pieces_[i];
     T* seq = layer_cache + static_cast<long>(p.seq) * slots_ * KW;
     const int move = moves_[i];
-    if (move > 0) k.copy_columns(seq, seq + static_cast<long>(move) * KW, window_ - 1, KW, 0, KW);
+    if (move > 0) k.copy_columns(seq, seq + static_cast<long>(move) * KW, ring_window_ - 1, KW, 0, KW);
     const int at = length(p.seq) - bases_[static_cast<std::size_t>(p.seq)] - move;  // the new rows' first slot
     k.copy_columns(seq + static_cast<long>(at) * KW, qkv + p.row * W, p.n, W, C, KW);
     // The new rows (positions at..at+n-1) against every cached key of the sequence, causally.
@@ -56,7 +68,7 @@ void KvCache<T>::attend(const kernels::KernelTable<T>& k, T* atty, float* lse, f
       const int rows = std::min(tile, p.n - q);
       const long r = p.row + q;
       k.attention_block_forward(acc + r * C, lse + r * NH, scratch, qkv + r * W, W, seq, KW, rows, at + q + rows, NH, d_.NKVl, d_.HD(),
-                                at + q, 0, kernels::KeyVisibility{nullptr, window_});
+                                at + q, 0, kernels::KeyVisibility{nullptr, windows_[static_cast<std::size_t>(layer)]});
     }
   }
   k.narrow(atty, acc, n * C);

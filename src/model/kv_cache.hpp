@@ -4,8 +4,8 @@
 // the blocks as one sample of n rows; `pieces` says which rows belong to which sequence. At each block,
 // attend() appends the pieces' keys and values to the layer's cache and attends every new row causally
 // to its sequence's cached keys; end_pass() then moves each sequence's length past its new rows.
-// With a sliding window of W keys a sequence keeps 3W - 2 slots (or its capacity, if fewer), not one per
-// position: a pass adds at most W rows of a sequence (max_piece), and when they would not fit, the last
+// With a sliding window of W keys in every block a sequence keeps 3W - 2 slots (or its capacity, if
+// fewer), not one per position (a block without the window, model.window_attn_skip_freq, needs them all): a pass adds at most W rows of a sequence (max_piece), and when they would not fit, the last
 // W - 1 keys (all a new row can see) move to the front and the slots' first position (base) moves on. The
 // move never overlaps itself (the kept keys start at least W - 1 slots in), so it is one copy.
 #pragma once
@@ -29,9 +29,9 @@ struct KvPiece {
 template <typename T>
 class KvCache {
  public:
-  // d: the model's activation dims (whole model on one rank); window: the model's sliding window (0:
+  // d: the model's activation dims (whole model on one rank); windows: each block's sliding window (0:
   // none); rows: the most rows of a pass.
-  KvCache(const ActivationDims& d, int layers, int batch, int capacity, int window, long rows, Device& device);
+  KvCache(const ActivationDims& d, const std::vector<int>& windows, int batch, int capacity, long rows, Device& device);
 
   // The pieces of the next pass (each within capacity, sequences in any order, each at most once).
   void begin_pass(std::vector<KvPiece> pieces);
@@ -47,13 +47,14 @@ class KvCache {
   int batch() const { return static_cast<int>(lengths_.size()); }
   int capacity() const { return capacity_; }
   // The most rows of one sequence a pass may add.
-  int max_piece() const { return window_ > 0 ? std::min(window_, capacity_) : capacity_; }
+  int max_piece() const { return ring_window_ > 0 ? std::min(ring_window_, capacity_) : capacity_; }
 
  private:
   int kv_width() const { return 2 * d_.NKVl * d_.HD(); }
   ActivationDims d_;
   int capacity_;
-  int window_;
+  std::vector<int> windows_;  // per block
+  int ring_window_;           // the window every block has (0: some block has none): the slots keep 3W - 2
   int slots_;
   std::vector<int> lengths_;
   std::vector<int> bases_;       // each sequence's position of its first slot

@@ -13,13 +13,19 @@
 namespace dtrain {
 namespace {
 
+std::vector<int> block_windows(const ModelShape& shape) {
+  std::vector<int> windows;
+  for (int l = 0; l < shape.num_layers; ++l) windows.push_back(shape.window_at(l));
+  return windows;
+}
+
 template <typename T>
 class KvDecoderImpl final : public KvDecoder {
  public:
   KvDecoderImpl(GptModelImpl<T>& model, int batch)
       : model_(model),
         rows_(model.dims().N()),
-        cache_(model.dims(), model.plan().shape.num_layers, batch, model.plan().shape.seq_length, model.plan().shape.window, rows_,
+        cache_(model.dims(), block_windows(model.plan().shape), batch, model.plan().shape.seq_length, rows_,
                model.device()),
         ids_(model.device(), 2 * static_cast<std::size_t>(rows_) * sizeof(int)) {}
 

@@ -27,6 +27,7 @@ ModelShape ModelShape::from(const Config& c) {
   }
   s.rotary_dim = s.rope ? c.rotary_dims() : 0;
   s.window = m.window_size;
+  s.window_skip = m.window_attn_skip_freq;
   s.hd = c.head_dim();
   s.qk_norm = m.qk_layernorm;
   s.experts = m.num_experts;

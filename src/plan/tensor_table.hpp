@@ -54,14 +54,23 @@ struct ModelShape {
   kernels::RopeFrequencies rope_frequencies{};  // base theta, and Llama 3.1's scaling when it has one
   int rotary_dim = 0;     // dims of each head that RoPE turns
   int window = 0;         // sliding-window attention: keys a row sees at most (0: every earlier one)
-  // Keys a query row sees on average, by the causal convention of T/2: (T^2 - (T-W)^2) / 2T with a window W.
+  int window_skip = 0;    // model.window_attn_skip_freq: blocks l with (l + 1) % it == 0 see every key
+  // Block `layer`'s window (0: none), as Megatron's is_layer_window_attention places them.
+  int window_at(int layer) const { return window_skip > 0 && (layer + 1) % window_skip == 0 ? 0 : window; }
+  // Keys a query row sees on average over the blocks, by the causal convention of T/2: (T^2 - (T-W)^2) / 2T
+  // with a window W.
   double mean_visible_keys() const {
-    const double T = seq_length, W = window > 0 && window < seq_length ? window : seq_length;
-    return (T * T - (T - W) * (T - W)) / (2 * T);
+    const double T = seq_length;
+    double sum = 0;
+    for (int l = 0; l < num_layers; ++l) {
+      const double W = window_at(l) > 0 && window_at(l) < seq_length ? window_at(l) : seq_length;
+      sum += (T * T - (T - W) * (T - W)) / (2 * T);
+    }
+    return num_layers > 0 ? sum / num_layers : T / 2;
   }
   int experts = 0;        // model.num_experts (0 = dense MLP everywhere)
   int moe_ffn = 0;        // width of each expert's MLP
-  std::string moe_blocks;  // per block: '1' a MoE block, '0' a dense one (Config::moe_layer)
+  std::string moe_blocks{};  // per block: '1' a MoE block, '0' a dense one (Config::moe_layer)
   int topk = 0;           // experts per token
   double moe_aux_coeff = 0.0;    // weight of the load-balancing loss (0 also with load-balancing type none)
   double capacity_factor = 0.0;  // 0 = dropless

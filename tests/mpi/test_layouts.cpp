@@ -442,7 +442,8 @@ TEST_CASE("Qwen3's attention (kv_channels, qk_layernorm) matches one rank", "[mp
   check_layouts(variants, wide, first, later, later, false, Rerun::left_to_gpt_test);
 }
 
-// A sliding window (model.window_size = 10 keys at T = 32, Llama blocks): one rank's fused kernel skips
+// A sliding window (model.window_size = 10 keys at T = 32, Llama blocks; window_attn_skip_freq = 2, so
+// every second block attends to every key, Gemma-style local and global blocks): one rank's fused kernel skips
 // the key tiles before each row's window, ring attention the chunk pairs wholly before it (cp = 2 cuts
 // T into chunks of 8: the chunk at 16 sees the last key of the chunk at 0 from its first row, the chunk
 // at 24 nothing of it), and the tensor-parallel
@@ -455,7 +456,7 @@ TEST_CASE("sliding-window layouts match one rank", "[mpi][layouts][cp][window]")
   if (world == 2) variants = {with_cp({1, 1, 1}, 2), {2, 1, 1, true}};
   if (world == 4) variants = {with_cp({2, 1, 1, true}, 2), {2, 2, 1, true}};
   const std::vector<std::string> window =
-      with_llama_blocks({"--model.seq_length=32", "--model.window_size=10", "--optimizer.eps=1e-4"});
+      with_llama_blocks({"--model.seq_length=32", "--model.window_size=10", "--model.window_attn_skip_freq=2", "--optimizer.eps=1e-4"});
   const long n = 8 * 32;
   const double first = testing::reorder_tolerance(n, 0), later = testing::reorder_tolerance(n, 10);
   check_layouts(variants, window, first, later, later, false, Rerun::left_to_gpt_test);

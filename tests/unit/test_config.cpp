@@ -16,6 +16,7 @@
 #include "config/validate.hpp"
 #include "plan/cluster.hpp"
 #include "plan/layout_checks.hpp"
+#include "plan/tensor_table.hpp"
 
 using namespace dtrain;
 using testing::contains;
@@ -131,6 +132,16 @@ TEST_CASE("layout checks name the key and the fix", "[config]") {
     CHECK(contains(e, "or 0 for full causal attention"));
     c.model.window_size = -1;
     CHECK(contains(error_of([&] { validate_config(c); }), "model.window_size"));
+    c.model.window_size = 0;
+    c.model.window_attn_skip_freq = 2;
+    CHECK(contains(error_of([&] { validate_config(c); }), "model.window_attn_skip_freq=2 chooses the blocks without a sliding window, "
+                                                          "but model.window_size=0 gives none a window"));
+    // Megatron's is_layer_window_attention(layer_number from 1): windowed unless layer_number % freq == 0.
+    c.model.window_size = 4;
+    c.model.window_attn_skip_freq = 3;
+    c.model.num_layers = 6;
+    const ModelShape shape = ModelShape::from(c);
+    for (int l = 0; l < 6; ++l) CHECK(shape.window_at(l) == ((l + 1) % 3 != 0 ? 4 : 0));
   }
   SECTION("qk_layernorm without RoPE or RMSNorm") {
     c.model.qk_layernorm = true;

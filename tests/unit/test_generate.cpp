@@ -34,13 +34,17 @@ namespace {
 
 constexpr int kLayers = 2, kC = 64, kT = 32, kF = 256, kV = 96, kTopK = 2;
 
-// moe: Llama blocks whose MLPs are 4 experts, 2 per token; wide: Qwen3-like Llama blocks with heads of 32
+// moe: Llama blocks whose MLPs are 4 experts, 2 per token; local_global: Llama blocks with a window of 9
+// keys in the first and every key in the second (window_attn_skip_freq = 2: the cache keeps every
+// position); wide: Qwen3-like Llama blocks with heads of 32
 // dims (model.kv_channels: 128 attention columns at hidden 64), their queries and keys normalised
 // (qk_layernorm), and a sliding window of 9 keys: the cache keeps 25 slots of the 32 positions, so
 // prompts go in pieces of 9 rows and the longest sequence's keys move to the front.
-enum class Block { gpt2, llama, moe, wide };
+enum class Block { gpt2, llama, moe, local_global, wide };
 
-const char* name(Block b) { return b == Block::gpt2 ? "GPT-2" : b == Block::llama ? "Llama" : b == Block::moe ? "MoE" : "wide heads"; }
+const char* name(Block b) {
+  return b == Block::gpt2 ? "GPT-2" : b == Block::llama ? "Llama" : b == Block::moe ? "MoE" : b == Block::local_global ? "local and global" : "wide heads";
+}
 
 Config model_config(Block block, const std::string& precision = "fp32") {
   std::string text = "[model]\nnum_layers=2\nhidden_size=64\nnum_attention_heads=4\nseq_length=32\nvocab_size=96\n"
@@ -50,6 +54,7 @@ Config model_config(Block block, const std::string& precision = "fp32") {
             "untie_embeddings_and_output_weights=true\nadd_bias_linear=false\n";
   if (block == Block::moe) text += "num_experts=4\nmoe_router_topk=" + std::to_string(kTopK) + "\n";
   if (block == Block::wide) text += "kv_channels=32\nwindow_size=9\nqk_layernorm=true\n";
+  if (block == Block::local_global) text += "window_size=9\nwindow_attn_skip_freq=2\n";
   text += "[system]\nprecision=" + precision + "\n";
   return load_config(text, "generation test", {});
 }
@@ -90,7 +95,7 @@ double relative_error(const float* got, const std::vector<float>& want) {
 TEST_CASE("the key/value cache gives the full forward pass's logits at every position", "[generate]") {
   kernels::HostRuntime host;
   const double tolerance = 2.0 * (kLayers * (kC + kT + kF + kTopK) + kC) * 0x1p-24;
-  for (const Block block : {Block::gpt2, Block::llama, Block::moe, Block::wide}) {
+  for (const Block block : {Block::gpt2, Block::llama, Block::moe, Block::local_global, Block::wide}) {
     INFO(name(block));
     const auto model = scaled_model(model_config(block));
     // Three sequences: prompts of 1, 17 and 20 tokens (38 rows: a decode pass takes the micro-batch's 32,

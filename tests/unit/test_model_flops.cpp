@@ -31,3 +31,16 @@ TEST_CASE("model FLOPs of a MoE model count the router and the top-k experts of 
   // block 1 (dense, F = 128): 4096 + 2*32*128 = 12288; + 256*32 = 8192: 33024; x 6 = 198144; attention 786432.
   CHECK(model_flops_per_token(c) == 198144.0 + 786432.0);
 }
+
+TEST_CASE("model FLOPs of sliding-window attention count each block's visible keys", "[plan][window]") {
+  const std::string base = "[model]\nnum_layers=2\nhidden_size=32\nnum_attention_heads=1\nseq_length=2048\nvocab_size=256\n";
+  // A window of 512 keys at T = 2048: a row sees (T^2 - (T-W)^2) / 2T = (2048^2 - 1536^2) / 4096 = 448
+  // keys on average (causal: 1024). Attention, the convention's 12 x layers x keys x H x D:
+  // 12 x 2 x 448 x 32 = 344064.
+  const Config windowed = load_config(base + "window_size=512\n", "flops", {});
+  CHECK(model_flops_per_token(windowed) == 196608.0 + 344064.0);
+  // Megatron's window_attn_skip_freq = 2: block 2 (counting from 1) sees every key, block 1 the window:
+  // 12 x 32 x (448 + 1024) = 565248.
+  const Config local_global = load_config(base + "window_size=512\nwindow_attn_skip_freq=2\n", "flops", {});
+  CHECK(model_flops_per_token(local_global) == 196608.0 + 565248.0);
+}

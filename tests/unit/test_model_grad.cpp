@@ -91,6 +91,8 @@ TEST_CASE("Qwen2's query/key/value biases, kv_channels, qk_layernorm and a slidi
   check_model_gradient(qk);
   // A window of 3 keys over 8 positions: most rows see a strict suffix of their causal keys.
   check_model_gradient(tiny_config(with(kLlama, {"--model.window_size=3"})));
+  // Megatron's window_attn_skip_freq: the second block sees every key, the first the window.
+  check_model_gradient(tiny_config(with(kLlama, {"--model.window_size=3", "--model.window_attn_skip_freq=2"})));
 }
 
 TEST_CASE("MoE model gradient matches finite differences of the loss (router, experts, combine)", "[model][moe]") {
