@@ -534,9 +534,12 @@ def main():
         packed_batch(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), *[int(a) for a in sys.argv[6:]])
     elif len(sys.argv) == 6 and sys.argv[1] == "packed":
         packed(*sys.argv[2:])
+    elif len(sys.argv) >= 8 and sys.argv[1] == "family":  # both checks of one model, one interpreter start
+        logits(sys.argv[2], sys.argv[3], sys.argv[7:])
+        packed(sys.argv[2], sys.argv[4], sys.argv[5], sys.argv[6])
     else:
         fail("usage: hf_reference.py logits DIR LOGITS.f32 ID... | write ARCH DIR | damage KIND SRC DST | packed-batch OUT.bin VOCAB T EOD [LONGEST]"
-             " | packed DIR GRADS_DIR BATCH.bin DTRAIN_LOSS")
+             " | packed DIR GRADS_DIR BATCH.bin DTRAIN_LOSS | family DIR LOGITS.f32 GRADS_DIR BATCH.bin DTRAIN_LOSS ID...")
 
 
 if __name__ == "__main__":
