@@ -2,7 +2,8 @@
 # dtrain calibrate: `mpirun -np 2 dtrain calibrate --out F --quick` writes, in well under a minute, a
 # cluster description that dtrain plan reads (2 devices on 1 node, a GEMM efficiency table, and one per
 # GEMM width, a measured link with its all-reduce and reduce-scatter rates, the elementwise and release
-# rates, attention's cost per score beyond its GEMMs), and `dtrain plan --layout` costs one layout with
+# rates, attention's cost per score beyond its GEMMs, or its report that the GEMMs took it all on a loaded
+# machine), and `dtrain plan --layout` costs one layout with
 # it: the step, its breakdown in seconds,
 # and a refusal of a layout dtrain does not accept. --out is required; an input file is refused; an
 # unwritable --out ends every rank.
@@ -23,9 +24,16 @@ grep -qE '^intra_node_bandwidth_gb_s = [0-9.e+-]+$' "$work/here.ini" || fail "no
 grep -qE '^gemm_efficiency_by_width = ([0-9]+/[0-9.e+]+:[0-9.e-]+, )+[0-9]+/[0-9.e+]+:[0-9.e-]+$' "$work/here.ini" &&
   [ "$(grep '^gemm_efficiency_by_width' "$work/here.ini" | grep -oE '(= |, )[0-9]+/' | sort -u | wc -l)" -ge 2 ] ||
   fail "the efficiency table per width should hold curves of several widths"
-for key in elementwise_gb_s released_memory_gb_s attention_score_ns intra_node_all_reduce_gb_s intra_node_reduce_scatter_gb_s; do
+for key in elementwise_gb_s released_memory_gb_s intra_node_all_reduce_gb_s intra_node_reduce_scatter_gb_s; do
   grep -qE "^$key = [0-9.e+-]*[1-9][0-9.e+-]*$" "$work/here.ini" || fail "no measured $key"
 done
+# The attention's time beyond its GEMMs is a difference of two timings of a --quick run; on a loaded
+# machine the GEMM side can take all of it, and then calibrate reports 0 and writes no key (the cost
+# model's default stands). Either way the measurement must have been made and reported.
+if ! grep -qE "^attention_score_ns = [0-9.e+-]*[1-9][0-9.e+-]*$" "$work/here.ini"; then
+  grep -q "attention beyond its GEMMs 0.000 ns per causal score" "$work/cal.txt" || fail "no measured attention_score_ns"
+  echo "  attention_score_ns: the GEMMs took all of the attention's time in this run (a loaded machine); no key written"
+fi
 
 # The description parses: cost one layout of the tiny model on it.
 "$dtrain" plan "$src/inputs/tiny.ini" --cluster "$work/here.ini" --layout tp=1,pp=2,dp=1,mb=2,recompute=full > "$work/one.txt" 2>&1 ||
