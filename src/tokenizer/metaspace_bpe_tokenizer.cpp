@@ -2,6 +2,8 @@
 // tokens, checked against what is implemented; encoding and decoding.
 #include "tokenizer/metaspace_bpe_tokenizer.hpp"
 
+#include <unicode/utf8.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -29,21 +31,13 @@ bool replaces_spaces(const nlohmann::json& j, const char* from, const char* to) 
          j.value("content", std::string()) == to;
 }
 
-// The length of the UTF-8 character at s[i]; 1 for a byte that does not start a valid one.
-std::size_t char_length(std::string_view s, std::size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  const std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (len == 0 || i + len > s.size()) return 1;
-  for (std::size_t k = 1; k < len; ++k)
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 1;
-  return len;
-}
-
-// The code point of the valid UTF-8 character of `len` bytes at s[i].
-char32_t code_point(std::string_view s, std::size_t i, std::size_t len) {
-  const auto lead = static_cast<unsigned char>(s[i]);
-  char32_t c = len == 2 ? (lead & 0x1Fu) : len == 3 ? (lead & 0x0Fu) : (lead & 0x07u);
-  for (std::size_t k = 1; k < len; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3Fu);
+// The code point of the UTF-8 character at s[i] (ICU's U8_NEXT), moving i past it; negative for bytes
+// that are not UTF-8 (i then past the ill-formed run, whose bytes fall back one by one).
+UChar32 next_code_point(std::string_view s, std::size_t& i) {
+  auto at = static_cast<std::int32_t>(i);
+  UChar32 c;
+  U8_NEXT(s.data(), at, static_cast<std::int32_t>(s.size()), c);
+  i = static_cast<std::size_t>(at);
   return c;
 }
 
@@ -172,8 +166,11 @@ MetaspaceBpeTokenizer::MetaspaceBpeTokenizer(const nlohmann::json& j, const std:
       byte_id_[b] = it->second;
       text_of_[it->second] = std::string(1, static_cast<char>(b));
     }
-    for (const auto& [text, id] : id_of_)  // the model's tokens of one character beyond ASCII
-      if (text.size() > 1 && in_model_[id] && char_length(text, 0) == text.size()) char_id_.emplace(code_point(text, 0, text.size()), id);
+    for (const auto& [text, id] : id_of_) {  // the model's tokens of one character beyond ASCII
+      std::size_t end = 0;
+      const UChar32 c = text.size() > 1 && in_model_[id] ? next_code_point(text, end) : -1;
+      if (c >= 0 && end == text.size()) char_id_.emplace(static_cast<char32_t>(c), id);
+    }
     for (int c = 0; c < 128; ++c) {
       const auto it = id_of_.find(std::string(1, static_cast<char>(c)));
       ascii_id_[c] = it != id_of_.end() && in_model_[it->second] ? it->second : kNone;
@@ -221,18 +218,18 @@ void MetaspaceBpeTokenizer::encode_word(std::string_view word, std::vector<std::
   std::vector<std::uint32_t> symbols;
   symbols.reserve(word.size());
   for (std::size_t i = 0; i < word.size();) {
-    const std::size_t len = char_length(word, i);
+    const std::size_t start = i;
     const auto lead = static_cast<unsigned char>(word[i]);
     std::uint32_t id = kNone;
     if (lead < 0x80) {
       id = ascii_id_[lead];
-    } else if (len > 1) {
-      if (const auto it = char_id_.find(code_point(word, i, len)); it != char_id_.end()) id = it->second;
+      ++i;
+    } else if (const UChar32 c = next_code_point(word, i); c >= 0) {
+      if (const auto it = char_id_.find(static_cast<char32_t>(c)); it != char_id_.end()) id = it->second;
     }
     if (id != kNone) symbols.push_back(id);
     else
-      for (std::size_t k = 0; k < len; ++k) symbols.push_back(byte_id_[static_cast<unsigned char>(word[i + k])]);
-    i += len;
+      for (std::size_t k = start; k < i; ++k) symbols.push_back(byte_id_[static_cast<unsigned char>(word[k])]);
   }
   const std::vector<std::uint32_t> merged = merges_.merge(std::move(symbols));
   ids.insert(ids.end(), merged.begin(), merged.end());
