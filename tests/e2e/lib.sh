@@ -16,6 +16,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # No high-speed fabric here: Open MPI's ob1 transport, without 0.2 s of probing PSM at every rank's start.
 export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1}
+# When a rank exits non-zero, mpirun sends SIGCONT, SIGTERM and SIGKILL one second apart
+# (odls_base_sigkill_timeout), even to ranks already gone: 2 s of nothing per failing run (about 23 s of
+# the suite's wall time on 2 cores). The tests send their signals to the ranks themselves.
+export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-0}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 
 # make_small_data DTRAIN_DATA [LINES]: $work/d.train.bin and $work/d.val.bin
