@@ -10,6 +10,10 @@
 set -u
 case_name=$1 dtrain=$2 tool=$3 src=$4
 source "$(dirname "$0")/lib.sh"
+# mpirun's own second between SIGTERM and SIGKILL (lib.sh sets none): the first rank's watchdog ends the
+# job, and the rank waiting on rank 3 in the pipeline, whose report this test reads, may time out a
+# moment later (as a launcher's kill grace, Slurm's KillWait, allows).
+export OMPI_MCA_odls_base_sigkill_timeout=1
 make_small_data "$tool"
 case $case_name in
   step) limits=(--system.step_timeout_s=4 --system.collective_timeout_s=600); expect='rank 3 on node [^:]+: error: hang watchdog: step 5 has run for [0-9.]+ s \(system.step_timeout_s=4\), busy in forward of micro-batch 0, chunk 0, pipeline stage 1' ;;
