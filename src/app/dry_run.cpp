@@ -75,6 +75,12 @@ void print_dry_run(HostComm world, const OptionTable& table, const Config& cfg, 
     std::printf("  stage %d: %zu blocks%s%s%s, %zu parameters per rank, %d activation slots\n", st, rp.part.layers().size(),
                 chunks.c_str(), rp.part.embedding ? " +embedding" : "", rp.part.head ? " +head" : "", rp.table.total(),
                 rp.activations.slots);
+    if (rp.has_frozen()) {
+      std::size_t frozen = 0;
+      for (const auto& t : rp.table.tensors()) frozen += t.trainable ? 0 : t.numel;
+      std::printf("    of which %zu frozen (training.freeze): %.2f MiB of params, no grads or optimizer state\n", frozen,
+                  mb(frozen * rp.compute_type_bytes()));
+    }
     if (moe) {
       std::size_t experts = 0;
       for (const auto& t : rp.table.tensors()) experts += t.expert ? t.numel : 0;
@@ -147,7 +153,7 @@ void print_dry_run(HostComm world, const OptionTable& table, const Config& cfg, 
       const std::size_t owned = rp.optimizer_elements(), compute = rp.compute_type_bytes();
       const std::size_t kept = (rp.shards_params() ? owned : rp.arena_size) * compute + owned * 4 + m.optimizer;
       const int replicas = rp.replicas();
-      const std::size_t whole = rp.arena_size * (compute + 4) + m.optimizer * static_cast<std::size_t>(replicas);
+      const std::size_t whole = rp.arena_size * compute + rp.grad_arena_size * 4 + m.optimizer * static_cast<std::size_t>(replicas);
       std::printf("  stage %d ZeRO-%d: params+grads+optimizer kept between uses %.2f MiB = %.3f x (stage total %.2f MiB / dp x cp %d); "
                   "buckets gathered at once add %.2f MiB params, %.2f MiB grads\n",
                   st, rp.zero_stage(), mb(kept), static_cast<double>(kept) * replicas / static_cast<double>(whole), mb(whole), replicas,

@@ -15,6 +15,7 @@
 #include "common/error.hpp"
 #include "common/staged_file.hpp"
 #include "config/load.hpp"
+#include "plan/frozen_tensors.hpp"
 #include "plan/layout_checks.hpp"
 #include "plan/pipeline_split.hpp"
 #include "plan/rank_layout.hpp"
@@ -75,24 +76,25 @@ void consolidate(HostComm comm, const CheckpointReader& reader, const std::strin
   try {
     collective_check(comm, [&] { file.emplace(h5::File::create_parallel(tmp, comm)); });
     // Creating datasets is collective: every rank creates all of them, then writes its own share.
+    // (kind, tensor) of every dataset: frozen tensors (the run's training.freeze) have parameters only.
+    const std::vector<std::string> frozen = freeze_patterns(checkpoint_config(reader).training.freeze);
+    std::vector<std::pair<std::string, std::string>> items;
+    for (const auto& kind : kinds)
+      for (const auto& name : names)
+        if (kind == "param" || !frozen_by(frozen, name)) items.emplace_back(kind, name);
     collective_check(comm, [&] {
-      for (const auto& kind : kinds)
-        for (const auto& name : names)
-          datasets.push_back(kind == "param" ? file->create_dataset(name, reader.global_shape(name), weights)
-                                             : file->create_dataset("optimizer/" + kind + "/" + name, reader.global_shape(name)));
+      for (const auto& [kind, name] : items)
+        datasets.push_back(kind == "param" ? file->create_dataset(name, reader.global_shape(name), weights)
+                                           : file->create_dataset("optimizer/" + kind + "/" + name, reader.global_shape(name)));
     });
     collective_check(comm, [&] {
-      std::size_t i = 0;
       std::vector<float> slab;
-      for (const auto& kind : kinds)
-        for (const auto& name : names) {
-          if (static_cast<int>(i % size) == rank) {
-            stream_tensor(reader, kind, name, slab,
-                          [&](std::size_t at, std::size_t n, const float* values) { datasets[i].write_range(at, n, values); });
-            if (progress) progress(static_cast<int>(i + 1), static_cast<int>(datasets.size()), kind + " " + name);
-          }
-          ++i;
-        }
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        if (static_cast<int>(i % size) != rank) continue;
+        const auto& [kind, name] = items[i];
+        stream_tensor(reader, kind, name, slab, [&](std::size_t at, std::size_t n, const float* values) { datasets[i].write_range(at, n, values); });
+        if (progress) progress(static_cast<int>(i + 1), static_cast<int>(datasets.size()), kind + " " + name);
+      }
     });
     collective_check(comm, [&] {  // each close writes what HDF5 still buffers (collective)
       for (auto& d : datasets) d.close();
@@ -190,13 +192,14 @@ void verify(HostComm comm, const CheckpointReader& reader, const Progress& progr
   const int rank = comm.rank(), size = comm.size();
   const auto names = reader.tensor_names();
   collective_check(comm, [&] { reader.verify_files(rank, size); });
+  const std::vector<std::string> frozen = freeze_patterns(checkpoint_config(reader).training.freeze);  // no optimizer state
   collective_check(comm, [&] {
     int i = 0;
     const int total = static_cast<int>(names.size()) * 3;
     std::vector<float> slab;
     for (const char* kind : kPieceKinds)
       for (const auto& name : names) {
-        if (i % size == rank && (std::string(kind) == "param" || reader.has_kind(kind))) {
+        if (i % size == rank && (std::string(kind) == "param" || (reader.has_kind(kind) && !frozen_by(frozen, name)))) {
           stream_tensor(reader, kind, name, slab, [](std::size_t, std::size_t, const float*) {});
           if (progress) progress(i + 1, total, std::string(kind) + " " + name);
         }

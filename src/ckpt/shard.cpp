@@ -55,7 +55,8 @@ void for_each_piece(const RankState& st, const PieceVisitor& visit) {
   const auto& tensors = plan.table.tensors();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const TensorSpec& t = tensors[i];
-    if (!st.master && plan.writes_params(i)) visit(0, t, 0, st.params + t.offset, 0, static_cast<std::int64_t>(t.numel));
+    // Whole tensors: without master weights, and frozen ones (which have none) always.
+    if ((!st.master || !t.trainable) && plan.writes_params(i)) visit(0, t, 0, st.params + t.offset, 0, static_cast<std::int64_t>(t.numel));
     if (!plan.writes_moments(i)) continue;
     // Parameters kept per optimizer range: the master weights (bf16), or the parameters under ZeRO-3.
     const bool range_params = st.master || plan.shards_params();

@@ -120,6 +120,9 @@ struct TrainingConfig {
   OnNonFinite on_nonfinite = OnNonFinite::stop;
   int max_rollbacks = 3;                    // with rollback: the run stops at the next one
   int early_stop_patience = 0;              // end after this many validations without a new best (0 = never)
+  // Tensors that do not train: comma-separated glob patterns of tensor names ("wte", "h*.ln1_w"). They
+  // keep their initial or loaded values and have no gradient, optimizer state or master copy.
+  std::string freeze;
 };
 
 struct OptimizerConfig {

@@ -185,6 +185,10 @@ OptionTable::OptionTable(Config& c) : desc_("input.ini keys") {
       "stop (exit 5), or rollback: a non-finite loss or gradient norm reloads checkpoint.dir's latest checkpoint on "
       "every rank and trains on, skipping that step's batch (logged, and kept in later checkpoints)");
   add("training.max_rollbacks", &t.max_rollbacks, "with on_nonfinite=rollback: rollbacks a run may make; the next non-finite step stops it");
+  add("training.freeze", &t.freeze,
+      "comma-separated glob patterns of tensor names that do not train (e.g. 'wte,wpe' or 'h0.*,h1.*'; the names are "
+      "those of checkpoints and `dtrain --dry-run`): no gradient, optimizer state or master copy, values as initialised or "
+      "loaded; empty = every tensor trains");
   add("training.early_stop_patience", &t.early_stop_patience,
       "end training after this many validations without a new lowest validation loss, with the best checkpoint's weights as "
       "the final weights (needs checkpoint.keep_best >= 1; 0 = never)");

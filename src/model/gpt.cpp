@@ -226,7 +226,7 @@ GptModel::GptModel(const RankPlan& plan, Device& device)
     : plan_(plan),
       // What ZeRO-2/3 shard is on-demand memory: the owners of the arena's ranges commit them.
       params_(device, plan.arena_size * plan.compute_type_bytes(), plan.shards_params()),
-      grads_(device, plan.arena_size * sizeof(float), plan.shards_grads()) {}
+      grads_(device, plan.grad_arena_size * sizeof(float), plan.shards_grads()) {}
 
 std::unique_ptr<GptModel> make_gpt_model(const RankPlan& plan, const TensorParallel* tp, kernels::Backend backend, Communicator* cp,
                                          ExpertDispatch* dispatch) {

@@ -96,7 +96,7 @@ class GptModel {
   Device& device() const { return params_.device(); }
   DType compute_type() const { return storage_dtype(plan_.precision); }
   Arena& params() { return params_; }  // the compute weights: arena_size elements of compute_type()
-  Arena& grads() { return grads_; }    // fp32, arena_size elements
+  Arena& grads() { return grads_; }    // fp32, grad_arena_size elements (the trainable tensors)
   // One activation or gradient between pipeline stages: (Ns,C) elements of compute_type().
   std::size_t message_count() const { return static_cast<std::size_t>(dims().Ns()) * static_cast<std::size_t>(dims().C); }
 

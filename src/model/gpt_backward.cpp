@@ -22,6 +22,8 @@ void GptModelImpl<T>::embed_backward(const T* dout, const MicroBatch& batch) {
 template <typename T>
 void GptModelImpl<T>::norm_rows_backward(T* dres, float* dw, float* db, const T* dout, const T* x, const T* w, const float* mean,
                                          const float* rstd, long rows) {
+  if (!dw) dw = frozen_norm_grads_.as<float>();  // frozen: computed and dropped
+  if (!db && !plan_.shape.rmsnorm) db = frozen_norm_grads_.as<float>() + dims().C;
   if (plan_.shape.rmsnorm)
     k_.rmsnorm_backward(dres, dw, dout, x, w, rstd, rows, dims().C);
   else
@@ -71,7 +73,7 @@ void GptModelImpl<T>::head_norms_backward(const BlockParams<T>& p, const BlockPa
   const auto one = [&](int col, int width, int heads, float* dw, const T* raw, const T* w, const float* rstd) {
     k_.copy_columns(sc.qk_dy, sc.dqkv, N, W, col, width);
     k_.zero(sc.qk_out, N * width);  // rmsnorm_backward adds
-    k_.rmsnorm_backward(sc.qk_out, dw, sc.qk_dy, raw, w, rstd, N * heads, HD);
+    k_.rmsnorm_backward(sc.qk_out, dw ? dw : frozen_norm_grads_.as<float>(), sc.qk_dy, raw, w, rstd, N * heads, HD);
     k_.insert_columns(sc.dqkv, sc.qk_out, N, W, col, width);
   };
   one(0, Q, d.NHl, g.qnorm_w, a.q_raw, p.qnorm_w, a.q_rstd);

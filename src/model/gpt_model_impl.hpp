@@ -8,6 +8,7 @@
 // rows (decode): one block routine for training and decoding, whose attention reads the micro-batch's
 // own keys, the cp ring's, or the cache's. Only those three files include this one.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -37,7 +38,7 @@ class GptModelImpl final : public GptModel {
         tp_(tp && tp->size() > 1 ? tp : nullptr),
         blocks_per_chunk_(plan.activations.blocks_per_slot),
         p_(views(plan_, params_.as<T>())),
-        g_(views(plan_, grads_.as<float>())),
+        g_(views(plan_, grads_.as<float>(), /*trainable_only=*/true)),
         acts_(plan.activations, device()),
         vocab_start_(plan.coords.tp * plan.activations.dims.Vl),
         bias_owner_(plan.coords.tp == 0),
@@ -46,6 +47,7 @@ class GptModelImpl final : public GptModel {
         head_grad_(device(), plan.separate_tied_head ? sizeof(float) * static_cast<std::size_t>(plan.activations.dims.Vl) *
                                                          static_cast<std::size_t>(plan.activations.dims.C)
                                                    : 0),
+        frozen_norm_grads_(device(), frozen_norm_floats(plan) * sizeof(float)),
         wg_(k_),
         linear_(k_, wg_, acts_.scratch(), tp_, cp),
         dense_(k_, linear_, plan.activations.dims, plan.shape.swiglu, bias_owner_,
@@ -179,6 +181,14 @@ class GptModelImpl final : public GptModel {
   KvCache<T>* cache_ = nullptr;  // a decode pass's cache  // adds the bias of row-parallel layers (tp rank 0)
   std::vector<int> replay_from_;  // for the last block of a fully recomputed group: its first block, else -1
   Arena head_grad_;               // plan().separate_tied_head: the tied head's gradient until the step's end
+  // Where the norm kernels put the weight gradients of frozen norms (training.freeze), never read: a
+  // weight's and a bias's of the widest norm. Empty without frozen tensors.
+  Arena frozen_norm_grads_;
+  static std::size_t frozen_norm_floats(const RankPlan& plan) {
+    const auto& ts = plan.table.tensors();
+    if (std::all_of(ts.begin(), ts.end(), [](const TensorSpec& t) { return t.trainable; })) return 0;
+    return 2 * static_cast<std::size_t>(std::max(plan.activations.dims.C, plan.activations.dims.HD()));
+  }
   WeightGrads<T> wg_;             // the backward's weight gradients, joined or split
   LinearGemms<T> linear_;         // the blocks' linear layers' GEMMs (fp8 in fp8 runs)
   DenseMlp<T> dense_;

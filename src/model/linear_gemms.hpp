@@ -102,6 +102,7 @@ class LinearGemms {
   // dweight (OC,IC) += dy^T x: dy^T (E5M2, (OC,N)) times x^T (E4M3, (IC,N)); now, or at W in a split
   // backward (WeightGrads keeps dy and x), where dy's amax is taken again (B's has been overwritten).
   void weight_grad_fp8(float* dweight, const T* dy, const T* x, long N, int IC, int OC) {
+    if (!dweight) return;  // a frozen weight (training.freeze)
     wg_.weight(dy, N * OC, x, N * IC, [this, dweight, N, IC, OC](const T* d, const T* in, bool deferred) {
       const float* dy_amax = deferred ? reduced_amax(kDy, d, N * OC, true) : amax(kDy);
       k_.fp8_quantize(sc_.fp8_dy_t, d, dy_amax, N, OC, kE5m2, 1);

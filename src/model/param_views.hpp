@@ -31,21 +31,22 @@ struct ModelParams {
 };
 
 // Pointers to every tensor of `plan`'s table in an arena of element type T (null for tensors the
-// model does not have).
+// model does not have): the parameter arena, or with trainable_only the gradient arena (null for
+// frozen tensors, which have no gradient).
 template <typename T>
-ModelParams<T> views(const RankPlan& plan, T* base) {
+ModelParams<T> views(const RankPlan& plan, T* base, bool trainable_only = false) {
   ModelParams<T> v;
   const TensorTable& table = plan.table;
   auto at = [&](const std::string& name) -> T* {
     const TensorSpec* t = table.find(name);
-    return t ? base + t->offset : nullptr;
+    return t && (t->trainable || !trainable_only) ? base + t->offset : nullptr;
   };
   // The packed [q | k | v] weight: one tensor, or kv right after q in the arena.
   auto packed_qkv = [&](const std::string& h, const char* q, const char* kv, const char* qkv) -> T* {
     if (!plan.shape.grouped()) return at(h + qkv);
     const TensorSpec* tq = table.find(h + q);
     const TensorSpec* tkv = table.find(h + kv);
-    if (!tq || !tkv) return nullptr;
+    if (!tq || !tkv || (trainable_only && !tq->trainable)) return nullptr;
     if (tkv->offset != tq->offset + tq->numel) fatal("internal error: " + h + kv + " is not packed after " + h + q);
     return base + tq->offset;
   };

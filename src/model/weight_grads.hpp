@@ -92,6 +92,7 @@ class WeightGrads {
   // batch, which outlives the step's actions).
   void embedding(float* dwte, float* dwpe, const T* dout, const int* tokens, const int* positions, int vocab_start, int B, int Tn, int C,
                  int V, int P) {
+    if (!dwte && !dwpe) return;  // frozen (training.freeze freezes both or neither)
     if (!splitting()) return k_.embedding_backward(dwte, dwpe, dout, tokens, positions, vocab_start, B, Tn, C, V, P);
     const T* kept = keep(k_, dout, static_cast<long>(B) * Tn * C);
     const kernels::KernelTable<T>* k = &k_;
@@ -113,6 +114,7 @@ class WeightGrads {
 
   template <typename S>
   void defer_gemm(const kernels::KernelTable<S>& k, float* dweight, float* dbias, const S* dout, const S* inp, long N, int IC, int OC) {
+    if (!dweight && !dbias) return;  // a frozen layer (training.freeze): nothing to make at W
     const S* kept_dout = keep(k, dout, N * OC);
     const S* kept_inp = keep(k, inp, N * IC);
     const kernels::KernelTable<S>* table = &k;

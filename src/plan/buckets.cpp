@@ -5,15 +5,23 @@
 
 namespace dtrain {
 
-std::size_t padded_arena_size(const TensorTable& table, int multiple) {
+namespace {
+
+std::size_t padded(std::size_t n, int multiple) {
   const std::size_t unit = 16 * static_cast<std::size_t>(std::max(1, multiple));
-  return (table.total() + unit - 1) / unit * unit;
+  return (n + unit - 1) / unit * unit;
 }
+
+}  // namespace
+
+std::size_t padded_arena_size(const TensorTable& table, int multiple) { return padded(table.total(), multiple); }
+
+std::size_t padded_gradient_size(const TensorTable& table, int multiple) { return padded(table.trainable_total(), multiple); }
 
 std::vector<BucketSpan> gradient_buckets(const TensorTable& table, std::size_t size) {
   std::vector<BucketSpan> buckets;
   for (const auto& t : table.tensors())
-    if (buckets.empty() || buckets.back().layer != t.layer || buckets.back().expert != t.expert)
+    if (t.trainable && (buckets.empty() || buckets.back().layer != t.layer || buckets.back().expert != t.expert))
       buckets.push_back({{t.offset, size}, t.layer, t.expert});
   for (std::size_t i = 0; i + 1 < buckets.size(); ++i) buckets[i].range.end = buckets[i + 1].range.begin;
   return buckets;

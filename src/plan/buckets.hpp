@@ -10,11 +10,13 @@
 
 namespace dtrain {
 
-// The elements of a rank's parameter (and gradient) arena: the table padded to a multiple of
-// 16 x `multiple` (the data-parallel size, so the distributed optimizer's slices stay aligned).
+// The elements of a rank's parameter arena, and of its gradient arena (the trainable tensors, the
+// table's prefix): padded to a multiple of 16 x `multiple` (the data-parallel size, so the distributed
+// optimizer's slices stay aligned). The two are equal when no tensor is frozen.
 std::size_t padded_arena_size(const TensorTable& table, int multiple);
+std::size_t padded_gradient_size(const TensorTable& table, int multiple);
 
-// The bucket layout of an arena: one range per group of tensors of one layer (the embedding before
+// The bucket layout of a gradient arena: one range per group of trainable tensors of one layer (the embedding before
 // the first block, each block, the head after the last), a block's expert tensors a group of their
 // own (they are reduced over another group), from the group's first tensor to the next group's
 // (alignment gaps included; the last to the arena's end). `layer` is -1 for the embedding and head.

@@ -1,4 +1,4 @@
-// check_layout: sizes against the world and against each other.
+// check_layout: sizes against the world and against each other, and training.freeze against the model.
 #include "plan/layout_checks.hpp"
 
 #include <string>
@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "config/validate.hpp"
+#include "plan/frozen_tensors.hpp"
 #include "plan/pipeline_split.hpp"
 #include "plan/rank_layout.hpp"
 
@@ -84,6 +85,8 @@ void check_layout(const Config& c, int world) {
                      s(mb * dp) + " (e.g. " + s((m.global_batch_size + mb * dp - 1) / (mb * dp) * (mb * dp)) +
                      ") or micro_batch_size=auto");
   }
+  const std::vector<std::string> freeze = freeze_errors(c);
+  errs.insert(errs.end(), freeze.begin(), freeze.end());
   if (!errs.empty()) {
     std::string all;
     for (const auto& e : errs) all += (all.empty() ? "" : "\n") + e;

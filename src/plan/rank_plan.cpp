@@ -31,7 +31,7 @@ MemoryEstimate RankPlan::memory() const {
   const std::size_t compute = compute_type_bytes();
   MemoryEstimate e;
   e.params = bytes(shards_params() ? resident_params() : arena_size, compute);
-  e.grads = bytes(shards_grads() ? resident_grads() : arena_size, 4);
+  e.grads = bytes(shards_grads() ? resident_grads() : grad_arena_size, 4);
   if (separate_tied_head) e.grads += bytes(static_cast<std::size_t>(activations.dims.Vl) * static_cast<std::size_t>(activations.dims.C), 4);
   // AdamW first and second moments, and in a bf16 run the fp32 master weights, of the owned ranges;
   // offloaded, also the host copies of the owned gradients (fp32) and weights (compute type; not with
@@ -119,7 +119,7 @@ std::size_t RankPlan::checkpoint_elements() const {
   const auto& tensors = table.tensors();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const TensorSpec& t = tensors[i];
-    if (!range_params && writes_params(i)) n += t.numel;
+    if ((!range_params || !t.trainable) && writes_params(i)) n += t.numel;  // frozen: whole, from the parameters
     if (!writes_moments(i)) continue;
     for (const auto& r : optimizer_ranges) {
       const std::size_t lo = std::max(r.begin, t.offset), hi = std::min(r.end, t.offset + t.numel);
@@ -175,11 +175,12 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
   const int replicas = s.replicas();
   RankPlan r{c, s, cfg.system.precision, part,
              TensorTable(shape, part, s.tp, c.tp, 16 * static_cast<std::size_t>(replicas), s.ep, s.ep_rank(c)),
-             0, {}, {}, {}, {}, -1, false, {}};
+             0, 0, {}, {}, {}, {}, -1, false, {}};
   r.arena_size = padded_arena_size(r.table, replicas);
-  r.buckets = gradient_buckets(r.table, r.arena_size);
+  r.grad_arena_size = padded_gradient_size(r.table, replicas);
+  r.buckets = gradient_buckets(r.table, r.grad_arena_size);
   r.groups = {{replicas, s.replica(c)}, {s.edp(), s.edp_rank(c)}};
-  r.optimizer_ranges = optimizer_ranges(r.buckets, r.arena_size, r.groups, r.distributed_optimizer());
+  r.optimizer_ranges = optimizer_ranges(r.buckets, r.grad_arena_size, r.groups, r.distributed_optimizer());
   const bool sp = cfg.system.sequence_parallel && s.tp > 1;
   const auto& tensors = r.table.tensors();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -189,6 +190,7 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
     const std::string base = dot == std::string::npos ? t.name : t.name.substr(dot + 1);
     // Gradients partial over tp: the norms' with sequence parallelism (each rank's rows), the heads'
     // norms always (each rank's heads).
+    if (!t.trainable) continue;  // no gradient
     if ((sp && base.rfind("ln", 0) == 0) || (s.tp > 1 && (base == "qnorm_w" || base == "knorm_w")))
       r.sequence_parallel_tensors.push_back(static_cast<int>(i));
     if (t.name == "wte" && s.pp > 1 && shape.tied && !split.v_shape) r.tied_embedding = static_cast<int>(i);
@@ -202,7 +204,8 @@ RankPlan make_rank_plan(const Config& cfg, const TrainingPlan& plan, const Coord
       for (std::size_t i = 0; i < chunk.size(); ++i) r.activations.mlp_kinds[i] |= shape.moe(chunk[i]) ? kMoeMlp : kDenseMlp;
   }
   r.activations.head = r.part.head;
-  r.separate_tied_head = split.v_shape && shape.tied && part.head && part.embedding && s.pp > 1;
+  const TensorSpec* wte = r.table.find("wte");
+  r.separate_tied_head = split.v_shape && shape.tied && part.head && part.embedding && s.pp > 1 && wte && wte->trainable;
   r.activations.slots = max_in_flight(plan.schedule, s.pp, plan.num_micro_batches, v, c.pp);
   r.activations.precision = cfg.system.precision;
   r.activations.recompute = m.recompute_granularity;

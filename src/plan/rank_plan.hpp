@@ -39,8 +39,12 @@ struct RankPlan {
   Precision precision = Precision::fp32;     // storage of the compute weights, activations and messages
   StagePart part;                             // model chunks of this pipeline stage
   TensorTable table;                          // tensors, their slices and arena offsets
-  std::size_t arena_size = 0;                 // elements of the parameter and of the gradient arena
-  std::vector<BucketSpan> buckets;            // gradient buckets over the arena
+  std::size_t arena_size = 0;                 // elements of the parameter arena
+  // Elements of the gradient arena: the trainable tensors, the parameter arena's first part (all of it
+  // without training.freeze); buckets and optimizer ranges lie in it, frozen tensors after it.
+  std::size_t grad_arena_size = 0;
+  bool has_frozen() const { return grad_arena_size < arena_size; }  // training.freeze froze tensors this rank holds
+  std::vector<BucketSpan> buckets;            // gradient buckets over the gradient arena
   std::vector<ArenaRange> optimizer_ranges;   // what this rank's optimizer updates and keeps moments of
   std::vector<char> counted;                  // per tensor: counted here (gradient norm, checkpoints)
   std::vector<int> sequence_parallel_tensors;  // tensors whose gradients are partial over TP (norms with SP, qk norms)
@@ -91,7 +95,9 @@ struct RankPlan {
   // world. Indices are table order.
   bool first_replica(std::size_t tensor) const { return (table.tensors()[tensor].expert ? groups.expert : groups.dense).rank == 0; }
   bool writes_params(std::size_t tensor) const { return !shards_params() && first_replica(tensor) && counted[tensor]; }
-  bool writes_moments(std::size_t tensor) const { return (distributed_optimizer() || first_replica(tensor)) && counted[tensor]; }
+  bool writes_moments(std::size_t tensor) const {
+    return table.tensors()[tensor].trainable && (distributed_optimizer() || first_replica(tensor)) && counted[tensor];
+  }
   std::size_t optimizer_elements() const { return total_elements(optimizer_ranges); }
   std::size_t compute_type_bytes() const { return is_16bit(precision) ? 2 : 4; }
   MemoryEstimate memory() const;

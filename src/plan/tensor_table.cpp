@@ -1,9 +1,11 @@
 // Builds the tensor table of a rank from the model shape, its pipeline part and its TP coordinate.
 #include "plan/tensor_table.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.hpp"
+#include "plan/frozen_tensors.hpp"
 
 namespace dtrain {
 
@@ -37,6 +39,7 @@ ModelShape ModelShape::from(const Config& c) {
   s.moe_aux_coeff = m.moe_router_load_balancing_type == MoeLoadBalancing::aux_loss ? m.moe_aux_loss_coeff : 0.0;
   s.capacity_factor = m.moe_capacity_factor.set ? m.moe_capacity_factor.value : 0.0;
   s.moe_renormalize = m.num_experts > 0 && !m.moe_router_pre_softmax;
+  s.frozen = freeze_patterns(c.training.freeze);
   return s;
 }
 
@@ -123,6 +126,38 @@ TensorTable::TensorTable(const ModelShape& s, const StagePart& part, int tp_size
     norm("lnf", -1);
     if (!s.tied) add("lm_head", {V, C}, 0, -1, true, InitKind::normal, std_w);
   }
+  place(s.frozen);
+}
+
+void TensorTable::place(const std::vector<std::string>& frozen) {
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    TensorSpec& t = tensors_[i];
+    t.trainable = !frozen_by(frozen, t.name);
+    if (packed_[i] && t.trainable != tensors_[i - 1].trainable)
+      throw UserError("training.freeze: " + t.name + " is one weight with " + tensors_[i - 1].name + "; freeze both or neither");
+  }
+  const bool any_frozen = std::any_of(tensors_.begin(), tensors_.end(), [](const TensorSpec& t) { return !t.trainable; });
+  // 16-float (64-byte) alignment keeps every tensor on its own cache line for SIMD kernels; a new
+  // group (another layer) starts a new gradient bucket.
+  total_ = 0;
+  const TensorSpec* previous = nullptr;
+  for (const bool trainable : {true, false}) {
+    for (std::size_t i = 0; i < tensors_.size(); ++i) {
+      TensorSpec& t = tensors_[i];
+      if (t.trainable != trainable) continue;
+      const bool new_group = previous && (previous->layer != t.layer || previous->expert != t.expert);
+      const std::size_t align = packed_[i] ? 1 : new_group ? bucket_alignment_ : 16;
+      total_ = (total_ + align - 1) / align * align;
+      t.offset = total_;
+      total_ += t.numel;
+      previous = &t;
+    }
+    if (!trainable) break;
+    trainable_total_ = total_;
+    if (!any_frozen) break;
+    total_ = (total_ + bucket_alignment_ - 1) / bucket_alignment_ * bucket_alignment_;  // the frozen ones after the buckets
+    previous = nullptr;
+  }
 }
 
 void TensorTable::add_moe(const ModelShape& s, const std::string& p, int l, float std_w, float std_res) {
@@ -169,14 +204,8 @@ void TensorTable::add(std::string name, std::vector<long> shape, int split_dim, 
   t.init_std = std;
   t.numel = 1;
   for (long d : t.local_shape) t.numel *= static_cast<std::size_t>(d);
-  // 16-float (64-byte) alignment keeps every tensor on its own cache line for SIMD kernels; a new
-  // group (another layer) starts a new gradient bucket.
-  const bool new_group = !tensors_.empty() && (tensors_.back().layer != layer || tensors_.back().expert != expert);
-  const std::size_t align = packed ? 1 : new_group ? bucket_alignment_ : 16;
-  total_ = (total_ + align - 1) / align * align;
-  t.offset = total_;
-  total_ += t.numel;
   tensors_.push_back(std::move(t));
+  packed_.push_back(packed ? 1 : 0);
 }
 
 const TensorSpec* TensorTable::find(const std::string& name) const {

@@ -78,6 +78,7 @@ struct ModelShape {
   static ModelShape from(const Config& c);
   int hd = 0;             // dims per head (Config::head_dim)
   bool qk_norm = false;   // model.qk_layernorm
+  std::vector<std::string> frozen{};  // training.freeze's patterns: tensors that do not train (plan/frozen_tensors.hpp)
   int head_dim() const { return hd; }
   bool moe(int layer) const { return experts > 0 && layer >= 0 && layer < static_cast<int>(moe_blocks.size()) && moe_blocks[static_cast<std::size_t>(layer)] == '1'; }
   bool grouped() const { return kv_heads != heads; }
@@ -101,6 +102,7 @@ struct TensorSpec {
   // experts [local_offset[0], local_offset[0] + local_shape[0])); its gradient is not summed over the
   // ranks that hold other experts (the expert-data-parallel group reduces it).
   bool expert = false;
+  bool trainable = true;  // false: training.freeze names it (no gradient, optimizer state or master copy)
 };
 
 // What part of the model a rank holds: v chunks of consecutive blocks (v = 1 without interleaving).
@@ -122,13 +124,17 @@ class TensorTable {
   // their own, and the embedding and head groups) on a multiple of bucket_alignment (16 x the
   // data-parallel size), so that gradient buckets
   // split into equal, aligned data-parallel slices. Expert tensors are sliced over ep_size expert-parallel
-  // ranks (this one ep_rank) along dim 0.
+  // ranks (this one ep_rank) along dim 0. Frozen tensors (shape.frozen) lie after every trainable one,
+  // from a multiple of bucket_alignment: the trainable ones are [0, trainable_total()), the index space of
+  // the gradient arena, its buckets and the optimizer's ranges; without frozen tensors the layout is the
+  // same as if none could be.
   TensorTable(const ModelShape& shape, const StagePart& part, int tp_size, int tp_rank, std::size_t bucket_alignment = 16,
               int ep_size = 1, int ep_rank = 0);
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
   const TensorSpec& get(const std::string& name) const;
   const TensorSpec* find(const std::string& name) const;
-  std::size_t total() const { return total_; }
+  std::size_t total() const { return total_; }                      // the parameter arena's elements
+  std::size_t trainable_total() const { return trainable_total_; }  // the trainable tensors' (a prefix)
 
  private:
   // packed: placed right after the previous tensor, without alignment (one weight with it); expert: an
@@ -137,10 +143,13 @@ class TensorTable {
            bool packed = false, bool expert = false);
   // The router and experts of MoE block l (prefix "h<l>.").
   void add_moe(const ModelShape& s, const std::string& prefix, int layer, float std_w, float std_res);
+  // Marks the frozen tensors and gives every tensor its offset: the trainable ones first, in table order.
+  void place(const std::vector<std::string>& frozen);
   int tp_size_, tp_rank_, ep_size_, ep_rank_;
   std::size_t bucket_alignment_;
   std::vector<TensorSpec> tensors_;
-  std::size_t total_ = 0;
+  std::vector<char> packed_;  // per tensor: placed right after the previous one (add's packed)
+  std::size_t total_ = 0, trainable_total_ = 0;
 };
 
 // Global element index of local element `i` of a tensor slice (row-major in both).

@@ -10,6 +10,7 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/compatibility.hpp"
+#include "plan/frozen_tensors.hpp"
 #include "ckpt/convert.hpp"
 #include "ckpt/directory.hpp"
 #include "ckpt/shard.hpp"
@@ -22,6 +23,15 @@
 
 namespace dtrain {
 namespace {
+
+// A resume's optimizer state exists for the tensors that trained: the same training.freeze, or
+// checkpoint.init_from (weights only) to train others.
+void check_same_freeze(const std::string& saved, const std::string& run, const std::string& path) {
+  if (freeze_patterns(saved) == freeze_patterns(run)) return;
+  throw UserError("checkpoint '" + path + "' was saved with training.freeze='" + saved + "' and this run has '" + run +
+                  "': its optimizer state is that of the tensors that trained; resume with the same training.freeze, or start "
+                  "from its weights with checkpoint.init_from (and checkpoint.load=none)");
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -152,6 +162,7 @@ int Checkpointing::load(Trainer& trainer, const std::string& path, const char* v
       throw UserError(std::string(e.what()) + ", or start fresh (checkpoint.load=none or another checkpoint.dir)");
     }
     check_made_with(cfg_.data.tokenizer, tokenizer_, reader->meta().tokenizer, "checkpoint '" + path + "'");
+    check_same_freeze(checkpoint_config(*reader).training.freeze, cfg_.training.freeze, path);
   });
   // Each rank reads only the parts of pieces its slices overlap, which the pieces' checksums cannot
   // check: the shard files are hashed against the manifest instead, split over the ranks.

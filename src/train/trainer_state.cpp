@@ -46,6 +46,10 @@ void Trainer::gather_full_model(const SlabSink& sink) {
   if (adamw_.has_master()) {
     st.master = device.is_host() ? adamw_.master().as<float>() : staging(staged_master_, device, rp.optimizer_elements());
     if (!device.is_host()) device.copy(st.master, adamw_.master().data(), adamw_.master().bytes());
+    if (rp.has_frozen()) {  // frozen tensors have no master weights: their values from the parameters
+      st.params = staging(staged_params_, device, rp.arena_size);
+      model_->get_parameters({rp.grad_arena_size, rp.arena_size}, st.params + rp.grad_arena_size);
+    }
   } else {
     if (sharded_) sharded_->owned_to_device();  // parameter offload: back to host memory below
     if (device.is_host()) {
@@ -60,7 +64,7 @@ void Trainer::gather_full_model(const SlabSink& sink) {
   Arena& grads = model_->grads();
   if (device.is_host()) grads.discard(0, grads.bytes()), grads.commit(0, grads.bytes());
   float* scratch = device.is_host() ? grads.as<float>() : nullptr;
-  gather_global_tensors(ps_.world_comm(), st, whole_model_plan(cfg_, 1).table, sink, scratch, rp.arena_size, ps_.watchdog());
+  gather_global_tensors(ps_.world_comm(), st, whole_model_plan(cfg_, 1).table, sink, scratch, rp.grad_arena_size, ps_.watchdog());
   if (sharded_ && !adamw_.has_master()) sharded_->owned_to_host();
   // Given back again, zero: a ZeRO-2/3 step fills its buckets from pages it gave back, so the slabs
   // must not outlive the gather (training may go on after it); the owned slices stay backed.

@@ -25,6 +25,8 @@
 #                        it; an offloaded checkpoint resumes bit for bit with offload, and without it on another
 #                        layout, and a plain one resumes with both offloads on ZeRO-3 elsewhere ($resumed_tol)
 #   bf16_resume_same_layout  the same in bf16: bit-identical
+#   freeze_resume        training.freeze in bf16 at tp=2 pp=2 dp=2: resumes bit for bit, the frozen tensors do
+#                        not move and have no optimizer state, another training.freeze is refused on resume
 #   bf16_other_precision_and_layout  a bf16 checkpoint resumes in fp32 and in bf16 on another layout; an fp32
 #                        checkpoint resumes in bf16
 #   consolidate_bf16     --dtype bf16 writes every weight rounded to nearest even (checked with numpy), h5dump
@@ -302,6 +304,37 @@ for path in glob.glob('$work/old/step_00000004/*.h5'):
     train 8 "$work/resumed.jsonl" "$work/ckB" "${big[@]}" --system.precision=bf16 "--checkpoint.load=$work/ckA16/step_00000002"
     grep -q "resumed from .*step_00000002 at step 2" "$work/last.log" || fail "no resume message"
     compare_tail "$work/resumed.jsonl" 0 "$work/ref16.jsonl" ;;
+  freeze_resume)
+    # training.freeze in bf16 at tp=2 pp=2 dp=2 with the distributed optimizer: frozen tensors have no
+    # master weights or moments and are written whole from the parameters. The step-2 checkpoint resumes
+    # bit for bit; the frozen tensors are equal at steps 2 and 4 while the others moved; --optimizer
+    # consolidation has moments of the trainable tensors only; another training.freeze is refused on
+    # resume, naming both.
+    frozen=--training.freeze=wte,wpe,h1.*,lnf_b
+    train 8 "$work/ref16.jsonl" "$work/ckA16" "${big[@]}" --system.precision=bf16 "$frozen"
+    train 8 "$work/resumed.jsonl" "$work/ckB" "${big[@]}" --system.precision=bf16 "$frozen" "--checkpoint.load=$work/ckA16/step_00000002"
+    grep -q "resumed from .*step_00000002 at step 2" "$work/last.log" || fail "no resume message"
+    compare_tail "$work/resumed.jsonl" 0 "$work/ref16.jsonl"
+    for t in 2 4; do
+      "$consolidate" "$work/ckA16/step_0000000$t" --out "$work/F$t.h5" --optimizer > /dev/null || fail "consolidating step $t"
+    done
+    /usr/bin/python3 - "$work/F2.h5" "$work/F4.h5" <<'PY' || fail "the frozen tensors moved, or their optimizer state exists"
+import fnmatch, sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = [n for n in a if n != "optimizer"]
+frozen = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in ("wte", "wpe", "h1.*", "lnf_b"))]
+assert len(frozen) == 2 + 12 + 1, frozen
+for n in names:
+    same = np.array_equal(a[n][()], b[n][()])
+    assert same == (n in frozen), (n, "frozen" if n in frozen else "trainable", "unchanged" if same else "changed")
+assert sorted(a["optimizer/exp_avg"]) == sorted(set(names) - set(frozen)), sorted(a["optimizer/exp_avg"])
+print(f"  {len(frozen)} frozen tensors equal at steps 2 and 4, {len(names) - len(frozen)} trained; moments of the trained ones only")
+PY
+    ALLOW_FAIL=1 train 8 "$work/x.jsonl" "$work/ckC" "${big[@]}" --system.precision=bf16 --training.freeze=wte,wpe \
+      "--checkpoint.load=$work/ckA16/step_00000002"
+    [ $? -eq 2 ] || { cat "$work/last.log"; fail "a resume with another training.freeze did not exit 2"; }
+    grep -q "was saved with training.freeze='wte,wpe,h1.\*,lnf_b' and this run has 'wte,wpe'" "$work/last.log" ||
+      { cat "$work/last.log"; fail "no error naming both training.freeze values"; } ;;
   fp8_resume_same_layout)
     # fp8's current scaling takes each tensor's scale from its amax at the step that uses it: nothing
     # but the weights and moments carries over, so its checkpoint (fp32 master weights and moments, as

@@ -115,6 +115,11 @@ void check_layouts(const std::vector<Variant>& variants, const std::vector<std::
       MPI_COMM_WORLD, ref_cfg, [&](Trainer& t) { ref_weights = global_weights(t, ref_cfg, 0); },
       [&](Trainer& t) { init_weights = global_weights(t, ref_cfg, 0); }, eod);
   const TensorTable table = whole_model_plan(ref_cfg, 1).table;
+  if (rank == 0)  // frozen tensors (training.freeze) end as they began; each layout's then equal the reference's
+    for (const TensorSpec& t : table.tensors()) {
+      INFO(t.name << " is frozen");
+      if (!t.trainable) CHECK(std::equal(ref_weights.begin() + t.offset, ref_weights.begin() + t.offset + t.numel, init_weights.begin() + t.offset));
+    }
   double worst_loss = 0.0, worst_weights = 0.0, loss_share = 0.0;  // loss_share: the largest deviation / its tolerance
   for (const auto& v : variants) {
     const Config cfg = config_of(v, data, extra);
@@ -422,6 +427,23 @@ TEST_CASE("Qwen2 blocks (query/key/value biases) match one rank", "[mpi][layouts
   std::vector<std::string> qwen2 = with_llama_blocks({"--model.add_bias_linear=false", "--model.add_qkv_bias=true", kSmoothAdam});
   const double steps = testing::reorder_tolerance(kLongestSum, 10);
   check_layouts(variants, qwen2, testing::reorder_tolerance(kLongestSum, 0), steps, steps, false, Rerun::left_to_gpt_test);
+}
+
+// training.freeze on the GPT blocks: the embedding (wte, also the tied head, and wpe), a whole block, a
+// norm's weight, a linear weight and the final norm's bias. Tensor parallelism with sequence parallelism
+// (the frozen norms are not summed over tp), pipelines (the tied embedding's copies are not summed),
+// zb-h1's split backward (no W for what is frozen) and the distributed optimizer at ZeRO-2 over the
+// trainable tensors' buckets train the rest as one rank does, and the frozen tensors end as they began
+// (check_layouts). The GPT test's tolerances: the layouts differ by summation order only.
+TEST_CASE("frozen tensors: layouts match one rank", "[mpi][layouts][freeze]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::vector<Variant> variants;
+  if (world == 2) variants = {{2, 1, 1, true}, {1, 2, 1, false, false, "zb-h1"}};
+  if (world == 4) variants = {{2, 2, 1, true}, {1, 2, 2, false, true}};
+  const double steps = testing::reorder_tolerance(kLongestSum, 10);
+  check_layouts(variants, {kSmoothAdam, "--training.freeze=wte,wpe,h2.*,h5.ln2_w,h6.fc_w,lnf_b", "--system.zero_stage=2"},
+                testing::reorder_tolerance(kLongestSum, 0), steps, steps, false, Rerun::left_to_gpt_test);
 }
 
 // Qwen3's attention: model.kv_channels (heads of 16 dims at hidden 32 with 4 heads: 64 attention

@@ -2,6 +2,7 @@
 // config, for a sample of elements of every parameter tensor.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <type_traits>
@@ -102,6 +103,69 @@ TEST_CASE("MoE model gradient matches finite differences of the loss (router, ex
     for (const char* name : {"h0.router_w", "h0.expert_fc_w", "h0.expert_fcproj_w", "h1.fc_w"}) CHECK(plan.table.find(name));
     CHECK_FALSE(plan.table.find("h0.fc_w"));
     check_model_gradient(cfg);
+  }
+}
+
+// training.freeze: with frozen tensors the backward gives every trainable tensor the gradient it has
+// without them, bit for bit (the same kernels on the same values: a frozen block still passes its input
+// gradient down), and the gradient arena holds the trainable tensors only. GPT: the embedding skipped
+// (wte, wpe), a whole block frozen above a trainable one, a norm's weight frozen but not its bias, a
+// linear weight but not its bias. Llama with head norms: q and kv together, a head norm, a norm, the
+// untied head.
+TEST_CASE("frozen tensors leave the trainable ones' gradients as they are, bit for bit", "[model][freeze]") {
+  const std::pair<Config, const char*> cases[] = {
+      {tiny_config(), "wte,wpe,h1.*,h0.ln1_w,h0.qkv_w,lnf_b"},
+      {tiny_config(with(kLlama, {"--model.qk_layernorm=true"})), "h0.q_w,h0.kv_w,h0.knorm_w,h1.ln2_w,lm_head"}};
+  for (const auto& [all, freeze] : cases) {
+    Config some = all;
+    some.training.freeze = freeze;
+    const RankPlan pa = whole_model_plan(all, 2), pb = whole_model_plan(some, 2);
+    const std::unique_ptr<GptModel> ma = make_gpt_model(pa, nullptr, kernels::Backend::host);
+    const std::unique_ptr<GptModel> mb = make_gpt_model(pb, nullptr, kernels::Backend::host);
+    // The same weights by tensor (the initial ones and noise, as check_model_gradient), in both layouts.
+    std::vector<float> wa(pa.arena_size), wb(pb.arena_size);
+    init_parameters(pa.table, 7, wa.data());
+    init_parameters(pb.table, 7, wb.data());
+    std::mt19937 gen(3);
+    std::normal_distribution<float> nd(0.0f, 0.3f);
+    for (const auto& t : pa.table.tensors()) {
+      const TensorSpec& tb = pb.table.get(t.name);
+      for (std::size_t i = 0; i < t.numel; ++i) {
+        const float r = nd(gen);
+        wa[t.offset + i] += r;
+        wb[tb.offset + i] += r;
+      }
+    }
+    ma->set_parameters(wa.data());
+    mb->set_parameters(wb.data());
+    std::uniform_int_distribution<int> tok(0, 31);
+    std::vector<int> tokens(static_cast<std::size_t>(ma->dims().N())), targets(tokens.size());
+    for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = tok(gen), targets[i] = tok(gen);
+    const MicroBatch batch{tokens.data(), targets.data()};
+    for (GptModel* m : {ma.get(), mb.get()}) {
+      m->grads().zero();
+      m->forward(0, 0, batch);
+      m->backward(0, 0, batch, 1.0f, nullptr, nullptr);
+    }
+    CHECK(summed_loss(*ma, batch) == summed_loss(*mb, batch));
+    CHECK(mb->grads().bytes() == pb.grad_arena_size * sizeof(float));
+    CHECK(pb.grad_arena_size < pa.grad_arena_size);
+    int frozen = 0, trainable = 0;
+    for (const auto& t : pb.table.tensors()) {
+      INFO(freeze << ": " << t.name);
+      if (!t.trainable) {
+        CHECK(t.offset >= pb.grad_arena_size);
+        ++frozen;
+        continue;
+      }
+      const float* ga = ma->grads().as<float>() + pa.table.get(t.name).offset;
+      const float* gb = mb->grads().as<float>() + t.offset;
+      CHECK(std::equal(ga, ga + t.numel, gb));
+      CHECK(std::any_of(gb, gb + t.numel, [](float x) { return x != 0.0f; }));
+      ++trainable;
+    }
+    CHECK(frozen >= 5);
+    CHECK(trainable >= 10);
   }
 }
 
