@@ -43,20 +43,22 @@ void Trainer::gather_full_model(const SlabSink& sink) {
   // staged copy. Nothing else of the state is needed.
   RankState st;
   st.plan = &rp;
-  if (adamw_.has_master()) {
+  const bool master = adamw_.has_master();
+  if (master) {
     st.master = device.is_host() ? adamw_.master().as<float>() : staging(staged_master_, device, rp.optimizer_elements());
     if (!device.is_host()) device.copy(st.master, adamw_.master().data(), adamw_.master().bytes());
-    if (rp.has_frozen()) {  // frozen tensors have no master weights: their values from the parameters
-      st.params = staging(staged_params_, device, rp.arena_size);
-      model_->get_parameters({rp.grad_arena_size, rp.arena_size}, st.params + rp.grad_arena_size);
-    }
-  } else {
+  }
+  // The parameters, where no master weights hold them: all of them, or the frozen tensors (which have
+  // none; a rank whose tensors are all frozen has no master weights at all).
+  const bool reads_params = !master || rp.has_frozen();
+  if (reads_params) {
     if (sharded_) sharded_->owned_to_device();  // parameter offload: back to host memory below
-    if (device.is_host()) {
+    if (device.is_host() && rp.precision == Precision::fp32) {
       st.params = model_->params().as<float>();
     } else {
       st.params = staging(staged_params_, device, rp.arena_size);
-      for (const ArenaRange& r : rp.param_ranges()) model_->get_parameters(r, st.params + r.begin);  // ZeRO-3: the slices
+      const std::vector<ArenaRange> ranges = master ? std::vector<ArenaRange>{{rp.grad_arena_size, rp.arena_size}} : rp.param_ranges();
+      for (const ArenaRange& r : ranges) model_->get_parameters(r, st.params + r.begin);  // ZeRO-3: the slices
     }
   }
   // The gradients are not needed between steps: their arena is the slab buffer. Discarded first, so
@@ -65,7 +67,7 @@ void Trainer::gather_full_model(const SlabSink& sink) {
   if (device.is_host()) grads.discard(0, grads.bytes()), grads.commit(0, grads.bytes());
   float* scratch = device.is_host() ? grads.as<float>() : nullptr;
   gather_global_tensors(ps_.world_comm(), st, whole_model_plan(cfg_, 1).table, sink, scratch, rp.grad_arena_size, ps_.watchdog());
-  if (sharded_ && !adamw_.has_master()) sharded_->owned_to_host();
+  if (sharded_ && reads_params) sharded_->owned_to_host();
   // Given back again, zero: a ZeRO-2/3 step fills its buckets from pages it gave back, so the slabs
   // must not outlive the gather (training may go on after it); the owned slices stay backed.
   if (device.is_host()) grads.discard(0, grads.bytes()), grad_sync_.commit_owned();

@@ -306,11 +306,12 @@ for path in glob.glob('$work/old/step_00000004/*.h5'):
     compare_tail "$work/resumed.jsonl" 0 "$work/ref16.jsonl" ;;
   freeze_resume)
     # training.freeze in bf16 at tp=2 pp=2 dp=2 with the distributed optimizer: frozen tensors have no
-    # master weights or moments and are written whole from the parameters. The step-2 checkpoint resumes
+    # master weights or moments and are written whole from the parameters; stage 0 (the embedding and
+    # blocks 0-1) is frozen whole, so its ranks have no optimizer state at all. The step-2 checkpoint resumes
     # bit for bit; the frozen tensors are equal at steps 2 and 4 while the others moved; --optimizer
     # consolidation has moments of the trainable tensors only; another training.freeze is refused on
     # resume, naming both.
-    frozen=--training.freeze=wte,wpe,h1.*,lnf_b
+    frozen=--training.freeze=wte,wpe,h0.*,h1.*,lnf_b
     train 8 "$work/ref16.jsonl" "$work/ckA16" "${big[@]}" --system.precision=bf16 "$frozen"
     train 8 "$work/resumed.jsonl" "$work/ckB" "${big[@]}" --system.precision=bf16 "$frozen" "--checkpoint.load=$work/ckA16/step_00000002"
     grep -q "resumed from .*step_00000002 at step 2" "$work/last.log" || fail "no resume message"
@@ -322,8 +323,8 @@ for path in glob.glob('$work/old/step_00000004/*.h5'):
 import fnmatch, sys, h5py, numpy as np
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
 names = [n for n in a if n != "optimizer"]
-frozen = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in ("wte", "wpe", "h1.*", "lnf_b"))]
-assert len(frozen) == 2 + 12 + 1, frozen
+frozen = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in ("wte", "wpe", "h0.*", "h1.*", "lnf_b"))]
+assert len(frozen) == 2 + 2 * 12 + 1, frozen
 for n in names:
     same = np.array_equal(a[n][()], b[n][()])
     assert same == (n in frozen), (n, "frozen" if n in frozen else "trainable", "unchanged" if same else "changed")
@@ -333,7 +334,7 @@ PY
     ALLOW_FAIL=1 train 8 "$work/x.jsonl" "$work/ckC" "${big[@]}" --system.precision=bf16 --training.freeze=wte,wpe \
       "--checkpoint.load=$work/ckA16/step_00000002"
     [ $? -eq 2 ] || { cat "$work/last.log"; fail "a resume with another training.freeze did not exit 2"; }
-    grep -q "was saved with training.freeze='wte,wpe,h1.\*,lnf_b' and this run has 'wte,wpe'" "$work/last.log" ||
+    grep -q "was saved with training.freeze='wte,wpe,h0.\*,h1.\*,lnf_b' and this run has 'wte,wpe'" "$work/last.log" ||
       { cat "$work/last.log"; fail "no error naming both training.freeze values"; } ;;
   fp8_resume_same_layout)
     # fp8's current scaling takes each tensor's scale from its amax at the step that uses it: nothing
