@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <vector>
 
 #include "plan/collective_cost.hpp"
 #include "plan/pipeline_schedule.hpp"
@@ -56,27 +57,37 @@ Shapes shapes_of(const Config& cfg, const Layout& l) {
   return s;
 }
 
-// Elements of a stage part's tensor table on tensor- and expert-parallel rank 0.
+// Trainable elements of a stage part's tensor table on tensor- and expert-parallel rank 0 (frozen
+// tensors, training.freeze, are neither reduced nor updated).
 double part_params(const ModelShape& shape, const StagePart& part, const ParallelLayout& sz) {
   const TensorTable table(shape, part, sz.tp, 0, 16, sz.ep, 0);
   double params = 0;
-  for (const TensorSpec& t : table.tensors()) params += static_cast<double>(t.numel);
+  for (const TensorSpec& t : table.tensors()) params += t.trainable ? static_cast<double>(t.numel) : 0.0;
   return params;
 }
 
-// Parameters one rank of the heaviest pipeline stage holds (what data parallelism reduces and AdamW
-// updates), from the tensor table, the memory estimate's own source: a dense and a MoE block's tables
-// once, and the embedding and head of the first and last stages.
+// Trainable parameters one rank of the heaviest pipeline stage holds (what data parallelism reduces and
+// AdamW updates), from the tensor table, the memory estimate's own source: a dense and a MoE block's
+// tables once (each block's when training.freeze may tell blocks apart), and the embedding and head of
+// the first and last stages.
 double heaviest_stage_params(const Config& cfg, const ParallelLayout& sz) {
   const ModelShape shape = ModelShape::from(cfg);
-  double block[2] = {0, 0};  // [dense, MoE]
-  for (int l = 0; l < shape.num_layers; ++l)
-    if (block[shape.moe(l)] == 0) block[shape.moe(l)] = part_params(shape, StagePart{{{l}}, false, false}, sz);
+  double kind[2] = {0, 0};  // [dense, MoE]
+  std::vector<double> block(static_cast<std::size_t>(shape.num_layers));
+  for (int l = 0; l < shape.num_layers; ++l) {
+    double& b = block[static_cast<std::size_t>(l)];
+    if (!shape.frozen.empty()) {
+      b = part_params(shape, StagePart{{{l}}, false, false}, sz);
+      continue;
+    }
+    if (kind[shape.moe(l)] == 0) kind[shape.moe(l)] = part_params(shape, StagePart{{{l}}, false, false}, sz);
+    b = kind[shape.moe(l)];
+  }
   double heaviest = 0;
   for (int stage = 0; stage < sz.pp; ++stage) {
     const StagePart part = stage_part(PipelineSplit::of(cfg, sz.pp, sz.v), stage);
     double params = part.embedding || part.head ? part_params(shape, StagePart{{}, part.embedding, part.head}, sz) : 0.0;
-    for (int l : part.layers()) params += block[shape.moe(l)];
+    for (int l : part.layers()) params += block[static_cast<std::size_t>(l)];
     heaviest = std::max(heaviest, params);
   }
   return heaviest;

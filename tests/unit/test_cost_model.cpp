@@ -75,6 +75,15 @@ TEST_CASE("cost model: one rank, one micro-batch of 4 samples", "[plan][cost]") 
   CHECK(c.step() == Approx(891.686912e-6));
   // The parameter count is the tensor table's (the memory estimate's source).
   CHECK(c.rank_params == Approx(static_cast<double>(whole_model_plan(cfg, 1).table.total())));
+  // Frozen tensors (training.freeze) are neither reduced nor updated: block 1 frozen leaves 110,336 -
+  // 49,984 = 60,352 parameters, AdamW 60,352 x 28 B / 1e10 = 168.9856 us; every block frozen, the
+  // embedding and final norm's 10,368 (29.0304 us).
+  Config one = cfg;
+  one.training.freeze = "h1.*";
+  CHECK(predict_step(one, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1)).rank_params == Approx(60352));
+  CHECK(predict_step(one, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1)).optimizer == Approx(168.9856e-6));
+  one.training.freeze = "h*";
+  CHECK(predict_step(one, layout(1, 1, 1, 1, 4), tiny_cluster(1, 1)).optimizer == Approx(29.0304e-6));
 
   SECTION("selective recomputation runs the MLP activation again") {
     Layout l = layout(1, 1, 1, 1, 4);
