@@ -9,17 +9,21 @@ ShardedParams::ShardedParams(const RankPlan& plan, Arena& params, const Parallel
   const auto slices = plan.packed_owned_slices();
   for (std::size_t i = 0; i < plan.buckets.size(); ++i)
     buckets_.push_back({plan.buckets[i].range, slices[i].owned, slices[i].packed, &ps.grad_group(plan.buckets[i]), {}, false});
+  // The arena is on-demand memory. Frozen tensors (training.freeze, after the buckets) are whole on every
+  // rank, backed from the start, and stay.
+  const std::size_t each = plan_.compute_type_bytes();
+  if (plan.has_frozen()) params_.commit(each * plan.grad_arena_size, each * plan.arena_size);
   if (plan.offload_params) {
     host_ = PinnedBuffer(params.device(), plan.optimizer_elements() * plan.compute_type_bytes());
-    return;  // nothing of the arena is backed until a gather (or write_owned) needs it
+    return;  // nothing of the buckets is backed until a gather (or write_owned) needs it
   }
-  // The arena is on-demand memory: the owned slices are backed from the start, and stay.
-  const std::size_t each = plan_.compute_type_bytes();
+  // The owned slices are backed from the start, and stay.
   for (const Bucket& b : buckets_) params_.commit(each * b.owned.begin, each * b.owned.end);
 }
 
 void ShardedParams::write_owned(const std::function<void(const ArenaRange&)>& write) {
   const std::size_t each = plan_.compute_type_bytes();
+  if (plan_.has_frozen()) write({plan_.grad_arena_size, plan_.arena_size});  // the frozen tensors, kept whole
   for (Bucket& b : buckets_) {
     if (b.owned.begin >= b.owned.end) continue;
     if (!plan_.offload_params) {

@@ -40,7 +40,8 @@ class ShardedParams {
   // arena's slices discarded). No-ops without offload.
   void owned_to_device();
   void owned_to_host();
-  // New values for the owned slices: write(owned) sets the arena's elements of `owned` (a bucket's slice).
+  // New values for the owned slices: write(owned) sets the arena's elements of `owned` (a bucket's slice;
+  // first the frozen tensors, training.freeze, which every rank keeps whole in the arena).
   // With parameter offload one bucket at a time: its slice backed, written, copied to host memory and
   // discarded; without, in place.
   void write_owned(const std::function<void(const ArenaRange& owned)>& write);

@@ -18,11 +18,16 @@ std::size_t padded_arena_size(const TensorTable& table, int multiple) { return p
 
 std::size_t padded_gradient_size(const TensorTable& table, int multiple) { return padded(table.trainable_total(), multiple); }
 
+int bucket_layer(const TensorSpec& t) {
+  if (t.layer >= 0) return t.layer;
+  return t.name == "wte" || t.name == "wpe" ? kEmbeddingLayer : kHeadLayer;
+}
+
 std::vector<BucketSpan> gradient_buckets(const TensorTable& table, std::size_t size) {
   std::vector<BucketSpan> buckets;
   for (const auto& t : table.tensors())
-    if (t.trainable && (buckets.empty() || buckets.back().layer != t.layer || buckets.back().expert != t.expert))
-      buckets.push_back({{t.offset, size}, t.layer, t.expert});
+    if (t.trainable && (buckets.empty() || buckets.back().layer != bucket_layer(t) || buckets.back().expert != t.expert))
+      buckets.push_back({{t.offset, size}, bucket_layer(t), t.expert});
   for (std::size_t i = 0; i + 1 < buckets.size(); ++i) buckets[i].range.end = buckets[i + 1].range.begin;
   return buckets;
 }
@@ -45,18 +50,13 @@ std::vector<ArenaRange> optimizer_ranges(const std::vector<BucketSpan>& buckets,
 }
 
 std::vector<int> buckets_of_layer(const std::vector<BucketSpan>& buckets, int layer, bool tied) {
-  const int n = static_cast<int>(buckets.size());
   std::vector<int> found;
-  const bool first_is_end = n > 0 && buckets.front().layer < 0, last_is_end = n > 1 && buckets.back().layer < 0;
-  if (layer >= 0) {
-    for (int i = 0; i < n; ++i)
-      if (buckets[i].layer == layer) found.push_back(i);
-  } else if (layer == kEmbeddingLayer) {
-    if (first_is_end) found.push_back(0);
-  } else if (layer == kHeadLayer && last_is_end) {
-    found.push_back(n - 1);
-    if (tied && first_is_end) found.push_back(0);
-  }
+  const auto add = [&](int group) {
+    for (int i = 0; i < static_cast<int>(buckets.size()); ++i)
+      if (buckets[static_cast<std::size_t>(i)].layer == group) found.push_back(i);
+  };
+  add(layer);
+  if (layer == kHeadLayer && tied) add(kEmbeddingLayer);  // the tied head reads wte
   return found;
 }
 

@@ -19,12 +19,12 @@ std::size_t padded_gradient_size(const TensorTable& table, int multiple);
 // The bucket layout of a gradient arena: one range per group of trainable tensors of one layer (the embedding before
 // the first block, each block, the head after the last), a block's expert tensors a group of their
 // own (they are reduced over another group), from the group's first tensor to the next group's
-// (alignment gaps included; the last to the arena's end). `layer` is -1 for the embedding and head.
+// (alignment gaps included; the last to the arena's end). `layer` is bucket_layer's.
 // With a table aligned to 16 x dp (TensorTable's bucket_alignment) and an arena padded the same way,
 // every bucket splits into dp equal, aligned slices, and so into edp (a divisor of dp x cp) slices.
 struct BucketSpan {
   ArenaRange range;
-  int layer;
+  int layer;            // a block, kEmbeddingLayer or kHeadLayer (below)
   bool expert = false;  // the bucket of a block's experts
 };
 std::vector<BucketSpan> gradient_buckets(const TensorTable& table, std::size_t arena_size);
@@ -57,9 +57,13 @@ constexpr int kHeadLayer = -2;
 // and after_backward.
 enum class LayerPhase { before_forward, after_forward, before_backward, after_backward, after_input_grad, before_weight_grad, after_weight_grad };
 
+// The bucket group of a tensor: its block, kEmbeddingLayer for wte and wpe (on a last stage, the tied
+// head's copy of wte), kHeadLayer for the final norm and lm_head. A group starts a new bucket.
+int bucket_layer(const TensorSpec& t);
+
 // Indices of the buckets holding the parameters `layer` reads: a block's own bucket; for the
-// embedding, the stage's first bucket (wte, wpe); for the head, the last bucket (lnf, lm_head) and,
-// when tied, the first (wte). Empty when the stage has no such layer.
+// embedding, the embedding's (wte, wpe); for the head, the head's (lnf, lm_head) and, when tied, the
+// embedding's (wte). Empty when the stage has no such layer.
 std::vector<int> buckets_of_layer(const std::vector<BucketSpan>& buckets, int layer, bool tied);
 
 // Whether the rank at these coordinates is the one that counts a tensor in the gradient norm and

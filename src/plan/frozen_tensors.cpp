@@ -67,8 +67,6 @@ std::vector<std::string> freeze_errors(const Config& cfg) {
       errs.push_back(key + " freezes " + t.name + ": mixture-of-experts tensors cannot be frozen yet");
       break;
     }
-  if (cfg.system.zero_stage >= 3 && cfg.system.use_distributed_optimizer)
-    errs.push_back(key + " with system.zero_stage=3: ZeRO-3 cannot hold frozen tensors yet; use zero_stage 1 or 2");
   return errs;
 }
 

@@ -30,7 +30,7 @@ MemoryEstimate RankPlan::memory() const {
   auto bytes = [](std::size_t n, std::size_t each) { return n > kMax ? kMax * each : n * each; };
   const std::size_t compute = compute_type_bytes();
   MemoryEstimate e;
-  e.params = bytes(shards_params() ? resident_params() : arena_size, compute);
+  e.params = bytes(shards_params() ? resident_params() + (arena_size - grad_arena_size) : arena_size, compute);
   e.grads = bytes(shards_grads() ? resident_grads() : grad_arena_size, 4);
   if (separate_tied_head) e.grads += bytes(static_cast<std::size_t>(activations.dims.Vl) * static_cast<std::size_t>(activations.dims.C), 4);
   // AdamW first and second moments, and in a bf16 run the fp32 master weights, of the owned ranges;
@@ -80,7 +80,7 @@ RankPlan::BucketSizes RankPlan::bucket_sizes() const {
     if (buckets[i].layer >= 0) {
       b.largest_block = std::max(b.largest_block, size);
       b.blocks += size;
-    } else if (i == 0) {
+    } else if (buckets[i].layer == kEmbeddingLayer) {
       b.front = size;
     } else {
       b.back = size;
@@ -141,8 +141,10 @@ std::vector<RankPlan::PackedSlice> RankPlan::packed_owned_slices() const {
 }
 
 std::vector<ArenaRange> RankPlan::param_ranges() const {
-  if (shards_params()) return optimizer_ranges;
-  return {{0, arena_size}};
+  if (!shards_params()) return {{0, arena_size}};
+  std::vector<ArenaRange> kept = optimizer_ranges;
+  if (has_frozen()) kept.push_back({grad_arena_size, arena_size});  // frozen tensors: whole on every rank
+  return kept;
 }
 
 std::size_t RankPlan::largest_message() const {

@@ -76,7 +76,7 @@ struct RankPlan {
   bool shards_grads() const { return zero_stage() >= 2; }
   bool shards_params() const { return zero_stage() >= 3; }
   // The arena ranges whose parameters this rank keeps between steps: all of it, or (ZeRO-3) its
-  // optimizer ranges.
+  // optimizer ranges and the frozen tensors (training.freeze; not sharded).
   std::vector<ArenaRange> param_ranges() const;
   // Per bucket (in `buckets` order): the rank's slice of it over its group, and where that slice starts
   // when the slices lie back to back (the packing of the optimizer ranges, which ZeRO-2's accumulator and
@@ -88,13 +88,16 @@ struct RankPlan {
   std::vector<PackedSlice> packed_owned_slices() const;
 
   // Checkpoint writers: whole parameter tensors from rank 0 of the tensor's gradient group (the
-  // data- and context-parallel replicas; the expert-data-parallel group for experts), unless ZeRO-3 shards them: then,
+  // data- and context-parallel replicas; the expert-data-parallel group for experts; frozen tensors
+  // always), unless ZeRO-3 shards them: then,
   // like the moments, each owner writes its slices; optimizer moments from every rank of the group
   // under the distributed optimizer (each its slices), else from its rank 0. The gradient norm counts
   // the optimizer ranges of the tensors whose moments a rank writes: every element once over the
   // world. Indices are table order.
   bool first_replica(std::size_t tensor) const { return (table.tensors()[tensor].expert ? groups.expert : groups.dense).rank == 0; }
-  bool writes_params(std::size_t tensor) const { return !shards_params() && first_replica(tensor) && counted[tensor]; }
+  bool writes_params(std::size_t tensor) const {
+    return (!shards_params() || !table.tensors()[tensor].trainable) && first_replica(tensor) && counted[tensor];
+  }
   bool writes_moments(std::size_t tensor) const {
     return table.tensors()[tensor].trainable && (distributed_optimizer() || first_replica(tensor)) && counted[tensor];
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "plan/buckets.hpp"
 #include "plan/frozen_tensors.hpp"
 
 namespace dtrain {
@@ -145,7 +146,7 @@ void TensorTable::place(const std::vector<std::string>& frozen) {
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       TensorSpec& t = tensors_[i];
       if (t.trainable != trainable) continue;
-      const bool new_group = previous && (previous->layer != t.layer || previous->expert != t.expert);
+      const bool new_group = previous && (bucket_layer(*previous) != bucket_layer(t) || previous->expert != t.expert);
       const std::size_t align = packed_[i] ? 1 : new_group ? bucket_alignment_ : 16;
       total_ = (total_ + align - 1) / align * align;
       t.offset = total_;

@@ -25,8 +25,9 @@
 #                        it; an offloaded checkpoint resumes bit for bit with offload, and without it on another
 #                        layout, and a plain one resumes with both offloads on ZeRO-3 elsewhere ($resumed_tol)
 #   bf16_resume_same_layout  the same in bf16: bit-identical
-#   freeze_resume        training.freeze in bf16 at tp=2 pp=2 dp=2: resumes bit for bit, the frozen tensors do
-#                        not move and have no optimizer state, another training.freeze is refused on resume
+#   freeze_resume        training.freeze in bf16 at tp=2 pp=2 dp=2 (and fp32 ZeRO-3): resumes bit for bit, the
+#                        frozen tensors do not move and have no optimizer state, another training.freeze is
+#                        refused on resume
 #   bf16_other_precision_and_layout  a bf16 checkpoint resumes in fp32 and in bf16 on another layout; an fp32
 #                        checkpoint resumes in bf16
 #   consolidate_bf16     --dtype bf16 writes every weight rounded to nearest even (checked with numpy), h5dump
@@ -309,8 +310,8 @@ for path in glob.glob('$work/old/step_00000004/*.h5'):
     # master weights or moments and are written whole from the parameters; stage 0 (the embedding and
     # blocks 0-1) is frozen whole, so its ranks have no optimizer state at all. The step-2 checkpoint resumes
     # bit for bit; the frozen tensors are equal at steps 2 and 4 while the others moved; --optimizer
-    # consolidation has moments of the trainable tensors only; another training.freeze is refused on
-    # resume, naming both.
+    # consolidation has moments of the trainable tensors only; under ZeRO-3 (fp32) too the checkpoint
+    # resumes bit for bit; another training.freeze is refused on resume, naming both.
     frozen=--training.freeze=wte,wpe,h0.*,h1.*,lnf_b
     train 8 "$work/ref16.jsonl" "$work/ckA16" "${big[@]}" --system.precision=bf16 "$frozen"
     train 8 "$work/resumed.jsonl" "$work/ckB" "${big[@]}" --system.precision=bf16 "$frozen" "--checkpoint.load=$work/ckA16/step_00000002"
@@ -331,6 +332,10 @@ for n in names:
 assert sorted(a["optimizer/exp_avg"]) == sorted(set(names) - set(frozen)), sorted(a["optimizer/exp_avg"])
 print(f"  {len(frozen)} frozen tensors equal at steps 2 and 4, {len(names) - len(frozen)} trained; moments of the trained ones only")
 PY
+    # ZeRO-3 shards the trainable tensors and keeps the frozen ones whole: its checkpoint resumes bit for bit.
+    train 8 "$work/z3.jsonl" "$work/ckZ" "${big[@]}" --system.zero_stage=3 "$frozen"
+    train 8 "$work/z3r.jsonl" "$work/ckZr" "${big[@]}" --system.zero_stage=3 "$frozen" "--checkpoint.load=$work/ckZ/step_00000002"
+    compare_tail "$work/z3r.jsonl" 0 "$work/z3.jsonl"
     ALLOW_FAIL=1 train 8 "$work/x.jsonl" "$work/ckC" "${big[@]}" --system.precision=bf16 --training.freeze=wte,wpe \
       "--checkpoint.load=$work/ckA16/step_00000002"
     [ $? -eq 2 ] || { cat "$work/last.log"; fail "a resume with another training.freeze did not exit 2"; }

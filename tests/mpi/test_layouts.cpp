@@ -432,8 +432,8 @@ TEST_CASE("Qwen2 blocks (query/key/value biases) match one rank", "[mpi][layouts
 // training.freeze on the GPT blocks: the embedding (wte, also the tied head, and wpe), a whole block, a
 // norm's weight, a linear weight and the final norm's bias. Tensor parallelism with sequence parallelism
 // (the frozen norms are not summed over tp), pipelines (the tied embedding's copies are not summed),
-// zb-h1's split backward (no W for what is frozen) and the distributed optimizer at ZeRO-2 over the
-// trainable tensors' buckets train the rest as one rank does, and the frozen tensors end as they began
+// zb-h1's split backward (no W for what is frozen) and the distributed optimizer at ZeRO-2 and ZeRO-3
+// (with parameter offload) over the trainable tensors' buckets train the rest as one rank does, and the frozen tensors end as they began
 // (check_layouts). The GPT test's tolerances: the layouts differ by summation order only.
 TEST_CASE("frozen tensors: layouts match one rank", "[mpi][layouts][freeze]") {
   int world = 1;
@@ -442,8 +442,15 @@ TEST_CASE("frozen tensors: layouts match one rank", "[mpi][layouts][freeze]") {
   if (world == 2) variants = {{2, 1, 1, true}, {1, 2, 1, false, false, "zb-h1"}};
   if (world == 4) variants = {{2, 2, 1, true}, {1, 2, 2, false, true}};
   const double steps = testing::reorder_tolerance(kLongestSum, 10);
-  check_layouts(variants, {kSmoothAdam, "--training.freeze=wte,wpe,h2.*,h5.ln2_w,h6.fc_w,lnf_b", "--system.zero_stage=2"},
-                testing::reorder_tolerance(kLongestSum, 0), steps, steps, false, Rerun::left_to_gpt_test);
+  const std::string freeze = "--training.freeze=wte,wpe,h2.*,h5.ln2_w,h6.fc_w,lnf_b";
+  check_layouts(variants, {kSmoothAdam, freeze, "--system.zero_stage=2"}, testing::reorder_tolerance(kLongestSum, 0), steps, steps,
+                false, Rerun::left_to_gpt_test);
+  // ZeRO-3 gathers the trainable tensors' buckets and keeps the frozen ones whole, with the owned slices
+  // in host memory too (parameter offload).
+  if (world == 4)
+    for (const char* offload : {"--system.offload_params=false", "--system.offload_params=true"})
+      check_layouts({{1, 2, 2, false, true}}, {kSmoothAdam, freeze, "--system.zero_stage=3", offload}, testing::reorder_tolerance(kLongestSum, 0),
+                    steps, steps, false, Rerun::left_to_gpt_test);
 }
 
 // Qwen3's attention: model.kv_channels (heads of 16 dims at hidden 32 with 4 heads: 64 attention

@@ -66,7 +66,7 @@ TEST_CASE("frozen tensors lie after the trainable ones, outside the gradient are
   CHECK(p.buckets[0].range.begin == 0);
   CHECK(p.buckets[2].range.begin == 1856);
   CHECK(p.buckets[2].range.end == 2528);
-  CHECK(p.buckets[3].layer == -1);
+  CHECK(p.buckets[3].layer == kHeadLayer);
   CHECK(p.buckets[3].range.end == 2560);
   REQUIRE(p.optimizer_ranges.size() == 1);
   CHECK(p.optimizer_ranges[0].end == 2560);
@@ -107,6 +107,39 @@ TEST_CASE("without frozen tensors the layout is the one without the key", "[plan
   CHECK(d.memory().optimizer == 3 * 2976 * 4);  // moments and master weights of the trainable ones
 }
 
+TEST_CASE("ZeRO-3 shards the trainable tensors and keeps the frozen ones whole", "[plan][freeze]") {
+  // dp 2, fp32, every block but block 1 frozen with the embedding: the buckets are block 1's and the
+  // head's; each rank keeps its half of them and the frozen tail whole, and writes that tail to
+  // checkpoints whole from either replica's first rank (rank 0 here).
+  const Config c = tiny({"--training.freeze=wte,wpe,h0.*,h2.*,h3.*", "--system.use_distributed_optimizer=true",
+                         "--system.zero_stage=3"});
+  const RankPlan p = make_rank_plan(c, make_plan(c, 2), Coords{});
+  // Trainable: h1 at 0..920, lnf_w 928 (a new group on 32 floats), lnf_b 944..952; padded to 960.
+  CHECK(p.grad_arena_size == 960);
+  REQUIRE(p.buckets.size() == 2);
+  CHECK(p.buckets[1].layer == kHeadLayer);
+  const std::vector<ArenaRange> kept = p.param_ranges();
+  REQUIRE(kept.size() == 3);
+  CHECK(kept[0].begin == 0);
+  CHECK(kept[0].end == 464);  // half of block 1's 928
+  CHECK(kept[1].begin == 928);
+  CHECK(kept[1].end == 944);  // half of the head's 32
+  CHECK(kept[2].begin == 960);
+  CHECK(kept[2].end == p.arena_size);
+  const auto& ts = p.table.tensors();
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    INFO(ts[i].name);
+    CHECK(p.writes_params(i) == !ts[i].trainable);  // the trainable ones by their slices' owners
+  }
+  // The embedding's and the head's buckets apart when the blocks between them are frozen.
+  const Config linear_probe = tiny({"--training.freeze=h*", "--system.use_distributed_optimizer=true", "--system.zero_stage=3"});
+  const RankPlan q = make_rank_plan(linear_probe, make_plan(linear_probe, 2), Coords{});
+  REQUIRE(q.buckets.size() == 2);
+  CHECK(buckets_of_layer(q.buckets, kEmbeddingLayer, true) == std::vector<int>{0});
+  CHECK(buckets_of_layer(q.buckets, kHeadLayer, true) == std::vector<int>{1, 0});
+  CHECK(buckets_of_layer(q.buckets, kHeadLayer, false) == std::vector<int>{1});
+}
+
 TEST_CASE("frozen tensors take no part in gradient reductions", "[plan][freeze]") {
   // tp 2 with sequence parallelism: the norms' gradients are summed over tp, the frozen norms' not
   // (they have none). pp 2 with the tied embedding: wte's two copies are summed, not when it is frozen.
@@ -143,7 +176,5 @@ TEST_CASE("training.freeze refusals name the pattern and the way out", "[plan][f
   CHECK(contains(freeze_error(q), "freezes one of h1.q_w and h1.kv_w: they are one weight"));
   CHECK(contains(freeze_error({"--model.num_experts=2", "--training.freeze=h0.expert_fc_w"}),
                  "freezes h0.expert_fc_w: mixture-of-experts tensors cannot be frozen yet"));
-  CHECK(contains(freeze_error({"--training.freeze=h0.*", "--system.use_distributed_optimizer=true", "--system.zero_stage=3"}, 2),
-                 "with system.zero_stage=3: ZeRO-3 cannot hold frozen tensors yet"));
   CHECK(freeze_error({"--training.freeze=wte,wpe,h*.ln?_b"}).empty());
 }
