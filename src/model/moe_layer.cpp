@@ -174,13 +174,14 @@ void MoeLayer<T>::expert_backward(const MoeParams<T>& p, const MoeParams<float>&
     const long le = static_cast<long>(e);
     T* dact = sc.moe.dact + o * Fe;  // (n,Fe)
     T* dh = sc.moe.dfch + o * He;    // (n,He)
-    wg_->matmul(dact, g.fcproj_w + le * C * Fe, g.fcproj_b ? g.fcproj_b + le * C : nullptr, de + o * C, a.act + o * Fe,
+    // Frozen expert tensors (training.freeze) have no gradient: null views stay null.
+    wg_->matmul(dact, g.fcproj_w ? g.fcproj_w + le * C * Fe : nullptr, g.fcproj_b ? g.fcproj_b + le * C : nullptr, de + o * C, a.act + o * Fe,
                        p.fcproj_w + le * C * Fe, n, Fe, C);
     if (swiglu_)
       k_.swiglu_backward(dh, a.fch + o * He, dact, n, Fe);
     else
       k_.gelu_backward(dh, a.fch + o * He, dact, n * Fe);
-    wg_->matmul_wide(sc.moe.dxin + o * C, g.fc_w + le * He * C, g.fc_b ? g.fc_b + le * He : nullptr, dh, xe + o * C,
+    wg_->matmul_wide(sc.moe.dxin + o * C, g.fc_w ? g.fc_w + le * He * C : nullptr, g.fc_b ? g.fc_b + le * He : nullptr, dh, xe + o * C,
                             p.fc_w + le * He * C, n, C, He);
   }
 }

@@ -62,11 +62,6 @@ std::vector<std::string> freeze_errors(const Config& cfg) {
       break;
     }
   }
-  for (const TensorSpec& t : ts)
-    if ((t.expert || t.name.find(".router_w") != std::string::npos) && is_frozen(t.name)) {
-      errs.push_back(key + " freezes " + t.name + ": mixture-of-experts tensors cannot be frozen yet");
-      break;
-    }
   return errs;
 }
 

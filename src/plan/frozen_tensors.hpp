@@ -17,7 +17,7 @@ bool frozen_by(const std::vector<std::string>& patterns, const std::string& name
 
 // What the run cannot do with its training.freeze, one message each: a pattern that matches no tensor
 // of the model, every tensor frozen, wte and wpe apart (one kernel makes both gradients), one of the
-// packed q/kv weights, an MoE tensor.
+// packed q/kv weights.
 std::vector<std::string> freeze_errors(const Config& cfg);
 
 }  // namespace dtrain

@@ -803,6 +803,12 @@ TEST_CASE("expert-parallel layouts match one rank", "[mpi][layouts][moe][ep]") {
                         "--model.kv_channels=16", kSmoothAdam.c_str()})
     qwen3_moe.push_back(o);
   check_layouts(renormalised, qwen3_moe, testing::reorder_tolerance(kLongestSum, 0), steps, steps, false, Rerun::left_to_gpt_test);
+  // training.freeze on MoE tensors: a router and one expert layer frozen, the other trained, over ep 2
+  // with the distributed optimizer (the expert buckets hold the trainable experts' tensors only).
+  std::vector<std::string> frozen = moe;
+  frozen.push_back("--training.freeze=h2.router_w,h4.expert_fc_w");
+  frozen.push_back(kSmoothAdam);
+  check_layouts(renormalised, frozen, testing::reorder_tolerance(kLongestSum, 0), steps, steps, false, Rerun::left_to_gpt_test);
   // With context parallelism (dropless): a micro-batch's load-balancing loss from the sums of its cp
   // ranks; at T = 64 (2 chunks of 16 per rank at cp 2).
   std::vector<Variant> with_cp;
