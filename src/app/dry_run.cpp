@@ -151,13 +151,14 @@ void print_dry_run(HostComm world, const OptionTable& table, const Config& cfg, 
       const RankPlan rp = make_rank_plan(cfg, plan, at);
       const MemoryEstimate m = rp.memory();
       const std::size_t owned = rp.optimizer_elements(), compute = rp.compute_type_bytes();
-      const std::size_t kept = (rp.shards_params() ? owned : rp.arena_size) * compute + owned * 4 + m.optimizer;
+      const std::size_t frozen = rp.arena_size - rp.grad_arena_size;  // training.freeze: kept whole even under ZeRO-3
+      const std::size_t kept = (rp.shards_params() ? owned + frozen : rp.arena_size) * compute + owned * 4 + m.optimizer;
       const int replicas = rp.replicas();
       const std::size_t whole = rp.arena_size * compute + rp.grad_arena_size * 4 + m.optimizer * static_cast<std::size_t>(replicas);
       std::printf("  stage %d ZeRO-%d: params+grads+optimizer kept between uses %.2f MiB = %.3f x (stage total %.2f MiB / dp x cp %d); "
                   "buckets gathered at once add %.2f MiB params, %.2f MiB grads\n",
                   st, rp.zero_stage(), mb(kept), static_cast<double>(kept) * replicas / static_cast<double>(whole), mb(whole), replicas,
-                  mb(m.params - (rp.shards_params() ? owned : rp.arena_size) * compute), mb(m.grads - owned * 4));
+                  mb(m.params - (rp.shards_params() ? owned + frozen : rp.arena_size) * compute), mb(m.grads - owned * 4));
     }
   }
   std::printf("dry run complete: configuration is valid for %d ranks\n", env.world_size);
