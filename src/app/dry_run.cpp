@@ -151,7 +151,7 @@ void print_dry_run(HostComm world, const OptionTable& table, const Config& cfg, 
       const RankPlan rp = make_rank_plan(cfg, plan, at);
       const MemoryEstimate m = rp.memory();
       const std::size_t owned = rp.optimizer_elements(), compute = rp.compute_type_bytes();
-      const std::size_t frozen = rp.arena_size - rp.grad_arena_size;  // training.freeze: kept whole even under ZeRO-3
+      const std::size_t frozen = rp.frozen_elements();  // training.freeze: kept whole even under ZeRO-3
       const std::size_t kept = (rp.shards_params() ? owned + frozen : rp.arena_size) * compute + owned * 4 + m.optimizer;
       const int replicas = rp.replicas();
       const std::size_t whole = rp.arena_size * compute + rp.grad_arena_size * 4 + m.optimizer * static_cast<std::size_t>(replicas);

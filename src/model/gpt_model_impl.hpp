@@ -185,9 +185,7 @@ class GptModelImpl final : public GptModel {
   // weight's and a bias's of the widest norm. Empty without frozen tensors.
   Arena frozen_norm_grads_;
   static std::size_t frozen_norm_floats(const RankPlan& plan) {
-    const auto& ts = plan.table.tensors();
-    if (std::all_of(ts.begin(), ts.end(), [](const TensorSpec& t) { return t.trainable; })) return 0;
-    return 2 * static_cast<std::size_t>(std::max(plan.activations.dims.C, plan.activations.dims.HD()));
+    return plan.has_frozen() ? 2 * static_cast<std::size_t>(std::max(plan.activations.dims.C, plan.activations.dims.HD())) : 0;
   }
   WeightGrads<T> wg_;             // the backward's weight gradients, joined or split
   LinearGemms<T> linear_;         // the blocks' linear layers' GEMMs (fp8 in fp8 runs)

@@ -30,7 +30,7 @@ MemoryEstimate RankPlan::memory() const {
   auto bytes = [](std::size_t n, std::size_t each) { return n > kMax ? kMax * each : n * each; };
   const std::size_t compute = compute_type_bytes();
   MemoryEstimate e;
-  e.params = bytes(shards_params() ? resident_params() + (arena_size - grad_arena_size) : arena_size, compute);
+  e.params = bytes(shards_params() ? resident_params() + frozen_elements() : arena_size, compute);
   e.grads = bytes(shards_grads() ? resident_grads() : grad_arena_size, 4);
   if (separate_tied_head) e.grads += bytes(static_cast<std::size_t>(activations.dims.Vl) * static_cast<std::size_t>(activations.dims.C), 4);
   // AdamW first and second moments, and in a bf16 run the fp32 master weights, of the owned ranges;

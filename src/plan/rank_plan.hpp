@@ -43,7 +43,9 @@ struct RankPlan {
   // Elements of the gradient arena: the trainable tensors, the parameter arena's first part (all of it
   // without training.freeze); buckets and optimizer ranges lie in it, frozen tensors after it.
   std::size_t grad_arena_size = 0;
-  bool has_frozen() const { return grad_arena_size < arena_size; }  // training.freeze froze tensors this rank holds
+  // Elements after the gradient arena: the frozen tensors (training.freeze) this rank holds, and padding.
+  std::size_t frozen_elements() const { return arena_size - grad_arena_size; }
+  bool has_frozen() const { return frozen_elements() > 0; }
   std::vector<BucketSpan> buckets;            // gradient buckets over the gradient arena
   std::vector<ArenaRange> optimizer_ranges;   // what this rank's optimizer updates and keeps moments of
   std::vector<char> counted;                  // per tensor: counted here (gradient norm, checkpoints)
